@@ -1,0 +1,161 @@
+"""The game API every sepo domain implements.
+
+A small, OpenSpiel-shaped interface: a `Game` makes `State`s; a state is a chance node, a node
+where one player (or, for simultaneous moves, several) must act, or terminal. Every decision has
+two views: a structured one (`Decision`: information-state key, legal actions, observation fields)
+for scripted and tabular policies, and a text one (`TextView`: prompts and a strict parser) for
+language models. Repeated games are one state that runs several rounds; each finished round is
+recorded as a `RoundResult` with the payoff of every player and of any third party.
+
+Why not OpenSpiel's own API: its Python games cannot carry text views, third-party payoffs or the
+paper's episode protocols; sepo still checks its exact results against OpenSpiel where it overlaps.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+CHANCE = -1
+SIMULTANEOUS = -2
+TERMINAL = -4
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a policy sees at one decision: the structured view of an information state."""
+
+    game: str
+    player: int
+    info_key: str
+    legal_actions: tuple[int, ...]
+    action_names: tuple[str, ...]
+    observation: Mapping[str, Any] = field(default_factory=dict)
+
+    def name_of(self, action: int) -> str:
+        return self.action_names[self.legal_actions.index(action)]
+
+    def action_named(self, name: str) -> int:
+        return self.legal_actions[self.action_names.index(name)]
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """One finished round of an episode: payoff per player and per third party."""
+
+    payoffs: tuple[float, ...]
+    third_party: Mapping[str, float] = field(default_factory=dict)
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+
+class State(abc.ABC):
+    """A node of the game: chance, decision (one or several players), or terminal."""
+
+    @abc.abstractmethod
+    def current_player(self) -> int:
+        """A player index, `CHANCE`, `SIMULTANEOUS` or `TERMINAL`."""
+
+    def is_terminal(self) -> bool:
+        return self.current_player() == TERMINAL
+
+    def is_chance_node(self) -> bool:
+        return self.current_player() == CHANCE
+
+    def acting_players(self) -> list[int]:
+        """Players who must act now (several at a simultaneous node)."""
+        player = self.current_player()
+        if player >= 0:
+            return [player]
+        if player == SIMULTANEOUS:
+            return list(range(self.num_players()))
+        return []
+
+    @abc.abstractmethod
+    def num_players(self) -> int: ...
+
+    def chance_outcomes(self) -> list[tuple[int, float]]:
+        """(outcome, probability) pairs at a chance node."""
+        raise NotImplementedError(f"{type(self).__name__} has no chance nodes")
+
+    @abc.abstractmethod
+    def decision(self, player: int) -> Decision:
+        """The structured view of `player`'s current decision."""
+
+    @abc.abstractmethod
+    def apply_action(self, action: int) -> None:
+        """Apply a chance outcome or the single acting player's action."""
+
+    def apply_actions(self, actions: Sequence[int]) -> None:
+        """Apply one action per player at a simultaneous node."""
+        raise NotImplementedError(f"{type(self).__name__} has no simultaneous moves")
+
+    @abc.abstractmethod
+    def rounds(self) -> list[RoundResult]:
+        """The rounds finished so far, in order."""
+
+    def returns(self) -> list[float]:
+        """Total payoff of each player over the finished rounds."""
+        totals = [0.0] * self.num_players()
+        for result in self.rounds():
+            for player, payoff in enumerate(result.payoffs):
+                totals[player] += payoff
+        return totals
+
+    @abc.abstractmethod
+    def clone(self) -> "State": ...
+
+
+class TextView(abc.ABC):
+    """The language interface of a game: what an LLM reads and how its reply is parsed."""
+
+    @abc.abstractmethod
+    def system_prompt(self) -> str: ...
+
+    @abc.abstractmethod
+    def user_prompt(self, decision: Decision) -> str: ...
+
+    @abc.abstractmethod
+    def parse(self, reply: str, decision: Decision) -> "ParseResult": ...
+
+    @abc.abstractmethod
+    def answer_text(self, decision: Decision, action: int) -> str:
+        """The canonical final line that names `action` (used to score actions and in SFT data)."""
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """The outcome of strictly parsing a model reply.
+
+    `status` is one of: "ok"; "no_action" (names no action); "ambiguous" (names two or more);
+    "illegal" (names one action that is not legal here). Only "ok" carries an action.
+    """
+
+    status: str
+    action: int | None = None
+    names_found: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class Game(abc.ABC):
+    """A domain: rules, sizes, and both interfaces."""
+
+    name: str
+    num_players: int = 2
+    max_payoff: float = 1.0
+    zero_sum: bool = False
+    third_parties: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def new_initial_state(self) -> State: ...
+
+    @property
+    @abc.abstractmethod
+    def text(self) -> TextView: ...
+
+    @property
+    def payoff_scale(self) -> float:
+        """s = 3 / max_payoff, the paper's normalisation of utilities to the IPD scale."""
+        return 3.0 / self.max_payoff

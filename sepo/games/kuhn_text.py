@@ -1,0 +1,88 @@
+"""Kuhn poker as text: the prompts an LLM reads and the strict parser of its reply.
+
+Parsing rule (strict, documented in docs/parsing.md): drop anything up to a closing `</think>`;
+take the last non-empty line; find the whole words PASS, BET, CALL, FOLD in it (any case).
+Exactly one distinct word that is legal here is an action. No word is "no_action", two or more
+distinct words are "ambiguous", one word that is not legal here (CALL when nobody bet) is
+"illegal". Reasoning on earlier lines never becomes an action.
+"""
+from __future__ import annotations
+
+import re
+
+from sepo.games.base import Decision, ParseResult, TextView
+from sepo.games.kuhn import CARD_NAMES, action_names
+
+ACTION_WORDS = ("PASS", "BET", "CALL", "FOLD")
+_WORD = re.compile(r"\b(PASS|BET|CALL|FOLD)\b", re.IGNORECASE)
+_THINK_END = "</think>"
+
+_SYSTEM = """You are playing Kuhn poker, a two-player card game, over several hands.
+The deck has three cards: J (lowest), Q and K (highest). Each hand, both players put 1 chip in the pot and get one private card.
+The first player may PASS or BET 1 chip.
+- If the first player PASSES, the second player may PASS (the higher card wins the 2-chip pot, a gain of 1) or BET 1 chip.
+- Facing a BET, a player may CALL (match it; the higher card wins the 4-chip pot, a gain of 2) or FOLD (give up the pot, a loss of 1).
+You alternate between acting first and second from one hand to the next.
+Your goal is to win as many chips as possible over all hands.
+Think briefly if you wish, then end your response with your action alone on the last line: PASS, BET, CALL or FOLD."""
+
+
+def _history_words(history: str, seat: int, name_actors: bool) -> list[str]:
+    words = []
+    for index, move in enumerate(history):
+        name = action_names(history[:index])["pb".index(move)]
+        if name_actors:
+            actor = "you" if index % 2 == seat else "opponent"
+            name = f"{actor} {name}"
+        words.append(name)
+    return words
+
+
+class KuhnText(TextView):
+    """Prompts for Kuhn poker. `style="paper"` reproduces the paper's user prompt fields exactly
+    (betting listed without naming who acted); `"rigorous"` also names the actor of each move."""
+
+    def __init__(self, style: str = "rigorous"):
+        if style not in ("rigorous", "paper"):
+            raise ValueError(f"kuhn text style must be 'rigorous' or 'paper', got {style!r}")
+        self.style = style
+
+    def system_prompt(self) -> str:
+        return _SYSTEM
+
+    def user_prompt(self, decision: Decision) -> str:
+        obs = decision.observation
+        lines = [f"Hand {obs['hand']} of {obs['hands']}.", f"Your card: {CARD_NAMES[obs['card']]}"]
+        if obs["history"]:
+            moves = _history_words(obs["history"], obs["seat"], name_actors=self.style == "rigorous")
+            lines.append("Betting so far this hand: " + ", ".join(moves))
+        else:
+            lines.append("You are first to act this hand. No bets yet.")
+        if obs["hand"] > 1:
+            net = obs["prior_net"]
+            lines.append(
+                f"Score across {obs['hand'] - 1} prior hands: {obs['prior_wins']}W/{obs['prior_losses']}L, "
+                f"net {'+' if net >= 0 else ''}{net:g} chips"
+            )
+        lines.append("")
+        lines.append(f"Legal actions: {' or '.join(decision.action_names)}.")
+        lines.append("What is your action?")
+        return "\n".join(lines)
+
+    def parse(self, reply: str, decision: Decision) -> ParseResult:
+        if _THINK_END in reply:
+            reply = reply.rsplit(_THINK_END, 1)[1]
+        lines = [line for line in reply.splitlines() if line.strip()]
+        if not lines:
+            return ParseResult("no_action")
+        found = tuple(dict.fromkeys(word.upper() for word in _WORD.findall(lines[-1])))
+        if not found:
+            return ParseResult("no_action")
+        if len(found) > 1:
+            return ParseResult("ambiguous", names_found=found)
+        if found[0] not in decision.action_names:
+            return ParseResult("illegal", names_found=found)
+        return ParseResult("ok", decision.action_named(found[0]), found)
+
+    def answer_text(self, decision: Decision, action: int) -> str:
+        return decision.name_of(action)
