@@ -1,0 +1,84 @@
+"""The SEPO reward and GRPO's group normalisation (spec §5).
+
+Reward of rollout r in a group of rollouts that share start state, seed and opponent:
+
+    R_r = s·U_r − λe·s·E_r − λc·C_r − λx·X_r
+
+Penalty modes:
+- `per-rollout`: E, C, X come from rollout r's own actions, so they survive normalisation.
+- `constant`: one penalty shared by the whole group (its mean), the paper's ablation. Group
+  normalisation subtracts it again, so the update equals the `none` update exactly.
+- `none`: payoff-only GRPO.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sepo.errors import SepoError
+
+PENALTY_MODES = ("per-rollout", "constant", "none")
+REWARD_SCALINGS = ("batch", "group", "none")
+
+
+@dataclass(frozen=True)
+class Lambdas:
+    """Penalty weights λe (exploitability), λc (collusion), λx (externality); all ≥ 0."""
+
+    e: float = 0.0
+    c: float = 0.0
+    x: float = 0.0
+
+    def __post_init__(self):
+        for name, value in (("lambda-e", self.e), ("lambda-c", self.c), ("lambda-x", self.x)):
+            if not np.isfinite(value) or value < 0:
+                raise SepoError(f"{name} must be a finite number >= 0, got {value}")
+
+
+def check_penalty_mode(mode: str) -> str:
+    if mode not in PENALTY_MODES:
+        raise SepoError(f"unknown penalty mode {mode!r}; use one of: {', '.join(PENALTY_MODES)}")
+    return mode
+
+
+def sepo_rewards(utility, exploit, collusion, externality, groups, lambdas: Lambdas, scale: float, mode: str) -> np.ndarray:
+    """Rewards R_r for a batch of rollouts; `groups[r]` is rollout r's group index."""
+    check_penalty_mode(mode)
+    utility = np.asarray(utility, dtype=float)
+    penalty = lambdas.e * scale * np.asarray(exploit, float) + lambdas.c * np.asarray(collusion, float) + lambdas.x * np.asarray(externality, float)
+    if mode == "none":
+        return scale * utility
+    if mode == "constant":
+        penalty = group_mean(penalty, groups)[groups]
+    return scale * utility - penalty
+
+
+def group_mean(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Mean of `values` per group index (groups numbered 0..G-1)."""
+    groups = np.asarray(groups)
+    sums = np.bincount(groups, weights=values)
+    counts = np.bincount(groups)
+    return sums / np.maximum(counts, 1)
+
+
+def group_advantages(rewards, groups, scaling: str = "batch", eps: float = 1e-8) -> np.ndarray:
+    """GRPO advantages: rewards minus their group mean, divided by a standard deviation.
+
+    `scaling="group"` divides by each group's std (GRPO, TRL's default); `"batch"` by one std of
+    the group-centred rewards over the whole batch; `"none"` not at all (Dr. GRPO). Per-group
+    scaling weights groups unequally and so moves the stationary point of the objective; the
+    exact trainer defaults to `"batch"`, which only rescales the step. All three are invariant
+    to adding a constant per group, which is what makes the `constant` ablation exact.
+    """
+    if scaling not in REWARD_SCALINGS:
+        raise SepoError(f"unknown reward scaling {scaling!r}; use one of: {', '.join(REWARD_SCALINGS)}")
+    rewards = np.asarray(rewards, dtype=float)
+    groups = np.asarray(groups)
+    centred = rewards - group_mean(rewards, groups)[groups]
+    if scaling == "none":
+        return centred
+    if scaling == "batch":
+        return centred / (centred.std() + eps)
+    spread = np.sqrt(group_mean(centred**2, groups))[groups]
+    return centred / (spread + eps)

@@ -1,0 +1,90 @@
+"""Tabular policies: one distribution (or one row of logits) per information state.
+
+The JSON form maps information-state keys to action probabilities, for Kuhn the OpenSpiel
+strings ("0", "0pb", "1p", ...) to [P(pass), P(bet)]. Files are validated on load: every key
+known and present, probabilities non-negative and summing to one.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.games.base import Decision
+from sepo.games.kuhn import INFO_STATES
+from sepo.policies.base import Policy
+
+_SUM_TOLERANCE = 1e-6
+
+
+class TabularPolicy(Policy):
+    """Action probabilities per information state, stored as an array `[states, actions]`."""
+
+    def __init__(self, table, keys=INFO_STATES, name: str = "tabular"):
+        self.keys = tuple(keys)
+        self.table = np.asarray(table, dtype=float)
+        self.name = name
+        self._row = {key: index for index, key in enumerate(self.keys)}
+
+    @classmethod
+    def from_logits(cls, logits, keys=INFO_STATES, name: str = "tabular") -> "TabularPolicy":
+        return cls(softmax(np.asarray(logits, dtype=float)), keys, name)
+
+    def action_probabilities(self, decision: Decision) -> dict[int, float]:
+        row = self._row.get(decision.info_key)
+        if row is None:
+            raise SepoError(f"{self.name}: no entry for information state {decision.info_key!r}")
+        return {action: float(self.table[row, action]) for action in decision.legal_actions}
+
+    def to_json(self) -> dict[str, list[float]]:
+        return {key: [float(p) for p in self.table[i]] for i, key in enumerate(self.keys)}
+
+    def save(self, path: str | Path) -> None:
+        from sepo.training.checkpoint import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_json(), indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path, keys=INFO_STATES) -> "TabularPolicy":
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise SepoError(f"tabular policy file not found: {path}") from None
+        except (OSError, json.JSONDecodeError) as error:
+            raise SepoError(f"tabular policy {path} is not readable JSON: {error}") from None
+        return cls(table_from_mapping(data, keys, source=str(path)), keys, name=f"tabular:{path.name}")
+
+
+def table_from_mapping(data, keys=INFO_STATES, source: str = "policy") -> np.ndarray:
+    """Validate a {key: [p0, p1, ...]} mapping and return it as an array in `keys` order."""
+    if not isinstance(data, dict):
+        raise SepoError(f"{source}: expected a JSON object mapping information states to probabilities")
+    unknown = sorted(set(data) - set(keys))
+    if unknown:
+        raise SepoError(f"{source}: unknown information state key(s) {unknown}; expected keys {list(keys)}")
+    missing = [key for key in keys if key not in data]
+    if missing:
+        raise SepoError(f"{source}: missing information state key(s) {missing}")
+    rows = []
+    for key in keys:
+        row = data[key]
+        if not isinstance(row, (list, tuple)) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in row):
+            raise SepoError(f"{source}: key {key!r} must map to a list of numbers, got {row!r}")
+        row = np.asarray(row, dtype=float)
+        if len(rows) and row.shape != rows[0].shape:
+            raise SepoError(f"{source}: key {key!r} has {row.size} probabilities, expected {rows[0].size}")
+        if not np.all(np.isfinite(row)) or np.any(row < 0):
+            raise SepoError(f"{source}: key {key!r} has a negative or non-finite probability {row.tolist()}")
+        if abs(row.sum() - 1.0) > _SUM_TOLERANCE:
+            raise SepoError(f"{source}: probabilities for key {key!r} sum to {row.sum():.6g}, not 1")
+        rows.append(row / row.sum())
+    return np.stack(rows)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(-1, keepdims=True)
+    weights = np.exp(shifted)
+    return weights / weights.sum(-1, keepdims=True)
