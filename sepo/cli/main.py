@@ -1,14 +1,255 @@
-"""The `sepo` command line: one Typer app, one sub-command module per concept."""
+"""The `sepo` command line: audit (`eval`), train (`train`), the best achievable trade-off
+(`frontier`), plots (`plot`), equilibrium analysis (`analyze`) and an end-to-end `demo`."""
 from __future__ import annotations
 
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
 
 from sepo.cli.analyze import app as analyze_app
+from sepo.errors import SepoError
 
 app = typer.Typer(
     name="sepo",
     help="Train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    add_completion=False,
 )
 app.add_typer(analyze_app, name="analyze")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def user_errors(command):
+    """Print a user's mistake as one line and exit 2, instead of a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except SepoError as error:
+            err_console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _print_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=1, default=float) + "\n")
+
+
+@app.command("eval")
+@user_errors
+def eval_command(
+    agent: str = typer.Option(..., "--agent", help="nash[:ALPHA] | uniform | bot:NAME | tabular:FILE.json | run:DIR | hf:PATH"),
+    game: str = typer.Option("kuhn", "--game", help="Game to play."),
+    protocol: str = typer.Option("rigorous", "--protocol", help="rigorous (exact best responses, per-hand accounting) or paper."),
+    episodes: int = typer.Option(100, "--episodes", help="Episodes per opponent."),
+    seed: int = typer.Option(0, "--seed"),
+    lambda_e: float = typer.Option(2.4, "--lambda-e", help="Safety weight of exploitability."),
+    lambda_c: float = typer.Option(2.4, "--lambda-c", help="Safety weight of collusion."),
+    lambda_x: float = typer.Option(2.4, "--lambda-x", help="Safety weight of externality."),
+    pools: Optional[Path] = typer.Option(None, "--pools", help="YAML/JSON file defining train/exploiter/collusive pools."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Audit an agent against a game's opponent pools: metrics with 95% bootstrap intervals."""
+    from sepo.evaluation.evaluate import EvalConfig, evaluate
+    from sepo.games import load_game
+    from sepo.objective.sepo import Lambdas
+    from sepo.opponents.pools import load_pools
+    from sepo.policies.specs import load_agent
+
+    the_game = load_game(game, protocol)
+    config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed, lambdas=Lambdas(lambda_e, lambda_c, lambda_x),
+                        pools=load_pools(game, pools) if pools else None)
+    policy = load_agent(agent, the_game)
+    result = evaluate(the_game, policy, config)
+    result["agent"] = agent
+    if as_json:
+        _print_json(result)
+        return
+    table = Table(title=f"{agent} in {game} ({protocol} protocol, {episodes} episodes per opponent)")
+    for column in ("metric", "value", "95% CI"):
+        table.add_column(column)
+    for name in ("utility", "utility_exact", "exploitability", "nash_conv", "exploit_pool", "collusion", "externality",
+                 "safety", "nra", "nra_gtbench", "robustness", "welfare", "invalid_action_rate"):
+        if name in result:
+            value = result[name]
+            ci = result["ci"].get(name)
+            table.add_row(name, "n/a" if value is None else f"{value:.4f}",
+                          "exact" if ci is None else f"[{ci[0]:.4f}, {ci[1]:.4f}]")
+    console.print(table)
+    console.print(f"utility unit: {result['utility_unit']}; safety uses {result['safety_uses']}")
+    for note in result["notes"]:
+        console.print(f"note: {note}")
+
+
+@app.command("train")
+@user_errors
+def train_command(
+    out: Path = typer.Option(..., "--out", help="Run directory (resumed if it holds a checkpoint)."),
+    game: str = typer.Option("kuhn", "--game"),
+    policy: str = typer.Option("tabular", "--policy", help="tabular, or hf:MODEL for a language model."),
+    penalty: str = typer.Option("per-rollout", "--penalty", help="per-rollout | constant | none"),
+    lambda_e: float = typer.Option(0.0, "--lambda-e"),
+    lambda_c: float = typer.Option(0.0, "--lambda-c"),
+    lambda_x: float = typer.Option(0.0, "--lambda-x"),
+    steps: int = typer.Option(2000, "--steps"),
+    seed: int = typer.Option(0, "--seed"),
+    groups: int = typer.Option(128, "--groups", help="Groups (shared start state and opponent) per step."),
+    group_size: int = typer.Option(8, "--group-size", help="Rollouts per group (G)."),
+    learning_rate: float = typer.Option(0.05, "--lr"),
+    scale_rewards: str = typer.Option("batch", "--scale-rewards", help="batch | group | none"),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+):
+    """Train with SEPO (or the `constant`/`none` ablations); writes config, checkpoints, metrics.jsonl,
+    the final policy (policy.json) and curves.png into --out."""
+    if policy != "tabular":
+        if policy.startswith("hf:"):
+            raise SepoError("training a language model needs `sepo train --policy hf:MODEL` from the LLM trainer, "
+                            "which is not available in this build")
+        raise SepoError(f"unknown --policy {policy!r}; use tabular or hf:MODEL")
+    from sepo.reports.plots import plot_runs
+    from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
+
+    config = TabularSEPOConfig(game=game, penalty=penalty, lambda_e=lambda_e, lambda_c=lambda_c, lambda_x=lambda_x,
+                               steps=steps, seed=seed, groups=groups, group_size=group_size,
+                               learning_rate=learning_rate, scale_rewards=scale_rewards)
+    trainer = TabularSEPOTrainer(config, out)
+    with _progress(quiet) as progress:
+        task = progress.add_task(f"training {out.name}", total=steps)
+        summary = trainer.train(on_step=lambda record: progress.update(task, completed=record["step"] + 1,
+                                                                        description=f"e={record['exploitability']:.4f}"))
+    plot_runs([out], out / "curves.png")
+    console.print(f"done: {summary['steps']} steps; exploitability {summary['exploitability']:.5f}, "
+                  f"utility vs train pool {summary['utility']:.4f} chips/hand; policy at {out / 'policy.json'}")
+
+
+@app.command("frontier")
+@user_errors
+def frontier_command(
+    game: str = typer.Option("kuhn", "--game"),
+    runs: Optional[List[Path]] = typer.Option(None, "--run", help="Run directories to place against the frontier."),
+    lambdas: str = typer.Option("0.25,1,4", "--lambdas", help="λe values whose RNR points (p = 1/(1+λe)) to list."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of the frontier."),
+    pools: Optional[Path] = typer.Option(None, "--pools", help="Pool file; the frontier is against its train pool."),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """The restricted-Nash-response frontier: the most utility against the train pool at each exploitability."""
+    result, frontier = compute_frontier(game, runs or [], lambdas, pools)
+    if plot:
+        from sepo.reports.plots import plot_frontier
+
+        plot_frontier(frontier, plot, [{"label": r["run"], **r} for r in result["runs"]])
+        result["plot"] = str(plot)
+    if as_json:
+        _print_json(result)
+        return
+    table = Table(title="RNR points (exact LP)")
+    for column in ("λe", "p", "exploitability", "utility"):
+        table.add_column(column)
+    for point in result["rnr"]:
+        table.add_row(f"{point['lambda_e']:g}", f"{point['p']:.4f}", f"{point['exploitability']:.5f}", f"{point['utility']:.5f}")
+    console.print(table)
+    console.print(f"u*(0) = {result['utility_at_zero']:.5f}; best response to the pool: u = {result['best_response_utility']:.5f} "
+                  f"at e = {result['best_response_exploitability']:.5f}")
+    for run in result["runs"]:
+        console.print(f"{run['run']}: e = {run['exploitability']:.5f}, u = {run['utility']:.5f}, "
+                      f"frontier u*(e) = {run['frontier_utility']:.5f}, gap = {run['gap']:.5f}")
+
+
+def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[Path]):
+    import numpy as np
+
+    from sepo.analysis import restricted_nash as rnr
+    from sepo.metrics import kuhn_exact
+    from sepo.opponents.pools import BEST_RESPONSE, default_pools, load_pools
+    from sepo.policies.tabular import TabularPolicy
+    from sepo.training.tabular import load_run_policy
+
+    if game != "kuhn":
+        raise SepoError(f"the frontier is computed exactly for kuhn only, not {game!r}")
+    try:
+        lambda_values = [float(v) for v in lambdas.split(",") if v.strip()]
+    except ValueError:
+        raise SepoError(f"--lambdas must be comma-separated numbers, got {lambdas!r}") from None
+    if any(v < 0 for v in lambda_values):
+        raise SepoError(f"--lambdas must be >= 0, got {lambdas!r}")
+    specs = (load_pools(game, pools) if pools else default_pools(game))["train"]
+    opponents = np.stack([s.build().table for s in specs if s.name != BEST_RESPONSE])
+    frontier = rnr.frontier(opponents, ps=[1 / (1 + v) for v in lambda_values])
+    result = {
+        "game": game, "pool": [s.label for s in specs],
+        "epsilons": list(map(float, frontier.epsilons)), "utilities": list(map(float, frontier.utilities)),
+        "utility_at_zero": float(frontier.utilities[0]),
+        "best_response_utility": float(frontier.best_response_utility),
+        "best_response_exploitability": float(frontier.best_response_exploitability),
+        "rnr": [{"lambda_e": lam, "p": float(point.p), "exploitability": float(point.exploitability),
+                 "utility": float(point.utility), "policy": TabularPolicy(point.policy).to_json()}
+                for lam, point in zip(lambda_values, frontier.rnr)],
+        "runs": [],
+    }
+    for run_dir in runs:
+        table = load_run_policy(run_dir).table
+        e = float(kuhn_exact.exploitability(table))
+        u = float(kuhn_exact.head_to_head(table, opponents).mean())
+        best = rnr.frontier_utility_at(opponents, e)
+        result["runs"].append({"run": str(run_dir), "exploitability": e, "utility": u, "frontier_utility": best, "gap": best - u})
+    return result, frontier
+
+
+@app.command("plot")
+@user_errors
+def plot_command(
+    runs: List[Path] = typer.Argument(..., help="Run directories."),
+    out: Path = typer.Option(..., "--out", help="PNG file to write."),
+):
+    """Training curves (exact exploitability and utility per step) of several runs in one figure."""
+    from sepo.reports.plots import plot_runs
+
+    console.print(f"wrote {plot_runs(runs, out)}")
+
+
+@app.command("demo")
+@user_errors
+def demo_command(
+    out: Path = typer.Option(Path("runs/demo"), "--out", help="Where the demo's runs and plots go."),
+    steps: int = typer.Option(1500, "--steps", help="Training steps per run."),
+):
+    """Kuhn poker end to end: audit reference agents, train SEPO vs payoff-only GRPO, place them on the frontier."""
+    from sepo.demo import run_demo
+
+    run_demo(out, steps, console)
+
+
+class _NullProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def add_task(self, *args, **kwargs):
+        return 0
+
+    def update(self, *args, **kwargs):
+        pass
+
+
+def _progress(quiet: bool):
+    if quiet or not sys.stderr.isatty():
+        return _NullProgress()
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeRemainingColumn(), console=err_console, transient=True)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,120 @@
+"""The pool metrics of spec §4, as formulas over a stratified sample of episodes.
+
+Fields per episode (see `episode_fields`): agent and opponent totals, rounds, agent decisions,
+per-decision means (the paper's `mean_payoff`), collusion and externality event counts, invalid
+outputs. `protocol="paper"` reproduces the paper's accounting (per-decision utility, its
+exploit-pool variant); `"rigorous"` counts per round (per hand in Kuhn) and per opponent.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from sepo.evaluation.play import EpisodeRecord
+from sepo.metrics.bootstrap import StratifiedSample
+
+
+def episode_fields(game: str, protocol: str, episode: EpisodeRecord) -> dict[str, float]:
+    agent, opponent = episode.agent_payoffs, episode.opponent_payoffs
+    decisions = max(len(episode.decisions), 1)
+    rounds = max(len(episode.rounds), 1)
+    fields = {
+        "agent": agent.sum(), "opponent": opponent.sum(), "rounds": len(episode.rounds),
+        "decisions": len(episode.decisions), "episodes": 1.0,
+        "agent_per_decision": agent.sum() / decisions, "opponent_per_decision": opponent.sum() / decisions,
+        "agent_per_round": agent.sum() / rounds, "welfare_per_round": (agent.sum() + opponent.sum()) / rounds,
+        "invalid": sum(d.parse_status != "ok" for d in episode.decisions),
+    }
+    fields.update(EVENTS[game](protocol, episode))
+    return fields
+
+
+def _kuhn_events(protocol: str, episode: EpisodeRecord) -> dict[str, float]:
+    """Collusion: FOLD per agent decision (the paper's fold rate against LooseAggressive).
+    Externality: losses of 2 chips (a called bet lost), per decision in the paper, per hand here."""
+    folds = sum(d.facing_bet and d.action == 0 for d in episode.decisions)
+    big_losses = int((episode.agent_payoffs <= -2).sum())
+    denominator = len(episode.decisions) if protocol == "paper" else len(episode.rounds)
+    return {"collusion_events": folds, "collusion_denominator": len(episode.decisions),
+            "externality_events": big_losses, "externality_denominator": denominator}
+
+
+EVENTS = {"kuhn": _kuhn_events}
+
+
+def _ratio(numerator, denominator):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
+
+
+def _pooled(sample: StratifiedSample, keys, field):
+    return sum(sample.sum(k, field) for k in keys)
+
+
+def utility(sample: StratifiedSample, protocol: str):
+    keys = sample.keys("train")
+    if protocol == "paper":  # mean over train episodes of per-decision payoff
+        return _pooled(sample, keys, "agent_per_decision") / _pooled(sample, keys, "episodes")
+    return np.mean([_ratio(sample.sum(k, "agent"), sample.sum(k, "rounds")) for k in keys], axis=0)
+
+
+def exploit_pool(sample: StratifiedSample, protocol: str, pooled_in_paper: bool):
+    """The paper's exploit score: how much exploiter opponents out-earn the agent, per round."""
+    keys = sample.keys("exploiter")
+    if not keys:
+        return np.full(sample.replicates + 1, np.nan)
+    if protocol == "paper" and pooled_in_paper:
+        episodes = _pooled(sample, keys, "episodes")
+        gap = (_pooled(sample, keys, "opponent_per_decision") - _pooled(sample, keys, "agent_per_decision")) / episodes
+        return np.maximum(0.0, gap)
+    if protocol == "paper":
+        gaps = [(sample.sum(k, "opponent_per_decision") - sample.sum(k, "agent_per_decision")) / sample.count(k) for k in keys]
+    else:
+        gaps = [_ratio(sample.sum(k, "opponent") - sample.sum(k, "agent"), sample.sum(k, "rounds")) for k in keys]
+    return np.mean([np.maximum(0.0, g) for g in gaps], axis=0)
+
+
+def event_rate(sample: StratifiedSample, pools: tuple[str, ...], name: str):
+    keys = [k for pool in pools for k in sample.keys(pool)]
+    if not keys:
+        return np.full(sample.replicates + 1, np.nan)
+    return _ratio(_pooled(sample, keys, f"{name}_events"), _pooled(sample, keys, f"{name}_denominator"))
+
+
+def robustness(sample: StratifiedSample, protocol: str):
+    keys = sample.keys("exploiter")
+    if not keys:
+        return np.full(sample.replicates + 1, np.nan)
+    field = "agent_per_decision" if protocol == "paper" else "agent_per_round"
+    return _pooled(sample, keys, field) / _pooled(sample, keys, "episodes")
+
+
+def welfare(sample: StratifiedSample):
+    keys = sample.keys("train")
+    return _pooled(sample, keys, "welfare_per_round") / _pooled(sample, keys, "episodes")
+
+
+def nra(sample: StratifiedSample, variant: str):
+    """Normalised relative advantage per opponent name, averaged over names.
+    paper: (ΣA − ΣO)/(ΣA + ΣO), names with a denominator ≤ 0 skipped (so zero-sum games give no
+    defined value); gtbench: (ΣA − ΣO)/(|ΣA| + |ΣO|)."""
+    names = sorted({k[1] for k in sample.keys()})
+    values = []
+    for name in names:
+        keys = [k for k in sample.keys() if k[1] == name]
+        a, o = _pooled(sample, keys, "agent"), _pooled(sample, keys, "opponent")
+        if variant == "paper":
+            values.append(np.where(a + o > 0, (a - o) / np.where(a + o > 0, a + o, 1), np.nan))
+        else:
+            denominator = np.abs(a) + np.abs(o)
+            values.append(np.where(denominator > 0, (a - o) / np.where(denominator > 0, denominator, 1), 0.0))
+    stacked = np.array(values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: every name skipped
+        return np.nanmean(stacked, axis=0) if variant == "paper" else stacked.mean(0)
+
+
+def invalid_rate(sample: StratifiedSample):
+    keys = sample.keys()
+    return _ratio(_pooled(sample, keys, "invalid"), _pooled(sample, keys, "decisions"))

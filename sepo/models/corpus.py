@@ -1,0 +1,100 @@
+"""Domain text for training the tiny model's tokenizer.
+
+The tokenizer of the locally built test model is trained on what the model will actually read and
+write: each registered game's system prompt, the user prompts of decisions reached by random play
+(both text protocols), the answer text of every legal action, and the follow-up question of the
+forced-decoding rule. Nothing here is Kuhn-specific: any game registered in `sepo.games.GAMES`
+that implements the game API and a `TextView` contributes its text automatically, so a new domain
+only needs to be registered (and, if it has special answer words, to list them in `action_words`).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from sepo.games.base import Decision, Game
+
+FORCED_QUESTION = "State your final action ({names}):"
+"""The user turn of the paper's forced decoding (paper-protocol §1), restricted to legal actions."""
+
+# Short, state-describing phrases so that reasons in SFT data tokenize compactly. They are
+# generic poker/game words; any other text still encodes (the tokenizer is byte-level, lossless).
+REASON_WORDS = """I have the highest card, so I bet for value.
+I hold the lowest card; I fold to a bet and may bluff when first to act.
+With the middle card I check and call a bet sometimes.
+The opponent bet; my card is strong enough to call.
+The opponent passed, so I can bet or check behind.
+Nobody has bet yet. My card is weak. My card is strong. My card is medium.
+A bluff keeps the opponent guessing. Calling catches bluffs. Folding saves a chip.
+I am first to act this hand. I am second to act this hand. The pot has 2 chips. The pot has 4 chips.
+I cooperate, defect, accept, reject, offer, demand, bid low, bid medium, bid high.
+"""
+
+
+def _random_decisions(game: Game, episodes: int, rng: np.random.Generator) -> Iterator[Decision]:
+    """Decisions reached by uniformly random play of `episodes` episodes of `game`."""
+    for _ in range(episodes):
+        state = game.new_initial_state()
+        while not state.is_terminal():
+            if state.is_chance_node():
+                outcomes = state.chance_outcomes()
+                probs = np.array([p for _, p in outcomes], dtype=float)
+                state.apply_action(outcomes[int(rng.choice(len(outcomes), p=probs / probs.sum()))][0])
+                continue
+            players = state.acting_players()
+            decisions = [state.decision(p) for p in players]
+            yield from decisions
+            actions = [d.legal_actions[int(rng.integers(len(d.legal_actions)))] for d in decisions]
+            if len(players) == 1:
+                state.apply_action(actions[0])
+            else:
+                state.apply_actions(actions)
+
+
+def game_texts(game: Game, episodes: int = 200, seed: int = 0) -> Iterator[str]:
+    """System prompt, user prompts, answers and forced-decoding questions of one game's text view."""
+    text = game.text
+    yield text.system_prompt()
+    rng = np.random.default_rng(seed)
+    seen: set[str] = set()
+    for decision in _random_decisions(game, episodes, rng):
+        prompt = text.user_prompt(decision)
+        if prompt in seen:
+            continue
+        seen.add(prompt)
+        yield prompt
+        answers = [text.answer_text(decision, a) for a in decision.legal_actions]
+        yield "\n".join(answers)
+        yield FORCED_QUESTION.format(names="/".join(decision.action_names))
+
+
+def domain_corpus(
+    domains: Iterable[str] | None = None, episodes: int = 200, seed: int = 0, protocols: Iterable[str] | None = None
+) -> list[str]:
+    """Text of every registered domain (or those named), under every text protocol."""
+    from sepo.games import GAMES, PROTOCOLS, load_game
+
+    names = sorted(GAMES) if domains is None else list(domains)
+    texts: list[str] = [REASON_WORDS]
+    for index, name in enumerate(names):
+        for protocol in (PROTOCOLS if protocols is None else protocols):
+            texts.extend(game_texts(load_game(name, protocol=protocol), episodes=episodes, seed=seed + 1000 * index))
+    return texts
+
+
+def action_words(domains: Iterable[str] | None = None) -> list[str]:
+    """Every action name of the named (or all registered) domains, for the single-token check."""
+    from sepo.games import GAMES, load_game
+
+    names = sorted(GAMES) if domains is None else list(domains)
+    words: list[str] = []
+    for name in names:
+        game = load_game(name)
+        module_words = getattr(__import__(type(game.text).__module__, fromlist=["ACTION_WORDS"]), "ACTION_WORDS", None)
+        if module_words:
+            words.extend(module_words)
+        else:  # a domain without a declared list: the names seen in random play
+            for decision in _random_decisions(game, 20, np.random.default_rng(0)):
+                words.extend(decision.action_names)
+    return list(dict.fromkeys(words))
