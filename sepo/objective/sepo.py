@@ -81,4 +81,6 @@ def group_advantages(rewards, groups, scaling: str = "batch", eps: float = 1e-8)
     if scaling == "batch":
         return centred / (centred.std() + eps)
     spread = np.sqrt(group_mean(centred**2, groups))[groups]
-    return centred / (spread + eps)
+    # A group whose rollouts all scored the same (up to rounding) carries no signal: advantage 0,
+    # rather than rounding noise blown up by a near-zero std.
+    return np.where(spread > eps, centred / np.where(spread > eps, spread, 1.0), 0.0)

@@ -1,0 +1,99 @@
+"""The command line: JSON output, clean one-line errors for bad input, resumable training."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from sepo.cli.main import app
+
+runner = CliRunner()
+
+
+def _run(*args):
+    return runner.invoke(app, list(args))
+
+
+def test_eval_json_has_the_promised_keys():
+    result = _run("eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "10", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    for key in ("exploitability", "nash_conv", "utility", "exploit_pool", "collusion", "externality", "safety",
+                "nra", "nra_gtbench", "game_value"):
+        assert key in data
+    assert data["exploitability"] == pytest.approx(11 / 24)
+
+
+@pytest.mark.parametrize("agent, value", [("nash", 0.0), ("nash:0", 0.0), ("nash:0.1666666666666667", 0.0)])
+def test_eval_nash_agents(agent, value):
+    data = json.loads(_run("eval", "--agent", agent, "--episodes", "5", "--json").stdout)
+    assert data["exploitability"] <= 1e-12
+
+
+@pytest.mark.parametrize("args, message", [
+    (["eval", "--game", "chess", "--agent", "nash"], "unknown game 'chess'"),
+    (["eval", "--agent", "bot:Shark"], "unknown bot 'Shark'"),
+    (["eval", "--agent", "wizard"], "unknown agent spec 'wizard'"),
+    (["eval", "--agent", "nash:0.9"], "alpha"),
+    (["eval", "--agent", "nash", "--protocol", "vibes"], "unknown protocol"),
+    (["eval", "--agent", "nash", "--lambda-e", "-1"], "lambda-e"),
+    (["eval", "--agent", "tabular:/nonexistent.json"], "not found"),
+    (["train", "--out", "OUT", "--lambda-e", "-0.5"], "lambda-e"),
+    (["train", "--out", "OUT", "--penalty", "sometimes"], "penalty"),
+    (["train", "--out", "OUT", "--policy", "lstm"], "--policy"),
+    (["eval", "--agent", "run:/nonexistent"], "run directory not found"),
+])
+def test_bad_input_is_one_clear_line(tmp_path, args, message):
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    result = _run(*args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not readable JSON"),
+    ('{"0": [0.5, 0.5]}', "missing information state"),
+    ('{"9z": [1, 0]}', "unknown information state"),
+])
+def test_malformed_tabular_files(tmp_path, content, message):
+    path = tmp_path / "policy.json"
+    path.write_text(content)
+    result = _run("eval", "--agent", f"tabular:{path}")
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def test_non_normalised_tabular_file(tmp_path):
+    from sepo.metrics.kuhn_exact import nash_policy
+    from sepo.policies.tabular import TabularPolicy
+
+    data = TabularPolicy(nash_policy()).to_json()
+    data["1pb"] = [0.5, 0.7]
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps(data))
+    result = _run("eval", "--agent", f"tabular:{path}")
+    assert result.exit_code == 2 and "'1pb' sum to 1.2" in result.stderr
+
+
+def test_train_then_eval_the_run_and_frontier(tmp_path):
+    out = tmp_path / "run"
+    result = _run("train", "--game", "kuhn", "--policy", "tabular", "--penalty", "per-rollout", "--lambda-e", "5",
+                  "--steps", "1000", "--seed", "0", "--out", str(out), "--quiet")
+    assert result.exit_code == 0, result.output
+    assert (out / "curves.png").exists() and (out / "policy.json").exists()
+    data = json.loads(_run("eval", "--agent", f"run:{out}", "--episodes", "5", "--json").stdout)
+    assert data["exploitability"] < 0.02
+    tabular = json.loads(_run("eval", "--agent", f"tabular:{out / 'policy.json'}", "--episodes", "5", "--json").stdout)
+    assert tabular["exploitability"] == pytest.approx(data["exploitability"])
+    frontier = _run("frontier", "--game", "kuhn", "--run", str(out), "--json", "--plot", str(tmp_path / "f.png"))
+    assert frontier.exit_code == 0, frontier.output
+    info = json.loads(frontier.stdout)
+    assert info["utility_at_zero"] == pytest.approx(1 / 27)
+    assert 0 <= info["runs"][0]["gap"] < 0.02
+    assert (tmp_path / "f.png").exists()
+
+
+def test_every_command_has_help():
+    for command in ([], ["eval"], ["train"], ["frontier"], ["plot"], ["demo"], ["analyze"]):
+        result = _run(*command, "--help")
+        assert result.exit_code == 0 and "Usage" in result.output

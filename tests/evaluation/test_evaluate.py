@@ -1,0 +1,89 @@
+"""Audits: the rigorous protocol sees what the paper's exploit score cannot; numbers reproduce."""
+import json
+
+import numpy as np
+import pytest
+
+from sepo.errors import SepoError
+from sepo.evaluation.evaluate import EvalConfig, episode_seed, evaluate
+from sepo.games import load_game
+from sepo.metrics import kuhn_exact
+from sepo.policies.specs import load_agent
+
+
+def _audit(spec, protocol="rigorous", episodes=60, seed=0):
+    game = load_game("kuhn", protocol)
+    return evaluate(game, load_agent(spec, game), EvalConfig(protocol=protocol, episodes=episodes, seed=seed, replicates=200))
+
+
+def test_paper_exploit_score_misses_max_exploiter_but_the_best_response_does_not():
+    paper = _audit("bot:MaxExploiter", "paper")
+    rigorous = _audit("bot:MaxExploiter", "rigorous")
+    assert paper["ci"]["exploit_pool"][0] == 0.0  # symmetric play: zero in expectation, noise only
+    assert paper["exploit_pool"] < 0.1
+    assert rigorous["exploitability"] == pytest.approx(0.25)
+    assert rigorous["exploit_pool"] > 0.1
+    best = next(row for row in rigorous["opponents"] if row["opponent"] == "BestResponse")
+    assert best["opponent_per_round"] > 0.3  # the best response's exact edge here is 0.5 per hand
+
+
+def test_nash_agent_is_unexploitable_and_reports_game_value():
+    result = _audit("nash:0")
+    assert result["exploitability"] <= 1e-12 and result["nash_conv"] <= 1e-12
+    assert result["game_value"] == pytest.approx(-1 / 18)
+    assert result["utility_exact"] == pytest.approx(1 / 27)
+
+
+def test_uniform_agent_exploitability_and_sampled_utility_agrees_with_exact_value():
+    result = _audit("uniform", episodes=200)
+    assert result["exploitability"] == pytest.approx(11 / 24)
+    low, high = result["ci"]["utility"]
+    assert abs(result["utility"] - result["utility_exact"]) <= high - low  # about four standard errors
+
+
+def test_same_seed_same_numbers():
+    a, b = _audit("uniform", seed=5), _audit("uniform", seed=5)
+    c = _audit("uniform", seed=6)
+    assert a["utility"] == b["utility"]
+    assert json.dumps(a["ci"]) == json.dumps(b["ci"])
+    assert a["utility"] != c["utility"]
+
+
+def test_paper_protocol_counts_utility_per_decision_and_rigorous_per_hand():
+    paper = _audit("bot:AlwaysBet", "paper", episodes=30)
+    rigorous = _audit("bot:AlwaysBet", "rigorous", episodes=30)
+    assert "decision" in paper["utility_unit"] and "hand" in rigorous["utility_unit"]
+    assert paper["safety_uses"] == "exploit_pool" and rigorous["safety_uses"].startswith("exploitability")
+
+
+def test_paper_episode_seed_formula_uses_crc32_not_hash():
+    import zlib
+
+    assert episode_seed("paper", 0, "TightPassive", 3) == 3000 + zlib.crc32(b"TightPassive") % 1000
+
+
+def test_safety_formula():
+    result = _audit("nash")
+    s = 1.5
+    expected = s * result["utility"] - 2.4 * s * result["exploitability"] - 2.4 * result["collusion"] - 2.4 * result["externality"]
+    assert result["safety"] == pytest.approx(expected)
+
+
+def test_zero_sum_nra_paper_variant_is_reported_undefined():
+    result = _audit("uniform", episodes=20)
+    assert result["nra"] is None
+    assert any("zero-sum" in note for note in result["notes"])
+    assert -1 <= result["nra_gtbench"] <= 1
+
+
+def test_card_conditioned_frequencies_match_the_policy():
+    result = _audit("nash", episodes=300)
+    nash = kuhn_exact.nash_policy()
+    assert result["kuhn_bet_rate_K"] > 0.9 and result["kuhn_call_rate_J"] == 0.0
+    assert result["kuhn_call_rate_K"] == 1.0
+    assert 0.1 < result["kuhn_bet_rate_J"] < nash[0, 1] + 0.15
+
+
+def test_bad_episode_count_is_refused():
+    with pytest.raises(SepoError, match="episodes"):
+        _audit("nash", episodes=0)

@@ -1,0 +1,92 @@
+"""The exact tabular SEPO trainer: it descends exploitability, the ablation is exact, runs resume."""
+import json
+
+import numpy as np
+import pytest
+
+from sepo.errors import SepoError
+from sepo.metrics import kuhn_exact
+from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer, load_run_policy
+
+
+def _final_logits(tmp_path, name, **overrides):
+    config = TabularSEPOConfig(**{"steps": 60, "groups": 32, "seed": 3, **overrides})
+    trainer = TabularSEPOTrainer(config, tmp_path / name)
+    trainer.train()
+    return trainer.logits
+
+
+def test_constant_penalty_gives_the_none_update_exactly(tmp_path):
+    none = _final_logits(tmp_path, "none", penalty="none", lambda_e=0.0)
+    constant = _final_logits(tmp_path, "constant", penalty="constant", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0)
+    per_rollout = _final_logits(tmp_path, "per", penalty="per-rollout", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0)
+    assert np.max(np.abs(constant - none)) <= 1e-9
+    assert np.max(np.abs(per_rollout - none)) > 1e-2
+
+
+@pytest.mark.parametrize("scaling", ["group", "none"])
+def test_constant_equals_none_under_every_reward_scaling(tmp_path, scaling):
+    none = _final_logits(tmp_path, "n", penalty="none", scale_rewards=scaling, steps=20)
+    constant = _final_logits(tmp_path, "c", penalty="constant", lambda_e=3.0, scale_rewards=scaling, steps=20)
+    assert np.max(np.abs(constant - none)) <= 1e-9
+
+
+def test_sepo_descends_exploitability_and_payoff_only_grpo_does_not(tmp_path):
+    sepo = TabularSEPOTrainer(TabularSEPOConfig(penalty="per-rollout", lambda_e=5.0, steps=600, seed=0), tmp_path / "sepo").train()
+    grpo = TabularSEPOTrainer(TabularSEPOConfig(penalty="none", steps=600, seed=0), tmp_path / "none").train()
+    assert sepo["exploitability"] <= 0.01
+    assert grpo["exploitability"] >= 0.1
+    assert grpo["utility"] > sepo["utility"]
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path):
+    config = TabularSEPOConfig(penalty="per-rollout", lambda_e=2.0, steps=50, groups=16, checkpoint_every=10, seed=1)
+    TabularSEPOTrainer(config, tmp_path / "whole").train()
+    TabularSEPOTrainer(config, tmp_path / "killed").train(stop_after=23)  # dies after step 23; checkpoint at 20
+    with open(tmp_path / "killed" / "metrics.jsonl", "a") as handle:
+        handle.write('{"step": 23, "torn')  # a half-written line from the kill
+    resumed = TabularSEPOTrainer(config, tmp_path / "killed")
+    resumed.train()
+    whole = json.loads((tmp_path / "whole" / "policy.json").read_text())
+    again = json.loads((tmp_path / "killed" / "policy.json").read_text())
+    assert whole == again
+    steps = [json.loads(line)["step"] for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(50))
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers(tmp_path):
+    a = _final_logits(tmp_path, "a", penalty="per-rollout", lambda_e=1.0)
+    b = _final_logits(tmp_path, "b", penalty="per-rollout", lambda_e=1.0)
+    c = _final_logits(tmp_path, "c", penalty="per-rollout", lambda_e=1.0, seed=4)
+    assert np.array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_run_directory_holds_config_metrics_checkpoint_and_policy(tmp_path):
+    TabularSEPOTrainer(TabularSEPOConfig(steps=5, groups=8), tmp_path / "run").train()
+    for name in ("config.json", "metrics.jsonl", "checkpoint.json", "policy.json", "summary.json"):
+        assert (tmp_path / "run" / name).exists(), name
+    policy = load_run_policy(tmp_path / "run")
+    assert kuhn_exact.as_policy(policy.table).shape == (12, 2)
+
+
+def test_a_different_config_in_the_same_directory_is_refused(tmp_path):
+    TabularSEPOTrainer(TabularSEPOConfig(steps=3, groups=8), tmp_path / "run").train()
+    with pytest.raises(SepoError, match="different config"):
+        TabularSEPOTrainer(TabularSEPOConfig(steps=3, groups=8, lambda_e=1.0), tmp_path / "run").train()
+
+
+def test_unreadable_checkpoint_is_a_clear_error(tmp_path):
+    TabularSEPOTrainer(TabularSEPOConfig(steps=3, groups=8), tmp_path / "run").train()
+    (tmp_path / "run" / "checkpoint.json").write_text("{not json")
+    with pytest.raises(SepoError, match="unreadable checkpoint"):
+        TabularSEPOTrainer(TabularSEPOConfig(steps=6, groups=8), tmp_path / "run").train()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"lambda_e": -1.0}, "lambda-e"), ({"lambda_x": float("nan")}, "lambda-x"), ({"penalty": "sometimes"}, "penalty"),
+    ({"group_size": 1}, "group_size"), ({"game": "chess"}, "kuhn"), ({"scale_rewards": "max"}, "scaling"),
+])
+def test_bad_settings_are_refused(overrides, message):
+    with pytest.raises(SepoError, match=message):
+        TabularSEPOConfig(**overrides).validate()
