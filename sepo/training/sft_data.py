@@ -1,0 +1,147 @@
+"""Expert traces for supervised warm starts: chat examples from strategy mixtures.
+
+One strategy is drawn per episode from the mixture and plays the whole episode (as in the
+paper) against each driving opponent. Every decision becomes one chat example:
+[system prompt, user prompt, assistant: a one-sentence reason + the action on the last line].
+Unlike the paper's canned strings, the reason is written from the state itself (card, whether a
+bet is faced, the action taken), so it can never contradict the state.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.evaluation.play import play_episodes
+from sepo.games.base import Decision
+from sepo.games.kuhn import CARD_NAMES, KuhnPoker
+from sepo.opponents.kuhn import BOTS, KuhnBot, NashApprox
+from sepo.policies.base import Choice, Policy
+
+
+class AlwaysPassQ(KuhnBot):
+    """Never bets; facing a bet calls with Q or K (our reading of the paper's 2% 'AlwaysPassQ')."""
+
+    name = "AlwaysPassQ"
+    classifier = {"stochastic": False, "bluffs": False, "tight": False}
+
+    def bet_probability(self, card: int, history: str) -> float:
+        return float(card >= 1) if history.endswith("b") else 0.0
+
+
+class NashStrategy(KuhnBot):
+    """The exact equilibrium (alpha = 1/3 family member) as a demonstrator."""
+
+    name = "Nash"
+
+    def __init__(self, alpha: float = 1.0 / 3.0):
+        from sepo.metrics.kuhn_exact import nash_policy
+        from sepo.games.kuhn import INFO_STATES
+
+        self._bet = {key: row[1] for key, row in zip(INFO_STATES, nash_policy(alpha))}
+
+    def bet_probability(self, card: int, history: str) -> float:
+        return float(self._bet[f"{card}{history}"])
+
+
+MIXTURES = {
+    "paper": [(NashApprox, 0.45), (BOTS["TightPassive"], 0.25), (BOTS["PotControl"], 0.20),
+              (BOTS["RandomLegal"], 0.08), (AlwaysPassQ, 0.02)],
+    "nash": [(NashStrategy, 1.0)],
+}
+DRIVING_OPPONENTS = ("NashApprox", "TightPassive", "LooseAggressive", "AlwaysPass", "AlwaysBet")
+
+_STRENGTH = {0: "the lowest card", 1: "the middle card", 2: "the highest card"}
+
+
+def kuhn_reason(decision: Decision, action: int) -> str:
+    """A one-sentence reason that states only what the decision shows."""
+    obs = decision.observation
+    card = obs["card"]
+    holding = f"I hold {CARD_NAMES[card]}, {_STRENGTH[card]}"
+    name = decision.name_of(action)
+    if obs["facing_bet"]:
+        outlook = {0: "it loses to any card the opponent can hold", 1: "it beats only a bluff with J",
+                   2: "it beats any card the opponent can hold"}[card]
+        return f"{holding}; facing a bet, {outlook}, so I {name.lower()}."
+    if name == "BET":
+        purpose = {0: "a bet may make a better hand fold", 1: "I bet to take the pot now", 2: "I bet for value"}[card]
+        return f"{holding}; {purpose}."
+    purpose = {0: "I pass rather than put more chips in", 1: "I pass for a cheap showdown", 2: "I pass to invite a bet"}[card]
+    return f"{holding}; {purpose}."
+
+
+class _Demonstrator(Policy):
+    """Plays a strategy and writes the chat example of each decision."""
+
+    def __init__(self, strategy: KuhnBot, game: KuhnPoker, sink: list):
+        self.strategy, self.game, self.sink = strategy, game, sink
+        self.name = strategy.name
+
+    def action_probabilities(self, decision):
+        return self.strategy.action_probabilities(decision)
+
+    def act(self, decisions, rng):
+        choices = self.strategy.act(decisions, rng)
+        for decision, choice in zip(decisions, choices):
+            reply = f"{kuhn_reason(decision, choice.action)}\n{self.game.text.answer_text(decision, choice.action)}"
+            self.sink.append({"messages": [
+                {"role": "system", "content": self.game.text.system_prompt()},
+                {"role": "user", "content": self.game.text.user_prompt(decision)},
+                {"role": "assistant", "content": reply},
+            ], "strategy": self.strategy.name, "info_key": decision.info_key})
+        return [Choice(c.action, text=None) for c in choices]
+
+
+@dataclass
+class SFTDataSummary:
+    examples: int
+    train: int
+    validation: int
+    by_strategy: dict
+
+
+def generate_kuhn_traces(mixture: str, episodes: int, seed: int, protocol: str = "rigorous") -> list[list[dict]]:
+    """Chat examples grouped by episode: `episodes` per driving opponent."""
+    if mixture not in MIXTURES:
+        raise SepoError(f"unknown mixture {mixture!r}; known mixtures: {', '.join(MIXTURES)}")
+    if episodes < 1:
+        raise SepoError(f"--episodes must be >= 1, got {episodes}")
+    game = KuhnPoker(hands=6, text_style=protocol)
+    strategies, weights = zip(*MIXTURES[mixture])
+    by_episode = []
+    for opponent_name in DRIVING_OPPONENTS:
+        code = zlib.crc32(opponent_name.encode())
+        for episode in range(episodes):
+            rng = np.random.default_rng([seed, code, episode])
+            strategy = strategies[int(rng.choice(len(strategies), p=np.array(weights) / sum(weights)))]()
+            sink: list = []
+            play_episodes(game, _Demonstrator(strategy, game, sink), [BOTS[opponent_name]()],
+                          [int(rng.integers(2**31))], agent_seed=int(rng.integers(2**31)), agent_player=episode % 2)
+            by_episode.append(sink)
+    return by_episode
+
+
+def write_sft_dataset(by_episode: list[list[dict]], out: str | Path, seed: int, validation_fraction: float = 0.1) -> SFTDataSummary:
+    """Split by episode (no episode in both splits) and save a Hugging Face DatasetDict."""
+    from datasets import Dataset, DatasetDict
+
+    order = np.random.default_rng([seed, 7]).permutation(len(by_episode))
+    cut = max(1, int(round(len(order) * validation_fraction)))
+    validation = [ex for i in order[:cut] for ex in by_episode[i]]
+    train = [ex for i in order[cut:] for ex in by_episode[i]]
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    DatasetDict({"train": Dataset.from_list(train), "validation": Dataset.from_list(validation)}).save_to_disk(str(tmp))
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    tmp.rename(out)
+    counts: dict = {}
+    for example in train + validation:
+        counts[example["strategy"]] = counts.get(example["strategy"], 0) + 1
+    return SFTDataSummary(len(train) + len(validation), len(train), len(validation), counts)
