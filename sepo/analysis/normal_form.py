@@ -106,6 +106,8 @@ class NormalFormGame:
 
     def deviation_payoffs(self, profile: Profile, player: int) -> np.ndarray:
         """Player's expected payoff for each of its pure actions, the others playing `profile`."""
+        if self.num_players == 2:
+            return self.payoffs[0] @ profile[1] if player == 0 else profile[0] @ self.payoffs[1]
         tensor = self.payoffs[player]
         for other in reversed(range(self.num_players)):
             if other != player:
@@ -149,6 +151,12 @@ class NormalFormGame:
                    for i in range(self.num_players)):
                 equilibria.append(joint)
         return equilibria
+
+    def is_symmetric(self, tol: float = 1e-12) -> bool:
+        """Two players with the same number of actions and B = A^T (a role-free game)."""
+        if self.num_players != 2 or self.shape[0] != self.shape[1]:
+            return False
+        return bool(np.allclose(self.payoffs[1], self.payoffs[0].T, rtol=0.0, atol=tol))
 
     def welfare(self) -> np.ndarray:
         """Sum of all players' payoffs for each joint action."""
