@@ -116,7 +116,11 @@ class KuhnState(State):
         )
 
     def apply_action(self, action: int) -> None:
+        if self.is_terminal():
+            raise ValueError("kuhn: the episode is over; no action can be applied")
         if self._hand is None:
+            if not 0 <= action < len(DEALS):
+                raise ValueError(f"kuhn: chance outcome {action!r} is not a deal index in 0..{len(DEALS) - 1}")
             self._hand = _Hand(cards=DEALS[action])
             return
         if action not in (PASS, BET):

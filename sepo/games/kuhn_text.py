@@ -65,7 +65,8 @@ class KuhnText(TextView):
                 f"net {'+' if net >= 0 else ''}{net:g} chips"
             )
         lines.append("")
-        lines.append(f"Legal actions: {' or '.join(decision.action_names)}.")
+        shown = ("CALL", "FOLD") if obs["facing_bet"] else ("PASS", "BET")  # the paper's order
+        lines.append(f"Legal actions: {' or '.join(shown)}.")
         lines.append("What is your action?")
         return "\n".join(lines)
 

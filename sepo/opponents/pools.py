@@ -48,7 +48,7 @@ class BotSpec:
             raise SepoError("BestResponse is computed against the agent; build it with sepo.evaluation")
         try:
             return BOTS_BY_GAME[self.game][self.name](**self.params)
-        except TypeError as error:
+        except (TypeError, ValueError) as error:
             raise SepoError(f"bad parameters {self.params} for bot {self.name!r}: {error}") from None
 
 
@@ -98,6 +98,9 @@ def default_pools(game: str, protocol: str = "rigorous") -> dict[str, list[BotSp
     """The paper's pools; the rigorous protocol adds the exact best response to `exploiter`."""
     if game not in PAPER_POOLS:
         raise SepoError(f"no pools defined for game {game!r}")
+    from sepo.games import check_protocol
+
+    check_protocol(protocol)
     pools = {name: [parse_bot(game, e) for e in entries] for name, entries in PAPER_POOLS[game].items()}
     if protocol == "rigorous":
         pools["exploiter"].append(BotSpec(game, BEST_RESPONSE))

@@ -58,7 +58,7 @@ class TabularPolicy(Policy):
         return cls(table_from_mapping(data, keys, source=str(path)), keys, name=f"tabular:{path.name}")
 
 
-def table_from_mapping(data, keys=INFO_STATES, source: str = "policy") -> np.ndarray:
+def table_from_mapping(data, keys=INFO_STATES, source: str = "policy", num_actions: int = 2) -> np.ndarray:
     """Validate a {key: [p0, p1, ...]} mapping and return it as an array in `keys` order."""
     if not isinstance(data, dict):
         raise SepoError(f"{source}: expected a JSON object mapping information states to probabilities")
@@ -74,8 +74,8 @@ def table_from_mapping(data, keys=INFO_STATES, source: str = "policy") -> np.nda
         if not isinstance(row, (list, tuple)) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in row):
             raise SepoError(f"{source}: key {key!r} must map to a list of numbers, got {row!r}")
         row = np.asarray(row, dtype=float)
-        if len(rows) and row.shape != rows[0].shape:
-            raise SepoError(f"{source}: key {key!r} has {row.size} probabilities, expected {rows[0].size}")
+        if row.shape != (num_actions,):
+            raise SepoError(f"{source}: key {key!r} has {row.size} probabilities, expected {num_actions}")
         if not np.all(np.isfinite(row)) or np.any(row < 0):
             raise SepoError(f"{source}: key {key!r} has a negative or non-finite probability {row.tolist()}")
         if abs(row.sum() - 1.0) > _SUM_TOLERANCE:

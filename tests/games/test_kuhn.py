@@ -165,8 +165,6 @@ def test_illegal_actions_raise():
     assert state.decision(state.current_player()).observation["history"] == ""  # unchanged
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: KuhnState.apply_action indexes DEALS with the chance "
-                   "outcome unchecked: -1 silently deals DEALS[-1], 6 raises IndexError, not ValueError")
 def test_illegal_chance_outcomes_raise_value_error():
     for bad in (-1, 6):
         state = KuhnPoker(hands=1).new_initial_state()
@@ -174,8 +172,6 @@ def test_illegal_chance_outcomes_raise_value_error():
             state.apply_action(bad)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: KuhnState.apply_action on a finished episode silently "
-                   "deals a new hand (self._hand is None is taken as a chance node) instead of raising")
 def test_acting_on_a_terminal_state_raises():
     state = KuhnPoker(hands=1).new_initial_state()
     for action in (0, PASS, PASS):

@@ -180,8 +180,6 @@ def test_facing_a_bet_prompt_names_call_and_fold(style):
     assert len(legal) == 1 and "CALL" in legal[0] and "FOLD" in legal[0] and "BET." not in legal[0]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (fidelity): the paper's prompt lists 'Legal actions: CALL or "
-                   "FOLD.'; KuhnText(style='paper') writes them in action-id order, 'FOLD or CALL.'")
 def test_paper_style_lists_call_before_fold_as_the_paper_does():
     game, decision = decision_after([], (2, 0), "b", hands=6, style="paper")
     assert "Legal actions: CALL or FOLD." in game.text.user_prompt(decision).splitlines()

@@ -138,9 +138,6 @@ def test_default_pools_are_the_papers_and_rigorous_adds_the_best_response():
     assert PAPER_POOLS["kuhn"]["exploiter"] == ["MaxExploiter"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG (minor): default_pools does not validate `protocol`; a typo such "
-                   "as 'rigourous' silently returns the paper pools without BestResponse (EvalConfig validates "
-                   "first, so the CLI is protected; direct library callers are not)")
 def test_default_pools_rejects_an_unknown_protocol():
     with pytest.raises(SepoError, match="rigourous"):
         default_pools("kuhn", "rigourous")
@@ -183,9 +180,6 @@ def test_bad_bot_entries_raise_sepo_error_naming_the_problem(entry, named):
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: an out-of-range bot parameter raises the bot's plain "
-                   "ValueError: BotSpec.build catches only TypeError, so the CLI (which catches SepoError) "
-                   "prints a traceback instead of a one-line error")
 @pytest.mark.parametrize("entry", ["NashApprox(alpha=2)", {"bot": "NashApprox", "alpha": -0.5}])
 def test_out_of_range_bot_parameter_raises_sepo_error(entry):
     with pytest.raises(SepoError, match="alpha"):

@@ -118,9 +118,6 @@ def test_rows_of_different_lengths_raise_naming_the_key():
         table_from_mapping(data)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: table_from_mapping checks only that rows have equal "
-                   "lengths, not that a Kuhn row has 2 entries: a file with [p, q, r] (or [1.0]) in "
-                   "every key loads as a 12x3 (12x1) table")
 @pytest.mark.parametrize("row", [[0.5, 0.25, 0.25], [1.0]])
 def test_kuhn_rows_must_have_exactly_two_probabilities(tmp_path, row):
     data = {key: row for key in INFO_STATES}
