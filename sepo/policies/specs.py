@@ -83,5 +83,5 @@ def policy_table(agent: Policy) -> np.ndarray | None:
     table = getattr(agent, "table", None)
     if table is not None:
         return np.asarray(table, dtype=float)
-    method = getattr(agent, "info_state_table", None)
+    method = getattr(agent, "kuhn_strategy", None)
     return None if method is None else np.asarray(method(), dtype=float)
