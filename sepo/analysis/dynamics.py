@@ -183,11 +183,11 @@ def run_dynamics(game: NormalFormGame, rule: str, iterations: int = 10_000, *, s
     regret matching start uniform). Only fictitious play (tie-breaking) and the replicator's
     default start draw random numbers, from `numpy.random.default_rng(seed)`."""
     if rule not in RULES:
-        raise AnalysisInputError(game.source, "rule", f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
+        raise AnalysisInputError("dynamics", "rule", f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
     if swap and rule not in ("hedge", "regret-matching"):
-        raise AnalysisInputError(game.source, "swap", f"the swap-regret version exists for hedge and regret-matching, not {rule}")
+        raise AnalysisInputError("dynamics", "swap", f"the swap-regret version exists for hedge and regret-matching, not {rule}")
     if iterations < 1:
-        raise AnalysisInputError(game.source, "iterations", f"must be at least 1, got {iterations}")
+        raise AnalysisInputError("dynamics", "iterations", f"must be at least 1, got {iterations}")
     rng = np.random.default_rng(seed)
     if rule == "replicator":
         if start is None:
