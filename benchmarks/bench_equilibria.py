@@ -21,7 +21,7 @@ What it measures
 Timings are wall clock (`time.perf_counter`), each the best of `--repeats` runs over the same
 games. Growth is summarised as the log-log slope of time against game size.
 
-Run: `.venv/bin/python benchmarks/bench_equilibria.py [--sizes 2,3,4,5,6,7] [--games 10] [--seed 0]`
+Run: `.venv/bin/python benchmarks/bench_equilibria.py [--sizes 2,3,4,5,6] [--games 10] [--seed 0]`
 Absolute numbers depend on the machine; compare ratios measured in the same run.
 """
 from __future__ import annotations
@@ -102,7 +102,7 @@ def bench_correlated(repeats: int, seed: int) -> None:
             print(f"{kind.upper():>4} {objective:<12} {seconds * 1e3:8.2f} ms   welfare {result.objective_value:+.4f}   "
                   f"max violation {result.max_violation:.1e}")
     print("\n== CE LP time against the number of joint actions ==")
-    print(f"{'players':>7} {'actions':>7} {'joint':>6} {'constraints':>11} {'CE ms':>9} {'CCE ms':>9} {'max violation':>13}")
+    print(f"{'players':>7} {'actions':>7} {'joint':>6} {'CE constraints':>14} {'CE ms':>9} {'CCE ms':>9} {'max violation':>13}")
     shapes = [(2, 2), (2, 4), (3, 3), (3, 4), (4, 3), (3, 6), (4, 4), (5, 3), (5, 4)]
     joints, ce_times = [], []
     for players, actions in shapes:
@@ -113,13 +113,13 @@ def bench_correlated(repeats: int, seed: int) -> None:
         joint = actions ** players
         joints.append(joint)
         ce_times.append(ce)
-        print(f"{players:>7} {actions:>7} {joint:>6} {players * actions * (actions - 1):>11} {ce * 1e3:>9.2f} {cce * 1e3:>9.2f} {violation:>13.1e}")
+        print(f"{players:>7} {actions:>7} {joint:>6} {players * actions * (actions - 1):>14} {ce * 1e3:>9.2f} {cce * 1e3:>9.2f} {violation:>13.1e}")
     print(f"growth: CE time ~ (joint actions)^{slope(joints, ce_times):.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="2,3,4,5,6,7", help="n for the n x n games, comma-separated")
+    parser.add_argument("--sizes", default="2,3,4,5,6", help="n for the n x n games, comma-separated")
     parser.add_argument("--games", type=int, default=10, help="random games per size")
     parser.add_argument("--repeats", type=int, default=3, help="timing repeats (best is reported)")
     parser.add_argument("--seed", type=int, default=0)
