@@ -224,8 +224,8 @@ def _record_points(iterations: int, records: int) -> set[int]:
 class _Recorder:
     """Accumulates the time-averaged joint distribution and records snapshots."""
 
-    def __init__(self, game: NormalFormGame, iterations: int):
-        self.game, self.iterations = game, iterations
+    def __init__(self, game: NormalFormGame):
+        self.game = game
         self.current: list[np.ndarray] = []
         self.joint_total = np.zeros(game.shape)
         self.marginal_total = [np.zeros(size) for size in game.shape]
@@ -256,7 +256,7 @@ class _Recorder:
 
 
 def _no_regret(game, rule, swap, learners, iterations, records) -> Trajectory:
-    recorder = _Recorder(game, iterations)
+    recorder = _Recorder(game)
     marks = _record_points(iterations, records)
     for t in range(1, iterations + 1):
         profile = tuple(learner.strategy() for learner in learners)
@@ -270,7 +270,7 @@ def _no_regret(game, rule, swap, learners, iterations, records) -> Trajectory:
 
 def _fictitious_play(game, prior, iterations, rng, records) -> Trajectory:
     """Simultaneous fictitious play; ties between best responses broken uniformly at random."""
-    recorder = _Recorder(game, iterations)
+    recorder = _Recorder(game)
     marks = _record_points(iterations, records)
     counts = [np.zeros(size) for size in game.shape]
     beliefs = tuple(prior)
@@ -310,7 +310,7 @@ def _replicator(game, start, iterations, dt, records) -> Trajectory:
                          method="DOP853", rtol=1e-10, atol=1e-12)
     if not solution.success:
         raise RuntimeError(f"replicator integration failed: {solution.message}")
-    recorder = _Recorder(game, iterations)
+    recorder = _Recorder(game)
     marks = _record_points(iterations, records)
     for t, state in enumerate(solution.y.T):
         profile = tuple(np.clip(p, 0.0, None) / np.clip(p, 0.0, None).sum() for p in split(state))

@@ -234,7 +234,7 @@ def _polish(p: np.ndarray, constraints: np.ndarray) -> np.ndarray:
 
 def _check_kind(kind: str) -> None:
     if kind not in ("ce", "cce"):
-        raise AnalysisInputError("<call>", "kind", f"unknown equilibrium kind {kind!r}; use ce or cce")
+        raise AnalysisInputError("argument", "kind", f"unknown equilibrium kind {kind!r}; use ce or cce")
 
 
 @dataclass(frozen=True, eq=False)
