@@ -62,9 +62,10 @@ def load_matrix(path: str | Path) -> MetaGame:
     return MetaGame(agents, payoffs, "matrix file", None, source)
 
 
-def build_meta_game(game_name: str, specs: Sequence[str], *, episodes: int = 200, seed: int = 0) -> MetaGame:
+def build_meta_game(game_name: str, specs: Sequence[str], *, episodes: int = 200, seed: int = 0, progress=None) -> MetaGame:
     """Load each agent spec in `game_name` and fill the payoff matrix: exact for Kuhn agents
-    with tables, sampled play (`episodes` per ordered pair, half in each starting seat) otherwise."""
+    with tables, otherwise sampled play (`episodes` per pair of agents, half in each starting
+    seat; `progress(done, total)` after each pair)."""
     from sepo.errors import SepoError
     from sepo.games import load_game
     from sepo.policies.specs import load_agent, policy_table
@@ -90,38 +91,55 @@ def build_meta_game(game_name: str, specs: Sequence[str], *, episodes: int = 200
         stacked = np.stack(tables)
         payoffs = head_to_head(stacked[:, None], stacked[None, :])
         return MetaGame(tuple(specs), np.asarray(payoffs, dtype=float), "exact (kuhn_exact.head_to_head)")
-    return _sampled_meta_game(domain, tuple(specs), agents, episodes, seed)
+    return _sampled_meta_game(domain, tuple(specs), agents, episodes, seed, progress)
 
 
-def _sampled_meta_game(domain, specs, agents, episodes: int, seed: int) -> MetaGame:
-    """Mean payoff per round of each ordered pair from played episodes; episode seeds come from
-    `default_rng([seed, i, j, seat])`, so the same seed gives the same matrix."""
+def _sampled_meta_game(domain, specs, agents, episodes: int, seed: int, progress=None) -> MetaGame:
+    """Mean payoff per round from played episodes, each unordered pair played once: its episodes
+    give P[i, j] (agent i's payoffs) and P[j, i] (agent j's), so a zero-sum domain yields an
+    exactly zero-sum sample. In self-play both players are agent i, so P[i, i] averages them.
+    Episode seeds come from `default_rng([seed, i, j, seat])`: the same seed, the same matrix.
+    `progress(done, total)` is called after each pair."""
     from sepo.evaluation.play import play_episodes
 
     if episodes < 2:
         raise AnalysisInputError("--episodes", "episodes", f"need at least 2 episodes per pair, got {episodes}")
     k = len(agents)
-    payoffs = np.zeros((k, k))
-    errors = np.zeros((k, k))
-    for i in range(k):
-        for j in range(k):
-            per_episode = []
-            for seat in (0, 1):
-                count = episodes // 2 + (episodes % 2) * (1 - seat)
-                draws = np.random.default_rng([seed, i, j, seat]).integers(0, 2**31 - 1, size=count + 1)
-                opponent = load_copy(specs[j], domain) if i == j else agents[j]
-                records = play_episodes(domain, agents[i], [opponent] * count, draws[1:].tolist(), agent_seed=int(draws[0]), agent_player=seat)
-                per_episode += [r.agent_payoffs.mean() for r in records]
-            payoffs[i, j] = float(np.mean(per_episode))
-            errors[i, j] = float(np.std(per_episode, ddof=1) / np.sqrt(len(per_episode)))
-    return MetaGame(specs, payoffs, f"sampled ({episodes} episodes per ordered pair)", errors)
+    payoffs, errors = np.zeros((k, k)), np.zeros((k, k))
+    pairs = [(i, j) for i in range(k) for j in range(i, k)]
+    for done, (i, j) in enumerate(pairs, start=1):
+        mine, theirs = [], []
+        for seat in (0, 1):
+            count = episodes // 2 + (episodes % 2) * (1 - seat)
+            draws = np.random.default_rng([seed, i, j, seat]).integers(0, 2**31 - 1, size=count + 1)
+            opponent = _self_play_partner(specs[j], agents[j], domain) if i == j else agents[j]
+            records = play_episodes(domain, agents[i], [opponent] * count, draws[1:].tolist(), agent_seed=int(draws[0]), agent_player=seat)
+            mine += [r.agent_payoffs.mean() for r in records]
+            theirs += [r.opponent_payoffs.mean() for r in records]
+        mine, theirs = np.array(mine), np.array(theirs)
+        if i == j:
+            both = (mine + theirs) / 2
+            payoffs[i, i], errors[i, i] = both.mean(), _standard_error(both)
+        else:
+            payoffs[i, j], errors[i, j] = mine.mean(), _standard_error(mine)
+            payoffs[j, i], errors[j, i] = theirs.mean(), _standard_error(theirs)
+        if progress is not None:
+            progress(done, len(pairs))
+    return MetaGame(specs, payoffs, f"sampled ({episodes} episodes per pair of agents)", errors)
 
 
-def load_copy(spec: str, domain):
-    """A second, independent instance of an agent (self-play must not share per-episode state)."""
+def _standard_error(values: np.ndarray) -> float:
+    return float(values.std(ddof=1) / np.sqrt(len(values)))
+
+
+def _self_play_partner(spec: str, agent, domain):
+    """The opponent for an agent's self-play: a second instance when the agent keeps per-episode
+    state (it overrides `reset`), so the two seats do not share memory; else the same object
+    (a second copy of a language model would only cost memory)."""
+    from sepo.policies.base import Policy
     from sepo.policies.specs import load_agent
 
-    return load_agent(spec, domain)
+    return load_agent(spec, domain) if type(agent).reset is not Policy.reset else agent
 
 
 @dataclass(frozen=True, eq=False)

@@ -15,6 +15,7 @@ from typing import List, Optional
 import numpy as np
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from sepo.errors import SepoError
@@ -315,7 +316,7 @@ def population_command(
     more_agents: Optional[List[str]] = typer.Argument(None, help="The rest of the --agents list.", show_default=False),
     game_name: str = typer.Option("kuhn", "--game", help="Domain the agents play in."),
     matrix: Optional[str] = typer.Option(None, "--matrix", help="Instead of agents: a meta-game file with agents and payoffs (row agent vs column agent)."),
-    episodes: int = typer.Option(200, "--episodes", help="Episodes per ordered pair when payoffs must be sampled."),
+    episodes: int = typer.Option(200, "--episodes", help="Episodes per pair of agents when payoffs must be sampled."),
     seed: int = typer.Option(0, "--seed", help="Seed of sampled play."),
     monoculture: float = typer.Option(0.9, "--monoculture", help="Flag monoculture when one agent has at least this share of the Nash mix."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -332,7 +333,11 @@ def population_command(
     if matrix:
         meta = load_matrix(matrix)
     elif specs:
-        meta = build_meta_game(game_name, specs, episodes=episodes, seed=seed)
+        with Progress(TextColumn("playing pairs of agents"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      console=err_console, transient=True, disable=as_json) as bar:
+            task = bar.add_task("pairs", total=None)
+            meta = build_meta_game(game_name, specs, episodes=episodes, seed=seed,
+                                   progress=lambda done, total: bar.update(task, completed=done, total=total))
     else:
         raise AnalysisInputError("--agents", "agents", "missing: name at least two agents (--agents A B ...) or give --matrix FILE")
     report = analyze_population(meta, monoculture).to_dict()

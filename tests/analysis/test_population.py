@@ -82,6 +82,8 @@ def test_sampled_payoffs_agree_with_exact_ones():
     sampled = _sampled_meta_game(domain, specs, [load_agent(s, domain) for s in specs], episodes=60, seed=1)
     exact = build_meta_game("kuhn", list(specs)).payoffs
     assert np.all(np.abs(sampled.payoffs - exact) <= 4 * sampled.standard_errors + 1e-9)
+    assert np.allclose(sampled.payoffs, -sampled.payoffs.T)  # same episodes for P[i, j] and P[j, i]
+    assert sampled.is_zero_sum()
     again = _sampled_meta_game(domain, specs, [load_agent(s, domain) for s in specs], episodes=60, seed=1)
     assert np.array_equal(sampled.payoffs, again.payoffs)
 
