@@ -121,6 +121,12 @@ class TextView(abc.ABC):
     def answer_text(self, decision: Decision, action: int) -> str:
         """The canonical final line that names `action` (used to score actions and in SFT data)."""
 
+    def canonical_reply(self, decision: Decision, action: int) -> str:
+        """A whole expert reply that plays `action`: a short reason consistent with the state,
+        then the answer line. SFT data is made of these, and scoring them gives an SFT-trained
+        model's action distribution in one forward pass."""
+        return self.answer_text(decision, action)
+
 
 @dataclass(frozen=True)
 class ParseResult:

@@ -3,8 +3,9 @@
 One strategy is drawn per episode from the mixture and plays the whole episode (as in the
 paper) against each driving opponent. Every decision becomes one chat example:
 [system prompt, user prompt, assistant: a one-sentence reason + the action on the last line].
-Unlike the paper's canned strings, the reason is written from the state itself (card, whether a
-bet is faced, the action taken), so it can never contradict the state.
+Unlike the paper's canned strings, the reply is the text view's `canonical_reply`, whose reason
+is written from the state itself (card, whether a bet is faced, the action), so it can never
+contradict the state.
 """
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.evaluation.play import play_episodes
-from sepo.games.base import Decision
-from sepo.games.kuhn import CARD_NAMES, KuhnPoker
+from sepo.games.kuhn import KuhnPoker
 from sepo.opponents.kuhn import BOTS, KuhnBot, NashApprox
 from sepo.policies.base import Choice, Policy
 
@@ -54,26 +54,6 @@ MIXTURES = {
 }
 DRIVING_OPPONENTS = ("NashApprox", "TightPassive", "LooseAggressive", "AlwaysPass", "AlwaysBet")
 
-_STRENGTH = {0: "the lowest card", 1: "the middle card", 2: "the highest card"}
-
-
-def kuhn_reason(decision: Decision, action: int) -> str:
-    """A one-sentence reason that states only what the decision shows."""
-    obs = decision.observation
-    card = obs["card"]
-    holding = f"I hold {CARD_NAMES[card]}, {_STRENGTH[card]}"
-    name = decision.name_of(action)
-    if obs["facing_bet"]:
-        outlook = {0: "it loses to any card the opponent can hold", 1: "it beats only a bluff with J",
-                   2: "it beats any card the opponent can hold"}[card]
-        return f"{holding}; facing a bet, {outlook}, so I {name.lower()}."
-    if name == "BET":
-        purpose = {0: "a bet may make a better hand fold", 1: "I bet to take the pot now", 2: "I bet for value"}[card]
-        return f"{holding}; {purpose}."
-    purpose = {0: "I pass rather than put more chips in", 1: "I pass for a cheap showdown", 2: "I pass to invite a bet"}[card]
-    return f"{holding}; {purpose}."
-
-
 class _Demonstrator(Policy):
     """Plays a strategy and writes the chat example of each decision."""
 
@@ -87,7 +67,7 @@ class _Demonstrator(Policy):
     def act(self, decisions, rng):
         choices = self.strategy.act(decisions, rng)
         for decision, choice in zip(decisions, choices):
-            reply = f"{kuhn_reason(decision, choice.action)}\n{self.game.text.answer_text(decision, choice.action)}"
+            reply = self.game.text.canonical_reply(decision, choice.action)
             self.sink.append({"messages": [
                 {"role": "system", "content": self.game.text.system_prompt()},
                 {"role": "user", "content": self.game.text.user_prompt(decision)},
