@@ -104,18 +104,38 @@ def train_command(
     lambda_x: float = typer.Option(0.0, "--lambda-x"),
     steps: int = typer.Option(2000, "--steps"),
     seed: int = typer.Option(0, "--seed"),
-    groups: int = typer.Option(128, "--groups", help="Groups (shared start state and opponent) per step."),
-    group_size: int = typer.Option(8, "--group-size", help="Rollouts per group (G)."),
-    learning_rate: float = typer.Option(0.05, "--lr"),
-    scale_rewards: str = typer.Option("batch", "--scale-rewards", help="batch | group | none"),
+    groups: int = typer.Option(None, "--groups", help="Groups (shared start state and opponent) per step (128 tabular, 8 hf)."),
+    group_size: int = typer.Option(None, "--group-size", help="Rollouts per group, G (8 tabular, 4 hf)."),
+    learning_rate: float = typer.Option(None, "--lr", help="Learning rate (0.05 tabular, 1e-4 hf)."),
+    scale_rewards: str = typer.Option(None, "--scale-rewards", help="batch | group | none (default: batch for tabular, none for hf)"),
+    lora: bool = typer.Option(False, "--lora", help="hf: train a LoRA adapter (merged into the saved model)."),
+    beta: float = typer.Option(0.0, "--beta", help="hf: KL coefficient to the starting model."),
+    gpu: bool = typer.Option(False, "--gpu", help="hf: use the accelerator instead of the CPU."),
+    report_to: str = typer.Option("none", "--report-to", help="hf: TRL/transformers logging integration, e.g. tensorboard."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ):
-    """Train with SEPO (or the `constant`/`none` ablations); writes config, checkpoints, metrics.jsonl,
-    the final policy (policy.json) and curves.png into --out."""
+    """Train with SEPO or its ablations (constant, none); the run directory resumes after a kill.
+
+    --out receives config.json, checkpoints, metrics.jsonl, the final policy (policy.json, or
+    model/ for hf) and curves.png."""
+    hf = policy.startswith("hf:")
+    groups = groups or (8 if hf else 128)
+    group_size = group_size or (4 if hf else 8)
+    learning_rate = learning_rate or (1e-4 if hf else 0.05)
+    scale_rewards = scale_rewards or ("none" if hf else "batch")
+    if policy.startswith("hf:"):
+        from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
+
+        if game != "kuhn":
+            raise SepoError(f"LLM SEPO training supports game 'kuhn' only, not {game!r}")
+        config = LLMSEPOConfig(model=policy[3:], penalty=penalty, lambda_e=lambda_e, lambda_c=lambda_c, lambda_x=lambda_x,
+                               steps=steps, seed=seed, groups=groups, group_size=group_size, learning_rate=learning_rate,
+                               scale_rewards=scale_rewards, lora=lora, beta=beta, use_cpu=not gpu, report_to=report_to)
+        summary = run_llm_sepo(config, out)
+        console.print(f"done: exploitability {summary.get('exploitability', float('nan')):.4f} (exact, from the model's "
+                      f"reply-scored action table); model at {out / 'model'}")
+        return
     if policy != "tabular":
-        if policy.startswith("hf:"):
-            raise SepoError("training a language model needs `sepo train --policy hf:MODEL` from the LLM trainer, "
-                            "which is not available in this build")
         raise SepoError(f"unknown --policy {policy!r}; use tabular or hf:MODEL")
     from sepo.reports.plots import plot_runs
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
@@ -131,6 +151,74 @@ def train_command(
     plot_runs([out], out / "curves.png")
     console.print(f"done: {summary['steps']} steps; exploitability {summary['exploitability']:.5f}, "
                   f"utility vs train pool {summary['utility']:.4f} chips/hand; policy at {out / 'policy.json'}")
+
+
+model_app = typer.Typer(help="Local models: build the tiny test model.", no_args_is_help=True)
+data_app = typer.Typer(help="Training data: expert traces for SFT.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+app.add_typer(data_app, name="data")
+
+
+@model_app.command("init")
+@user_errors
+def model_init_command(
+    out: Path = typer.Option(..., "--out", help="Directory for the model and tokenizer."),
+    seed: int = typer.Option(0, "--seed"),
+    arch: str = typer.Option("qwen2", "--arch", help="qwen2 or llama"),
+):
+    """Build the tiny local causal LM (random weights, tokenizer trained on the domains' text)."""
+    from sepo.models.tiny import init_tiny_model
+
+    if arch not in ("qwen2", "llama"):
+        raise SepoError(f"unknown --arch {arch!r}; use qwen2 or llama")
+    path = init_tiny_model(out, seed=seed, arch=arch)
+    info = json.loads((path / "sepo_tiny.json").read_text())
+    console.print(f"tiny {arch} model with {info['parameters']:,} parameters and a {info['vocab_size']}-token vocabulary at {path}")
+
+
+@data_app.command("sft")
+@user_errors
+def data_sft_command(
+    out: Path = typer.Option(..., "--out", help="Directory for the Hugging Face dataset."),
+    game: str = typer.Option("kuhn", "--game"),
+    mixture: str = typer.Option("paper", "--mixture", help="paper or nash"),
+    episodes: int = typer.Option(200, "--episodes", help="Episodes per driving opponent."),
+    seed: int = typer.Option(0, "--seed"),
+    protocol: str = typer.Option("rigorous", "--protocol", help="Prompt style: rigorous or paper."),
+):
+    """Expert traces as chat examples (system, user, assistant = reason + action), train/validation split."""
+    from sepo.games import check_protocol
+    from sepo.training.sft_data import generate_kuhn_traces, write_sft_dataset
+
+    if game != "kuhn":
+        raise SepoError(f"expert traces exist for kuhn only, not {game!r}")
+    check_protocol(protocol)
+    summary = write_sft_dataset(generate_kuhn_traces(mixture, episodes, seed, protocol), out, seed)
+    console.print(f"{summary.examples} examples ({summary.train} train, {summary.validation} validation) at {out}; "
+                  f"by strategy: {summary.by_strategy}")
+
+
+@app.command("sft")
+@user_errors
+def sft_command(
+    model: str = typer.Option(..., "--model", help="Model directory or hub id."),
+    data: Path = typer.Option(..., "--data", help="Dataset from `sepo data sft`."),
+    out: Path = typer.Option(..., "--out", help="Run directory; the model goes to OUT/model."),
+    epochs: float = typer.Option(2.0, "--epochs"),
+    max_steps: int = typer.Option(-1, "--max-steps", help="Stop after this many steps (overrides epochs)."),
+    batch_size: int = typer.Option(16, "--batch-size"),
+    learning_rate: float = typer.Option(2e-3, "--lr", help="2e-3 suits the tiny model; use about 2e-5 for 4B models."),
+    lora: bool = typer.Option(False, "--lora", help="Train a LoRA adapter (merged into the saved model)."),
+    seed: int = typer.Option(0, "--seed"),
+    gpu: bool = typer.Option(False, "--gpu", help="Use the accelerator instead of the CPU."),
+):
+    """Supervised fine-tuning with TRL's SFTTrainer, loss on the assistant replies only; resumes after a kill."""
+    from sepo.training.sft import SFTRunConfig, run_sft
+
+    config = SFTRunConfig(model=model, data=str(data), epochs=epochs, max_steps=max_steps, batch_size=batch_size,
+                          learning_rate=learning_rate, lora=lora, seed=seed, use_cpu=not gpu)
+    path = run_sft(config, out)
+    console.print(f"SFT model at {path}")
 
 
 @app.command("frontier")
