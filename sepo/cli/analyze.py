@@ -5,53 +5,20 @@ one line naming the file and the field, and exit status 2.
 """
 from __future__ import annotations
 
-import functools
 import itertools
-import json
 import math
-import sys
 from typing import List, Optional
 
-import numpy as np
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from sepo.errors import SepoError
+from sepo.cli.common import console, err_console, print_json as _print_json, user_errors as _user_errors
 
 app = typer.Typer(help="Equilibrium analysis: games, regret, learning dynamics, collusion stress tests, populations.", no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
 
 ENUMERATION_LIMIT = 200_000
 """Support enumeration is skipped (with a note) beyond this many support pairs."""
-
-
-def _user_errors(command):
-    """A user's mistake (`SepoError`, incl. `AnalysisInputError`) becomes one line and exit 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except SepoError as error:
-            err_console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True, markup=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-def _jsonable(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (np.floating, np.integer, np.bool_)):
-        return value.item()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
-
-
-def _print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=1, default=_jsonable) + "\n")
 
 
 def _fmt(x: float) -> str:

@@ -2,18 +2,17 @@
 (`frontier`), plots (`plot`), equilibrium analysis (`analyze`) and an end-to-end `demo`."""
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from sepo.cli.analyze import app as analyze_app
+from sepo.cli.common import console, err_console, print_json as _print_json, user_errors
 from sepo.errors import SepoError
 
 app = typer.Typer(
@@ -24,26 +23,6 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(analyze_app, name="analyze")
-console = Console()
-err_console = Console(stderr=True)
-
-
-def user_errors(command):
-    """Print a user's mistake as one line and exit 2, instead of a traceback."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except SepoError as error:
-            err_console.print(f"[red]error:[/red] {error}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
-
-
-def _print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=1, default=float) + "\n")
 
 
 @app.command("eval")
