@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -148,14 +149,18 @@ class KuhnSEPOEnvironment:
         gradient = kuhn_exact.exploitability_gradient(table)
         charge = exploitation_attribution(table, gradient, kuhn_exact.own_reach(table) * self.reach_external)
 
-        rng = np.random.default_rng([c.seed, step, 0x5E90])
+        # Everything a group shares is keyed by (seed, step, prompt), never by position in this
+        # process's slice: TRL may split one group across processes.
         group_keys = list(dict.fromkeys(prompts))
-        candidates = sample_decisions(table, self.opponents, 4 * len(group_keys) + 8, rng)
-        chosen = {key: candidates[int(rng.integers(len(candidates)))] for key in group_keys}
-        decisions = {key: training_decision(chosen[key], rng) for key in group_keys}
+        candidates = sample_decisions(table, self.opponents, 4 * c.groups + 8, np.random.default_rng([c.seed, step, 0x5E90]))
+        chosen, decisions = {}, {}
+        for key in group_keys:
+            rng = np.random.default_rng([c.seed, step, zlib.crc32(key.encode())])
+            chosen[key] = candidates[int(rng.integers(len(candidates)))]
+            decisions[key] = training_decision(chosen[key], rng)
 
         prompt_ids = [policy.prompt_ids(decisions[p]) for p in prompts]
-        seed = int(rng.integers(2**31))
+        seed = int(np.random.default_rng([c.seed, step, trainer.accelerator.process_index, 0x6E4]).integers(2**31))
         completions = [group[0] for group in policy.generate(prompt_ids, 1, seed=seed)]
 
         fields = {k: [] for k in ("utility", "exploit", "collusion", "externality", "invalid", "group")}
