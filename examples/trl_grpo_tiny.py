@@ -47,25 +47,28 @@ def make_rollout_func(tokenizer, max_new_tokens: int):
     text = KuhnText()
 
     def rollout_func(prompts: list, trainer) -> dict:
+        if os.environ.get("SEPO_DEBUG_ROLLOUT"):
+            with open(os.environ["SEPO_DEBUG_ROLLOUT"] + f".{trainer.accelerator.process_index}", "a") as log:
+                log.write(f"step {trainer.state.global_step} prompts {prompts}\n")
         model = trainer.accelerator.unwrap_model(trainer.model)
         policy = HFPolicy(
             model, text, mode="sample", tokenizer=tokenizer, failure_rule="fallback",
             temperature=trainer.args.temperature, max_new_tokens=max_new_tokens,
         )
         game = KuhnPoker(hands=1)
-        states, rngs = [], []
+        states = []
         for prompt in prompts:
             spec = json.loads(prompt)
             rng = np.random.default_rng(spec["seed"])
             state = game.new_initial_state()
             state.apply_action(int(rng.integers(6)))  # the deal: shared by the group (same seed)
             states.append(state)
-            rngs.append(np.random.default_rng([spec["seed"], trainer.state.global_step, len(rngs)]))
         messages = [None] * len(prompts)  # the running chat of each episode
         prompt_ids = [None] * len(prompts)
         completion_ids = [[] for _ in prompts]
         env_mask = [[] for _ in prompts]
         invalid = [0] * len(prompts)
+        last_reply = [None] * len(prompts)
         while True:
             # the opponent (player 1) moves wherever it is to act
             for s in states:
@@ -82,22 +85,22 @@ def make_rollout_func(tokenizer, max_new_tokens: int):
                     messages[i] = [{"role": "system", "content": text.system_prompt()}, user]
                     prompt_ids[i] = policy.render(messages[i])
                 else:  # later decision: the environment's tokens, masked out of the loss
-                    before = tokenizer.decode(prompt_ids[i] + completion_ids[i])
-                    messages[i] = messages[i] + [user]
-                    full = tokenizer.apply_chat_template(messages[i], tokenize=False, add_generation_prompt=True)
-                    assert full.startswith(before), "chat template is not prefix-preserving"
-                    env_ids = tokenizer(full[len(before):], add_special_tokens=False)["input_ids"]
+                    env_ids = policy.turn_ids(messages[i], last_reply[i], [user])
+                    messages[i] = messages[i] + [{"role": "assistant", "content": last_reply[i].text}, user]
                     completion_ids[i] += env_ids
                     env_mask[i] += [0] * len(env_ids)
                 contexts.append(prompt_ids[i] + completion_ids[i])
-            seed = int(np.random.default_rng([trainer.state.global_step, len(contexts)]).integers(2**31))
+            # the copies of a prompt must sample differently, and a group's copies can sit on
+            # different processes (per-device batch < num_generations): key the seed by process too
+            seed = int(np.random.default_rng(
+                [trainer.state.global_step, trainer.accelerator.process_index, len(contexts)]).integers(2**31))
             replies = policy.generate(contexts, 1, seed=seed)  # ONE batched call for every pending decision
             for i, group in zip(pending, replies):
                 reply = group[0]
                 d = states[i].decision(0)
                 completion_ids[i] += list(reply.completion_ids)
                 env_mask[i] += [1] * len(reply.completion_ids)
-                messages[i] = messages[i] + [{"role": "assistant", "content": reply.text}]
+                last_reply[i] = reply
                 result = text.parse(reply.text, d)
                 COUNTS[f"parse.{result.status}"] += 1
                 if not result.ok:
@@ -125,7 +128,6 @@ def payoff_reward(prompts, completions, payoff, invalid, **kwargs):
 
 
 def card_reward(prompts, completions, card, facing_bet, **kwargs):
-    from sepo.games.kuhn_text import ACTION_WORDS
     import re
 
     rewards = []

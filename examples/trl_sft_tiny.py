@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--model")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (PEFT) instead of all weights")
     args = parser.parse_args()
 
     from datasets import Dataset
@@ -77,7 +78,20 @@ def main() -> None:
         dataloader_num_workers=0,
         seed=0,
     )
-    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer)
+    peft_config = None
+    if args.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+            task_type="CAUSAL_LM",
+        )
+    trainer = SFTTrainer(
+        model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config
+    )
+    if args.lora:
+        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+        print(f"LoRA: {trainable} trainable parameters")
 
     # the loss mask: exactly the assistant reply and its <|im_end|> (and the newline after it).
     # TRL 1.16 turns the template's assistant mask into a "labels" column (-100 = no loss) when it
@@ -96,6 +110,13 @@ def main() -> None:
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     print(f"SFT: {args.steps} steps x batch {args.batch} in {elapsed:.2f}s ({elapsed / args.steps:.2f}s/step); losses {losses}")
     print("train_loss", result.training_loss)
+    if args.lora:  # the adapter directory loads as a policy (HFPolicy handles adapter_config.json)
+        from sepo.games.kuhn_text import KuhnText
+        from sepo.policies.hf import HFPolicy
+
+        trainer.save_model(work / "adapter")
+        policy = HFPolicy(work / "adapter", KuhnText(), tokenizer=tokenizer, device="cpu")
+        print("adapter policy kuhn_strategy rows sum to 1:", bool(abs(policy.kuhn_strategy().sum(1) - 1).max() < 1e-9))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,33 @@ def domain_corpus(
     return texts
 
 
+def frequent_lines(
+    texts: Iterable[str], exclude: Iterable[str] = (), min_count: int = 2, max_lines: int = 1024,
+    always: Iterable[str] = (),
+) -> list[str]:
+    """Whole lines worth a token of their own: every line of `always` (the system prompts) and
+    every line that occurs at least `min_count` times in `texts`, most frequent first, without
+    the action words themselves and without lines that have outer whitespace."""
+    from collections import Counter
+
+    excluded = set(exclude)
+    counts = Counter(line for text in texts for line in text.split("\n"))
+    chosen = [line for line in dict.fromkeys(line for text in always for line in text.split("\n"))]
+    chosen += [line for line, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if n >= min_count]
+    out = []
+    for line in dict.fromkeys(chosen):
+        if len(line) >= 2 and line == line.strip() and line not in excluded and len(out) < max_lines:
+            out.append(line)
+    return out
+
+
+def system_prompts(domains: Iterable[str] | None = None) -> list[str]:
+    from sepo.games import GAMES, PROTOCOLS, load_game
+
+    names = sorted(GAMES) if domains is None else list(domains)
+    return list(dict.fromkeys(load_game(n, protocol=p).text.system_prompt() for n in names for p in PROTOCOLS))
+
+
 def action_words(domains: Iterable[str] | None = None) -> list[str]:
     """Every action name of the named (or all registered) domains, for the single-token check."""
     from sepo.games import GAMES, load_game

@@ -94,6 +94,7 @@ def load_hf_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    tokenizer_source = None
     if isinstance(model_or_path, (str, os.PathLike)):
         path = str(model_or_path)
         local = Path(path).expanduser()
@@ -101,7 +102,7 @@ def load_hf_model(
         looks_local = local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1 or os.sep != "/" and os.sep in path
         if looks_local and not local.is_dir():
             raise SepoError(f"cannot load Hugging Face model {path!r}: no such directory")
-        source = str(local) if local.is_dir() else path
+        source = tokenizer_source = str(local) if local.is_dir() else path
         try:
             if local.is_dir() and (local / "adapter_config.json").exists():
                 from peft import AutoPeftModelForCausalLM
@@ -125,7 +126,7 @@ def load_hf_model(
         model = model_or_path
         name = getattr(getattr(model, "config", None), "_name_or_path", None) or type(model).__name__
     if tokenizer is None or isinstance(tokenizer, (str, os.PathLike)):
-        source = str(tokenizer) if tokenizer is not None else (str(model_or_path) if isinstance(model_or_path, (str, os.PathLike)) else name)
+        source = str(tokenizer) if tokenizer is not None else (tokenizer_source or name)
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
         except Exception as error:  # noqa: BLE001
@@ -383,6 +384,32 @@ class HFPolicy(Policy):
                         group.append(Completion(tuple(p), tuple(tokens), text, finished))
                     results.append(group)
         return results
+
+    def turn_ids(self, messages: list[dict[str, str]], reply: Completion, next_messages: list[dict[str, str]]) -> list[int]:
+        """The token ids an environment inserts after `reply` (generated for the chat `messages`) so
+        that the sequence continues as `messages + [assistant: reply.text] + next_messages` with a
+        generation prompt: the end of the assistant turn (minus the end-of-turn token the model
+        generated itself), the next turns, the next assistant header. For multi-turn rollouts:
+        these ids get `env_mask` 0. The sampled reply ids are never re-tokenized."""
+        text = self.defuse(reply.text)
+        next_messages = [{**m, "content": self.defuse(m["content"])} for m in next_messages]
+        render = self.tokenizer.apply_chat_template
+        prompt = render(messages, tokenize=False, add_generation_prompt=True)
+        closed = render(messages + [{"role": "assistant", "content": text}], tokenize=False)
+        opened = render(
+            messages + [{"role": "assistant", "content": text}] + next_messages, tokenize=False, add_generation_prompt=True
+        )
+        if not closed.startswith(prompt + text) or not opened.startswith(closed):
+            raise SepoError(
+                f"the chat template of {self.name!r} does not render conversations prefix-preserving; "
+                "multi-turn rollouts need one (use per-decision prompts instead)"
+            )
+        tail = closed[len(prompt) + len(text) :]
+        if reply.finished:
+            end = self.tokenizer.decode(list(reply.completion_ids[-1:]))
+            if tail.startswith(end):
+                tail = tail[len(end) :]
+        return self._ids(tail + opened[len(closed) :])
 
     def _next_seed(self) -> int:
         self._calls += 1

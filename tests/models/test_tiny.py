@@ -59,6 +59,25 @@ def test_loaded_tokenizer_matches_trained_one_and_round_trips(tiny_dir):
     assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
 
 
+def test_recurring_prompt_lines_are_single_tokens(tiny_dir):
+    from sepo.games.kuhn_text import KuhnText
+    from sepo.policies.hf import kuhn_canonical_decisions
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    text = KuhnText()
+    for line in ["Your card: K", "Legal actions: CALL or FOLD.", "What is your action?", text.system_prompt().splitlines()[0]]:
+        assert len(tokenizer(line, add_special_tokens=False)["input_ids"]) == 1, line
+    decision = kuhn_canonical_decisions()["1pb"]
+    chat = [{"role": "system", "content": text.system_prompt()}, {"role": "user", "content": text.user_prompt(decision)}]
+    prompt = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    assert len(ids) < 60  # a whole Kuhn decision in a few dozen tokens: fast SFT and GRPO on CPU
+    assert tokenizer.decode(ids) == prompt
+    # a line token never swallows an action word of a reply
+    reply = tokenizer("I hold Q. Legal actions: CALL or FOLD.\nCALL", add_special_tokens=False)["input_ids"]
+    assert reply[-1:] == tokenizer("CALL", add_special_tokens=False)["input_ids"]
+
+
 def test_chat_template_serves_generation_and_assistant_only_loss(tiny_dir):
     from trl.chat_template_utils import has_generation_markers, is_chat_template_stop_token_trained
 

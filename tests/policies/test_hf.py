@@ -8,8 +8,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from sepo.errors import SepoError  # noqa: E402
-from sepo.games.base import Decision, ParseResult, TextView  # noqa: E402
-from sepo.games.kuhn import INFO_STATES, KuhnPoker  # noqa: E402
+from sepo.games.kuhn import INFO_STATES  # noqa: E402
 from sepo.games.kuhn_text import KuhnText  # noqa: E402
 from sepo.models.tiny import init_tiny_model  # noqa: E402
 from sepo.policies.hf import FORCED_QUESTION, Completion, HFPolicy, kuhn_canonical_decisions  # noqa: E402
@@ -231,7 +230,11 @@ def test_real_sampling_is_seeded_and_batched(scorer, decisions):
 
 def test_greedy_generation_batched_equals_one_at_a_time(scorer, decisions):
     policy = _policy(scorer, mode="sample", max_new_tokens=8)
-    prompts = [policy.prompt_ids(d) for d in (decisions[0], decisions[7], decisions[11])]
+    notes = ("", "\nA note: the opponent looks nervous.", "\nNote: 12 chips")
+    prompts = [
+        policy.render([{"role": "system", "content": "Kuhn."}, {"role": "user", "content": KuhnText().user_prompt(d) + note}])
+        for d, note in zip((decisions[0], decisions[7], decisions[11]), notes)
+    ]
     assert len({len(p) for p in prompts}) > 1  # different lengths: left padding is exercised
     batched = [g[0].completion_ids for g in policy.generate(prompts, greedy=True)]
     single = [policy.generate([p], greedy=True)[0][0].completion_ids for p in prompts]
@@ -293,3 +296,26 @@ def test_bad_options_are_clear_errors(scorer):
     for kwargs in ({"mode": "vibes"}, {"failure_rule": "guess"}, {"score_normalization": "max"}):
         with pytest.raises(SepoError):
             _policy(scorer, **kwargs)
+
+
+# ---------------------------------------------------------------- multi-turn helper
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_turn_ids_continue_the_chat_without_retokenizing_the_reply(scorer, decisions, finished):
+    tok = scorer.tokenizer
+    policy = _policy(scorer, mode="sample")
+    first = policy.messages(decisions[0])
+    body = tok("Weak card.\nPASS", add_special_tokens=False)["input_ids"]
+    ids = tuple(body + [tok.eos_token_id]) if finished else tuple(body)
+    reply = Completion(tuple(policy.render(first)), ids, "Weak card.\nPASS", finished)
+    user = {"role": "user", "content": "Hand 2 of 6.\nYour card: K"}
+    env = policy.turn_ids(first, reply, [user])
+    sequence = policy.render(first) + list(ids) + env
+    expected = tok.apply_chat_template(
+        first + [{"role": "assistant", "content": reply.text}, user], tokenize=False, add_generation_prompt=True
+    )
+    assert tok.decode(sequence) == expected
+    # a reply holding a special token (skipped in its text) still gets a consistent continuation
+    odd = Completion(reply.prompt_ids, tuple([tok.convert_tokens_to_ids("<|im_start|>")] + list(ids)), reply.text, finished)
+    assert policy.turn_ids(first, odd, [user]) == env
