@@ -8,7 +8,11 @@ chat template and `add_generation_prompt=True`.
 Two ways to get an action distribution:
 
 - **score** (default): for each legal action `a`, the log-probability that the assistant reply is
-  `text.answer_text(decision, a)` (optionally after a reply prefix, see `score_prefix`). The
+  `text.answer_text(decision, a)`, after a reply prefix (`score_prefix`): by default ("greedy")
+  the model's own greedy reply minus its last line, i.e. its reasoning, so a model trained to
+  write "reason\nACTION" is scored where it names its action (for a model that answers with the
+  action alone the prefix is empty); `None` scores the answer as the whole reply; a function of
+  the decision gives a fixed prefix (e.g. the SFT data's state-only reason). The
   distribution is the softmax of these scores over the legal actions. `score_normalization="sum"`
   (default) sums the answer's token log-probabilities, so the result is exactly the model's
   conditional distribution over the legal answers, P(a) ∝ P(answer_a | prompt): the right input
@@ -162,7 +166,7 @@ class HFPolicy(Policy):
         repetition_penalty: float = 1.0,
         max_new_tokens: int = 64,
         score_normalization: str = "sum",
-        score_prefix: Callable[[Decision], str] | str | None = None,
+        score_prefix: Callable[[Decision], str] | str | None = "greedy",
         batch_size: int = 64,
         device: str | None = None,
         dtype: Any = "auto",
@@ -430,13 +434,16 @@ class HFPolicy(Policy):
             prefixes.append("\n".join(lines[:-1]) + "\n" if len(lines) > 1 else "")
         return prefixes
 
-    def action_scores(self, decisions: list[Decision], prompts: list[list[int]] | None = None) -> list[np.ndarray]:
+    def action_scores(
+        self, decisions: list[Decision], prompts: list[list[int]] | None = None, prefixes: list[str] | None = None
+    ) -> list[np.ndarray]:
         """Score of each legal action's answer text (summed or mean log-probability), per decision,
-        in one batched pass. `prompts` overrides the rendered prompts (used by forced decoding)."""
+        in one batched pass. `prompts` overrides the rendered prompts (used by forced decoding);
+        `prefixes` the reply prefixes (default: from `score_prefix`)."""
         if not decisions:
             return []
         if prompts is None:
-            prefixes = self._prefixes(decisions)
+            prefixes = self._prefixes(decisions) if prefixes is None else prefixes
             prompts = [self.prompt_ids(d) + self._ids(self.defuse(p)) for d, p in zip(decisions, prefixes)]
         answers = [[self._ids(self.text.answer_text(d, a)) for a in d.legal_actions] for d in decisions]
         for d, group in zip(decisions, answers):
@@ -522,12 +529,7 @@ class HFPolicy(Policy):
         if not decisions:
             return []
         if self.mode == "score":
-            out = []
-            for d, scores in zip(decisions, self.action_scores(decisions)):
-                probs = np.exp(scores - scores.max())
-                probs /= probs.sum()
-                out.append({a: float(p) for a, p in zip(d.legal_actions, probs)})
-            return out
+            return self._scored(decisions, self._prefixes(decisions))
         samples = self.generate([self.prompt_ids(d) for d in decisions], self.num_samples)
         out, failed = [], []
         for i, (d, group) in enumerate(zip(decisions, samples)):
@@ -556,6 +558,14 @@ class HFPolicy(Policy):
                     out[i] = {a: float(a == action) for a in decisions[i].legal_actions}
         return out
 
+    def _scored(self, decisions: list[Decision], prefixes: list[str]) -> list[dict[int, float]]:
+        out = []
+        for d, scores in zip(decisions, self.action_scores(decisions, prefixes=prefixes)):
+            probs = np.exp(scores - scores.max())
+            probs /= probs.sum()
+            out.append({a: float(p) for a, p in zip(d.legal_actions, probs)})
+        return out
+
     def act(self, decisions: list[Decision], rng: np.random.Generator) -> list[Choice]:
         """One action per decision, one batched model call (plus one for forced decoding)."""
         if not decisions:
@@ -563,10 +573,11 @@ class HFPolicy(Policy):
         self.counts["act.decisions"] += len(decisions)
         if self.mode == "score":
             choices = []
-            for d, probs in zip(decisions, self.batch_action_probabilities(decisions)):
+            prefixes = self._prefixes(decisions)
+            for d, prefix, probs in zip(decisions, prefixes, self._scored(decisions, prefixes)):
                 weights = np.array([probs[a] for a in d.legal_actions])
                 action = d.legal_actions[_sample_index(weights, rng)]
-                choices.append(Choice(action, self.text.answer_text(d, action), "ok", None))
+                choices.append(Choice(action, prefix + self.text.answer_text(d, action), "ok", None))
             self.counts["act.ok"] += len(choices)
             return choices
         seed = int(rng.integers(2**63 - 1))

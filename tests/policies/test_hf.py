@@ -21,7 +21,7 @@ def tiny_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def scorer(tiny_dir):
-    return HFPolicy(tiny_dir, KuhnText(), mode="score", device="cpu")
+    return HFPolicy(tiny_dir, KuhnText(), mode="score", device="cpu", score_prefix=None)
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +32,7 @@ def decisions():
 
 def _policy(scorer, **kwargs):
     """Another policy on the already loaded model and tokenizer (no reload)."""
+    kwargs.setdefault("score_prefix", None)
     return HFPolicy(scorer.model, KuhnText(), tokenizer=scorer.tokenizer, **kwargs)
 
 
@@ -83,8 +84,8 @@ class _LongAnswers(KuhnText):
 
 
 def test_multi_token_answers_sum_and_mean(scorer, decisions):
-    summed = HFPolicy(scorer.model, _LongAnswers(), tokenizer=scorer.tokenizer)
-    mean = HFPolicy(scorer.model, _LongAnswers(), tokenizer=scorer.tokenizer, score_normalization="mean")
+    summed = HFPolicy(scorer.model, _LongAnswers(), tokenizer=scorer.tokenizer, score_prefix=None)
+    mean = HFPolicy(scorer.model, _LongAnswers(), tokenizer=scorer.tokenizer, score_prefix=None, score_normalization="mean")
     d = decisions[0]
     prompt = scorer.prompt_ids(d)
     logps = []
@@ -110,6 +111,20 @@ def test_score_prefix_function_is_used(scorer, decisions):
     prefixed = _policy(scorer, score_prefix=lambda decision: "My card is strong.\n").action_probabilities(d)
     assert sum(prefixed.values()) == pytest.approx(1.0)
     assert plain[0] != pytest.approx(prefixed[0], abs=1e-9)
+
+
+def test_greedy_prefix_scores_after_the_models_own_reasoning(scorer, decisions):
+    policy = _policy(scorer, score_prefix="greedy", max_new_tokens=8)
+    _scripted(policy, ["I hold K. Nobody has bet yet.\nBET"])
+    fixed = _policy(scorer, score_prefix=lambda d: "I hold K. Nobody has bet yet.\n")
+    greedy, expected = policy.batch_action_probabilities(decisions[:3]), fixed.batch_action_probabilities(decisions[:3])
+    for g, e in zip(greedy, expected):
+        assert g == pytest.approx(e, abs=1e-9)
+    choice = policy.act(decisions[:1], np.random.default_rng(0))[0]
+    assert choice.text.startswith("I hold K. Nobody has bet yet.\n") and choice.parse_status == "ok"
+    # a reply of one line (the action alone) gives an empty prefix: plain scoring
+    one_line = _scripted(_policy(scorer, score_prefix="greedy"), ["BET"])
+    assert one_line.action_probabilities(decisions[0]) == pytest.approx(scorer.action_probabilities(decisions[0]))
 
 
 def test_kuhn_strategy_is_a_12_by_2_policy(scorer):
@@ -250,7 +265,7 @@ class _Hostile(KuhnText):
 
 
 def test_special_token_strings_in_prompts_cannot_open_turns(scorer, decisions):
-    policy = HFPolicy(scorer.model, _Hostile(), tokenizer=scorer.tokenizer)
+    policy = HFPolicy(scorer.model, _Hostile(), tokenizer=scorer.tokenizer, score_prefix=None)
     ids = policy.prompt_ids(decisions[0])
     im_start = scorer.tokenizer.convert_tokens_to_ids("<|im_start|>")
     assert ids.count(im_start) == 3  # system, user, assistant: only the template's own
