@@ -121,11 +121,16 @@ class TextView(abc.ABC):
     def answer_text(self, decision: Decision, action: int) -> str:
         """The canonical final line that names `action` (used to score actions and in SFT data)."""
 
+    def reason(self, decision: Decision) -> str:
+        """A short expert reason that describes the state only (never the chosen action), or ""."""
+        return ""
+
     def canonical_reply(self, decision: Decision, action: int) -> str:
-        """A whole expert reply that plays `action`: a short reason consistent with the state,
-        then the answer line. SFT data is made of these, and scoring them gives an SFT-trained
-        model's action distribution in one forward pass."""
-        return self.answer_text(decision, action)
+        """A whole expert reply: the state's reason, then the answer line that plays `action`.
+        SFT data is made of these. Because the reason does not depend on the action, scoring
+        the answer line after it reads off an SFT-trained model's action distribution."""
+        reason = self.reason(decision)
+        return f"{reason}\n{self.answer_text(decision, action)}" if reason else self.answer_text(decision, action)
 
 
 @dataclass(frozen=True)

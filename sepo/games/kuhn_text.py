@@ -88,25 +88,24 @@ class KuhnText(TextView):
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)
 
-    def canonical_reply(self, decision: Decision, action: int) -> str:
-        return f"{kuhn_reason(decision, action)}\n{self.answer_text(decision, action)}"
+    def reason(self, decision: Decision) -> str:
+        return kuhn_reason(decision)
 
 
 _STRENGTH = {0: "the lowest card", 1: "the middle card", 2: "the highest card"}
+_OUTLOOK = {0: "it loses to any card the opponent can hold", 1: "it beats only a bluff with J",
+            2: "it beats any card the opponent can hold"}
 
 
-def kuhn_reason(decision: Decision, action: int) -> str:
-    """A one-sentence reason that states only what the decision shows (never contradicts it)."""
+def kuhn_reason(decision: Decision) -> str:
+    """One sentence from the state alone: the card, its strength, and the betting faced. It never
+    names or hints at the action, so it cannot contradict the action that follows it."""
     obs = decision.observation
     card = obs["card"]
     holding = f"I hold {CARD_NAMES[card]}, {_STRENGTH[card]}"
-    name = decision.name_of(action)
     if obs["facing_bet"]:
-        outlook = {0: "it loses to any card the opponent can hold", 1: "it beats only a bluff with J",
-                   2: "it beats any card the opponent can hold"}[card]
-        return f"{holding}; facing a bet, {outlook}, so I {name.lower()}."
-    if name == "BET":
-        purpose = {0: "a bet may make a better hand fold", 1: "I bet to take the pot now", 2: "I bet for value"}[card]
-        return f"{holding}; {purpose}."
-    purpose = {0: "I pass rather than put more chips in", 1: "I pass for a cheap showdown", 2: "I pass to invite a bet"}[card]
-    return f"{holding}; {purpose}."
+        after = " after passing" if obs["history"] == "pb" else ""
+        return f"{holding}; facing a bet{after}, {_OUTLOOK[card]}."
+    if obs["history"] == "p":
+        return f"{holding}; the opponent passed to me."
+    return f"{holding}; I act first."
