@@ -134,17 +134,23 @@ class KuhnSEPOEnvironment:
         self.canonical = [canonical[key] for key in INFO_STATES]
         self.last_step_metrics: dict = {}
 
-    def policy(self, trainer):
+    def policy(self, model):
         from sepo.policies.hf import HFPolicy
 
-        model = trainer.accelerator.unwrap_model(trainer.model)
         return HFPolicy(model, self.game.text, mode="sample", tokenizer=self.tokenizer, failure_rule="fallback",
                         temperature=self.config.temperature, max_new_tokens=self.config.max_new_tokens, device=None)
+
+    def measure(self, model) -> dict:
+        """Exact metrics of the model's current action table (reply-scored at the 12 states)."""
+        table = reply_table(self.policy(model), self.canonical)
+        e = float(kuhn_exact.exploitability(table))
+        return {"exploitability": e, "nash_conv": 2 * e, "table": table.tolist(),
+                "utility_exact": float(kuhn_exact.head_to_head(table, self.opponents).mean())}
 
     def rollout(self, prompts: list, trainer) -> dict:
         c = self.config
         step = trainer.state.global_step
-        policy = self.policy(trainer)
+        policy = self.policy(trainer.accelerator.unwrap_model(trainer.model))
         table = reply_table(policy, self.canonical)
         gradient = kuhn_exact.exploitability_gradient(table)
         charge = exploitation_attribution(table, gradient, kuhn_exact.own_reach(table) * self.reach_external)
@@ -182,7 +188,7 @@ class KuhnSEPOEnvironment:
             "step": step, "exploitability": e, "nash_conv": 2 * e,
             "utility_exact": float(kuhn_exact.head_to_head(table, self.opponents).mean()),
             "invalid_rate": float(np.mean(fields["invalid"])), "table": table.tolist(),
-        }
+        }  # the table this step's rollouts were drawn from (before its update)
         return {"prompt_ids": prompt_ids, "completion_ids": [list(x.completion_ids) for x in completions],
                 "logprobs": None, **fields}
 
@@ -256,6 +262,8 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
         log.truncate_after(-1)
     trainer.train(resume_from_checkpoint=True if resume else None)
     target = save_final_model(trainer.model, tokenizer, out / "model")
-    summary = {k: v for k, v in env.last_step_metrics.items() if k != "table"}
-    atomic_write_json(out / "summary.json", {"model": str(target), **summary})
+    final = env.measure(trainer.accelerator.unwrap_model(trainer.model))
+    log.append({"step": trainer.state.global_step, "final": True, **final})
+    summary = {"model": str(target), "steps": trainer.state.global_step, **{k: v for k, v in final.items() if k != "table"}}
+    atomic_write_json(out / "summary.json", summary)
     return summary
