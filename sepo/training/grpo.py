@@ -59,6 +59,7 @@ class LLMSEPOConfig:
     groups: int = 8
     group_size: int = 4
     learning_rate: float = 1e-4
+    optimizer: str = "adamw_torch"
     beta: float = 0.0
     temperature: float = 1.0
     max_new_tokens: int = 48
@@ -243,7 +244,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
     prompts = [json.dumps({"group": i}) for i in range(config.steps * config.groups)]
     args = GRPOConfig(
         output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
-        num_generations=config.group_size, learning_rate=config.learning_rate, beta=config.beta,
+        num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,
         temperature=config.temperature, max_completion_length=config.max_new_tokens, scale_rewards=config.scale_rewards,
         use_cpu=config.use_cpu, bf16=False, gradient_checkpointing=False, logging_steps=1, save_strategy="steps",
         save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
