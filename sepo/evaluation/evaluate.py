@@ -60,6 +60,9 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     pools = config.pools or default_pools(game.name, config.protocol)
     table = policy_table(agent) if game.name == "kuhn" else None
     notes = []
+    if table is not None and hasattr(agent, "model"):
+        notes.append("exploitability is exact for the model's action table at the 12 information states, read by "
+                     "scoring each action after the model's greedy reasoning in a hand-1 prompt")
 
     episodes: list[EpisodeRecord] = []
     for pool_name in ("train", "exploiter", "collusive"):

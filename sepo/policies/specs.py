@@ -50,17 +50,21 @@ def load_agent(spec: str, game: Game) -> Policy:
     if kind == "run":
         return _load_run(Path(arg), game)
     if kind == "hf":
-        from sepo.policies.hf import HFPolicy
-
-        return HFPolicy(arg, game.text)
+        return _hf_agent(arg, game)
     raise SepoError(f"unknown agent spec {spec!r}; use one of: nash[:ALPHA], uniform, bot:NAME, tabular:FILE.json, run:DIR, hf:PATH")
+
+
+def _hf_agent(path: str, game: Game) -> Policy:
+    """A language model that plays by writing replies (sampled at temperature 1, parsed strictly,
+    failures resolved by forced decoding and counted)."""
+    from sepo.policies.hf import HFPolicy
+
+    return HFPolicy(path, game.text, mode="sample", failure_rule="forced", temperature=1.0, max_new_tokens=64)
 
 
 def _load_run(run_dir: Path, game: Game) -> Policy:
     if (run_dir / "model").is_dir():
-        from sepo.policies.hf import HFPolicy
-
-        return HFPolicy(str(run_dir / "model"), game.text)
+        return _hf_agent(str(run_dir / "model"), game)
     from sepo.training.tabular import load_run_policy
 
     return load_run_policy(run_dir)
@@ -83,5 +87,11 @@ def policy_table(agent: Policy) -> np.ndarray | None:
     table = getattr(agent, "table", None)
     if table is not None:
         return np.asarray(table, dtype=float)
+    if getattr(agent, "mode", None) == "sample" and hasattr(agent, "model"):
+        from sepo.policies.hf import HFPolicy
+
+        # read the distribution by scoring each action after the model's own greedy reasoning:
+        # exact for the model's conditional, and no sampling noise
+        agent = HFPolicy(agent.model, agent.text, mode="score", tokenizer=agent.tokenizer, name=agent.name)
     method = getattr(agent, "kuhn_strategy", None)
     return None if method is None else np.asarray(method(), dtype=float)
