@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
 # Language-model SEPO on Kuhn poker, end to end on a CPU:
-# tiny model -> expert traces -> SFT -> SEPO-GRPO (and payoff-only GRPO) -> audits.
-# About 15 minutes on 2 cores. Swap the model for a real one (e.g. --model Qwen/Qwen3.5-4B) on a
-# machine that can download it; then add --lora and --gpu, and lower the learning rates.
+# tiny model -> expert traces (paper mixture) -> SFT -> SEPO-GRPO and payoff-only GRPO -> audits.
+# About 5 minutes on 2 cores. On a machine that can download weights, replace the tiny model with
+# a real one (e.g. `--model Qwen/Qwen3.5-4B` for `sepo sft`) and add --lora --gpu with lower
+# learning rates (see docs/llm.md).
 set -euo pipefail
 OUT=${1:-runs/kuhn_tiny}
 SEPO=${SEPO:-sepo}
 mkdir -p "$OUT"
 
 $SEPO model init --out "$OUT/tiny" --seed 0
-$SEPO data sft --game kuhn --mixture paper --episodes 60 --seed 0 --out "$OUT/data"
-$SEPO sft --model "$OUT/tiny" --data "$OUT/data" --out "$OUT/sft" --epochs 1 --seed 0
-$SEPO eval --game kuhn --agent "hf:$OUT/sft/model" --episodes 10 --json > "$OUT/eval_sft.json"
-$SEPO train --game kuhn --policy "hf:$OUT/sft/model" --penalty per-rollout --lambda-e 5 --steps 12 --seed 0 --out "$OUT/sepo"
-$SEPO train --game kuhn --policy "hf:$OUT/sft/model" --penalty none --steps 12 --seed 0 --out "$OUT/grpo"
-$SEPO eval --game kuhn --agent "run:$OUT/sepo" --episodes 10 --json > "$OUT/eval_sepo.json"
-$SEPO eval --game kuhn --agent "run:$OUT/grpo" --episodes 10 --json > "$OUT/eval_grpo.json"
+$SEPO data sft --game kuhn --mixture paper --episodes 100 --seed 0 --out "$OUT/data"
+$SEPO sft --model "$OUT/tiny" --data "$OUT/data" --out "$OUT/sft" --epochs 2 --lr 3e-3 --seed 0
+$SEPO train --game kuhn --policy "hf:$OUT/sft/model" --penalty per-rollout --lambda-e 5 --steps 20 --seed 0 --out "$OUT/sepo" --quiet
+$SEPO train --game kuhn --policy "hf:$OUT/sft/model" --penalty none --steps 20 --seed 0 --out "$OUT/grpo" --quiet
+for name in sft sepo grpo; do
+  agent="run:$OUT/$name"
+  $SEPO eval --game kuhn --agent "$agent" --episodes 20 --json > "$OUT/eval_$name.json"
+done
 python3 - "$OUT" <<'PY'
 import json, sys
 out = sys.argv[1]
+print(f"{'model':6s} {'exploitability':>15s} {'utility/hand':>13s} {'95% CI':>18s} {'invalid':>8s}")
 for name in ("sft", "sepo", "grpo"):
     r = json.load(open(f"{out}/eval_{name}.json"))
-    print(f"{name:5s} exploitability {r['exploitability']:.4f}  utility {r['utility']:.4f}  invalid {r['invalid_action_rate']:.4f}")
+    low, high = r["ci"]["utility"]
+    print(f"{name:6s} {r['exploitability']:15.4f} {r['utility']:13.4f}   [{low:.3f}, {high:.3f}] {r['invalid_action_rate']:8.4f}")
 PY

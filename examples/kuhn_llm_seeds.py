@@ -1,0 +1,71 @@
+"""SEPO-GRPO versus payoff-only GRPO from the same SFT model, over several seeds, with intervals.
+
+    .venv/bin/python examples/kuhn_llm_seeds.py --sft runs/kuhn_tiny/sft/model --out runs/seeds [--seeds 0 1 2]
+
+For each seed, trains `per-rollout` (λe = 5) and `none` for `--steps` steps and measures the final
+model's exact exploitability and utility against the train pool (from its scored action table).
+Prints each run, then per method the mean, a 95% t-interval over seeds, and the change relative
+to the SFT model. Writes everything to OUT/seeds.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from sepo.training.grpo import KuhnSEPOEnvironment, LLMSEPOConfig, run_llm_sepo
+
+
+def t_interval(values) -> tuple[float, float, float]:
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    return mean, mean - half, mean + half
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sft", required=True, help="the SFT model directory")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--lambda-e", type=float, default=5.0)
+    args = parser.parse_args()
+    out = Path(args.out)
+
+    from sepo.policies.hf import load_hf_model
+
+    model, tokenizer, _ = load_hf_model(args.sft, None, device="cpu", dtype="float32")
+    baseline = KuhnSEPOEnvironment(LLMSEPOConfig(model=args.sft), tokenizer, None).measure(model)
+    print(f"SFT model: exploitability {baseline['exploitability']:.4f}, utility {baseline['utility_exact']:.4f}")
+
+    runs = []
+    for seed in args.seeds:
+        for penalty, lam in (("per-rollout", args.lambda_e), ("none", 0.0)):
+            config = LLMSEPOConfig(model=args.sft, penalty=penalty, lambda_e=lam, steps=args.steps, seed=seed)
+            summary = run_llm_sepo(config, out / f"{penalty}_seed{seed}")
+            runs.append({"penalty": penalty, "seed": seed, "exploitability": summary["exploitability"],
+                         "utility": summary["utility_exact"]})
+            print(f"{penalty:12s} seed {seed}: exploitability {summary['exploitability']:.4f}, utility {summary['utility_exact']:.4f}")
+
+    report = {"sft": {k: baseline[k] for k in ("exploitability", "utility_exact")}, "runs": runs, "methods": {}}
+    for penalty in ("per-rollout", "none"):
+        e = [r["exploitability"] for r in runs if r["penalty"] == penalty]
+        u = [r["utility"] for r in runs if r["penalty"] == penalty]
+        e_mean, e_low, e_high = t_interval(e)
+        u_mean, u_low, u_high = t_interval(u)
+        change = e_mean / baseline["exploitability"] - 1
+        report["methods"][penalty] = {"exploitability": [e_mean, e_low, e_high], "utility": [u_mean, u_low, u_high],
+                                      "relative_change_in_exploitability": change}
+        print(f"{penalty:12s} exploitability {e_mean:.4f} [{e_low:.4f}, {e_high:.4f}] ({change:+.0%} vs SFT); "
+              f"utility {u_mean:.4f} [{u_low:.4f}, {u_high:.4f}]  (95% t-interval over {len(e)} seeds)")
+    (out / "seeds.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
