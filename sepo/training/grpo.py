@@ -188,8 +188,9 @@ class KuhnSEPOEnvironment:
         self.last_step_metrics = {
             "step": step, "exploitability": e, "nash_conv": 2 * e,
             "utility_exact": float(kuhn_exact.head_to_head(table, self.opponents).mean()),
-            "invalid_rate": float(np.mean(fields["invalid"])), "table": table.tolist(),
+            "invalid_rate": _global_mean(trainer.accelerator, fields["invalid"]), "table": table.tolist(),
         }  # the table this step's rollouts were drawn from (before its update)
+        self.accelerator = trainer.accelerator
         return {"prompt_ids": prompt_ids, "completion_ids": [list(x.completion_ids) for x in completions],
                 "logprobs": None, **fields}
 
@@ -204,15 +205,23 @@ class KuhnSEPOEnvironment:
         elif c.penalty == "constant":
             penalty = group_mean(penalty, groups)[groups]
         rewards = self.scale * utility - penalty - c.invalid_penalty * invalid
-        self.last_step_metrics["reward_mean"] = float(rewards.mean())
+        self.last_step_metrics["reward_mean"] = _global_mean(self.accelerator, rewards)
         return [float(r) for r in rewards]
+
+
+def _global_mean(accelerator, values) -> float:
+    """Mean over every process's values (a collective: all processes call it at the same point)."""
+    import torch
+
+    local = torch.as_tensor(np.asarray(values, dtype=np.float64), device=accelerator.device)
+    return float(accelerator.gather(local).mean())
 
 
 def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
     """Train (resuming from the latest TRL checkpoint in `out/trainer`) and save `out/model`."""
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from sepo.policies.hf import load_hf_model
     from sepo.training.sft import save_final_model
@@ -220,6 +229,8 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
     config.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    args = _grpo_args(config, out)
+    main_process = args.process_index == 0  # only process 0 writes run files; all of them read
     saved = out / "config.json"
     settings = {"policy": "hf", **asdict(config)}
     if saved.exists():
@@ -227,8 +238,9 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
         changed = sorted(k for k in settings if k != "steps" and previous.get(k) != settings[k])
         if changed:
             raise SepoError(f"{out} holds a run with a different config ({', '.join(changed)}); use a new --out")
-    atomic_write_json(saved, settings)
-    model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
+    if main_process:
+        atomic_write_json(saved, settings)
+    model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
     log = MetricsLog(out / "metrics.jsonl")
     env = KuhnSEPOEnvironment(config, tokenizer, log)
 
@@ -237,19 +249,13 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
 
     class _Log(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero:
+                return
             record = {**env.last_step_metrics, **{k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}}
             record["step"] = state.global_step
             log.append(record)
 
     prompts = [json.dumps({"group": i}) for i in range(config.steps * config.groups)]
-    args = GRPOConfig(
-        output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
-        num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,
-        temperature=config.temperature, max_completion_length=config.max_new_tokens, scale_rewards=config.scale_rewards,
-        use_cpu=config.use_cpu, bf16=False, gradient_checkpointing=False, logging_steps=1, save_strategy="steps",
-        save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
-        dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
-    )
     peft_config = None
     if config.lora:
         from peft import LoraConfig
@@ -259,12 +265,32 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
     trainer = GRPOTrainer(model=model, reward_funcs=sepo_reward, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
                           processing_class=tokenizer, rollout_func=env.rollout, peft_config=peft_config, callbacks=[_Log()])
     resume = any((out / "trainer").glob("checkpoint-*"))
-    if not resume:
+    if not resume and main_process:
         log.truncate_after(-1)
     trainer.train(resume_from_checkpoint=True if resume else None)
-    target = save_final_model(trainer.model, tokenizer, out / "model")
-    final = env.measure(trainer.accelerator.unwrap_model(trainer.model))
-    log.append({"step": trainer.state.global_step, "final": True, **final})
+    accelerator = trainer.accelerator
+    target = out / "model"
+    if accelerator.is_main_process:
+        save_final_model(trainer.model, tokenizer, target)
+    accelerator.wait_for_everyone()
+    final = env.measure(accelerator.unwrap_model(trainer.model))
     summary = {"model": str(target), "steps": trainer.state.global_step, **{k: v for k, v in final.items() if k != "table"}}
-    atomic_write_json(out / "summary.json", summary)
+    if accelerator.is_main_process:
+        log.append({"step": trainer.state.global_step, "final": True, **final})
+        atomic_write_json(out / "summary.json", summary)
+    accelerator.wait_for_everyone()
     return summary
+
+
+def _grpo_args(config: LLMSEPOConfig, out: Path):
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
+        num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,
+        temperature=config.temperature, max_completion_length=config.max_new_tokens, scale_rewards=config.scale_rewards,
+        use_cpu=config.use_cpu, bf16=False, gradient_checkpointing=False, logging_steps=1, save_strategy="steps",
+        save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
+        dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
+    )
+

@@ -62,14 +62,13 @@ def run_sft(config: SFTRunConfig, out: str | Path) -> Path:
     config.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "sft_config.json", asdict(config))
     train, validation = _load_dataset(config.data)
     model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
     log = MetricsLog(out / "metrics.jsonl")
 
     class _Log(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs:
+            if logs and state.is_world_process_zero:
                 log.append({"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
 
     args = SFTConfig(
@@ -97,6 +96,9 @@ def run_sft(config: SFTRunConfig, out: str | Path) -> Path:
         seed=config.seed,
         disable_tqdm=True,
     )
+    main_process = args.process_index == 0  # only process 0 writes run files
+    if main_process:
+        atomic_write_json(out / "sft_config.json", asdict(config))
     peft_config = None
     if config.lora:
         from peft import LoraConfig
@@ -106,10 +108,13 @@ def run_sft(config: SFTRunConfig, out: str | Path) -> Path:
     trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation,
                          processing_class=tokenizer, peft_config=peft_config, callbacks=[_Log()])
     resume = any((out / "trainer").glob("checkpoint-*"))
-    if not resume:
+    if not resume and main_process:
         log.truncate_after(-1)
     trainer.train(resume_from_checkpoint=True if resume else None)
-    return save_final_model(trainer.model, tokenizer, out / "model")
+    if trainer.accelerator.is_main_process:
+        save_final_model(trainer.model, tokenizer, out / "model")
+    trainer.accelerator.wait_for_everyone()
+    return out / "model"
 
 
 def save_final_model(model, tokenizer, target: Path) -> Path:

@@ -58,8 +58,6 @@ def test_two_processes_complete_training_steps(launched):
     assert (out / "trainer" / f"checkpoint-{STEPS}").is_dir()
 
 
-@pytest.mark.xfail(strict=True, reason="run_llm_sepo appends metrics on every rank (two records per step, each with "
-                   "its own rank's invalid_rate/reward_mean); fix in grpo.py: log on the world-process-zero only")
 def test_metrics_are_written_once_per_step(launched):
     result, out = launched
     assert result.returncode == 0
