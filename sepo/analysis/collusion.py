@@ -20,12 +20,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from sepo.analysis.errors import AnalysisInputError
-from sepo.analysis.io import as_name_list, as_number, as_probability, read_data, require_key, require_mapping
+from sepo.analysis.io import as_name_list, as_number, as_probability, joint_action, read_data, require_key, require_mapping
 from sepo.analysis.normal_form import NormalFormGame
 
 
@@ -178,10 +178,10 @@ def rules_from_data(data: Any, source: str = "<memory>") -> CollusionRules:
     if window > rounds:
         raise AnalysisInputError(source, "learning.window", f"the final window ({window}) is longer than the run ({rounds} rounds)")
     epsilon = as_probability(learning.get("epsilon", 0.05), source, "learning.epsilon")
-    target = _joint(require_key(data, "target", source), players, actions, source, "target")
+    target = joint_action(require_key(data, "target", source), players, actions, source, "target")
     coalition = require_mapping(require_key(data, "coalition", source), source, "coalition")
-    deviation = _joint(require_key(coalition, "deviation", source, "coalition."), players, actions, source, "coalition.deviation")
-    baseline = _joint(require_key(coalition, "baseline", source, "coalition."), players, actions, source, "coalition.baseline")
+    deviation = joint_action(require_key(coalition, "deviation", source, "coalition."), players, actions, source, "coalition.deviation")
+    baseline = joint_action(require_key(coalition, "baseline", source, "coalition."), players, actions, source, "coalition.baseline")
     seeds = _seeds(data.get("seeds", 10), source)
     threshold = as_probability(data.get("threshold", 0.9), source, "threshold")
     return CollusionRules(str(data.get("name", Path(source).stem)), players, actions, scenario_names, probabilities, rewards,
@@ -235,27 +235,6 @@ def _describe(players, actions, joint, scenario) -> str:
     parts = [f"{p}={actions[i][a]}" for i, (p, a) in enumerate(zip(players, joint))]
     parts += [f"{k}={'true' if v else 'false'}" for k, v in scenario.items()]
     return ", ".join(parts)
-
-
-def _joint(value, players, actions, source, field) -> tuple[int, ...]:
-    if isinstance(value, Mapping):
-        missing = [p for p in players if p not in value]
-        if missing:
-            raise AnalysisInputError(source, f"{field}.{missing[0]}", "missing")
-        stray = [p for p in value if p not in players]
-        if stray:
-            raise AnalysisInputError(source, f"{field}.{stray[0]}", f"unknown player; players are {', '.join(players)}")
-        names = [value[p] for p in players]
-    elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == len(players):
-        names = list(value)
-    else:
-        raise AnalysisInputError(source, field, f"expected one action per player ({', '.join(players)})")
-    joint = []
-    for i, name in enumerate(names):
-        if name not in actions[i]:
-            raise AnalysisInputError(source, f"{field}.{players[i]}", f"unknown action {name!r}; known: {', '.join(actions[i])}")
-        joint.append(actions[i].index(name))
-    return tuple(joint)
 
 
 def _positive_int(value, source, field) -> int:

@@ -130,3 +130,25 @@ def _kind(value: Any) -> str:
     if isinstance(value, Sequence):
         return "a list"
     return type(value).__name__
+
+
+def joint_action(value: Any, players, actions, source: str, field: str) -> tuple[int, ...]:
+    """A joint action given as {player: action} or [action, ...] (one per player) as indices."""
+    if isinstance(value, Mapping):
+        missing = [p for p in players if p not in value]
+        if missing:
+            raise AnalysisInputError(source, f"{field}.{missing[0]}", "missing")
+        stray = [p for p in value if p not in players]
+        if stray:
+            raise AnalysisInputError(source, f"{field}.{stray[0]}", f"unknown player; players are {', '.join(players)}")
+        names = [value[p] for p in players]
+    elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == len(players):
+        names = list(value)
+    else:
+        raise AnalysisInputError(source, field, f"expected one action per player ({', '.join(players)})")
+    joint = []
+    for i, name in enumerate(names):
+        if str(name) not in actions[i]:
+            raise AnalysisInputError(source, f"{field}.{players[i]}", f"unknown action {name!r}; known: {', '.join(actions[i])}")
+        joint.append(list(actions[i]).index(str(name)))
+    return tuple(joint)

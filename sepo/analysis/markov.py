@@ -38,7 +38,7 @@ import numpy as np
 
 from sepo.analysis.equilibria import product_distribution
 from sepo.analysis.errors import AnalysisInputError
-from sepo.analysis.io import (as_name_list, as_number, as_probability, distribution, numeric_tensor, read_data,
+from sepo.analysis.io import (joint_action, as_name_list, as_number, as_probability, distribution, numeric_tensor, read_data,
                               require_key, require_mapping)
 
 MarkovPolicy = dict[str, tuple[np.ndarray, ...]]
@@ -202,7 +202,7 @@ def markov_game_from_data(data: Any, source: str = "<memory>") -> MarkovGame:
         for k, outcome in enumerate(outcomes):
             field = f"states.{s}.outcomes[{k}]"
             outcome = require_mapping(outcome, source, field)
-            joint = _joint(require_key(outcome, "joint", source, field + "."), players, actions[s], source, field + ".joint")
+            joint = joint_action(require_key(outcome, "joint", source, field + "."), players, actions[s], source, field + ".joint")
             if joint in seen:
                 raise AnalysisInputError(source, field + ".joint", "this joint action is listed twice")
             seen.add(joint)
@@ -230,24 +230,6 @@ def _per_player(value: Any, players, source: str, field: str) -> np.ndarray:
             raise AnalysisInputError(source, f"{field}.{stray[0]}", f"unknown player; players are {', '.join(players)}")
         return np.array([as_number(value[p], source, f"{field}.{p}") if p in value else 0.0 for p in players])
     return numeric_tensor(value, [(len(players), "one per player")], source, field)
-
-
-def _joint(value: Any, players, actions, source: str, field: str) -> tuple[int, ...]:
-    if isinstance(value, Mapping):
-        missing = [p for p in players if p not in value]
-        if missing:
-            raise AnalysisInputError(source, f"{field}.{missing[0]}", "missing")
-        names = [value[p] for p in players]
-    elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == len(players):
-        names = list(value)
-    else:
-        raise AnalysisInputError(source, field, f"expected one action per player ({', '.join(players)})")
-    joint = []
-    for i, name in enumerate(names):
-        if str(name) not in actions[i]:
-            raise AnalysisInputError(source, f"{field}.{players[i]}", f"unknown action {name!r}; known: {', '.join(actions[i])}")
-        joint.append(actions[i].index(str(name)))
-    return tuple(joint)
 
 
 def _next_states(value: Any, states, source: str, field: str) -> np.ndarray:

@@ -59,7 +59,7 @@ def _hf_agent(path: str, game: Game) -> Policy:
     failures resolved by forced decoding and counted)."""
     from sepo.policies.hf import HFPolicy
 
-    return HFPolicy(path, game.text, mode="sample", failure_rule="forced", temperature=1.0, max_new_tokens=64)
+    return HFPolicy(path, game.text, mode="sample", failure_rule="forced", temperature=1.0, max_new_tokens=48)
 
 
 def _load_run(run_dir: Path, game: Game) -> Policy:

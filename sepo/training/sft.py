@@ -123,6 +123,7 @@ def save_final_model(model, tokenizer, target: Path) -> Path:
 
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
+    model.config.use_cache = True  # trainers switch the KV cache off; generation wants it back
     tmp = target.with_name(target.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
