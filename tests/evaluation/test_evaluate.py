@@ -1,7 +1,6 @@
 """Audits: the rigorous protocol sees what the paper's exploit score cannot; numbers reproduce."""
 import json
 
-import numpy as np
 import pytest
 
 from sepo.errors import SepoError
