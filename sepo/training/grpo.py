@@ -190,6 +190,9 @@ class KuhnSEPOEnvironment:
             "utility_exact": float(kuhn_exact.head_to_head(table, self.opponents).mean()),
             "invalid_rate": _global_mean(trainer.accelerator, fields["invalid"]), "table": table.tolist(),
         }  # the table this step's rollouts were drawn from (before its update)
+        # TRL averages and logs its `_metrics` (to metrics.jsonl, the console and --report-to backends)
+        for name in ("exploitability", "utility_exact", "invalid_rate"):
+            trainer._metrics["train"][f"sepo/{name}"].append(self.last_step_metrics[name])
         self.accelerator = trainer.accelerator
         return {"prompt_ids": prompt_ids, "completion_ids": [list(x.completion_ids) for x in completions],
                 "logprobs": None, **fields}
