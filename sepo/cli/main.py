@@ -25,6 +25,20 @@ app = typer.Typer(
 app.add_typer(analyze_app, name="analyze")
 
 
+@app.callback()
+def main_options(
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (model play and training); "
+                                          "on a shared machine, the cores that are free."),
+):
+    """Train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization."""
+    if threads is not None:
+        if threads < 1:
+            raise typer.BadParameter("--threads must be >= 1")
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 @app.command("eval")
 @user_errors
 def eval_command(
