@@ -204,14 +204,7 @@ def game_from_data(data: Any, source: str = "<memory>") -> NormalFormGame:
     else:
         raise AnalysisInputError(source, "players", "missing (or give actions as a mapping player -> action names)")
     if isinstance(actions_data, Mapping):
-        unknown = [p for p in actions_data if str(p) not in players]
-        if unknown:
-            raise AnalysisInputError(source, f"actions.{unknown[0]}", f"unknown player; players are {', '.join(players)}")
-        actions = []
-        for p in players:
-            if p not in actions_data:
-                raise AnalysisInputError(source, f"actions.{p}", "missing")
-            actions.append(as_name_list(actions_data[p], source, f"actions.{p}"))
+        actions = _per_player(actions_data, players, source, "actions", lambda v, f: as_name_list(v, source, f))
     elif isinstance(actions_data, Sequence) and not isinstance(actions_data, str):
         if len(actions_data) != len(players):
             raise AnalysisInputError(source, "actions", f"{len(actions_data)} action lists for {len(players)} players")
@@ -221,15 +214,7 @@ def game_from_data(data: Any, source: str = "<memory>") -> NormalFormGame:
     axes = [(len(a), f"one per action of {p}") for p, a in zip(players, actions)]
     payoff_data = require_key(data, "payoffs", source)
     if isinstance(payoff_data, Mapping):
-        unknown = [p for p in payoff_data if str(p) not in players]
-        if unknown:
-            raise AnalysisInputError(source, f"payoffs.{unknown[0]}", f"unknown player; players are {', '.join(players)}")
-        tensors = []
-        for p in players:
-            if p not in payoff_data:
-                raise AnalysisInputError(source, f"payoffs.{p}", "missing")
-            tensors.append(numeric_tensor(payoff_data[p], axes, source, f"payoffs.{p}"))
-        payoffs = np.stack(tensors)
+        payoffs = np.stack(_per_player(payoff_data, players, source, "payoffs", lambda v, f: numeric_tensor(v, axes, source, f)))
     else:
         cells = numeric_tensor(payoff_data, axes + [(len(players), "one payoff per player")], source, "payoffs")
         payoffs = np.moveaxis(cells, -1, 0)
@@ -238,3 +223,14 @@ def game_from_data(data: Any, source: str = "<memory>") -> NormalFormGame:
     if data.get("profile") is not None:
         object.__setattr__(game, "profile", game.profile_from_data(data["profile"]))
     return game
+
+
+def _per_player(data: Mapping, players, source, field, parse) -> list:
+    """`parse(data[p], "field.p")` for every player, in order; unknown or missing players are errors."""
+    unknown = [p for p in data if str(p) not in players]
+    if unknown:
+        raise AnalysisInputError(source, f"{field}.{unknown[0]}", f"unknown player; players are {', '.join(players)}")
+    missing = [p for p in players if p not in data]
+    if missing:
+        raise AnalysisInputError(source, f"{field}.{missing[0]}", "missing")
+    return [parse(data[p], f"{field}.{p}") for p in players]
