@@ -322,7 +322,7 @@ class _NullProgress:
         return 0
 
     def update(self, *args, **kwargs):
-        pass
+        """Progress is not shown (quiet run or no terminal)."""
 
 
 def _progress(quiet: bool):

@@ -7,6 +7,8 @@ tabular policy (`.table`), so exact values against them are available.
 """
 from __future__ import annotations
 
+import abc
+
 from sepo.games.base import Decision
 from sepo.games.kuhn import INFO_STATES, facing_bet
 from sepo.policies.base import Policy
@@ -22,8 +24,9 @@ class KuhnBot(Policy):
     name = "KuhnBot"
     classifier: dict = {}
 
+    @abc.abstractmethod
     def bet_probability(self, card: int, history: str) -> float:
-        raise NotImplementedError
+        """P(BET), or P(CALL) when `history` ends in a bet, holding `card`."""
 
     def action_probabilities(self, decision: Decision) -> dict[int, float]:
         obs = decision.observation
