@@ -40,6 +40,17 @@ def read_json(path: str | Path, what: str = "file"):
         raise SepoError(f"unreadable {what} {path}: {error}") from None
 
 
+def check_same_run(path: str | Path, settings: dict, may_change: tuple[str, ...] = ("steps",)) -> None:
+    """Refuse to resume a run directory whose saved config differs (other than `may_change`)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    saved = read_json(path, "run config")
+    changed = sorted(k for k in settings if k not in may_change and saved.get(k) != settings[k])
+    if changed:
+        raise SepoError(f"{path.parent} holds a run with a different config ({', '.join(changed)}); use a new --out")
+
+
 class MetricsLog:
     """Per-step metrics as JSON lines. On resume, lines after the checkpoint step are dropped."""
 

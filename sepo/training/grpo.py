@@ -40,7 +40,7 @@ from sepo.metrics import kuhn_exact
 from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import Lambdas, check_penalty_mode, group_mean
 from sepo.opponents.pools import PAPER_POOLS, parse_bot
-from sepo.training.checkpoint import MetricsLog, atomic_write_json, read_json
+from sepo.training.checkpoint import MetricsLog, atomic_write_json, check_same_run
 from sepo.training.kuhn_env import DecisionContext, action_outcomes, sample_decisions
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -236,11 +236,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
     main_process = args.process_index == 0  # only process 0 writes run files; all of them read
     saved = out / "config.json"
     settings = {"policy": "hf", **asdict(config)}
-    if saved.exists():
-        previous = read_json(saved, "run config")
-        changed = sorted(k for k in settings if k != "steps" and previous.get(k) != settings[k])
-        if changed:
-            raise SepoError(f"{out} holds a run with a different config ({', '.join(changed)}); use a new --out")
+    check_same_run(saved, settings)
     if main_process:
         atomic_write_json(saved, settings)
     model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")

@@ -28,7 +28,7 @@ from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode, group_advantages, sepo_rewards
 from sepo.opponents.pools import PAPER_POOLS, parse_bot
 from sepo.policies.tabular import TabularPolicy, softmax
-from sepo.training.checkpoint import MetricsLog, atomic_write_json, read_json
+from sepo.training.checkpoint import MetricsLog, atomic_write_json, check_same_run, read_json
 from sepo.training.kuhn_rollouts import play_hands
 
 CHECKPOINT = "checkpoint.json"
@@ -125,11 +125,7 @@ class TabularSEPOTrainer:
     def _prepare(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         config = asdict(self.config)
-        if (self.out / CONFIG).exists():
-            saved = read_json(self.out / CONFIG, "run config")
-            changed = sorted(k for k in config if k != "steps" and saved.get(k) != config[k])
-            if changed:
-                raise SepoError(f"{self.out} holds a run with a different config ({', '.join(changed)}); use a new --out")
+        check_same_run(self.out / CONFIG, config)
         atomic_write_json(self.out / CONFIG, config)
         if (self.out / CHECKPOINT).exists():
             state = read_json(self.out / CHECKPOINT, "checkpoint")
