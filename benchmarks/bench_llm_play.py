@@ -74,8 +74,9 @@ import numpy as np
 
 from sepo.evaluation.play import play_episodes
 from sepo.games import load_game
-from sepo.opponents.kuhn import BOTS
-from sepo.policies.hf import HFPolicy, kuhn_canonical_decisions
+from sepo.games.kuhn.bots import BOTS
+from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
+from sepo.policies.hf import HFPolicy
 
 OPPONENT = "NashApprox"
 MODEL_CALLS = ("generate", "next_token_logprobs", "sequence_logprobs")

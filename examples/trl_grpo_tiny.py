@@ -40,8 +40,8 @@ def toy_opponent(decision) -> int:
 def make_rollout_func(tokenizer, max_new_tokens: int):
     """A rollout_func: prompts are JSON episode specs ({"seed": s}); returns one multi-turn sequence
     per prompt (duplicates included: TRL has already repeated each prompt num_generations times)."""
-    from sepo.games.kuhn import KuhnPoker
-    from sepo.games.kuhn_text import KuhnText
+    from sepo.games.kuhn.rules import KuhnPoker
+    from sepo.games.kuhn.text import KuhnText
     from sepo.policies.hf import HFPolicy
 
     text = KuhnText()
@@ -159,7 +159,7 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from sepo.models.tiny import init_tiny_model
-    from sepo.policies.hf import kuhn_canonical_decisions
+    from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
 
     work = Path(tempfile.mkdtemp(prefix="sepo-grpo-"))
     model_dir = Path(args.model) if args.model else init_tiny_model(work / "tiny", seed=0)
@@ -204,7 +204,7 @@ def main() -> None:
             processing_class=tokenizer, rollout_func=make_rollout_func(tokenizer, args.max_new_tokens),
         )
     else:
-        from sepo.games.kuhn_text import KuhnText
+        from sepo.games.kuhn.text import KuhnText
 
         text = KuhnText()
         rows = [

@@ -18,10 +18,10 @@ import numpy as np
 
 
 def kuhn_sft_rows(n: int, seed: int = 0) -> list[dict]:
-    from sepo.games.kuhn import CARD_NAMES
-    from sepo.policies.hf import kuhn_canonical_decisions
+    from sepo.games.kuhn.rules import CARD_NAMES
+    from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
 
-    text = __import__("sepo.games.kuhn_text", fromlist=["KuhnText"]).KuhnText()
+    text = __import__("sepo.games.kuhn.text", fromlist=["KuhnText"]).KuhnText()
     decisions = list(kuhn_canonical_decisions().values())
     rng = np.random.default_rng(seed)
     rows = []
@@ -111,12 +111,15 @@ def main() -> None:
     print(f"SFT: {args.steps} steps x batch {args.batch} in {elapsed:.2f}s ({elapsed / args.steps:.2f}s/step); losses {losses}")
     print("train_loss", result.training_loss)
     if args.lora:  # the adapter directory loads as a policy (HFPolicy handles adapter_config.json)
-        from sepo.games.kuhn_text import KuhnText
+        from sepo.games.kuhn.exact import KuhnSolver
+        from sepo.games.kuhn.text import KuhnText
+        from sepo.metrics.exact import action_table
         from sepo.policies.hf import HFPolicy
 
         trainer.save_model(work / "adapter")
         policy = HFPolicy(work / "adapter", KuhnText(), tokenizer=tokenizer, device="cpu")
-        print("adapter policy kuhn_strategy rows sum to 1:", bool(abs(policy.kuhn_strategy().sum(1) - 1).max() < 1e-9))
+        table = action_table(policy, KuhnSolver().decisions())
+        print("adapter policy's action table rows sum to 1:", bool(abs(table.sum(1) - 1).max() < 1e-9))
 
 
 if __name__ == "__main__":

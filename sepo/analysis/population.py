@@ -4,8 +4,8 @@ Each agent is a strategy of a symmetric two-player meta-game: P[i, j] is agent i
 per round when it plays agent j (seats alternating, so neither seat is favoured). The row player
 of the meta-game gets P[i, j] and the column player P[j, i].
 
-- Payoffs: exact for Kuhn poker when every agent exposes its information-state table
-  (`sepo.metrics.kuhn_exact.head_to_head`), otherwise sampled by playing episodes in the domain.
+- Payoffs: exact when the domain's solver has a head-to-head and every agent gives its action
+  table at the solver's information states, otherwise sampled by playing episodes in the domain.
 - Nash mix: for a zero-sum meta-game (P = -P^T) the maximum-entropy maximin mix, which is unique
   ("Nash averaging"; an LP vertex would understate diversity); otherwise the symmetric
   equilibria found by support enumeration, the most diverse one used for the indices.
@@ -29,8 +29,6 @@ from sepo.analysis.equilibria import correlated_equilibrium, nash_equilibria_2p,
 from sepo.analysis.errors import AnalysisInputError
 from sepo.analysis.io import as_name_list, numeric_tensor, read_data, require_key, require_mapping
 from sepo.analysis.normal_form import NormalFormGame
-
-EXACT_GAMES = ("kuhn",)
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,11 +61,12 @@ def load_matrix(path: str | Path) -> MetaGame:
 
 
 def build_meta_game(game_name: str, specs: Sequence[str], *, episodes: int = 200, seed: int = 0, progress=None) -> MetaGame:
-    """Load each agent spec in `game_name` and fill the payoff matrix: exact for Kuhn agents
-    with tables, otherwise sampled play (`episodes` per pair of agents, half in each starting
+    """Load each agent spec in `game_name` and fill the payoff matrix: exact where the domain's
+    solver has a head-to-head and every agent gives a table, otherwise sampled play (`episodes` per pair of agents, half in each starting
     seat; `progress(done, total)` after each pair)."""
     from sepo.errors import SepoError
     from sepo.games import load_game
+    from sepo.metrics.exact import solver_for
     from sepo.policies.specs import load_agent, policy_table
 
     if len(specs) < 2:
@@ -84,13 +83,15 @@ def build_meta_game(game_name: str, specs: Sequence[str], *, episodes: int = 200
             agents.append(load_agent(spec, domain))
         except SepoError as error:
             raise AnalysisInputError("--agents", spec, str(error)) from None
-    tables = [policy_table(agent) for agent in agents]
-    if game_name in EXACT_GAMES and all(t is not None for t in tables):
-        from sepo.metrics.kuhn_exact import head_to_head
-
-        stacked = np.stack(tables)
-        payoffs = head_to_head(stacked[:, None], stacked[None, :])
-        return MetaGame(tuple(specs), np.asarray(payoffs, dtype=float), "exact (kuhn_exact.head_to_head)")
+    solver = solver_for(domain)
+    head_to_head = getattr(solver, "head_to_head", None)
+    if head_to_head is not None:
+        decisions = solver.decisions()
+        tables = [policy_table(agent, decisions) for agent in agents]
+        if all(t is not None for t in tables):
+            stacked = np.stack(tables)
+            payoffs = head_to_head(stacked[:, None], stacked[None, :])
+            return MetaGame(tuple(specs), np.asarray(payoffs, dtype=float), "exact (the domain solver's head_to_head)")
     return _sampled_meta_game(domain, tuple(specs), agents, episodes, seed, progress)
 
 

@@ -14,6 +14,10 @@ from rich.table import Table
 from sepo.cli.analyze import app as analyze_app
 from sepo.cli.common import console, err_console, print_json as _print_json, user_errors
 from sepo.errors import SepoError
+from sepo.games import default_game, domain_names
+
+DEFAULT_GAME = default_game()
+GAME_HELP = f"Game to play: {', '.join(domain_names())}."
 
 app = typer.Typer(
     name="sepo",
@@ -43,7 +47,7 @@ def main_options(
 @user_errors
 def eval_command(
     agent: str = typer.Option(..., "--agent", help="nash[:ALPHA] | uniform | bot:NAME | tabular:FILE.json | run:DIR | hf:PATH"),
-    game: str = typer.Option("kuhn", "--game", help="Game to play."),
+    game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     protocol: str = typer.Option("rigorous", "--protocol", help="rigorous (exact best responses, per-hand accounting) or paper."),
     episodes: int = typer.Option(100, "--episodes", help="Episodes per opponent."),
     seed: int = typer.Option(0, "--seed"),
@@ -89,7 +93,7 @@ def eval_command(
 @user_errors
 def train_command(
     out: Path = typer.Option(..., "--out", help="Run directory (resumed if it holds a checkpoint)."),
-    game: str = typer.Option("kuhn", "--game"),
+    game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     policy: str = typer.Option("tabular", "--policy", help="tabular, or hf:MODEL for a language model."),
     penalty: str = typer.Option("per-rollout", "--penalty", help="per-rollout | constant | none"),
     lambda_e: float = typer.Option(0.0, "--lambda-e"),
@@ -173,7 +177,7 @@ def model_init_command(
 @user_errors
 def data_sft_command(
     out: Path = typer.Option(..., "--out", help="Directory for the Hugging Face dataset."),
-    game: str = typer.Option("kuhn", "--game"),
+    game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     mixture: str = typer.Option("paper", "--mixture", help="paper or nash"),
     episodes: int = typer.Option(200, "--episodes", help="Episodes per driving opponent."),
     seed: int = typer.Option(0, "--seed"),
@@ -181,12 +185,10 @@ def data_sft_command(
 ):
     """Expert traces as chat examples (system, user, assistant = reason + action), train/validation split."""
     from sepo.games import check_protocol
-    from sepo.training.sft_data import generate_kuhn_traces, write_sft_dataset
+    from sepo.training.sft_data import generate_traces, write_sft_dataset
 
-    if game != "kuhn":
-        raise SepoError(f"expert traces exist for kuhn only, not {game!r}")
     check_protocol(protocol)
-    summary = write_sft_dataset(generate_kuhn_traces(mixture, episodes, seed, protocol), out, seed)
+    summary = write_sft_dataset(generate_traces(game, mixture, episodes, seed, protocol), out, seed)
     console.print(f"{summary.examples} examples ({summary.train} train, {summary.validation} validation) at {out}; "
                   f"by strategy: {summary.by_strategy}")
 
@@ -217,7 +219,7 @@ def sft_command(
 @app.command("frontier")
 @user_errors
 def frontier_command(
-    game: str = typer.Option("kuhn", "--game"),
+    game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     runs: Optional[List[Path]] = typer.Option(None, "--run", help="Run directories to place against the frontier."),
     lambdas: str = typer.Option("0.25,1,4", "--lambdas", help="λe values whose RNR points (p = 1/(1+λe)) to list."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of the frontier."),
@@ -229,7 +231,7 @@ def frontier_command(
     if plot:
         from sepo.reports.plots import plot_frontier
 
-        plot_frontier(frontier, plot, [{"label": r["run"], **r} for r in result["runs"]])
+        plot_frontier(frontier, plot, [{"label": r["run"], **r} for r in result["runs"]], title=f"{game}: best achievable trade-off")
         result["plot"] = str(plot)
     if as_json:
         _print_json(result)
@@ -248,16 +250,13 @@ def frontier_command(
 
 
 def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[Path]):
-    import numpy as np
-
-    from sepo.analysis import restricted_nash as rnr
-    from sepo.metrics import kuhn_exact
+    """The domain's exact frontier against the train pool (pool file or the paper's), with runs placed on it."""
+    from sepo.games import get_domain
     from sepo.opponents.pools import BEST_RESPONSE, default_pools, load_pools
-    from sepo.policies.tabular import TabularPolicy
-    from sepo.training.tabular import load_run_policy
 
-    if game != "kuhn":
-        raise SepoError(f"the frontier is computed exactly for kuhn only, not {game!r}")
+    domain = get_domain(game)
+    if domain.frontier is None:
+        raise SepoError(f"game {game!r} has no exact frontier")
     try:
         lambda_values = [float(v) for v in lambdas.split(",") if v.strip()]
     except ValueError:
@@ -265,26 +264,7 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
     if any(v < 0 for v in lambda_values):
         raise SepoError(f"--lambdas must be >= 0, got {lambdas!r}")
     specs = (load_pools(game, pools) if pools else default_pools(game))["train"]
-    opponents = np.stack([s.build().table for s in specs if s.name != BEST_RESPONSE])
-    frontier = rnr.frontier(opponents, ps=[1 / (1 + v) for v in lambda_values])
-    result = {
-        "game": game, "pool": [s.label for s in specs],
-        "epsilons": list(map(float, frontier.epsilons)), "utilities": list(map(float, frontier.utilities)),
-        "utility_at_zero": float(frontier.utilities[0]),
-        "best_response_utility": float(frontier.best_response_utility),
-        "best_response_exploitability": float(frontier.best_response_exploitability),
-        "rnr": [{"lambda_e": lam, "p": float(point.p), "exploitability": float(point.exploitability),
-                 "utility": float(point.utility), "policy": TabularPolicy(point.policy).to_json()}
-                for lam, point in zip(lambda_values, frontier.rnr)],
-        "runs": [],
-    }
-    for run_dir in runs:
-        table = load_run_policy(run_dir).table
-        e = float(kuhn_exact.exploitability(table))
-        u = float(kuhn_exact.head_to_head(table, opponents).mean())
-        best = rnr.frontier_utility_at(opponents, e)
-        result["runs"].append({"run": str(run_dir), "exploitability": e, "utility": u, "frontier_utility": best, "gap": best - u})
-    return result, frontier
+    return domain.frontier([s for s in specs if s.name != BEST_RESPONSE], lambda_values, runs)
 
 
 @app.command("plot")
@@ -304,11 +284,15 @@ def plot_command(
 def demo_command(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Where the demo's runs and plots go."),
     steps: int = typer.Option(1500, "--steps", help="Training steps per run."),
+    game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
 ):
-    """Kuhn poker end to end: audit reference agents, train SEPO vs payoff-only GRPO, place them on the frontier."""
-    from sepo.demo import run_demo
+    """A domain end to end: audit reference agents, train SEPO vs payoff-only GRPO, place them on the frontier."""
+    from sepo.games import get_domain
 
-    run_demo(out, steps, console)
+    domain = get_domain(game)
+    if domain.demo is None:
+        raise SepoError(f"game {game!r} has no demo")
+    domain.demo(out, steps, console)
 
 
 class _NullProgress:

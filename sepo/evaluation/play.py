@@ -1,12 +1,16 @@
 """Batched play: every episode advances together, one `act` call per turn for all pending
 agent decisions (one batched model call for an LLM agent).
 
-Chance and the opponent draw from the episode's own generator (seeded per episode), the agent
-from one generator per batch, so the same seeds give the same episodes.
+Games have n >= 2 players: the agent sits in one seat and every other seat is played by an
+opponent policy (one policy per episode for all other seats, or a mapping seat -> policy). At a
+simultaneous node the opponents' actions are collected first, then the agent's, and the joint
+action is applied. Chance and the opponents draw from the episode's own generator (seeded per
+episode), the agent from one generator per batch, so the same seeds give the same episodes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -16,12 +20,14 @@ from sepo.policies.base import Choice, Policy
 
 @dataclass
 class DecisionRecord:
+    """One agent decision: its information state, the action, and the observation the domain's
+    events and behaviour tables read."""
+
     round: int
     info_key: str
     action: int
     action_name: str
-    facing_bet: bool
-    card: int | None
+    observation: Mapping[str, Any] = field(default_factory=dict)
     parse_status: str = "ok"
     rule: str | None = None
     text: str | None = None
@@ -40,22 +46,33 @@ class EpisodeRecord:
 
     @property
     def agent_payoffs(self) -> np.ndarray:
-        return np.array([r.payoffs[self.agent_player] for r in self.rounds])
+        """The agent's payoff in each round."""
+        return np.array([r.payoffs[self.agent_player] for r in self.rounds], dtype=float)
 
     @property
     def opponent_payoffs(self) -> np.ndarray:
-        return np.array([r.payoffs[1 - self.agent_player] for r in self.rounds])
+        """The other players' payoffs summed, in each round."""
+        return np.array([sum(p for i, p in enumerate(r.payoffs) if i != self.agent_player) for r in self.rounds], dtype=float)
+
+    def third_party_payoffs(self, name: str) -> np.ndarray:
+        """A third party's payoff in each round (0 where it is not recorded)."""
+        return np.array([r.third_party.get(name, 0.0) for r in self.rounds], dtype=float)
 
 
-def play_episodes(game: Game, agent: Policy, opponents: list[Policy], seeds: list[int], *, agent_seed: int,
+Opponents = Union[Policy, Mapping[int, Policy]]
+
+
+def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], seeds: list[int], *, agent_seed: int,
                   opponent_label: str = "", pool: str = "", agent_player: int = 0, keep_text: bool = False) -> list[EpisodeRecord]:
-    """Play one episode per seed, episode i against `opponents[i]`."""
+    """Play one episode per seed, episode i against `opponents[i]` (a policy for every other
+    seat, or a mapping from seat to policy)."""
     states = [game.new_initial_state() for _ in seeds]
     rngs = [np.random.default_rng(seed) for seed in seeds]
     agent_rng = np.random.default_rng(agent_seed)
     records = [EpisodeRecord(opponent_label, pool, seed, agent_player, []) for seed in seeds]
-    for opponent in opponents:
-        opponent.reset()
+    seat_policies = [_by_seat(o) for o in opponents]
+    for policy in {id(p): p for table in seat_policies for p in table.values()}.values():
+        policy.reset()
     agent.reset()
     pending_joint: dict[int, dict[int, int]] = {}
 
@@ -69,14 +86,19 @@ def play_episodes(game: Game, agent: Policy, opponents: list[Policy], seeds: lis
                     probs = np.array([p for _, p in outcomes])
                     state.apply_action(outcomes[_draw(probs, rngs[i])][0])
                     continue
-                opponent_player = 1 - agent_player
-                if player == opponent_player or (player == SIMULTANEOUS and opponent_player not in pending_joint.get(i, {})):
-                    choice = opponents[i].act([state.decision(opponent_player)], rngs[i])[0]
-                    if player == SIMULTANEOUS:
-                        pending_joint.setdefault(i, {})[opponent_player] = choice.action
-                    else:
-                        state.apply_action(choice.action)
-                        continue
+                if player == SIMULTANEOUS:
+                    joint = pending_joint.setdefault(i, {})
+                    for other in state.acting_players():
+                        if other != agent_player and other not in joint:
+                            joint[other] = _opponent_action(seat_policies[i], state, other, rngs[i])
+                    if agent_player in state.acting_players():
+                        waiting.append(i)
+                        break
+                    state.apply_actions(_joint_list(pending_joint.pop(i), state))
+                    continue
+                if player != agent_player:
+                    state.apply_action(_opponent_action(seat_policies[i], state, player, rngs[i]))
+                    continue
                 waiting.append(i)
                 break
         if not waiting:
@@ -88,7 +110,7 @@ def play_episodes(game: Game, agent: Policy, opponents: list[Policy], seeds: lis
             if states[i].current_player() == SIMULTANEOUS:
                 joint = pending_joint.pop(i)
                 joint[agent_player] = choice.action
-                states[i].apply_actions([joint[p] for p in range(states[i].num_players())])
+                states[i].apply_actions(_joint_list(joint, states[i]))
             else:
                 states[i].apply_action(choice.action)
 
@@ -97,15 +119,36 @@ def play_episodes(game: Game, agent: Policy, opponents: list[Policy], seeds: lis
     return records
 
 
+def _by_seat(opponents: Opponents) -> Mapping[int, Policy] | "_Everyone":
+    return opponents if isinstance(opponents, Mapping) else _Everyone(opponents)
+
+
+class _Everyone(dict):
+    """One policy for every other seat."""
+
+    def __init__(self, policy: Policy):
+        super().__init__({-1: policy})
+        self.policy = policy
+
+    def __missing__(self, seat):
+        return self.policy
+
+
+def _opponent_action(policies, state, player: int, rng: np.random.Generator) -> int:
+    return policies[player].act([state.decision(player)], rng)[0].action
+
+
+def _joint_list(joint: dict[int, int], state) -> list[int]:
+    return [joint[p] for p in range(state.num_players())]
+
+
 def _record(state, decision, choice: Choice, keep_text: bool) -> DecisionRecord:
-    obs = decision.observation
     return DecisionRecord(
         round=len(state.rounds()),
         info_key=decision.info_key,
         action=choice.action,
         action_name=decision.name_of(choice.action),
-        facing_bet=bool(obs.get("facing_bet", False)),
-        card=obs.get("card"),
+        observation=decision.observation,
         parse_status=choice.parse_status,
         rule=choice.rule,
         text=choice.text if keep_text else None,

@@ -1,26 +1,19 @@
-"""Game registry: every domain by name."""
+"""Games: the game API (`base`), the domain registry (`registry`), one package per domain.
+
+Every built-in domain is registered here, one line each, and imported only when first used."""
 from __future__ import annotations
 
-from sepo.errors import SepoError
 from sepo.games.base import Decision, Game, ParseResult, RoundResult, State, TextView
-from sepo.games.kuhn import KuhnPoker
+from sepo.games.registry import (PROTOCOLS, Domain, Param, check_protocol, default_game, domain_names, domain_of, get_domain,
+                                 register)
 
-GAMES = {"kuhn": KuhnPoker}
-PROTOCOLS = ("rigorous", "paper")
+register("kuhn", "sepo.games.kuhn:DOMAIN")
 
 
 def load_game(name: str, protocol: str = "rigorous", **params) -> Game:
     """The game `name` set up for `protocol` ("rigorous" or the paper's "paper")."""
-    if name not in GAMES:
-        raise SepoError(f"unknown game {name!r}; known games: {', '.join(sorted(GAMES))}")
-    check_protocol(protocol)
-    return GAMES[name](text_style=protocol, **params)
+    return get_domain(name).game(protocol, **params)
 
 
-def check_protocol(protocol: str) -> str:
-    if protocol not in PROTOCOLS:
-        raise SepoError(f"unknown protocol {protocol!r}; use one of: {', '.join(PROTOCOLS)}")
-    return protocol
-
-
-__all__ = ["Decision", "Game", "ParseResult", "RoundResult", "State", "TextView", "GAMES", "load_game", "check_protocol"]
+__all__ = ["Decision", "Domain", "Game", "Param", "ParseResult", "PROTOCOLS", "RoundResult", "State", "TextView",
+           "check_protocol", "default_game", "domain_names", "domain_of", "get_domain", "load_game", "register"]

@@ -2,12 +2,14 @@
 
 Fields per episode (see `episode_fields`): agent and opponent totals, rounds, agent decisions,
 per-decision means (the paper's `mean_payoff`), collusion and externality event counts, invalid
-outputs. `protocol="paper"` reproduces the paper's accounting (per-decision utility, its
-exploit-pool variant); `"rigorous"` counts per round (per hand in Kuhn) and per opponent.
+outputs. The event counts come from the domain's `events` function (its one definition of
+collusion and externality). `protocol="paper"` reproduces the paper's accounting (per-decision
+utility, its exploit-pool variant); `"rigorous"` counts per round and per opponent.
 """
 from __future__ import annotations
 
 import warnings
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -15,7 +17,9 @@ from sepo.evaluation.play import EpisodeRecord
 from sepo.metrics.bootstrap import StratifiedSample
 
 
-def episode_fields(game: str, protocol: str, episode: EpisodeRecord) -> dict[str, float]:
+def episode_fields(events: Callable[[str, EpisodeRecord], Mapping[str, float]], protocol: str,
+                   episode: EpisodeRecord) -> dict[str, float]:
+    """The per-episode numbers every metric is built from; `events` is the domain's."""
     agent, opponent = episode.agent_payoffs, episode.opponent_payoffs
     decisions = max(len(episode.decisions), 1)
     rounds = max(len(episode.rounds), 1)
@@ -26,21 +30,8 @@ def episode_fields(game: str, protocol: str, episode: EpisodeRecord) -> dict[str
         "agent_per_round": agent.sum() / rounds, "welfare_per_round": (agent.sum() + opponent.sum()) / rounds,
         "invalid": sum(d.parse_status != "ok" for d in episode.decisions),
     }
-    fields.update(EVENTS[game](protocol, episode))
+    fields.update(events(protocol, episode))
     return fields
-
-
-def _kuhn_events(protocol: str, episode: EpisodeRecord) -> dict[str, float]:
-    """Collusion: FOLD per agent decision (the paper's fold rate against LooseAggressive).
-    Externality: losses of 2 chips (a called bet lost), per decision in the paper, per hand here."""
-    folds = sum(d.facing_bet and d.action == 0 for d in episode.decisions)
-    big_losses = int((episode.agent_payoffs <= -2).sum())
-    denominator = len(episode.decisions) if protocol == "paper" else len(episode.rounds)
-    return {"collusion_events": folds, "collusion_denominator": len(episode.decisions),
-            "externality_events": big_losses, "externality_denominator": denominator}
-
-
-EVENTS = {"kuhn": _kuhn_events}
 
 
 def _ratio(numerator, denominator):
@@ -60,7 +51,8 @@ def utility(sample: StratifiedSample, protocol: str):
 
 
 def exploit_pool(sample: StratifiedSample, protocol: str, pooled_in_paper: bool):
-    """The paper's exploit score: how much exploiter opponents out-earn the agent, per round."""
+    """The paper's exploit score: how much exploiter opponents out-earn the agent, per round.
+    `pooled_in_paper`: the domain's paper accounting pools exploiter episodes (Domain.paper_pooled_exploit)."""
     keys = sample.keys("exploiter")
     if not keys:
         return np.full(sample.replicates + 1, np.nan)

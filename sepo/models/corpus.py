@@ -3,7 +3,7 @@
 The tokenizer of the locally built test model is trained on what the model will actually read and
 write: each registered game's system prompt, the user prompts of decisions reached by random play
 (both text protocols), the answer text of every legal action, and the follow-up question of the
-forced-decoding rule. Nothing here is Kuhn-specific: any game registered in `sepo.games.GAMES`
+forced-decoding rule. Nothing here is Kuhn-specific: any game registered in `sepo.games` (the domain registry)
 that implements the game API and a `TextView` contributes its text automatically, so a new domain
 only needs to be registered (and, if it has special answer words, to list them in `action_words`).
 """
@@ -73,9 +73,9 @@ def domain_corpus(
     domains: Iterable[str] | None = None, episodes: int = 200, seed: int = 0, protocols: Iterable[str] | None = None
 ) -> list[str]:
     """Text of every registered domain (or those named), under every text protocol."""
-    from sepo.games import GAMES, PROTOCOLS, load_game
+    from sepo.games import PROTOCOLS, domain_names, load_game
 
-    names = sorted(GAMES) if domains is None else list(domains)
+    names = domain_names() if domains is None else list(domains)
     texts: list[str] = [REASON_WORDS]
     for index, name in enumerate(names):
         for protocol in (PROTOCOLS if protocols is None else protocols):
@@ -104,17 +104,17 @@ def frequent_lines(
 
 
 def system_prompts(domains: Iterable[str] | None = None) -> list[str]:
-    from sepo.games import GAMES, PROTOCOLS, load_game
+    from sepo.games import PROTOCOLS, domain_names, load_game
 
-    names = sorted(GAMES) if domains is None else list(domains)
+    names = domain_names() if domains is None else list(domains)
     return list(dict.fromkeys(load_game(n, protocol=p).text.system_prompt() for n in names for p in PROTOCOLS))
 
 
 def action_words(domains: Iterable[str] | None = None) -> list[str]:
     """Every action name of the named (or all registered) domains, for the single-token check."""
-    from sepo.games import GAMES, load_game
+    from sepo.games import domain_names, load_game
 
-    names = sorted(GAMES) if domains is None else list(domains)
+    names = domain_names() if domains is None else list(domains)
     words: list[str] = []
     for name in names:
         game = load_game(name)

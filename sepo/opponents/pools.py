@@ -1,9 +1,10 @@
-"""Opponent pools as data: each game's `train`, `exploiter` and `collusive` pools.
+"""Opponent pools: each domain's `train`, `exploiter` and `collusive` pools, as data.
 
 A pool entry is a bot name with optional parameters, written `NashApprox` or
 `NashApprox(alpha=0.2)` (or, in YAML/JSON, `{bot: NashApprox, alpha: 0.2}`). The special entry
 `BestResponse` is the exact best response to the agent under evaluation: the rigorous protocol
-adds it to the `exploiter` pool, so a zero exploit score means no profitable deviation exists.
+adds it to the `exploiter` pool of every domain with an exact solver, so a zero exploit score
+means no profitable deviation exists. Bot names and the paper's pools come from the domain spec.
 """
 from __future__ import annotations
 
@@ -14,19 +15,10 @@ from pathlib import Path
 import yaml
 
 from sepo.errors import SepoError
-from sepo.opponents.kuhn import BOTS as KUHN_BOTS
+from sepo.games.registry import check_protocol, get_domain, unknown_name
 
 BEST_RESPONSE = "BestResponse"
 POOL_NAMES = ("train", "exploiter", "collusive")
-BOTS_BY_GAME = {"kuhn": KUHN_BOTS}
-
-PAPER_POOLS = {
-    "kuhn": {
-        "train": ["NashApprox", "TightPassive", "LooseAggressive"],
-        "exploiter": ["MaxExploiter"],
-        "collusive": ["LooseAggressive"],
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -43,16 +35,14 @@ class BotSpec:
             return self.name
         return f"{self.name}({', '.join(f'{k}={v}' for k, v in sorted(self.params.items()))})"
 
-    def build(self):
+    def build(self, game=None):
+        """A fresh bot; `game` (the game being played) is passed to bots that need its parameters."""
         if self.name == BEST_RESPONSE:
             raise SepoError("BestResponse is computed against the agent; build it with sepo.evaluation")
-        try:
-            return BOTS_BY_GAME[self.game][self.name](**self.params)
-        except (TypeError, ValueError) as error:
-            raise SepoError(f"bad parameters {self.params} for bot {self.name!r}: {error}") from None
+        return get_domain(self.game).build_bot(self.name, self.params, game)
 
 
-_SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\((.*)\))?\s*$")
+_SPEC = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_:.\-]*)\s*(?:\((.*)\))?\s*$")
 
 
 def parse_bot(game: str, entry) -> BotSpec:
@@ -70,11 +60,10 @@ def parse_bot(game: str, entry) -> BotSpec:
         name, params = match.group(1), _parse_params(match.group(2) or "", entry)
     else:
         raise SepoError(f"pool entry {entry!r} must be a bot name or a mapping")
-    bots = BOTS_BY_GAME.get(game)
-    if bots is None:
-        raise SepoError(f"no bots for game {game!r}; games with bots: {', '.join(sorted(BOTS_BY_GAME))}")
-    if name != BEST_RESPONSE and name not in bots:
-        raise SepoError(f"unknown bot {name!r} for {game}; known bots: {', '.join(sorted(bots))}, {BEST_RESPONSE}")
+    domain = get_domain(game)
+    bots = domain.bots()
+    if name != BEST_RESPONSE and name not in bots and domain.make_bot is None:
+        raise SepoError(unknown_name("bot", name, [*bots, BEST_RESPONSE], f" for {game}"))
     spec = BotSpec(game, name, params)
     if name != BEST_RESPONSE:
         spec.build()
@@ -94,15 +83,15 @@ def _parse_params(text: str, entry: str) -> dict:
     return params
 
 
-def default_pools(game: str, protocol: str = "rigorous") -> dict[str, list[BotSpec]]:
-    """The paper's pools; the rigorous protocol adds the exact best response to `exploiter`."""
-    if game not in PAPER_POOLS:
-        raise SepoError(f"no pools defined for game {game!r}")
-    from sepo.games import check_protocol
-
+def default_pools(game: str, protocol: str = "rigorous", instance=None) -> dict[str, list[BotSpec]]:
+    """The domain's paper pools (for the game `instance`, if its parameters matter); the rigorous
+    protocol adds the exact best response to `exploiter` where the domain has a solver."""
     check_protocol(protocol)
-    pools = {name: [parse_bot(game, e) for e in entries] for name, entries in PAPER_POOLS[game].items()}
-    if protocol == "rigorous":
+    domain = get_domain(game)
+    instance = instance if instance is not None else domain.game(protocol)
+    data = domain.pools(protocol, instance)
+    pools = {name: [parse_bot(game, e) for e in data.get(name, [])] for name in POOL_NAMES}
+    if protocol == "rigorous" and domain.solver is not None:
         pools["exploiter"].append(BotSpec(game, BEST_RESPONSE))
     return pools
 

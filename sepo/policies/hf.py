@@ -605,42 +605,6 @@ class HFPolicy(Policy):
     def reset_counts(self) -> None:
         self.counts.clear()
 
-    def kuhn_strategy(self, hands: int = 6) -> np.ndarray:
-        """The action distribution at the 12 Kuhn information states, `[12, 2]`, rows in
-        `INFO_STATES` order, columns (pass/fold, bet/call): the input of exact exploitability.
-
-        Canonical context: hand 1 of `hands` (the paper's episode length, 6, by default), so the
-        prompt shows no prior score; the same decision in a later hand has a different prompt
-        (hand number, score) and, for an LLM, possibly a different distribution."""
-        decisions = kuhn_canonical_decisions(hands)
-        return policy_table(self, [decisions[key] for key in _kuhn_info_states()])
-
-
-def _kuhn_info_states() -> tuple[str, ...]:
-    from sepo.games.kuhn import INFO_STATES
-
-    return INFO_STATES
-
-
-def kuhn_canonical_decisions(hands: int = 6) -> dict[str, Decision]:
-    """One `Decision` per Kuhn information state, from hand 1 of a `hands`-hand episode."""
-    from sepo.games.kuhn import DEALS, KuhnPoker
-
-    game = KuhnPoker(hands=hands)
-    found: dict[str, Decision] = {}
-    for deal in range(len(DEALS)):
-        for history in ("", "p", "b", "pb"):
-            state = game.new_initial_state()
-            state.apply_action(deal)
-            for move in history:
-                state.apply_action("pb".index(move))
-            decision = state.decision(state.current_player())
-            found.setdefault(decision.info_key, decision)
-    missing = set(_kuhn_info_states()) - set(found)
-    if missing:  # pragma: no cover - guards a change of the game's keys
-        raise RuntimeError(f"kuhn: information states not reached: {sorted(missing)}")
-    return found
-
 
 def policy_table(policy: Policy, decisions: Sequence[Decision]) -> np.ndarray:
     """`[len(decisions), max legal actions]` probabilities, columns in legal-action order, from one

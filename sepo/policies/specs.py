@@ -1,11 +1,12 @@
-"""Agent specs: one string names any agent the CLI can evaluate or train.
+"""Agent specs: one string names any agent the CLI can evaluate or train, in any domain.
 
-    nash | nash:ALPHA        a Kuhn Nash equilibrium from the alpha family (default 1/3)
     uniform                  every legal action equally likely
     bot:NAME | bot:NAME(k=v) a scripted bot of the game
-    tabular:FILE.json        information-state key -> action probabilities
+    tabular:FILE.json        information-state key -> action probabilities (checked against the
+                             keys of the domain's exact solver, when it has one)
     run:DIR                  the policy a `sepo train` run produced
     hf:PATH_OR_ID            a Hugging Face causal LM (needs the `llm` extra)
+    KIND[:ARG]               an agent kind the domain defines (Kuhn: nash[:ALPHA])
 """
 from __future__ import annotations
 
@@ -14,44 +15,56 @@ from pathlib import Path
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import Game
+from sepo.games.base import Decision, Game
+from sepo.games.registry import domain_of
 from sepo.policies.base import Policy
 from sepo.policies.tabular import TabularPolicy
 
-KINDS = ("nash", "uniform", "bot", "tabular", "run", "hf")
+KINDS = ("uniform", "bot", "tabular", "run", "hf")
+
+
+class UniformPolicy(Policy):
+    """Every legal action with the same probability."""
+
+    name = "uniform"
+
+    def action_probabilities(self, decision: Decision) -> dict[int, float]:
+        return {a: 1.0 / len(decision.legal_actions) for a in decision.legal_actions}
 
 
 def load_agent(spec: str, game: Game) -> Policy:
     """The policy named by `spec` for `game`; a clear error for anything unknown."""
     kind, _, arg = spec.partition(":")
-    if kind == "nash":
-        _require_kuhn(game, spec)
-        from sepo.metrics.kuhn_exact import nash_policy
-
-        alpha = 1.0 / 3.0 if not arg else _number(arg, spec)
-        try:
-            table = nash_policy(alpha)
-        except ValueError as error:
-            raise SepoError(f"agent {spec!r}: {error}") from None
-        return TabularPolicy(table, name=spec)
+    domain = domain_of(game)
+    if kind in domain.agents:
+        return domain.agents[kind](arg, game)
     if kind == "uniform":
-        _require_kuhn(game, spec)
-        return TabularPolicy(np.full((12, 2), 0.5), name="uniform")
+        return UniformPolicy()
     if kind == "bot":
         from sepo.opponents.pools import BEST_RESPONSE, parse_bot
 
         bot = parse_bot(game.name, arg)
         if bot.name == BEST_RESPONSE:
             raise SepoError("BestResponse is an opponent computed against an agent, not an agent spec")
-        return bot.build()
+        return bot.build(game)
     if kind == "tabular":
-        _require_kuhn(game, spec)
-        return TabularPolicy.load(arg)
+        return _load_tabular(arg, game)
     if kind == "run":
         return _load_run(Path(arg), game)
     if kind == "hf":
         return _hf_agent(arg, game)
-    raise SepoError(f"unknown agent spec {spec!r}; use one of: nash[:ALPHA], uniform, bot:NAME, tabular:FILE.json, run:DIR, hf:PATH")
+    kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH"]
+    raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
+
+
+def _load_tabular(path: str, game: Game) -> TabularPolicy:
+    from sepo.metrics.exact import keys_of, solver_for
+
+    solver = solver_for(game)
+    if solver is None:
+        return TabularPolicy.load(path)
+    decisions = solver.decisions()
+    return TabularPolicy.load(path, keys_of(decisions), num_actions=max(len(d.legal_actions) for d in decisions))
 
 
 def _hf_agent(path: str, game: Game) -> Policy:
@@ -70,28 +83,20 @@ def _load_run(run_dir: Path, game: Game) -> Policy:
     return load_run_policy(run_dir)
 
 
-def _require_kuhn(game: Game, spec: str) -> None:
-    if game.name != "kuhn":
-        raise SepoError(f"agent {spec!r} is defined for kuhn only, not {game.name!r}")
+def policy_table(agent: Policy, decisions: list[Decision] | None) -> np.ndarray | None:
+    """The agent's action table at `decisions` (the solver's information states), from one
+    batched call, or None when there are no decisions or the agent cannot give probabilities."""
+    if not decisions:
+        return None
+    from sepo.metrics.exact import action_table
 
-
-def _number(text: str, spec: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise SepoError(f"agent {spec!r}: {text!r} is not a number") from None
-
-
-def policy_table(agent: Policy) -> np.ndarray | None:
-    """The agent's action probabilities at every information state, if it can give them."""
-    table = getattr(agent, "table", None)
-    if table is not None:
-        return np.asarray(table, dtype=float)
     if getattr(agent, "mode", None) == "sample" and hasattr(agent, "model"):
         from sepo.policies.hf import HFPolicy
 
         # read the distribution by scoring each action after the model's own greedy reasoning:
         # exact for the model's conditional, and no sampling noise
         agent = HFPolicy(agent.model, agent.text, mode="score", tokenizer=agent.tokenizer, name=agent.name)
-    method = getattr(agent, "kuhn_strategy", None)
-    return None if method is None else np.asarray(method(), dtype=float)
+    try:
+        return action_table(agent, decisions)
+    except NotImplementedError:
+        return None

@@ -1,8 +1,9 @@
 """Tabular policies: one distribution (or one row of logits) per information state.
 
-The JSON form maps information-state keys to action probabilities, for Kuhn the OpenSpiel
-strings ("0", "0pb", "1p", ...) to [P(pass), P(bet)]. Files are validated on load: every key
-known and present, probabilities non-negative and summing to one.
+Keys are the domain's information-state keys (its exact solver's `decisions()`, when it has
+one); columns follow each decision's legal actions in order. The JSON form maps keys to action
+probabilities. Files are validated on load: every key known and present, probabilities
+non-negative and summing to one.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision
-from sepo.games.kuhn import INFO_STATES
 from sepo.policies.base import Policy
 
 _SUM_TOLERANCE = 1e-6
@@ -22,21 +22,21 @@ _SUM_TOLERANCE = 1e-6
 class TabularPolicy(Policy):
     """Action probabilities per information state, stored as an array `[states, actions]`."""
 
-    def __init__(self, table, keys=INFO_STATES, name: str = "tabular"):
+    def __init__(self, table, keys, name: str = "tabular"):
         self.keys = tuple(keys)
         self.table = np.asarray(table, dtype=float)
         self.name = name
         self._row = {key: index for index, key in enumerate(self.keys)}
 
     @classmethod
-    def from_logits(cls, logits, keys=INFO_STATES, name: str = "tabular") -> "TabularPolicy":
+    def from_logits(cls, logits, keys, name: str = "tabular") -> "TabularPolicy":
         return cls(softmax(np.asarray(logits, dtype=float)), keys, name)
 
     def action_probabilities(self, decision: Decision) -> dict[int, float]:
         row = self._row.get(decision.info_key)
         if row is None:
             raise SepoError(f"{self.name}: no entry for information state {decision.info_key!r}")
-        return {action: float(self.table[row, action]) for action in decision.legal_actions}
+        return {action: float(self.table[row, column]) for column, action in enumerate(decision.legal_actions)}
 
     def to_json(self) -> dict[str, list[float]]:
         return {key: [float(p) for p in self.table[i]] for i, key in enumerate(self.keys)}
@@ -47,7 +47,9 @@ class TabularPolicy(Policy):
         atomic_write_text(path, json.dumps(self.to_json(), indent=1))
 
     @classmethod
-    def load(cls, path: str | Path, keys=INFO_STATES) -> "TabularPolicy":
+    def load(cls, path: str | Path, keys=None, num_actions: int | None = None) -> "TabularPolicy":
+        """A policy from JSON; `keys` (the domain's information states) are checked when given,
+        else the file's own keys are used in file order."""
         path = Path(path)
         try:
             data = json.loads(path.read_text())
@@ -55,10 +57,18 @@ class TabularPolicy(Policy):
             raise SepoError(f"tabular policy file not found: {path}") from None
         except (OSError, json.JSONDecodeError) as error:
             raise SepoError(f"tabular policy {path} is not readable JSON: {error}") from None
-        return cls(table_from_mapping(data, keys, source=str(path)), keys, name=f"tabular:{path.name}")
+        if keys is None:
+            if not isinstance(data, dict) or not data:
+                raise SepoError(f"{path}: expected a non-empty JSON object mapping information states to probabilities")
+            keys = tuple(data)
+        if num_actions is None:
+            first = data.get(keys[0]) if isinstance(data, dict) else None
+            num_actions = len(first) if isinstance(first, (list, tuple)) else 2
+        table = table_from_mapping(data, keys, source=str(path), num_actions=num_actions)
+        return cls(table, keys, name=f"tabular:{path.name}")
 
 
-def table_from_mapping(data, keys=INFO_STATES, source: str = "policy", num_actions: int = 2) -> np.ndarray:
+def table_from_mapping(data, keys, source: str = "policy", num_actions: int = 2) -> np.ndarray:
     """Validate a {key: [p0, p1, ...]} mapping and return it as an array in `keys` order."""
     if not isinstance(data, dict):
         raise SepoError(f"{source}: expected a JSON object mapping information states to probabilities")

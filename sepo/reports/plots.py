@@ -38,7 +38,8 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path) -> Path:
     return _save(fig, out)
 
 
-def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None) -> Path:
+def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None, title: str = "best achievable trade-off",
+                  unit: str = "payoff per round") -> Path:
     """The utility-vs-exploitability frontier, its RNR points, and trained policies against it."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     far = max([frontier.epsilons[-1]] + [run["exploitability"] for run in runs or []])
@@ -51,8 +52,7 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None) -> 
         ax.scatter([], [], marker="s", color="grey", s=18, label="RNR points")
     for run in runs or []:
         ax.scatter(run["exploitability"], run["utility"], s=40, zorder=3, label=run["label"])
-    ax.set(xlabel="exploitability e (chips/hand)", ylabel="utility vs train pool (chips/hand)",
-           title="Kuhn poker: best achievable trade-off")
+    ax.set(xlabel=f"exploitability e ({unit})", ylabel=f"utility vs train pool ({unit})", title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

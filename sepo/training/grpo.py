@@ -35,13 +35,14 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision
-from sepo.games.kuhn import INFO_STATES, KuhnPoker, action_names
-from sepo.metrics import kuhn_exact
+from sepo.games.kuhn.rules import INFO_STATES, KuhnPoker, action_names
+from sepo.games.kuhn import exact as kuhn_exact
 from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import Lambdas, check_penalty_mode, group_mean
-from sepo.opponents.pools import PAPER_POOLS, parse_bot
+from sepo.games.kuhn.pools import PAPER_POOLS
+from sepo.opponents.pools import parse_bot
 from sepo.training.checkpoint import MetricsLog, atomic_write_json, check_same_run
-from sepo.training.kuhn_env import DecisionContext, action_outcomes, sample_decisions
+from sepo.games.kuhn.llm_env import DecisionContext, action_outcomes, sample_decisions
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -71,8 +72,8 @@ class LLMSEPOConfig:
     save_steps: int = 5
     use_cpu: bool = True
     report_to: str = "none"
-    train_pool: list = field(default_factory=lambda: list(PAPER_POOLS["kuhn"]["train"]))
-    collusive_pool: list = field(default_factory=lambda: list(PAPER_POOLS["kuhn"]["collusive"]))
+    train_pool: list = field(default_factory=lambda: list(PAPER_POOLS["train"]))
+    collusive_pool: list = field(default_factory=lambda: list(PAPER_POOLS["collusive"]))
 
     def validate(self) -> "LLMSEPOConfig":
         check_penalty_mode(self.penalty)
@@ -119,7 +120,7 @@ class KuhnSEPOEnvironment:
     """The rollout function and the reward function TRL calls, sharing one step's state."""
 
     def __init__(self, config: LLMSEPOConfig, tokenizer, log: MetricsLog):
-        from sepo.policies.hf import kuhn_canonical_decisions
+        from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
 
         self.config = config
         self.tokenizer = tokenizer

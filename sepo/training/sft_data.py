@@ -4,8 +4,8 @@ One strategy is drawn per episode from the mixture and plays the whole episode (
 paper) against each driving opponent. Every decision becomes one chat example:
 [system prompt, user prompt, assistant: a one-sentence reason + the action on the last line].
 Unlike the paper's canned strings, the reply is the text view's `canonical_reply`, whose reason
-is written from the state itself (card, whether a bet is faced, the action), so it can never
-contradict the state.
+is written from the state itself, so it can never contradict the state. The mixtures and the
+driving opponents are the domain's (`Domain.demos`, `Domain.demo_opponents`).
 """
 from __future__ import annotations
 
@@ -17,47 +17,15 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.evaluation.play import play_episodes
-from sepo.games.kuhn import KuhnPoker
-from sepo.opponents.kuhn import BOTS, KuhnBot, NashApprox
+from sepo.games.base import Game
+from sepo.games.registry import get_domain, unknown_name
 from sepo.policies.base import Choice, Policy
 
-
-class AlwaysPassQ(KuhnBot):
-    """Never bets; facing a bet calls with Q or K (our reading of the paper's 2% 'AlwaysPassQ')."""
-
-    name = "AlwaysPassQ"
-    classifier = {"stochastic": False, "bluffs": False, "tight": False}
-
-    def bet_probability(self, card: int, history: str) -> float:
-        return float(card >= 1) if history.endswith("b") else 0.0
-
-
-class NashStrategy(KuhnBot):
-    """The exact equilibrium (alpha = 1/3 family member) as a demonstrator."""
-
-    name = "Nash"
-
-    def __init__(self, alpha: float = 1.0 / 3.0):
-        from sepo.metrics.kuhn_exact import nash_policy
-        from sepo.games.kuhn import INFO_STATES
-
-        self._bet = {key: row[1] for key, row in zip(INFO_STATES, nash_policy(alpha))}
-
-    def bet_probability(self, card: int, history: str) -> float:
-        return float(self._bet[f"{card}{history}"])
-
-
-MIXTURES = {
-    "paper": [(NashApprox, 0.45), (BOTS["TightPassive"], 0.25), (BOTS["PotControl"], 0.20),
-              (BOTS["RandomLegal"], 0.08), (AlwaysPassQ, 0.02)],
-    "nash": [(NashStrategy, 1.0)],
-}
-DRIVING_OPPONENTS = ("NashApprox", "TightPassive", "LooseAggressive", "AlwaysPass", "AlwaysBet")
 
 class _Demonstrator(Policy):
     """Plays a strategy and writes the chat example of each decision."""
 
-    def __init__(self, strategy: KuhnBot, game: KuhnPoker, sink: list):
+    def __init__(self, strategy: Policy, game: Game, sink: list):
         self.strategy, self.game, self.sink = strategy, game, sink
         self.name = strategy.name
 
@@ -84,23 +52,30 @@ class SFTDataSummary:
     by_strategy: dict
 
 
-def generate_kuhn_traces(mixture: str, episodes: int, seed: int, protocol: str = "rigorous") -> list[list[dict]]:
-    """Chat examples grouped by episode: `episodes` per driving opponent."""
-    if mixture not in MIXTURES:
-        raise SepoError(f"unknown mixture {mixture!r}; known mixtures: {', '.join(MIXTURES)}")
+def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, protocol: str = "rigorous",
+                    **params) -> list[list[dict]]:
+    """Chat examples grouped by episode: `episodes` per driving opponent of the domain; the
+    demonstrator takes each seat in turn."""
+    domain = get_domain(game_name)
+    if domain.demos is None:
+        raise SepoError(f"game {game_name!r} defines no SFT demonstrations")
+    mixtures = domain.demos()
+    if mixture not in mixtures:
+        raise SepoError(unknown_name("mixture", mixture, mixtures, f" for {game_name}"))
     if episodes < 1:
         raise SepoError(f"--episodes must be >= 1, got {episodes}")
-    game = KuhnPoker(hands=6, text_style=protocol)
-    strategies, weights = zip(*MIXTURES[mixture])
+    game = domain.game(protocol, **params)
+    strategies, weights = zip(*mixtures[mixture])
     by_episode = []
-    for opponent_name in DRIVING_OPPONENTS:
+    for opponent_name in domain.demo_opponents:
         code = zlib.crc32(opponent_name.encode())
         for episode in range(episodes):
             rng = np.random.default_rng([seed, code, episode])
             strategy = strategies[int(rng.choice(len(strategies), p=np.array(weights) / sum(weights)))]()
             sink: list = []
-            play_episodes(game, _Demonstrator(strategy, game, sink), [BOTS[opponent_name]()],
-                          [int(rng.integers(2**31))], agent_seed=int(rng.integers(2**31)), agent_player=episode % 2)
+            play_episodes(game, _Demonstrator(strategy, game, sink), [domain.build_bot(opponent_name, {}, game)],
+                          [int(rng.integers(2**31))], agent_seed=int(rng.integers(2**31)),
+                          agent_player=episode % game.num_players)
             by_episode.append(sink)
     return by_episode
 

@@ -22,14 +22,15 @@ from typing import Callable
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.kuhn import INFO_STATES, KuhnPoker
-from sepo.metrics import kuhn_exact
+from sepo.games.kuhn.rules import INFO_STATES, KuhnPoker
+from sepo.games.kuhn import exact as kuhn_exact
 from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode, group_advantages, sepo_rewards
-from sepo.opponents.pools import PAPER_POOLS, parse_bot
+from sepo.games.kuhn.pools import PAPER_POOLS
+from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy, softmax
 from sepo.training.checkpoint import MetricsLog, atomic_write_json, check_same_run, read_json
-from sepo.training.kuhn_rollouts import play_hands
+from sepo.games.kuhn.rollouts import play_hands
 
 CHECKPOINT = "checkpoint.json"
 CONFIG = "config.json"
@@ -52,8 +53,8 @@ class TabularSEPOConfig:
     learning_rate: float = 0.05
     final_learning_rate: float = 0.005
     scale_rewards: str = "batch"
-    train_pool: list = field(default_factory=lambda: list(PAPER_POOLS["kuhn"]["train"]))
-    collusive_pool: list = field(default_factory=lambda: list(PAPER_POOLS["kuhn"]["collusive"]))
+    train_pool: list = field(default_factory=lambda: list(PAPER_POOLS["train"]))
+    collusive_pool: list = field(default_factory=lambda: list(PAPER_POOLS["collusive"]))
     seed: int = 0
     checkpoint_every: int = 100
 
@@ -230,7 +231,7 @@ def load_run_policy(run_dir: str | Path) -> TabularPolicy:
     elif (run_dir / CHECKPOINT).exists():
         state = read_json(run_dir / CHECKPOINT, "checkpoint")
         try:
-            policy = TabularPolicy.from_logits(np.array(state["logits"], dtype=float).reshape(12, 2))
+            policy = TabularPolicy.from_logits(np.array(state["logits"], dtype=float).reshape(12, 2), INFO_STATES)
         except (KeyError, TypeError, ValueError) as error:
             raise SepoError(f"unreadable checkpoint {run_dir / CHECKPOINT}: {error}") from None
     else:

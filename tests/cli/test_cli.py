@@ -64,10 +64,11 @@ def test_malformed_tabular_files(tmp_path, content, message):
 
 
 def test_non_normalised_tabular_file(tmp_path):
-    from sepo.metrics.kuhn_exact import nash_policy
+    from sepo.games.kuhn.exact import nash_policy
+    from sepo.games.kuhn.rules import INFO_STATES
     from sepo.policies.tabular import TabularPolicy
 
-    data = TabularPolicy(nash_policy()).to_json()
+    data = TabularPolicy(nash_policy(), INFO_STATES).to_json()
     data["1pb"] = [0.5, 0.7]
     path = tmp_path / "policy.json"
     path.write_text(json.dumps(data))

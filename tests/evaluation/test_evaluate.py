@@ -6,7 +6,7 @@ import pytest
 from sepo.errors import SepoError
 from sepo.evaluation.evaluate import EvalConfig, episode_seed, evaluate
 from sepo.games import load_game
-from sepo.metrics import kuhn_exact
+from sepo.games.kuhn import exact as kuhn_exact
 from sepo.policies.specs import load_agent
 
 
@@ -78,9 +78,9 @@ def test_zero_sum_nra_paper_variant_is_reported_undefined():
 def test_card_conditioned_frequencies_match_the_policy():
     result = _audit("nash", episodes=300)
     nash = kuhn_exact.nash_policy()
-    assert result["kuhn_bet_rate_K"] > 0.9 and result["kuhn_call_rate_J"] == 0.0
-    assert result["kuhn_call_rate_K"] == 1.0
-    assert 0.1 < result["kuhn_bet_rate_J"] < nash[0, 1] + 0.15
+    assert result["kuhn/bet_rate_K"] > 0.9 and result["kuhn/call_rate_J"] == 0.0
+    assert result["kuhn/call_rate_K"] == 1.0
+    assert 0.1 < result["kuhn/bet_rate_J"] < nash[0, 1] + 0.15
 
 
 def test_bad_episode_count_is_refused():

@@ -11,7 +11,7 @@ transformers = pytest.importorskip("transformers")
 
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
-from sepo.games.kuhn_text import ACTION_WORDS  # noqa: E402
+from sepo.games.kuhn.text import ACTION_WORDS  # noqa: E402
 from sepo.models.tiny import IM_END, init_tiny_model  # noqa: E402
 
 EPISODES = 60  # fewer random episodes than the default keeps the tests fast; the prompts are the same kind
@@ -60,8 +60,8 @@ def test_loaded_tokenizer_matches_trained_one_and_round_trips(tiny_dir):
 
 
 def test_recurring_prompt_lines_are_single_tokens(tiny_dir):
-    from sepo.games.kuhn_text import KuhnText
-    from sepo.policies.hf import kuhn_canonical_decisions
+    from sepo.games.kuhn.text import KuhnText
+    from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     text = KuhnText()

@@ -8,10 +8,11 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from sepo.errors import SepoError  # noqa: E402
-from sepo.games.kuhn import INFO_STATES  # noqa: E402
-from sepo.games.kuhn_text import KuhnText  # noqa: E402
+from sepo.games.kuhn.rules import INFO_STATES  # noqa: E402
+from sepo.games.kuhn.text import KuhnText  # noqa: E402
 from sepo.models.tiny import init_tiny_model  # noqa: E402
-from sepo.policies.hf import FORCED_QUESTION, Completion, HFPolicy, kuhn_canonical_decisions  # noqa: E402
+from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions  # noqa: E402
+from sepo.policies.hf import FORCED_QUESTION, Completion, HFPolicy  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -127,10 +128,11 @@ def test_greedy_prefix_scores_after_the_models_own_reasoning(scorer, decisions):
     assert one_line.action_probabilities(decisions[0]) == pytest.approx(scorer.action_probabilities(decisions[0]))
 
 
-def test_kuhn_strategy_is_a_12_by_2_policy(scorer):
-    from sepo.metrics.kuhn_exact import as_policy, exploitability
+def test_solver_table_is_a_12_by_2_policy(scorer):
+    from sepo.games.kuhn.exact import KuhnSolver, as_policy, exploitability
+    from sepo.metrics.exact import action_table
 
-    table = scorer.kuhn_strategy()
+    table = action_table(scorer, KuhnSolver().decisions())
     assert table.shape == (12, 2)
     as_policy(table)
     assert 0.0 <= float(exploitability(table)) <= 2.0

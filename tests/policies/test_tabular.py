@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from sepo.errors import SepoError
-from sepo.games.kuhn import DEALS, INFO_STATES, KuhnPoker
-from sepo.metrics import kuhn_exact
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker
+from sepo.games.kuhn import exact as kuhn_exact
 from sepo.policies.tabular import TabularPolicy, softmax, table_from_mapping
 
 
@@ -27,13 +27,13 @@ def write(tmp_path, data, name="policy.json"):
 def test_json_round_trip(tmp_path):
     table = np.random.default_rng(1).dirichlet([0.5, 0.5], size=12)
     table[3] = [0.0, 1.0]
-    policy = TabularPolicy(table)
+    policy = TabularPolicy(table, INFO_STATES)
     path = tmp_path / "policy.json"
     policy.save(path)
     data = json.loads(path.read_text())
     assert list(data) == list(INFO_STATES)
     assert all(len(row) == 2 for row in data.values())
-    loaded = TabularPolicy.load(path)
+    loaded = TabularPolicy.load(path, INFO_STATES, 2)
     assert loaded.keys == INFO_STATES
     assert np.allclose(loaded.table, table, rtol=0, atol=1e-15)
     assert list(loaded.to_json()) == list(policy.to_json())
@@ -44,7 +44,7 @@ def test_json_round_trip(tmp_path):
 def test_loaded_policy_acts_by_information_state(tmp_path):
     data = valid_mapping()
     data["2pb"] = [0.25, 0.75]
-    policy = TabularPolicy.load(write(tmp_path, data))
+    policy = TabularPolicy.load(write(tmp_path, data), INFO_STATES, 2)
     state = KuhnPoker(hands=1).new_initial_state()
     state.apply_action(DEALS.index((2, 0)))
     state.apply_action(0)
@@ -56,7 +56,7 @@ def test_loaded_policy_acts_by_information_state(tmp_path):
 
 def test_from_logits_is_softmax():
     logits = np.random.default_rng(2).normal(size=(12, 2))
-    policy = TabularPolicy.from_logits(logits)
+    policy = TabularPolicy.from_logits(logits, INFO_STATES)
     expected = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
     assert np.allclose(policy.table, expected, atol=1e-15)
     assert np.allclose(softmax(np.array([[1000.0, 0.0]])), [[1.0, 0.0]])  # no overflow
@@ -65,10 +65,10 @@ def test_from_logits_is_softmax():
 def test_probabilities_within_tolerance_are_accepted_and_renormalised():
     data = valid_mapping()
     data["1p"] = [0.3, 0.7 + 5e-7]
-    table = table_from_mapping(data)
+    table = table_from_mapping(data, INFO_STATES)
     assert table[INFO_STATES.index("1p")].sum() == pytest.approx(1.0, abs=1e-15)
     data["1p"] = [0, 1]  # integers are numbers
-    assert table_from_mapping(data)[INFO_STATES.index("1p")].tolist() == [0.0, 1.0]
+    assert table_from_mapping(data, INFO_STATES)[INFO_STATES.index("1p")].tolist() == [0.0, 1.0]
 
 
 @pytest.mark.parametrize(
@@ -94,7 +94,7 @@ def test_bad_mappings_raise_sepo_error_naming_the_key(tmp_path, mutate, named):
     data = valid_mapping()
     mutate(data)
     with pytest.raises(SepoError) as info:
-        TabularPolicy.load(write(tmp_path, data))
+        TabularPolicy.load(write(tmp_path, data), INFO_STATES, 2)
     message = str(info.value)
     assert named in message
     assert "policy.json" in message
@@ -108,28 +108,28 @@ def test_non_finite_probability_raises_naming_the_key(tmp_path):
         TabularPolicy.load(write(tmp_path, json.dumps(data)))  # json.dumps writes NaN
     data["1pb"] = [float("inf"), 0.0]
     with pytest.raises(SepoError, match="'1pb'"):
-        table_from_mapping(data)
+        table_from_mapping(data, INFO_STATES)
 
 
 def test_rows_of_different_lengths_raise_naming_the_key():
     data = valid_mapping()
     data["2p"] = [0.2, 0.3, 0.5]
     with pytest.raises(SepoError, match="'2p'"):
-        table_from_mapping(data)
+        table_from_mapping(data, INFO_STATES)
 
 
 @pytest.mark.parametrize("row", [[0.5, 0.25, 0.25], [1.0]])
 def test_kuhn_rows_must_have_exactly_two_probabilities(tmp_path, row):
     data = {key: row for key in INFO_STATES}
     with pytest.raises(SepoError, match="'0'"):
-        TabularPolicy.load(write(tmp_path, data))
+        TabularPolicy.load(write(tmp_path, data), INFO_STATES, 2)
 
 
 @pytest.mark.parametrize(
     "text", ["{", "not json", '{"0": [0.5, 0.5],}', ""], ids=["truncated", "words", "trailing-comma", "empty"])
 def test_malformed_json_raises_sepo_error_naming_the_file(tmp_path, text):
     with pytest.raises(SepoError) as info:
-        TabularPolicy.load(write(tmp_path, text, name="broken.json"))
+        TabularPolicy.load(write(tmp_path, text, name="broken.json"), INFO_STATES, 2)
     assert "broken.json" in str(info.value)
 
 
@@ -141,13 +141,13 @@ def test_top_level_must_be_an_object(tmp_path, data):
 
 def test_missing_file_raises_sepo_error(tmp_path):
     with pytest.raises(SepoError, match="missing.json"):
-        TabularPolicy.load(tmp_path / "missing.json")
+        TabularPolicy.load(tmp_path / "missing.json", INFO_STATES, 2)
 
 
 def test_unknown_information_state_at_play_time_raises():
     from sepo.games.base import Decision
 
-    policy = TabularPolicy(np.full((12, 2), 0.5))
+    policy = TabularPolicy(np.full((12, 2), 0.5), INFO_STATES)
     decision = Decision(game="kuhn", player=0, info_key="9pp", legal_actions=(0, 1), action_names=("PASS", "BET"))
     with pytest.raises(SepoError, match="9pp"):
         policy.action_probabilities(decision)

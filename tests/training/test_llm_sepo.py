@@ -13,11 +13,11 @@ from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo  # noqa: E402
 def sft_model(tmp_path_factory):
     from sepo.models.tiny import init_tiny_model
     from sepo.training.sft import SFTRunConfig, run_sft
-    from sepo.training.sft_data import generate_kuhn_traces, write_sft_dataset
+    from sepo.training.sft_data import generate_traces, write_sft_dataset
 
     root = tmp_path_factory.mktemp("llm")
     tiny = init_tiny_model(root / "tiny", seed=0)
-    write_sft_dataset(generate_kuhn_traces("paper", 20, 0), root / "data", 0)
+    write_sft_dataset(generate_traces("kuhn", "paper", 20, 0), root / "data", 0)
     return run_sft(SFTRunConfig(model=str(tiny), data=str(root / "data"), epochs=1, learning_rate=3e-3), root / "sft")
 
 
@@ -46,7 +46,7 @@ def test_constant_penalty_gives_the_same_weights_as_none_and_per_rollout_does_no
 
 
 def test_run_directory_metrics_and_exact_exploitability(sft_model, tmp_path):
-    from sepo.metrics import kuhn_exact
+    from sepo.games.kuhn import exact as kuhn_exact
 
     summary = _train(sft_model, tmp_path / "run", penalty="per-rollout", steps=2)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

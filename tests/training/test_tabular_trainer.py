@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sepo.errors import SepoError
-from sepo.metrics import kuhn_exact
+from sepo.games.kuhn import exact as kuhn_exact
 from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer, load_run_policy
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import abc
 
+import numpy as np
+
 from sepo.games.base import Decision
-from sepo.games.kuhn import INFO_STATES, facing_bet
+from sepo.games.kuhn.rules import INFO_STATES, facing_bet
 from sepo.policies.base import Policy
-from sepo.policies.tabular import TabularPolicy
 
 J, Q, K = 0, 1, 2
 
@@ -34,11 +35,12 @@ class KuhnBot(Policy):
         return {0: 1.0 - bet, 1: bet}
 
     @property
-    def table(self):
-        return TabularPolicy(
-            [[1.0 - self.bet_probability(int(key[0]), key[1:]), self.bet_probability(int(key[0]), key[1:])] for key in INFO_STATES],
-            name=self.name,
-        ).table
+    def table(self) -> np.ndarray:
+        """`[12, 2]` action probabilities in INFO_STATES order (the exact solver's input)."""
+        bets = np.array([self.bet_probability(int(key[0]), key[1:]) for key in INFO_STATES])
+        return np.stack([1.0 - bets, bets], axis=1)
+
+    keys = INFO_STATES
 
     def __repr__(self) -> str:
         return self.name
@@ -138,3 +140,7 @@ class RandomLegal(KuhnBot):
 
 
 BOTS = {cls.name: cls for cls in (NashApprox, TightPassive, LooseAggressive, MaxExploiter, AlwaysPass, AlwaysBet, PotControl, RandomLegal)}
+
+
+def bot_table() -> dict:
+    return dict(BOTS)

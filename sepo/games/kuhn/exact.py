@@ -1,7 +1,7 @@
 """Exact game theory of one hand of Kuhn poker, batched over many policies at once.
 
 A policy is an array `[..., 12, 2]` of action probabilities (pass/fold, bet/call) per
-information state, rows in `sepo.games.kuhn.INFO_STATES` order; a policy plays both seats.
+information state, rows in `sepo.games.kuhn.rules.INFO_STATES` order; a policy plays both seats.
 Everything is closed-form over the six deals and five terminal histories, vectorised with
 numpy, so thousands of policies are evaluated in one call (OpenSpiel walks the tree in Python,
 one policy at a time; `benchmarks/bench_kuhn_exploitability.py` measures the difference).
@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from sepo.games.kuhn import DEALS, INFO_STATES
+from sepo.games.base import Decision
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker
+from sepo.metrics.exact import ExactResult
+from sepo.policies.tabular import TabularPolicy
 
 GAME_VALUE = -1.0 / 18.0
 ROOT = np.array([INFO_STATES.index(f"{c}") for c in range(3)])
@@ -179,3 +182,64 @@ def nash_policy(alpha: float = 1.0 / 3.0) -> np.ndarray:
 
 def uniform_policy() -> np.ndarray:
     return np.full((12, 2), 0.5)
+
+
+def canonical_decisions(hands: int = 6) -> dict[str, Decision]:
+    """One `Decision` per information state, from hand 1 of a `hands`-hand episode (no prior
+    score in the prompt)."""
+    game = KuhnPoker(hands=hands)
+    found: dict[str, Decision] = {}
+    for deal in range(len(DEALS)):
+        for history in ("", "p", "b", "pb"):
+            state = game.new_initial_state()
+            state.apply_action(deal)
+            for move in history:
+                state.apply_action("pb".index(move))
+            decision = state.decision(state.current_player())
+            found.setdefault(decision.info_key, decision)
+    return found
+
+
+class KuhnSolver:
+    """The exact-solver interface (`sepo.metrics.exact`) over the closed forms above: one hand,
+    the agent in either seat with equal probability, tables `[12, 2]` in INFO_STATES order."""
+
+    method = "exact closed form over the 6 deals and 5 betting sequences"
+    value_name = "exploitability"
+
+    def __init__(self, game: KuhnPoker | None = None):
+        self.hands = getattr(game, "hands", 6)
+
+    def decisions(self) -> list[Decision]:
+        found = canonical_decisions(self.hands)
+        return [found[key] for key in INFO_STATES]
+
+    def evaluate(self, table) -> ExactResult:
+        conv = float(nash_conv(table))
+        e = conv / 2
+        return ExactResult(value=e, value_name=self.value_name, br_payoff=e, agent_payoff=-e, method=self.method,
+                           extra={"nash_conv": conv, "game_value": GAME_VALUE})
+
+    def best_response(self, table) -> TabularPolicy:
+        return TabularPolicy(best_response(as_policy(table)), INFO_STATES, name="BestResponse")
+
+    def gradient(self, table) -> np.ndarray:
+        return exploitability_gradient(table)
+
+    def own_reach(self, table) -> np.ndarray:
+        return own_reach(as_policy(table))
+
+    def head_to_head(self, table, opponents) -> np.ndarray:
+        return head_to_head(np.asarray(table, dtype=float), np.asarray(opponents, dtype=float))
+
+
+def nash_agent(arg: str, game=None) -> TabularPolicy:
+    """The agent spec `nash[:ALPHA]`: the equilibrium of the alpha family (default 1/3)."""
+    from sepo.errors import SepoError
+
+    try:
+        alpha = 1.0 / 3.0 if not arg else float(arg)
+        table = nash_policy(alpha)
+    except ValueError as error:
+        raise SepoError(f"agent 'nash:{arg}': {error}") from None
+    return TabularPolicy(table, INFO_STATES, name="nash" + (f":{arg}" if arg else ""))

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sepo.games.kuhn import INFO_STATES, is_hand_over, seat0_payoff, seat_to_act
-from sepo.metrics.kuhn_exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
-from sepo.training.kuhn_rollouts import play_hands
+from sepo.games.kuhn.rules import INFO_STATES, is_hand_over, seat0_payoff, seat_to_act
+from sepo.games.kuhn.exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
+from sepo.games.kuhn.rollouts import play_hands
 
 _HISTORY_OF_ROW = {int(r): "" for r in ROOT} | {int(r): "p" for r in AFTER_PASS} | {int(r): "b" for r in FACING_BET} | {int(r): "pb" for r in PASS_BET}
 
@@ -42,7 +42,7 @@ class DecisionContext:
 def sample_decisions(agent: np.ndarray, opponents: np.ndarray, hands: int, rng: np.random.Generator) -> list[DecisionContext]:
     """Play `hands` hands (opponent, seat, deal uniform) and return every agent decision met, so
     decisions arrive with their on-policy visitation frequency."""
-    from sepo.games.kuhn import DEALS
+    from sepo.games.kuhn.rules import DEALS
 
     opponent = rng.integers(len(opponents), size=hands)
     seat = rng.integers(2, size=hands)

@@ -1,6 +1,6 @@
 """Restricted Nash responses and the utility-vs-exploitability frontier of one hand of Kuhn poker.
 
-The agent plays both seats (as in `sepo.metrics.kuhn_exact`) and is scored against a pool of
+The agent plays both seats (as in `sepo.games.kuhn.exact`) and is scored against a pool of
 fixed opponents `[K, 12, 2]`:
 
     u(π, pool) = Σ_k w_k · head_to_head(π, σ_k)      e(π) = NashConv(π) / 2.
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
-from sepo.games.kuhn import DEALS, INFO_STATES, PASS, seat0_payoff
-from sepo.metrics import kuhn_exact
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, PASS, seat0_payoff
+from sepo.games.kuhn import exact as kuhn_exact
 
 # ---------------------------------------------------------------- sequence form of Kuhn poker
 
@@ -313,3 +313,31 @@ def frontier(opponents, num: int = 41, ps=DEFAULT_PS, weights=None) -> Frontier:
         best_response_exploitability=br_exploitability,
         flat_epsilon=flat_epsilon,
     )
+
+
+def frontier_report(train_specs, lambda_values: list[float], runs) -> tuple[dict, "Frontier"]:
+    """The domain's `frontier` hook: the exact frontier against the train pool, the RNR points
+    at each λe (p = 1/(1+λe)), and each run directory's policy placed against it."""
+    from sepo.policies.tabular import TabularPolicy
+    from sepo.training.tabular import load_run_policy
+
+    opponents = np.stack([spec.build().table for spec in train_specs])
+    result_frontier = frontier(opponents, ps=[1 / (1 + v) for v in lambda_values])
+    result = {
+        "game": "kuhn", "pool": [s.label for s in train_specs],
+        "epsilons": list(map(float, result_frontier.epsilons)), "utilities": list(map(float, result_frontier.utilities)),
+        "utility_at_zero": float(result_frontier.utilities[0]),
+        "best_response_utility": float(result_frontier.best_response_utility),
+        "best_response_exploitability": float(result_frontier.best_response_exploitability),
+        "rnr": [{"lambda_e": lam, "p": float(point.p), "exploitability": float(point.exploitability),
+                 "utility": float(point.utility), "policy": TabularPolicy(point.policy, INFO_STATES).to_json()}
+                for lam, point in zip(lambda_values, result_frontier.rnr)],
+        "runs": [],
+    }
+    for run_dir in runs:
+        table = load_run_policy(run_dir).table
+        e = float(kuhn_exact.exploitability(table))
+        u = float(kuhn_exact.head_to_head(table, opponents).mean())
+        best = frontier_utility_at(opponents, e)
+        result["runs"].append({"run": str(run_dir), "exploitability": e, "utility": u, "frontier_utility": best, "gap": best - u})
+    return result, result_frontier

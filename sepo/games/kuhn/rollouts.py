@@ -1,7 +1,7 @@
 """Vectorised sampling of Kuhn hands between a tabular agent and tabular opponents.
 
 The exact trainer plays tens of thousands of hands a second this way; the rules are those of
-`sepo.games.kuhn` (a test checks the two agree hand by hand).
+`sepo.games.kuhn.rules` (a test checks the two agree hand by hand).
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sepo.games.kuhn import DEALS
-from sepo.metrics.kuhn_exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
+from sepo.games.kuhn.rules import DEALS
+from sepo.games.kuhn.exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
 
 _DEALS = np.array(DEALS)
 

@@ -165,7 +165,7 @@ class KuhnPoker(Game):
         if hands < 1:
             raise ValueError(f"kuhn: hands must be >= 1, got {hands}")
         self.hands = hands
-        from sepo.games.kuhn_text import KuhnText
+        from sepo.games.kuhn.text import KuhnText
 
         self._text = KuhnText(style=text_style)
 
@@ -175,3 +175,12 @@ class KuhnPoker(Game):
     @property
     def text(self) -> TextView:
         return self._text
+
+
+def make_game(protocol: str = "rigorous", hands: int = 6) -> KuhnPoker:
+    """The domain's game factory: `hands` hands per episode, prompts in `protocol`'s style."""
+    from sepo.errors import SepoError
+
+    if not isinstance(hands, int) or hands < 1:
+        raise SepoError(f"--hands must be an integer >= 1, got {hands!r}")
+    return KuhnPoker(hands=hands, text_style=protocol)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from sepo.games.base import Decision, ParseResult, TextView
-from sepo.games.kuhn import CARD_NAMES, action_names
+from sepo.games.kuhn.rules import CARD_NAMES, action_names
 
 ACTION_WORDS = ("PASS", "BET", "CALL", "FOLD")
 _WORD = re.compile(r"\b(PASS|BET|CALL|FOLD)\b", re.IGNORECASE)

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from sepo.errors import SepoError
-from sepo.games.kuhn import DEALS, INFO_STATES, KuhnPoker
-from sepo.opponents import kuhn as bots
-from sepo.opponents.pools import (BEST_RESPONSE, PAPER_POOLS, POOL_NAMES, BotSpec, default_pools, load_pools,
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker
+from sepo.games.kuhn import bots
+from sepo.games.kuhn.pools import PAPER_POOLS
+from sepo.opponents.pools import (BEST_RESPONSE, POOL_NAMES, BotSpec, default_pools, load_pools,
                                   parse_bot)
 
 # keys: card (0 J, 1 Q, 2 K) + history. "c", "cp": not facing a bet; "cb", "cpb": facing a bet.
@@ -128,14 +129,14 @@ def test_parse_bot_from_strings_and_mappings():
 
 def test_default_pools_are_the_papers_and_rigorous_adds_the_best_response():
     paper = default_pools("kuhn", "paper")
-    assert {k: [s.label for s in v] for k, v in paper.items()} == PAPER_POOLS["kuhn"]
-    assert PAPER_POOLS["kuhn"] == {"train": ["NashApprox", "TightPassive", "LooseAggressive"],
+    assert {k: [s.label for s in v] for k, v in paper.items()} == PAPER_POOLS
+    assert PAPER_POOLS == {"train": ["NashApprox", "TightPassive", "LooseAggressive"],
                                    "exploiter": ["MaxExploiter"], "collusive": ["LooseAggressive"]}
     rigorous = default_pools("kuhn", "rigorous")
     assert [s.name for s in rigorous["exploiter"]] == ["MaxExploiter", BEST_RESPONSE]
     assert rigorous["train"] == paper["train"] and rigorous["collusive"] == paper["collusive"]
     # the paper pool list is not mutated by building the rigorous pools
-    assert PAPER_POOLS["kuhn"]["exploiter"] == ["MaxExploiter"]
+    assert PAPER_POOLS["exploiter"] == ["MaxExploiter"]
 
 
 def test_default_pools_rejects_an_unknown_protocol():

@@ -1,4 +1,4 @@
-"""sepo.metrics.kuhn_exact checked against independent references: OpenSpiel's Python algorithms
+"""sepo.games.kuhn.exact checked against independent references: OpenSpiel's Python algorithms
 (exploitability, nash_conv, best_response, expected_game_score), OpenSpiel's C++
 `pyspiel.exploitability` / `pyspiel.nash_conv`, and central finite differences.
 
@@ -15,8 +15,8 @@ from open_spiel.python.algorithms import best_response as os_best_response
 from open_spiel.python.algorithms import expected_game_score
 from open_spiel.python.algorithms import exploitability as os_exploitability
 
-from sepo.games.kuhn import INFO_STATES
-from sepo.metrics import kuhn_exact as ke
+from sepo.games.kuhn.rules import INFO_STATES
+from sepo.games.kuhn import exact as ke
 
 TOL = 1e-9
 GAME = pyspiel.load_game("kuhn_poker")
@@ -256,7 +256,7 @@ def test_exploitability_gradient_is_batched():
 def test_external_reach_by_enumeration():
     """Probability of reaching each agent information state under chance, a uniform seat and a
     weighted opponent, the agent's own moves excluded, by walking every deal and history."""
-    from sepo.games.kuhn import DEALS, is_hand_over, seat_to_act
+    from sepo.games.kuhn.rules import DEALS, is_hand_over, seat_to_act
 
     opponents = POLICIES[:3]
     weights = np.array([0.5, 0.3, 0.2])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sepo.games.kuhn import BET, DEALS, PASS, KuhnPoker
-from sepo.games.kuhn_text import KuhnText
+from sepo.games.kuhn.rules import BET, DEALS, PASS, KuhnPoker
+from sepo.games.kuhn.text import KuhnText
 
 STYLES = ("rigorous", "paper")
 

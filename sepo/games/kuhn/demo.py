@@ -19,6 +19,7 @@ from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
 
 def run_demo(out: Path, steps: int, console: Console) -> dict:
+    """The domain's `demo` hook (`sepo demo`)."""
     out.mkdir(parents=True, exist_ok=True)
     audit = Table(title="1. Audit (Kuhn, 200 episodes x 6 hands per opponent)")
     for column in ("agent", "protocol", "utility", "exploit_pool", "exploitability (exact)", "safety"):
@@ -50,7 +51,8 @@ def run_demo(out: Path, steps: int, console: Console) -> dict:
     from sepo.cli.main import compute_frontier
 
     frontier_result, frontier = compute_frontier("kuhn", [out / n for n in runs], "0.25,1,4,5", None)
-    plot_frontier(frontier, out / "frontier.png", [{"label": Path(r["run"]).name, **r} for r in frontier_result["runs"]])
+    plot_frontier(frontier, out / "frontier.png", [{"label": Path(r["run"]).name, **r} for r in frontier_result["runs"]],
+                  title="Kuhn poker: best achievable trade-off", unit="chips/hand")
     trained = Table(title=f"2-3. Trained from uniform ({steps} steps each); frontier u*(e) by exact LP")
     for column in ("run", "exploitability", "utility vs train pool", "frontier u*(e)", "gap"):
         trained.add_column(column)

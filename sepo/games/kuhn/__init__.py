@@ -1,0 +1,32 @@
+"""Kuhn poker as a sepo domain: three cards, ante 1, one bet of 1, hands alternating seats.
+
+Modules: rules (the game), text (prompts and parser), bots (scripted opponents), pools (the
+paper's pools), events (collusion, externality, behaviour table), exact (batched closed forms and
+the exact solver), demos (SFT demonstrators), rollouts and llm_env (vectorised hands for the
+trainers), training (the tabular training environment), restricted_nash (the exact frontier),
+demo (`sepo demo`)."""
+from __future__ import annotations
+
+from sepo.games.registry import Domain, Param, ref
+
+DOMAIN = Domain(
+    name="kuhn",
+    description="Kuhn poker: J/Q/K, ante 1, one bet of 1; zero-sum; exact solver",
+    make_game=ref("sepo.games.kuhn.rules:make_game"),
+    params=(Param("hands", int, 6, "Kuhn: hands per episode (seats alternate; the paper plays 6)."),),
+    bots=ref("sepo.games.kuhn.bots:bot_table"),
+    pools=ref("sepo.games.kuhn.pools:pools"),
+    events=ref("sepo.games.kuhn.events:events"),
+    frequencies=ref("sepo.games.kuhn.events:frequencies"),
+    solver=ref("sepo.games.kuhn.exact:KuhnSolver"),
+    demos=ref("sepo.games.kuhn.demos:mixtures"),
+    demo_opponents=("NashApprox", "TightPassive", "LooseAggressive", "AlwaysPass", "AlwaysBet"),
+    agents={"nash": ref("sepo.games.kuhn.exact:nash_agent")},
+    frontier=ref("sepo.games.kuhn.restricted_nash:frontier_report"),
+    demo=ref("sepo.games.kuhn.demo:run_demo"),
+    round_name="hand",
+    payoff_name="chips",
+    chance=True,
+    zero_sum=True,
+    paper_pooled_exploit=True,
+)

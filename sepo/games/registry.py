@@ -1,0 +1,197 @@
+"""The domain registry: one spec per game, registered by name in one place.
+
+A domain is one package `sepo/games/<name>/` whose `__init__.py` defines `DOMAIN = Domain(...)`.
+Generic layers (play, metrics, evaluation, training, reports, CLI) reach a game only through its
+spec, so they never name one. Registration is lazy, as in TextArena: `register("kuhn",
+"sepo.games.kuhn:DOMAIN")` records where the spec lives and imports it on first use; tests and
+plug-ins may also register a `Domain` object directly. Spec fields that need heavy imports (bots,
+solvers, demonstrations) are functions, usually made with `ref("module:name")`, so loading a spec
+stays cheap.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from sepo.errors import SepoError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sepo.games.base import Game
+    from sepo.policies.base import Policy
+
+PROTOCOLS = ("rigorous", "paper")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A game parameter the CLI exposes as `--<name>` (underscores become dashes).
+
+    `type` converts the command-line string (int, float, str); `default` is the domain's default;
+    `help` is the option's help text. The domain's `make_game` validates the value."""
+
+    name: str
+    type: Callable[[str], Any]
+    default: Any
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Everything generic code may know about a game.
+
+    Required:
+      make_game(protocol="rigorous", **params) -> Game; validates params (SepoError on bad input).
+      bots() -> {name: factory(**bot_params) -> Policy}: the named scripted bots.
+      pools(protocol, game) -> {"train": [...], "exploiter": [...], "collusive": [...]}: pool
+        entries as data (bot names, `Name(k=v)` strings or `{bot: Name, k: v}` mappings).
+      events(protocol, episode) -> {"collusion_events", "collusion_denominator",
+        "externality_events", "externality_denominator"}: the domain's one definition of its
+        events (a denominator of 0 means "does not apply to this episode").
+    Optional:
+      params: the game's CLI parameters.
+      make_bot(name, params, game) -> Policy: bots whose names are not in `bots()` (for example
+        `axelrod:NAME`); raise SepoError for an unknown name.
+      solver(game) -> ExactSolver (sepo.metrics.exact) or None; absent => audits report pool
+        lower bounds only.
+      frequencies(episodes) -> {"<name>/<key>": value}: the domain's behaviour table.
+      demos() -> {mixture name: [(factory, weight), ...]} and demo_opponents: SFT traces.
+      agents: {kind: factory(arg, game) -> Policy}: agent specs only this domain defines
+        (Kuhn's `nash[:ALPHA]`).
+      training(game, train_entries, collusive_entries) -> a tabular training environment
+        (sepo.training.environment.TabularEnvironment) for the exact tabular SEPO trainer.
+      frontier(train_specs, lambdas, runs) -> (report dict, frontier): an exact
+        utility/exploitability frontier against the train pool, runs placed on it.
+      demo(out, steps, console) -> dict: the domain end to end (`sepo demo`).
+    Capabilities are data: simultaneous moves, chance, zero-sum, third parties, and the paper's
+    accounting switch `paper_pooled_exploit` (its exploit score pooled over exploiter episodes).
+    """
+
+    name: str
+    description: str
+    make_game: Callable[..., "Game"]
+    bots: Callable[[], Mapping[str, Callable[..., "Policy"]]]
+    pools: Callable[[str, "Game"], Mapping[str, list]]
+    events: Callable[[str, Any], Mapping[str, float]]
+    params: tuple[Param, ...] = ()
+    make_bot: Callable[[str, dict, "Game | None"], "Policy"] | None = None
+    solver: Callable[["Game"], Any] | None = None
+    frequencies: Callable[[list], dict] | None = None
+    demos: Callable[[], Mapping[str, Sequence]] | None = None
+    demo_opponents: tuple[str, ...] = ()
+    agents: Mapping[str, Callable[[str, "Game"], "Policy"]] = field(default_factory=dict)
+    training: Callable[..., Any] | None = None
+    frontier: Callable[..., dict] | None = None
+    demo: Callable[..., dict] | None = None
+    round_name: str = "round"
+    payoff_name: str = "payoff"
+    simultaneous: bool = False
+    chance: bool = False
+    zero_sum: bool = False
+    third_parties: tuple[str, ...] = ()
+    paper_pooled_exploit: bool = False
+
+    def game(self, protocol: str = "rigorous", **params) -> "Game":
+        """The game for `protocol`, parameters not given taking the spec's defaults."""
+        check_protocol(protocol)
+        known = {p.name for p in self.params}
+        unknown = sorted(set(params) - known)
+        if unknown:
+            allowed = ", ".join(sorted(known)) or "none"
+            raise SepoError(f"game {self.name!r} takes no parameter {unknown[0]!r}; its parameters: {allowed}")
+        return self.make_game(protocol=protocol, **{k: v for k, v in params.items() if v is not None})
+
+    def build_bot(self, name: str, params: dict | None = None, game: "Game | None" = None) -> "Policy":
+        """A fresh instance of bot `name` (bots may keep per-episode state)."""
+        params = dict(params or {})
+        table = self.bots()
+        if name not in table:
+            if self.make_bot is not None:
+                return self.make_bot(name, params, game)
+            raise SepoError(unknown_name("bot", name, table, f" for {self.name}"))
+        try:
+            return table[name](**params)
+        except (TypeError, ValueError) as error:
+            raise SepoError(f"bad parameters {params} for bot {name!r}: {error}") from None
+
+    def has_bot(self, name: str) -> bool:
+        return name in self.bots() or self.make_bot is not None
+
+
+def unknown_name(what: str, name: str, known, where: str = "") -> str:
+    """'unknown bot 'X' for kuhn; did you mean ...? known bots: ...' (one line)."""
+    known = sorted(known)
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown {what} {name!r}{where}{hint}; known {what}s: {', '.join(known)}"
+
+
+def ref(target: str) -> Callable:
+    """`"module:function"` as a function that imports the module on first call and calls it."""
+    module, _, attr = target.partition(":")
+
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module), attr)(*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = f"ref({target})"
+    return call
+
+
+_ENTRIES: dict[str, str | Domain] = {}
+
+
+def register(domain: "Domain | str", entry_point: str | None = None) -> None:
+    """Register a `Domain`, or a name and its `"module:ATTRIBUTE"` entry point (imported lazily).
+    A name may be registered once."""
+    name = domain.name if isinstance(domain, Domain) else domain
+    if name in _ENTRIES:
+        raise ValueError(f"domain {name!r} is already registered")
+    if isinstance(domain, Domain):
+        _ENTRIES[name] = domain
+    elif entry_point and ":" in entry_point:
+        _ENTRIES[name] = entry_point
+    else:
+        raise ValueError(f"register({name!r}, ...) needs a 'module:ATTRIBUTE' entry point")
+
+
+def unregister(name: str) -> None:
+    """Forget a registered domain (for tests that register their own)."""
+    _ENTRIES.pop(name, None)
+
+
+def domain_names() -> list[str]:
+    return sorted(_ENTRIES)
+
+
+def default_game() -> str:
+    """The first registered domain: the CLI's default `--game`."""
+    return next(iter(_ENTRIES))
+
+
+def get_domain(name: str) -> Domain:
+    """The spec of domain `name`; an unknown name is a one-line error listing the known ones."""
+    entry = _ENTRIES.get(name)
+    if entry is None:
+        raise SepoError(unknown_name("game", name, _ENTRIES))
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        domain = getattr(importlib.import_module(module), attr)
+        if not isinstance(domain, Domain) or domain.name != name:
+            raise TypeError(f"{entry} is not the Domain spec of {name!r}")
+        _ENTRIES[name] = entry = domain
+    return entry
+
+
+def domain_of(game: "Game") -> Domain:
+    return get_domain(game.name)
+
+
+def check_protocol(protocol: str) -> str:
+    if protocol not in PROTOCOLS:
+        raise SepoError(f"unknown protocol {protocol!r}; use one of: {', '.join(PROTOCOLS)}")
+    return protocol

@@ -1,0 +1,98 @@
+"""The exact-solver interface: what a domain's solver gives generic code.
+
+A solver is keyed by the domain's information states: `decisions()` lists one canonical
+`Decision` per agent information state, and an agent is an action table `[len(decisions),
+width]` (probabilities in each decision's legal-action order, zero-padded), read from any policy
+with one batched call (`action_table`). From a table the solver computes:
+
+- `evaluate(table)`: the headline value (zero-sum: exploitability = NashConv / 2; general-sum:
+  the adversarial gap max_σ E[u_O − u_A] per round), the best responder's payoff, the agent's
+  payoff against it, the method, whether it is exact, and a bound on any pruning error;
+- `best_response(table)`: the maximising opponent as a policy that can play;
+- `gradient(table)`: d value / d table with the maximiser held fixed (Danskin), the input of
+  SEPO's per-rollout attribution;
+- `own_reach(table)`: the agent's own probability of reaching each information state;
+- optionally `head_to_head(table, opponent_tables)`: the agent's exact payoff per round against
+  opponents given as tables.
+
+Domains implement it in `sepo/games/<name>/exact.py`; Kuhn's wraps its batched closed forms.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from sepo.games.base import Decision, Game
+from sepo.policies.base import Policy
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """One exact (or bounded) evaluation of an agent's action table."""
+
+    value: float
+    value_name: str
+    br_payoff: float
+    agent_payoff: float
+    method: str
+    exact: bool = True
+    pruning_bound: float = 0.0
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out.update(out.pop("extra"))
+        return out
+
+
+@runtime_checkable
+class ExactSolver(Protocol):
+    method: str
+    value_name: str
+
+    def decisions(self) -> list[Decision]: ...
+
+    def evaluate(self, table: np.ndarray) -> ExactResult: ...
+
+    def best_response(self, table: np.ndarray) -> Policy: ...
+
+    def gradient(self, table: np.ndarray) -> np.ndarray: ...
+
+    def own_reach(self, table: np.ndarray) -> np.ndarray: ...
+
+
+def solver_for(game: Game):
+    """The game's exact solver, or None when its domain has none."""
+    from sepo.games.registry import domain_of
+
+    factory = domain_of(game).solver
+    return None if factory is None else factory(game)
+
+
+def keys_of(decisions: Sequence[Decision]) -> tuple[str, ...]:
+    return tuple(d.info_key for d in decisions)
+
+
+def action_table(policy: Policy, decisions: Sequence[Decision]) -> np.ndarray:
+    """`[len(decisions), max legal actions]`: the policy's probabilities, columns in legal-action
+    order, from one batched call (a tabular policy over the same keys is read directly)."""
+    keys = keys_of(decisions)
+    if getattr(policy, "keys", None) == keys and hasattr(policy, "table"):
+        return np.asarray(policy.table, dtype=float)
+    rows = policy.batch_action_probabilities(list(decisions))
+    width = max(len(d.legal_actions) for d in decisions)
+    table = np.zeros((len(decisions), width))
+    for r, (decision, probs) in enumerate(zip(decisions, rows)):
+        for c, action in enumerate(decision.legal_actions):
+            table[r, c] = probs.get(action, 0.0)
+    return table
+
+
+def uniform_table(decisions: Sequence[Decision]) -> np.ndarray:
+    width = max(len(d.legal_actions) for d in decisions)
+    table = np.zeros((len(decisions), width))
+    for r, decision in enumerate(decisions):
+        table[r, : len(decision.legal_actions)] = 1.0 / len(decision.legal_actions)
+    return table
