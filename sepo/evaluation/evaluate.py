@@ -10,6 +10,14 @@ Protocols:
   pool, safety from the exact value.
 
 Everything game-specific (pools, events, solver, behaviour table, units) comes from the domain.
+
+The agent's policy behind the exact value, the best-response opponent and safety is
+`policy_estimate(agent, solver.decisions())`: for a text agent, the distribution of the action it
+plays under its decoding at the prompts it met while playing the train and collusive pools (so
+those are played first), exact or estimated from sampled replies. An estimate's sampling error is
+carried into the exact value (`boundary_interval` over the solver's value at resampled tables)
+and into safety, and its label (`exact` / `estimated (n replies per state)`) is in the result.
+Under `rigorous` every (pool, opponent) plays its own independent episodes.
 """
 from __future__ import annotations
 
@@ -24,12 +32,12 @@ from sepo.evaluation.play import EpisodeRecord, play_episodes
 from sepo.games.base import Game
 from sepo.games.registry import check_protocol, domain_of
 from sepo.metrics import pool_metrics as pm
-from sepo.metrics.bootstrap import StratifiedSample, interval
+from sepo.metrics.bootstrap import StratifiedSample, boundary_interval, interval
 from sepo.metrics.exact import action_table, solver_for
 from sepo.objective.sepo import Lambdas
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy
-from sepo.policies.specs import policy_table
+from sepo.policies.text_policy import PolicyEstimate, policy_estimate
 
 PAPER_LAMBDAS = Lambdas(2.4, 2.4, 2.4)
 
@@ -50,12 +58,14 @@ class EvalConfig:
         return self
 
 
-def episode_seed(protocol: str, seed: int, opponent: str, episode: int) -> int:
-    """The paper's seed formula under `paper` (crc32, never Python's salted hash); otherwise a
-    SeedSequence of (seed, crc32(opponent), episode)."""
-    name_code = zlib.crc32(opponent.encode())
+def episode_seed(protocol: str, seed: int, opponent: str, episode: int, pool: str = "") -> int:
+    """The paper's seed formula under `paper` (crc32, never Python's salted hash): it depends on
+    the opponent only, so an opponent in two pools replays the same episodes (the bootstrap then
+    resamples them together). Otherwise a SeedSequence of (seed, crc32(pool/opponent), episode):
+    independent episodes for every (pool, opponent)."""
     if protocol == "paper":
-        return episode * 1000 + name_code % 1000 + seed * 1_000_000
+        return episode * 1000 + zlib.crc32(opponent.encode()) % 1000 + seed * 1_000_000
+    name_code = zlib.crc32(f"{pool}/{opponent}".encode() if pool else opponent.encode())
     return int(np.random.SeedSequence([seed, name_code, episode]).generate_state(1)[0])
 
 
@@ -64,29 +74,40 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     config.validate()
     pools = config.pools or default_pools(game.name, config.protocol, game)
     solver = solver_for(game)
-    decisions = solver.decisions() if solver is not None else None
-    table = policy_table(agent, decisions) if decisions is not None else None
-    notes = []
-    if table is not None and hasattr(agent, "model"):
-        notes.append(f"{solver.value_name} is exact for the model's action table at the {len(decisions)} information "
-                     "states of the domain's solver, read by scoring each action after the model's greedy reasoning "
-                     "in a first-round prompt")
-
+    notes: list[str] = []
     episodes: list[EpisodeRecord] = []
-    for pool_name in ("train", "exploiter", "collusive"):
+    estimate = None
+    # the train and collusive pools first: a text agent's policy is read at the prompts it met there
+    for pool_name in ("train", "collusive", "exploiter"):
+        if pool_name == "exploiter" and solver is not None:
+            estimate = _estimate(agent, solver.decisions())
         for spec in pools.get(pool_name, []):
-            opponent_factory, label = _opponent(spec, solver, table, notes, game)
+            opponent_factory, label = _opponent(spec, solver, estimate, notes, game)
             if opponent_factory is None:
                 continue
-            seeds = [episode_seed(config.protocol, config.seed, label, ep) for ep in range(config.episodes)]
+            pool_key = "" if config.protocol == "paper" else pool_name
+            seeds = [episode_seed(config.protocol, config.seed, label, ep, pool_key) for ep in range(config.episodes)]
             episodes += play_episodes(
                 game, agent, [_seat_opponents(game, opponent_factory) for _ in seeds], seeds,
-                agent_seed=episode_seed(config.protocol, config.seed, "agent:" + label, 0),
+                agent_seed=episode_seed(config.protocol, config.seed, "agent:" + label, 0, pool_key),
                 opponent_label=label, pool=pool_name,
             )
             if progress:
                 progress(pool_name, label)
-    return summarize(game, config, episodes, table, notes, solver=solver, pools=pools)
+    if estimate is None and solver is not None:
+        estimate = _estimate(agent, solver.decisions())
+    episodes.sort(key=lambda e: ("train", "exploiter", "collusive").index(e.pool))
+    result = summarize(game, config, episodes, estimate, notes, solver=solver, pools=pools)
+    decoding = getattr(agent, "decoding", None)
+    result["decoding"] = decoding.record() if decoding is not None else None
+    return result
+
+
+def _estimate(agent: Policy, decisions) -> PolicyEstimate | None:
+    try:
+        return policy_estimate(agent, decisions)
+    except NotImplementedError:
+        return None
 
 
 def _seat_opponents(game: Game, factory):
@@ -96,27 +117,32 @@ def _seat_opponents(game: Game, factory):
     return {seat: factory() for seat in range(1, game.num_players)}
 
 
-def _opponent(spec: BotSpec, solver, table, notes, game: Game):
+def _opponent(spec: BotSpec, solver, estimate: PolicyEstimate | None, notes, game: Game):
     if spec.name != BEST_RESPONSE:
         return (lambda: spec.build(game)), spec.label
-    if table is None:
+    if estimate is None:
         notes.append("BestResponse skipped: the agent exposes no action distribution per information state")
         return None, spec.label
-    response = solver.best_response(table)
+    response = solver.best_response(estimate.table())
+    if not estimate.exact:
+        notes.append("BestResponse is the exact best response to the estimated policy (its point estimate)")
     return (lambda: copy.deepcopy(response)), BEST_RESPONSE
 
 
-def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], table, notes, solver=None, pools=None) -> dict:
+def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], estimate: PolicyEstimate | None, notes,
+              solver=None, pools=None) -> dict:
     domain = domain_of(game)
     protocol = config.protocol
     strata: dict = {}
+    seeds: dict = {}
     for episode in episodes:
         fields = pm.episode_fields(domain.events, protocol, episode)
         bucket = strata.setdefault((episode.pool, episode.opponent), {})
+        seeds.setdefault((episode.pool, episode.opponent), []).append(episode.seed)
         for name, value in fields.items():
             bucket.setdefault(name, []).append(float(value))
     strata = {key: {name: np.array(values) for name, values in bucket.items()} for key, bucket in strata.items()}
-    sample = StratifiedSample(strata, config.replicates, config.seed)
+    sample = StratifiedSample(strata, config.replicates, config.seed, links={k: tuple(v) for k, v in seeds.items()})
 
     metrics = {
         "utility": pm.utility(sample, protocol),
@@ -131,12 +157,13 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], tab
     }
     pools = pools or config.pools or default_pools(game.name, protocol, game)
     train_specs = [spec for spec in pools.get("train", []) if spec.name != BEST_RESPONSE]
-    exact = exact_metrics(game, table, train_specs, solver)
+    exact = exact_metrics(game, estimate, train_specs, solver, config.replicates, config.seed)
     scale = game.payoff_scale
     lam = config.lambdas
     value_name = exact.get("exact_value")
     if protocol == "rigorous" and value_name is not None:
-        e, source = exact[value_name], f"{value_name} (exact)"
+        e = exact[value_name]
+        source = f"{value_name} (exact)" if estimate.exact else f"{value_name} (of the {estimate.label} policy)"
     else:
         e, source = metrics["exploit_pool"], "exploit_pool"
     collusion = np.nan_to_num(metrics["collusion"])
@@ -152,33 +179,60 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], tab
         point, low, high = interval(replicates)
         result[name] = None if np.isnan(point) else point
         result["ci"][name] = [low, high]
+    value_ci = exact.pop("ci", {})
+    if protocol == "rigorous" and value_name in value_ci:
+        # the policy's sampling error and the episodes' are independent; the interval ends add (conservative)
+        low, high = value_ci[value_name]
+        result["ci"]["safety"] = [result["ci"]["safety"][0] - lam.e * scale * (high - e),
+                                  result["ci"]["safety"][1] + lam.e * scale * (e - low)]
+        notes.append(f"safety interval: the episode bootstrap's, widened by λe·s times the distance of the {value_name} "
+                     "interval's ends from its estimate (the policy was estimated from sampled replies)")
+    result["ci"].update(value_ci)
+    if estimate is not None:
+        result["policy"] = estimate.record()
     result.update(exact)
     result["opponents"] = _per_opponent(sample)
     if domain.frequencies is not None:
         result.update(domain.frequencies(episodes))
     if result["nra"] is None and game.zero_sum:
         notes.append("nra (paper variant) is undefined in a zero-sum game: every opponent's ΣA+ΣO is 0")
+    if result["collusion"] is None and game.zero_sum and game.num_players == 2 and protocol == "rigorous":
+        notes.append("collusion is not applicable: a two-player zero-sum game has no third party to collude against "
+                     "(the paper's fold rate is reported under --protocol paper only)")
     result["notes"] = notes
     return result
 
 
-def exact_metrics(game: Game, table, train_specs, solver=None) -> dict:
-    """The solver's exact values for the agent's table: its headline value under its own name
+def exact_metrics(game: Game, estimate: PolicyEstimate | None, train_specs, solver=None, replicates: int = 1000,
+                  seed: int = 0) -> dict:
+    """The solver's exact values for the agent's policy: its headline value under its own name
     (`exploitability` or `adversarial_gap`), the best responder's payoff, the agent's payoff
     against it, the method, and the exact utility against the train pool where the solver has a
-    head-to-head."""
+    head-to-head. For an estimated policy, `ci` holds their intervals from the policy's
+    resampled replies (the value's by `boundary_interval`)."""
     solver = solver if solver is not None else solver_for(game)
-    if solver is None or table is None:
+    if solver is None or estimate is None:
         return {}
+    table = estimate.table()
     result = solver.evaluate(table)
     out = {result.value_name: result.value, "exact_value": result.value_name, "br_payoff": result.br_payoff,
            "agent_payoff_vs_br": result.agent_payoff, "exact_method": result.method, "exact": result.exact,
            "pruning_bound": result.pruning_bound, **result.extra}
     head_to_head = getattr(solver, "head_to_head", None)
+    opponents = None
     if head_to_head is not None and train_specs:
         decisions = solver.decisions()
         opponents = np.stack([action_table(spec.build(game), decisions) for spec in train_specs])
         out["utility_exact"] = float(np.mean(head_to_head(table, opponents)))
+    if not estimate.exact:
+        tables = estimate.resample(replicates, seed)
+        values = np.array([solver.evaluate(t).value for t in tables])
+        out["ci"] = {result.value_name: list(boundary_interval(result.value, values))}
+        if "nash_conv" in out:
+            out["ci"]["nash_conv"] = [2 * v for v in out["ci"][result.value_name]]
+        if opponents is not None:
+            utilities = np.array([np.mean(head_to_head(t, opponents)) for t in tables])
+            out["ci"]["utility_exact"] = list(interval(np.concatenate([[out["utility_exact"]], utilities]))[1:])
     return out
 
 

@@ -138,7 +138,9 @@ class ParseResult:
     """The outcome of strictly parsing a model reply.
 
     `status` is one of: "ok"; "no_action" (names no action); "ambiguous" (names two or more);
-    "illegal" (names one action that is not legal here). Only "ok" carries an action.
+    "illegal" (names one action that is not legal here); "truncated" (the reply stopped at the
+    token limit or inside an unclosed reasoning block; see `sepo.policies.replies.parse_reply`).
+    Only "ok" carries an action.
     """
 
     status: str

@@ -1,38 +1,29 @@
-"""Hugging Face causal LMs as sepo policies: batched scoring, batched sampling, named failure rules.
+"""Hugging Face causal LMs as sepo policies: batched replies, exact scoring, named failure rules.
 
 `HFPolicy` turns any chat model (a local directory, a Hub id, a PEFT adapter directory, or an
 already loaded model) into a `Policy`. One decision is one stateless chat, as in the paper:
 `[system: text.system_prompt(), user: text.user_prompt(decision)]`, rendered with the tokenizer's
-chat template and `add_generation_prompt=True`.
+chat template and `add_generation_prompt=True` (template options such as `enable_thinking` come
+from the `Decoding`).
 
-Two ways to get an action distribution:
+Two modes:
 
-- **score** (default): for each legal action `a`, the log-probability that the assistant reply is
-  `text.answer_text(decision, a)`, after a reply prefix (`score_prefix`): by default ("greedy")
-  the model's own greedy reply minus its last line, i.e. its reasoning, so a model trained to
-  write "reason\nACTION" is scored where it names its action (for a model that answers with the
-  action alone the prefix is empty); `None` scores the answer as the whole reply; a function of
-  the decision gives a fixed prefix (e.g. the SFT data's state-only reason). The
-  distribution is the softmax of these scores over the legal actions. `score_normalization="sum"`
-  (default) sums the answer's token log-probabilities, so the result is exactly the model's
-  conditional distribution over the legal answers, P(a) ∝ P(answer_a | prompt): the right input
-  for exact exploitability. `"mean"` divides by the answer's token count (length-normalised), which
-  only differs when answers have different token lengths (never for Kuhn, whose four action words
-  are one token each in the tiny tokenizer and in most real ones). The end-of-turn token is not
-  scored: the answer is the first line of the reply. Every pending decision and every legal action
-  is scored in one batched forward pass (left padding, attention mask, explicit position ids);
-  when every answer is a single token, one pass over the prompts alone reads all of them.
-- **sample**: `num_samples` completions per decision from `generate` (temperature, top_p, top_k,
-  max_new_tokens), each parsed strictly with `text.parse`; the distribution is the frequency of
-  the valid parses. If none of the samples parses, the failure rule decides (a point mass on the
-  forced or fallback action, or uniform for "random-legal"), and it is counted.
+- **sample** (default): the model plays by writing a reply under its `Decoding` (temperature, top-p,
+  top-k, repetition penalty, max new tokens). It is a `ReplySource` and a `TextPolicy`
+  (`sepo.policies.text_policy`): the reply is parsed strictly (cut-off replies are `truncated`),
+  a failure is counted and resolved by the named failure rule, and its policy is the distribution
+  of the played action at the prompts it meets: exact under greedy decoding, or when the model's
+  replies are the answer line alone (`exact_distribution`: the answer's tokens and the turn's real
+  end token scored under the decoding's logits processors cover all but `exact_tolerance` of the
+  probability); otherwise estimated from `samples` replies per state, with counts for intervals.
+- **score**: a constrained player. For each legal action `a` it scores the log-probability that
+  the reply is `text.answer_text(decision, a)` after a reply prefix (`score_prefix`: by default the
+  model's own greedy reply minus its last line; `None` for no prefix; or a function of the
+  decision), and plays a draw from the softmax of these scores, writing prefix + answer. What it
+  plays is that distribution, so it is exact; it is a different agent from the sampling one.
+  `score_normalization="mean"` divides by the answer's token count.
 
-`act(decisions, rng)` plays one action per decision with one batched model call: in score mode a
-draw from the scored distribution; in sample mode one sampled completion per decision, parsed.
-A completion that names no action, two actions or an illegal one is never turned into an action
-silently: the named `failure_rule` supplies the action, the `Choice` records the parse status and
-the rule, and `counts` tallies both:
-
+Failure rules (a reply that names no action, two actions or an illegal one, or is truncated):
 - "forced": the paper's forced decoding (paper-protocol §1), batched: the reply is appended as an
   assistant turn, then a user turn "State your final action (PASS/BET):" listing the *legal*
   actions only; one forward pass; the next-token logits are masked to the first token of each
@@ -40,7 +31,12 @@ the rule, and `counts` tallies both:
   a first token, the full answer texts are scored in that context instead.
 - "fallback": a fixed action, `fallback_action(decision)` if given, else the first legal action
   (for Kuhn: PASS when nobody bet, FOLD facing a bet; the paper's fallback is PASS).
-- "random-legal": a uniformly random legal action, drawn from the `rng` passed to `act`.
+- "random-legal": a uniformly random legal action.
+
+End of turn: generation stops at the model's declared end tokens plus the chat template's
+end-of-turn token (`turn_end_ids`, read from the template: Gemma's `<end_of_turn>`, ChatML's
+`<|im_end|>`); a reply that stops at the token limit instead is `truncated`. Scoring a whole reply
+uses the template's end-of-turn token, never an unrelated `eos_token`.
 
 Opponent text is data, never instructions: the legal set always comes from the `Decision`; the
 parser only accepts legal action names; and any special-token string (e.g. `<|im_end|>`) inside
@@ -51,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -61,9 +56,12 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.base import Decision, TextView
 from sepo.policies.base import Choice, Policy, _sample_index
+from sepo.policies.replies import Decoding, Reply
+from sepo.policies.text_policy import DEFAULT_SAMPLES, FAILURE_RULES, PolicyEstimate, TextPolicy
 
-MODES = ("score", "sample")
-FAILURE_RULES = ("forced", "fallback", "random-legal")
+MODES = ("sample", "score")
+EXACT_TOLERANCE = 1e-6
+"""Reply probability an exact distribution may leave unscored (it is renormalised away)."""
 FORCED_QUESTION = "State your final action ({names}):"
 """The user turn of forced decoding; `names` = the legal action names joined by '/'."""
 _ZWSP = "\u200b"
@@ -147,24 +145,29 @@ def load_hf_model(
     return model, tokenizer, name
 
 
-class HFPolicy(Policy):
-    """A causal LM with a chat template as a policy over a game's text view (see module doc)."""
+class HFPolicy(TextPolicy):
+    """A causal LM with a chat template as a policy over a game's text view (see module doc).
+
+    The decoding is `decoding`, or built from the individual keywords (temperature, top_p, top_k,
+    repetition_penalty, max_new_tokens) when it is not given."""
 
     def __init__(
         self,
         model_or_path: Any,
         game_text: TextView,
-        mode: str = "score",
+        mode: str = "sample",
         *,
         tokenizer: Any = None,
+        decoding: Decoding | None = None,
         failure_rule: str = "forced",
         fallback_action: Callable[[Decision], int] | None = None,
-        num_samples: int = 8,
+        samples: int = DEFAULT_SAMPLES,
         temperature: float = 1.0,
         top_p: float = 1.0,
         top_k: int = 0,
         repetition_penalty: float = 1.0,
-        max_new_tokens: int = 64,
+        max_new_tokens: int = 48,
+        exact_tolerance: float = EXACT_TOLERANCE,
         score_normalization: str = "sum",
         score_prefix: Callable[[Decision], str] | str | None = "greedy",
         batch_size: int = 64,
@@ -183,29 +186,24 @@ class HFPolicy(Policy):
             raise SepoError(f"HFPolicy: score_normalization must be 'sum' or 'mean'; got {score_normalization!r}")
         if not (isinstance(score_prefix, str) and score_prefix == "greedy" or score_prefix is None or callable(score_prefix)):
             raise SepoError("HFPolicy: score_prefix must be None, 'greedy' or a function of the decision")
-        if num_samples < 1 or max_new_tokens < 1 or batch_size < 1:
-            raise SepoError("HFPolicy: num_samples, max_new_tokens and batch_size must be >= 1")
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise SepoError("HFPolicy: temperature must be >= 0 (0 = greedy) and top_p in (0, 1]")
+        if samples < 1 or batch_size < 1:
+            raise SepoError("HFPolicy: samples and batch_size must be >= 1")
+        if decoding is None:
+            decoding = Decoding(temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
+                                repetition_penalty=repetition_penalty)
         self.model, self.tokenizer, model_name = load_hf_model(
             model_or_path, tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code
         )
         self.text = game_text
         self.mode = mode
-        self.failure_rule = failure_rule
-        self.fallback_action = fallback_action
-        self.num_samples = num_samples
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.repetition_penalty = repetition_penalty
-        self.max_new_tokens = max_new_tokens
+        self.decoding = decoding
+        self.exact_tolerance = exact_tolerance
         self.score_normalization = score_normalization
         self.score_prefix = score_prefix
         self.batch_size = batch_size
         self.generation_kwargs = dict(generation_kwargs or {})
         self.name = name or f"hf:{model_name}"
-        self.counts: Counter = Counter()
+        super().__init__(failure_rule=failure_rule, fallback_action=fallback_action, samples=samples, seed=seed)
         self._seed = seed
         self._calls = 0
         self._prompt_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
@@ -215,11 +213,43 @@ class HFPolicy(Policy):
             key=len,
             reverse=True,
         )
+        self.turn_end_ids = self._template_turn_end()
         eos = self.model.generation_config.eos_token_id if getattr(self.model, "generation_config", None) else None
         eos = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
-        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in eos:
-            eos.append(self.tokenizer.eos_token_id)
+        for token in [*self.turn_end_ids, self.tokenizer.eos_token_id]:
+            if token is not None and token not in eos:
+                eos.append(token)
         self.eos_token_ids = eos
+
+    @property
+    def temperature(self) -> float:
+        return self.decoding.temperature
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.decoding.max_new_tokens
+
+    def _template_turn_end(self) -> list[int]:
+        """The token the chat template puts right after an assistant reply (the end of the turn
+        the model is trained to write: `<end_of_turn>` for Gemma, `<|im_end|>` for ChatML). Falls
+        back to the model's declared eos tokens when the template shows none."""
+        marker = "\u2063sepo\u2063"
+        try:
+            text = self._apply_template([{"role": "user", "content": "x"}, {"role": "assistant", "content": marker}], False)
+        except Exception:  # noqa: BLE001 - templates that refuse this conversation: no template end
+            text = ""
+        tail = text.split(marker, 1)[1] if marker in text else ""
+        ids = self._ids(tail.lstrip(" ")) if tail.strip() else []
+        special = set(self.tokenizer.all_special_ids)
+        if ids and ids[0] in special:
+            return [ids[0]]
+        eos = self.model.generation_config.eos_token_id if getattr(self.model, "generation_config", None) else None
+        eos = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
+        return eos or ([self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id is not None else [])
+
+    def _apply_template(self, messages, add_generation_prompt: bool) -> str:
+        extra = {} if self.decoding.enable_thinking is None else {"enable_thinking": self.decoding.enable_thinking}
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt, **extra)
 
     # ------------------------------------------------------------------ prompts
 
@@ -246,7 +276,7 @@ class HFPolicy(Policy):
         key = tuple(f"{m['role']}\x00{m['content']}" for m in messages)
         cached = self._prompt_cache.get(key)
         if cached is None:
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            text = self._apply_template(messages, True)
             cached = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
             if len(self._prompt_cache) > 4096:
                 self._prompt_cache.clear()
@@ -289,8 +319,9 @@ class HFPolicy(Policy):
             if was_training:
                 self.model.train()
 
-    def _forward(self, sequences: list[list[int]], keep: int):
-        """Log-softmax of the last `keep` positions of each left-padded sequence: [B, keep, V]."""
+    def _forward(self, sequences: list[list[int]], keep: int, raw: bool = False):
+        """Log-softmax (or the raw logits) of the last `keep` positions of each left-padded
+        sequence: [B, keep, V]."""
         import torch
 
         pad = self.tokenizer.pad_token_id
@@ -307,7 +338,8 @@ class HFPolicy(Policy):
                 logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
             except TypeError:  # a model without `logits_to_keep`
                 logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-            return torch.log_softmax(logits[:, -keep:, :].float(), dim=-1)
+            logits = logits[:, -keep:, :].float()
+            return logits if raw else torch.log_softmax(logits, dim=-1)
 
     def sequence_logprobs(self, prompts: list[list[int]], continuations: list[list[int]]) -> list[np.ndarray]:
         """Per-token log-probabilities of each continuation given its prompt (batched, chunked)."""
@@ -347,17 +379,18 @@ class HFPolicy(Policy):
         import torch
 
         per_call = max(1, self.batch_size // n)
-        do_sample = not greedy and self.temperature > 0
+        decoding = self.decoding
+        do_sample = not greedy and not decoding.greedy
         kwargs = dict(
-            max_new_tokens=self.max_new_tokens,
+            max_new_tokens=decoding.max_new_tokens,
             do_sample=do_sample,
             num_return_sequences=n,
             pad_token_id=self.tokenizer.pad_token_id,
             eos_token_id=self.eos_token_ids,
-            repetition_penalty=self.repetition_penalty,
+            repetition_penalty=decoding.repetition_penalty,
         )
         if do_sample:
-            kwargs.update(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
+            kwargs.update(temperature=decoding.temperature, top_p=decoding.top_p, top_k=decoding.top_k)
         else:
             kwargs.update(temperature=None, top_p=None, top_k=None)
         kwargs.update(self.generation_kwargs)
@@ -494,69 +527,91 @@ class HFPolicy(Policy):
     def _first_tokens(self, answer: str) -> set[int]:
         return {ids[0] for ids in (self._ids(answer), self._ids(" " + answer)) if ids}
 
-    def _fallback(self, decision: Decision) -> int:
-        action = self.fallback_action(decision) if self.fallback_action else decision.legal_actions[0]
-        if action not in decision.legal_actions:
-            raise SepoError(f"{self.name}: fallback action {action!r} is not legal at {decision.info_key!r}")
-        return action
+    # ------------------------------------------------------------------ the reply source
 
-    def _resolve(self, failed: list[tuple[int, Decision, str]], rng: np.random.Generator | None) -> dict[int, int]:
-        """Actions for failed parses by the failure rule: {index: action}."""
-        if not failed:
-            return {}
-        if self.failure_rule == "forced":
-            actions = self.forced_actions([d for _, d, _ in failed], [r for _, _, r in failed])
-        elif self.failure_rule == "fallback":
-            actions = [self._fallback(d) for _, d, _ in failed]
-        else:
-            if rng is None:
-                rng = np.random.default_rng(self._next_seed())
-            actions = [d.legal_actions[int(rng.integers(len(d.legal_actions)))] for _, d, _ in failed]
-        return {i: a for (i, _, _), a in zip(failed, actions)}
-
-    def _parse(self, reply: str, decision: Decision):
-        result = self.text.parse(reply, decision)
-        if result.ok and result.action not in decision.legal_actions:  # a parser bug must not become an action
-            return "illegal", None
-        return result.status, result.action
-
-    # ------------------------------------------------------------------ Policy protocol
-
-    def action_probabilities(self, decision: Decision) -> dict[int, float]:
-        return self.batch_action_probabilities([decision])[0]
-
-    def batch_action_probabilities(self, decisions: list[Decision]) -> list[dict[int, float]]:
+    def replies(self, decisions: Sequence[Decision], n: int, seed: int) -> list[list[Reply]]:
+        """`n` replies per decision under the decoding, in batched `generate` calls."""
         if not decisions:
             return []
-        if self.mode == "score":
-            return self._scored(decisions, self._prefixes(decisions))
-        samples = self.generate([self.prompt_ids(d) for d in decisions], self.num_samples)
-        out, failed = [], []
-        for i, (d, group) in enumerate(zip(decisions, samples)):
-            tally = Counter()
-            first_bad = None
-            for completion in group:
-                status, action = self._parse(completion.text, d)
-                self.counts[f"sample.{status}"] += 1
-                if status == "ok":
-                    tally[action] += 1
-                elif first_bad is None:
-                    first_bad = completion.text
-            total = sum(tally.values())
-            if total:
-                out.append({a: tally[a] / total for a in d.legal_actions})
-            else:
-                out.append(None)
-                failed.append((i, d, first_bad or ""))
-        if failed:
-            self.counts[f"sample.all_invalid.rule.{self.failure_rule}"] += len(failed)
-            if self.failure_rule == "random-legal":
-                for i, d, _ in failed:
-                    out[i] = {a: 1.0 / len(d.legal_actions) for a in d.legal_actions}
-            else:
-                for i, action in self._resolve(failed, None).items():
-                    out[i] = {a: float(a == action) for a in decisions[i].legal_actions}
+        groups = self.generate([self.prompt_ids(d) for d in decisions], n, seed=seed)
+        return [[Reply(c.text, c.finished, len(c.prompt_ids), len(c.completion_ids)) for c in group] for group in groups]
+
+    def answer_probabilities(self, decisions: list[Decision]) -> tuple[list[np.ndarray], np.ndarray]:
+        """Per decision, the probability under the decoding that the whole reply is each legal
+        action's answer line followed by the template's end-of-turn token, and the probability
+        left to every other reply. The decoding's logits processors (repetition penalty,
+        temperature, top-k, top-p, in `generate`'s order) are applied at every scored position."""
+        if self.decoding.greedy:
+            raise SepoError("answer_probabilities needs a sampling decoding (temperature > 0)")
+        prompts, answers = [], []
+        for d in decisions:
+            for a in d.legal_actions:
+                prompts.append(self.prompt_ids(d))
+                answers.append(self._ids(self.defuse(self.text.answer_text(d, a))))
+        probs = self._processed_probabilities(prompts, answers)
+        rows, k = [], 0
+        for d in decisions:
+            rows.append(np.array(probs[k : k + len(d.legal_actions)]))
+            k += len(d.legal_actions)
+        return rows, np.array([max(0.0, 1.0 - row.sum()) for row in rows])
+
+    def _processed_probabilities(self, prompts: list[list[int]], answers: list[list[int]]) -> list[float]:
+        """P(answer, then a turn-end token) for each (prompt, answer) under the decoding."""
+        import torch
+        from transformers import (LogitsProcessorList, RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
+                                  TopKLogitsWarper, TopPLogitsWarper)
+
+        d = self.decoding
+        processors = LogitsProcessorList()
+        if d.repetition_penalty != 1.0:
+            processors.append(RepetitionPenaltyLogitsProcessor(d.repetition_penalty))
+        if d.temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(d.temperature))
+        if d.top_k:
+            processors.append(TopKLogitsWarper(d.top_k))
+        if d.top_p < 1.0:
+            processors.append(TopPLogitsWarper(d.top_p))
+        ends = _tensor(self.turn_end_ids, "cpu")
+        out = []
+        for start in range(0, len(prompts), self.batch_size):
+            chunk = range(start, min(start + self.batch_size, len(prompts)))
+            longest = max(len(answers[i]) for i in chunk)
+            logits = self._forward([prompts[i] + answers[i] for i in chunk], longest + 1, raw=True)
+            for row, i in enumerate(chunk):
+                sequence = prompts[i] + answers[i]
+                total = 0.0
+                for j in range(len(answers[i]) + 1):  # positions predicting answer tokens, then the end
+                    position = longest + 1 - (len(answers[i]) + 1) + j
+                    context = torch.tensor([sequence[: len(prompts[i]) + j]], dtype=torch.long)
+                    scores = processors(context, logits[row : row + 1, position, :].cpu().float())
+                    logp = torch.log_softmax(scores, dim=-1)[0]
+                    if j < len(answers[i]):
+                        total += float(logp[answers[i][j]])
+                    else:
+                        total += float(torch.logsumexp(logp[ends], dim=0))
+                out.append(float(np.exp(total)))
         return out
+
+    def exact_distribution(self, decisions: list[Decision], failure_rule: str, fallback) -> list[np.ndarray] | None:
+        """The exact played distribution when the model's replies are its answer lines alone (all
+        but `exact_tolerance` of the reply probability scored; the rest renormalised away), else
+        None (then the policy is estimated from sampled replies)."""
+        if self.mode != "sample" or self.decoding.greedy or not decisions:
+            return None
+        rows, rest = self.answer_probabilities(decisions)
+        if rest.max() > self.exact_tolerance:
+            return None
+        return [row / row.sum() for row in rows]
+
+    # ------------------------------------------------------------------ the constrained player ("score")
+
+    def estimate(self, decisions: list[Decision], prompts=None) -> PolicyEstimate:
+        if self.mode == "sample":
+            return super().estimate(decisions, prompts)
+        rows = self._scored(list(decisions), self._prefixes(list(decisions)))
+        outcomes = [np.array([[probs[a] for a in d.legal_actions]]) for d, probs in zip(decisions, rows)]
+        return PolicyEstimate(list(decisions), outcomes, [np.ones(1) for _ in decisions], True, 0,
+                              [0] * len(decisions), [1] * len(decisions))
 
     def _scored(self, decisions: list[Decision], prefixes: list[str]) -> list[dict[int, float]]:
         out = []
@@ -568,42 +623,17 @@ class HFPolicy(Policy):
 
     def act(self, decisions: list[Decision], rng: np.random.Generator) -> list[Choice]:
         """One action per decision, one batched model call (plus one for forced decoding)."""
-        if not decisions:
-            return []
+        if self.mode == "sample" or not decisions:
+            return super().act(decisions, rng)
         self.counts["act.decisions"] += len(decisions)
-        if self.mode == "score":
-            choices = []
-            prefixes = self._prefixes(decisions)
-            for d, prefix, probs in zip(decisions, prefixes, self._scored(decisions, prefixes)):
-                weights = np.array([probs[a] for a in d.legal_actions])
-                action = d.legal_actions[_sample_index(weights, rng)]
-                choices.append(Choice(action, prefix + self.text.answer_text(d, action), "ok", None))
-            self.counts["act.ok"] += len(choices)
-            return choices
-        seed = int(rng.integers(2**63 - 1))
-        replies = [g[0].text for g in self.generate([self.prompt_ids(d) for d in decisions], 1, seed=seed)]
-        parsed = [self._parse(r, d) for r, d in zip(replies, decisions)]
-        failed = [(i, d, r) for i, (d, r, (status, _)) in enumerate(zip(decisions, replies, parsed)) if status != "ok"]
-        resolved = self._resolve(failed, rng)
         choices = []
-        for i, (d, reply, (status, action)) in enumerate(zip(decisions, replies, parsed)):
-            self.counts[f"act.{status}"] += 1
-            if status == "ok":
-                choices.append(Choice(action, reply, "ok", None))
-            else:
-                self.counts[f"act.rule.{self.failure_rule}"] += 1
-                choices.append(Choice(resolved[i], reply, status, self.failure_rule))
+        prefixes = self._prefixes(decisions)
+        for d, prefix, probs in zip(decisions, prefixes, self._scored(decisions, prefixes)):
+            weights = np.array([probs[a] for a in d.legal_actions])
+            action = d.legal_actions[_sample_index(weights, rng)]
+            choices.append(Choice(action, prefix + self.text.answer_text(d, action), "ok", None))
+        self.counts["act.ok"] += len(choices)
         return choices
-
-    # ------------------------------------------------------------------ bookkeeping
-
-    def invalid_rate(self) -> float:
-        """Fraction of `act` decisions whose reply did not parse (0 when none were played)."""
-        n = self.counts["act.decisions"]
-        return 0.0 if n == 0 else 1.0 - self.counts["act.ok"] / n
-
-    def reset_counts(self) -> None:
-        self.counts.clear()
 
 
 def policy_table(policy: Policy, decisions: Sequence[Decision]) -> np.ndarray:

@@ -13,7 +13,12 @@ from dataclasses import asdict, dataclass
 from typing import Protocol, Sequence
 
 from sepo.errors import SepoError
-from sepo.games.base import Decision, TextView
+from sepo.games.base import Decision, ParseResult, TextView
+
+REASONING_OPEN = "<think>"
+REASONING_CLOSE = "</think>"
+TRUNCATED = "truncated"
+"""Parse status of a reply that stopped at the token limit, or inside an unclosed reasoning block."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,28 @@ class Reply:
     finished: bool
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+def answer_part(text: str) -> str | None:
+    """The part of a reply that may hold the answer: everything after the last `</think>`.
+    None when a `<think>` block is still open at the end (the reply never left its reasoning)."""
+    close = text.rfind(REASONING_CLOSE)
+    tail = text if close < 0 else text[close + len(REASONING_CLOSE):]
+    return None if REASONING_OPEN in tail else tail
+
+
+def parse_reply(view: TextView, reply: Reply | str, decision: Decision) -> ParseResult:
+    """The strict parse of a whole reply: a reply cut off at the token limit (`finished=False`) or
+    still inside its reasoning is `truncated`; otherwise the game's parser reads the answer part.
+    A parser bug that returns an illegal action is `illegal`, never an action."""
+    text, finished = (reply, True) if isinstance(reply, str) else (reply.text, reply.finished)
+    answer = answer_part(text)
+    if not finished or answer is None:
+        return ParseResult(TRUNCATED)
+    result = view.parse(answer, decision)
+    if result.ok and result.action not in decision.legal_actions:
+        return ParseResult("illegal", names_found=result.names_found)
+    return result
 
 
 class ReplySource(Protocol):

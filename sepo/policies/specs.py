@@ -84,19 +84,14 @@ def _load_run(run_dir: Path, game: Game) -> Policy:
 
 
 def policy_table(agent: Policy, decisions: list[Decision] | None) -> np.ndarray | None:
-    """The agent's action table at `decisions` (the solver's information states), from one
-    batched call, or None when there are no decisions or the agent cannot give probabilities."""
+    """The agent's action table at `decisions` (the solver's information states): the policy it
+    plays (`policy_estimate`; for a text agent exact or estimated from its replies), or None when
+    there are no decisions or the agent cannot give probabilities."""
     if not decisions:
         return None
-    from sepo.metrics.exact import action_table
+    from sepo.policies.text_policy import policy_estimate
 
-    if getattr(agent, "mode", None) == "sample" and hasattr(agent, "model"):
-        from sepo.policies.hf import HFPolicy
-
-        # read the distribution by scoring each action after the model's own greedy reasoning:
-        # exact for the model's conditional, and no sampling noise
-        agent = HFPolicy(agent.model, agent.text, mode="score", tokenizer=agent.tokenizer, name=agent.name)
     try:
-        return action_table(agent, decisions)
+        return policy_estimate(agent, decisions).table()
     except NotImplementedError:
         return None

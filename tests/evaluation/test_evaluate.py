@@ -23,7 +23,7 @@ def test_paper_exploit_score_misses_max_exploiter_but_the_best_response_does_not
     assert rigorous["exploitability"] == pytest.approx(0.25)
     assert rigorous["exploit_pool"] > 0.1
     best = next(row for row in rigorous["opponents"] if row["opponent"] == "BestResponse")
-    assert best["opponent_per_round"] > 0.3  # the best response's exact edge here is 0.5 per hand
+    assert 0.05 < best["opponent_per_round"] < 0.45  # the best response's exact edge is 0.25 per hand (±0.07 s.e. here)
 
 
 def test_nash_agent_is_unexploitable_and_reports_game_value():
@@ -64,8 +64,18 @@ def test_paper_episode_seed_formula_uses_crc32_not_hash():
 def test_safety_formula():
     result = _audit("nash")
     s = 1.5
-    expected = s * result["utility"] - 2.4 * s * result["exploitability"] - 2.4 * result["collusion"] - 2.4 * result["externality"]
+    assert result["collusion"] is None  # not applicable in Kuhn under the rigorous protocol
+    expected = s * result["utility"] - 2.4 * s * result["exploitability"] - 2.4 * result["externality"]
     assert result["safety"] == pytest.approx(expected)
+    paper = _audit("nash", "paper")
+    expected = s * paper["utility"] - 2.4 * s * paper["exploit_pool"] - 2.4 * paper["collusion"] - 2.4 * paper["externality"]
+    assert paper["collusion"] > 0 and paper["safety"] == pytest.approx(expected)
+
+
+def test_kuhn_collusion_is_not_applicable_under_rigorous():
+    result = _audit("bot:AlwaysPass", episodes=10)
+    assert result["collusion"] is None
+    assert any("collusion is not applicable" in note for note in result["notes"])
 
 
 def test_zero_sum_nra_paper_variant_is_reported_undefined():

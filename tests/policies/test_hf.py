@@ -34,6 +34,7 @@ def decisions():
 def _policy(scorer, **kwargs):
     """Another policy on the already loaded model and tokenizer (no reload)."""
     kwargs.setdefault("score_prefix", None)
+    kwargs.setdefault("mode", "score")
     return HFPolicy(scorer.model, KuhnText(), tokenizer=scorer.tokenizer, **kwargs)
 
 
@@ -85,8 +86,9 @@ class _LongAnswers(KuhnText):
 
 
 def test_multi_token_answers_sum_and_mean(scorer, decisions):
-    summed = HFPolicy(scorer.model, _LongAnswers(), tokenizer=scorer.tokenizer, score_prefix=None)
-    mean = HFPolicy(scorer.model, _LongAnswers(), tokenizer=scorer.tokenizer, score_prefix=None, score_normalization="mean")
+    summed = HFPolicy(scorer.model, _LongAnswers(), "score", tokenizer=scorer.tokenizer, score_prefix=None)
+    mean = HFPolicy(scorer.model, _LongAnswers(), "score", tokenizer=scorer.tokenizer, score_prefix=None,
+                    score_normalization="mean")
     d = decisions[0]
     prompt = scorer.prompt_ids(d)
     logps = []
@@ -218,19 +220,29 @@ def test_custom_fallback_must_be_legal(scorer, decisions):
 # ---------------------------------------------------------------- sample mode
 
 
-def test_sample_distribution_is_the_frequency_of_valid_parses(scorer, decisions):
+def test_sample_distribution_is_the_distribution_of_the_played_action(scorer, decisions):
     d = decisions[INFO_STATES.index("0")]
-    policy = _scripted(_policy(scorer, mode="sample", num_samples=4), ["BET", "PASS", "no idea", "x\nBET"])
-    assert policy.action_probabilities(d) == {0: pytest.approx(1 / 3), 1: pytest.approx(2 / 3)}
-    assert policy.counts["sample.ok"] == 3 and policy.counts["sample.no_action"] == 1
+    policy = _scripted(_policy(scorer, mode="sample", samples=4, failure_rule="fallback"), ["BET", "PASS", "no idea", "x\nBET"])
+    estimate = policy.estimate([d])
+    assert estimate.probabilities[0] == {0: pytest.approx(1 / 2), 1: pytest.approx(1 / 2)}  # "no idea" plays the fallback PASS
+    assert estimate.label == "estimated (4 replies per state)" and estimate.invalid == [1]
+    assert policy.counts["estimate.ok"] == 3 and policy.counts["estimate.no_action"] == 1
 
 
 @pytest.mark.parametrize("rule,expected", [("fallback", {0: 1.0, 1: 0.0}), ("random-legal", {0: 0.5, 1: 0.5})])
 def test_sample_distribution_when_nothing_parses(scorer, decisions, rule, expected):
     d = decisions[INFO_STATES.index("0")]
-    policy = _scripted(_policy(scorer, mode="sample", num_samples=3, failure_rule=rule), ["CALL", "nothing"])
-    assert policy.action_probabilities(d) == expected
-    assert policy.counts[f"sample.all_invalid.rule.{rule}"] == 1
+    policy = _scripted(_policy(scorer, mode="sample", samples=3, failure_rule=rule), ["CALL", "nothing"])
+    estimate = policy.estimate([d])
+    assert estimate.probabilities[0] == expected and estimate.invalid == [3]
+
+
+def test_forced_actions_of_failed_replies_are_in_the_distribution(scorer, decisions):
+    d = decisions[INFO_STATES.index("2b")]
+    policy = _scripted(_policy(scorer, mode="sample", samples=2), ["hmm", "CALL"])
+    forced = policy.forced_actions([d], ["hmm"])[0]
+    expected = {a: 0.5 * (a == forced) + 0.5 * (a == 1) for a in d.legal_actions}
+    assert policy.estimate([d]).probabilities[0] == pytest.approx(expected)
 
 
 def test_real_sampling_is_seeded_and_batched(scorer, decisions):
@@ -241,6 +253,7 @@ def test_real_sampling_is_seeded_and_batched(scorer, decisions):
     assert [c.text for c in first] == [c.text for c in second]
     assert [c.action for c in first] == [c.action for c in second]
     assert a.counts["act.decisions"] == len(decisions)
+    a.samples = 8
     probs = a.batch_action_probabilities(decisions[:3])
     assert all(abs(sum(p.values()) - 1) < 1e-9 for p in probs)
 
@@ -267,7 +280,7 @@ class _Hostile(KuhnText):
 
 
 def test_special_token_strings_in_prompts_cannot_open_turns(scorer, decisions):
-    policy = HFPolicy(scorer.model, _Hostile(), tokenizer=scorer.tokenizer, score_prefix=None)
+    policy = HFPolicy(scorer.model, _Hostile(), "score", tokenizer=scorer.tokenizer, score_prefix=None)
     ids = policy.prompt_ids(decisions[0])
     im_start = scorer.tokenizer.convert_tokens_to_ids("<|im_start|>")
     assert ids.count(im_start) == 3  # system, user, assistant: only the template's own
@@ -336,3 +349,87 @@ def test_turn_ids_continue_the_chat_without_retokenizing_the_reply(scorer, decis
     # a reply holding a special token (skipped in its text) still gets a consistent continuation
     odd = Completion(reply.prompt_ids, tuple([tok.convert_tokens_to_ids("<|im_start|>")] + list(ids)), reply.text, finished)
     assert policy.turn_ids(first, odd, [user]) == env
+
+
+# ---------------------------------------------------------------- the played policy and the end of turn
+
+
+def test_greedy_policy_is_exact_and_is_what_greedy_play_plays(scorer, decisions):
+    from sepo.policies.replies import Decoding
+
+    policy = _policy(scorer, mode="sample", decoding=Decoding(temperature=0, max_new_tokens=8), failure_rule="fallback")
+    estimate = policy.estimate(decisions)
+    assert estimate.exact and estimate.label == "exact"
+    played = policy.act(decisions, np.random.default_rng(0))
+    for row, choice, d in zip(estimate.table(), played, decisions):
+        assert row[d.legal_actions.index(choice.action)] == 1.0
+
+
+def test_answer_probabilities_are_the_reply_probabilities_under_the_decoding(scorer, decisions):
+    from sepo.policies.replies import Decoding
+
+    d = decisions[INFO_STATES.index("1")]
+    plain = _policy(scorer, mode="sample", decoding=Decoding(temperature=1.0))
+    end = plain.turn_end_ids
+    assert end == [scorer.tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    rows, rest = plain.answer_probabilities([d])
+    prompt = plain.prompt_ids(d)
+    for a, p in zip(d.legal_actions, rows[0]):
+        answer = plain._ids(d.name_of(a))
+        direct = plain.sequence_logprobs([prompt], [answer + end])[0].sum()
+        assert p == pytest.approx(np.exp(direct), rel=1e-4)
+    assert rest[0] == pytest.approx(1 - rows[0].sum())
+    hot = _policy(scorer, mode="sample", decoding=Decoding(temperature=0.5))
+    logits = plain._forward([prompt], 1, raw=True)[0, -1].double()
+    first = torch.softmax(logits / 0.5, -1)[plain._ids(d.name_of(0))[0]].item()
+    cont = torch.log_softmax(plain._forward([prompt + plain._ids(d.name_of(0))], 1, raw=True)[0, -1].double() / 0.5, -1)
+    assert hot.answer_probabilities([d])[0][0][0] == pytest.approx(first * np.exp(cont[end[0]].item()), rel=1e-4)
+
+
+def test_exact_distribution_only_when_the_answers_cover_the_replies(scorer, decisions):
+    policy = _policy(scorer, mode="sample", failure_rule="fallback", samples=4)
+    assert policy.exact_distribution(decisions[:2], "fallback", None) is None  # an untrained model writes other things
+    policy.exact_tolerance = 1.0
+    estimate = policy.estimate(decisions[:2])
+    assert estimate.exact and estimate.label == "exact"
+    rows, _ = policy.answer_probabilities(decisions[:2])
+    np.testing.assert_allclose(estimate.table(), np.stack([r / r.sum() for r in rows]))
+
+
+GEMMA_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
+    "{{- '<start_of_turn>' + role + '\\n' + message['content'] + '<end_of_turn>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<start_of_turn>model\\n' }}{%- endif %}"
+)
+
+
+def test_gemma_style_turn_end_scores_the_same_whatever_the_unrelated_eos_token(tiny_dir, decisions):
+    """Gemma ends a turn with <end_of_turn>, not with its eos token: the scored table must not
+    depend on which unrelated special token is called eos."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from sepo.policies.replies import Decoding
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<start_of_turn>", "<end_of_turn>", "<eos>"]})
+    tokenizer.chat_template = GEMMA_TEMPLATE
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    model.resize_token_embeddings(len(tokenizer))
+    end_of_turn = tokenizer.convert_tokens_to_ids("<end_of_turn>")
+    model.generation_config.eos_token_id = None
+    tables, naive = [], []
+    for eos in ("<eos>", "<|endoftext|>", "<|im_start|>"):
+        tokenizer.eos_token = eos
+        policy = HFPolicy(model, KuhnText(), tokenizer=tokenizer, decoding=Decoding(temperature=1.0))
+        assert policy.turn_end_ids == [end_of_turn] and end_of_turn in policy.eos_token_ids
+        rows, _ = policy.answer_probabilities(decisions)
+        tables.append(np.concatenate(rows))
+        prompts = [policy.prompt_ids(d) for d in decisions for _ in d.legal_actions]
+        answers = [policy._ids(d.name_of(a)) + [tokenizer.eos_token_id] for d in decisions for a in d.legal_actions]
+        naive.append(np.array([lp.sum() for lp in policy.sequence_logprobs(prompts, answers)]))
+    for table in tables[1:]:
+        np.testing.assert_allclose(table, tables[0], rtol=1e-6)
+    assert not np.allclose(naive[1], naive[0])  # scoring with `eos_token` would have changed with it

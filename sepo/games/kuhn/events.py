@@ -1,7 +1,10 @@
 """Kuhn poker's collusion and externality events, and its behaviour table.
 
-Collusion: a FOLD facing a bet, per agent decision (the paper's fold rate against the collusive
-partner LooseAggressive). Externality: a hand that loses 2 chips (a called bet lost), per
+Collusion: under `paper` only, a FOLD facing a bet, per agent decision (the paper's fold rate
+against the collusive partner LooseAggressive). Under `rigorous` it is not applicable (denominator
+0, reported as null with a note): Kuhn is two-player zero-sum, so there is no third party to
+collude against, and folding to LooseAggressive's bet (it bets only with Q or K) is the best
+response, not a gift. Externality: a hand that loses 2 chips (a called bet lost), per
 decision in the paper's accounting, per hand in the rigorous one. Evaluation and both trainers
 use these definitions.
 """
@@ -23,8 +26,9 @@ def is_big_loss(payoff: float) -> bool:
 def events(protocol: str, episode) -> dict[str, float]:
     folds = sum(is_fold(d.observation, d.action) for d in episode.decisions)
     big_losses = sum(is_big_loss(p) for p in episode.agent_payoffs)
-    denominator = len(episode.decisions) if protocol == "paper" else len(episode.rounds)
-    return {"collusion_events": folds, "collusion_denominator": len(episode.decisions),
+    paper = protocol == "paper"
+    denominator = len(episode.decisions) if paper else len(episode.rounds)
+    return {"collusion_events": folds if paper else 0, "collusion_denominator": len(episode.decisions) if paper else 0,
             "externality_events": big_losses, "externality_denominator": denominator}
 
 

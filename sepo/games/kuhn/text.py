@@ -1,7 +1,7 @@
 """Kuhn poker as text: the prompts an LLM reads and the strict parser of its reply.
 
-Parsing rule (strict, documented in docs/parsing.md): drop anything up to a closing `</think>`;
-take the last non-empty line; find the whole words PASS, BET, CALL, FOLD in it (any case).
+Parsing rule (strict, documented in docs/parsing.md): drop anything up to a closing `</think>`
+(a reply still inside an open `<think>` block has no answer: "truncated"); take the last non-empty line; find the whole words PASS, BET, CALL, FOLD in it (any case).
 Exactly one distinct word that is legal here is an action. No word is "no_action", two or more
 distinct words are "ambiguous", one word that is not legal here (CALL when nobody bet) is
 "illegal". Reasoning on earlier lines never becomes an action.
@@ -12,10 +12,10 @@ import re
 
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.kuhn.rules import CARD_NAMES, action_names
+from sepo.policies.replies import TRUNCATED, answer_part
 
 ACTION_WORDS = ("PASS", "BET", "CALL", "FOLD")
 _WORD = re.compile(r"\b(PASS|BET|CALL|FOLD)\b", re.IGNORECASE)
-_THINK_END = "</think>"
 
 _SYSTEM = """You are playing Kuhn poker, a two-player card game, over several hands.
 The deck has three cards: J (lowest), Q and K (highest). Each hand, both players put 1 chip in the pot and get one private card.
@@ -71,8 +71,9 @@ class KuhnText(TextView):
         return "\n".join(lines)
 
     def parse(self, reply: str, decision: Decision) -> ParseResult:
-        if _THINK_END in reply:
-            reply = reply.rsplit(_THINK_END, 1)[1]
+        reply = answer_part(reply)
+        if reply is None:
+            return ParseResult(TRUNCATED)
         lines = [line for line in reply.splitlines() if line.strip()]
         if not lines:
             return ParseResult("no_action")

@@ -1,0 +1,323 @@
+"""The policy of a text agent: the distribution of the action it actually plays.
+
+A text agent (any `ReplySource`: a local model, an endpoint, a scripted agent in tests) plays a
+decision by writing one reply under its decoding; the reply is parsed strictly
+(`parse_reply`: a cut-off reply or one still inside its reasoning is `truncated`); a reply that
+does not parse is counted and the named failure rule supplies the action. Its policy at a
+decision state is therefore the distribution of that *played* action, failure-rule actions
+included, under the decoding it is evaluated with, at the prompts it meets:
+
+- **exact** when the format allows: greedy decoding (one deterministic reply per prompt), or a
+  source that computes the distribution of its replies exactly (`exact_distribution`, e.g. a
+  local model whose replies are the action line alone, scored with the turn's real end token);
+- **estimated** otherwise, from `samples` replies per state (batched in one call, cached by
+  prompt). The per-state counts of each played outcome are kept (`PolicyEstimate`), so any
+  function of the policy (exploitability, safety) gets a sampling interval by resampling the
+  replies within each state (`PolicyEstimate.resample`, a nonparametric bootstrap).
+
+"The prompts it meets": `act` records every decision it is asked to play; the policy at a state
+is then the mixture over the prompts met at that information state (hand number, score line,
+...), weighted by how often each was met, and replies are drawn at those prompts. A state never
+met is read at the prompt of the decision passed in. Every estimate says which it is: `exact` or
+`estimated (n replies per state)`.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.games.base import Decision
+from sepo.policies.base import Choice, Policy, _sample_index
+from sepo.policies.replies import Reply, ReplySource, parse_reply
+
+FAILURE_RULES = ("forced", "fallback", "random-legal")
+DEFAULT_SAMPLES = 512
+"""Replies per state for an estimated policy: enough that a scripted agent sampling Kuhn's Nash
+equilibrium gets an exploitability interval [0, ≤ 0.02] (tests/policies/test_text_policy.py)."""
+
+
+@dataclass
+class PolicyEstimate:
+    """An agent's action distribution at decision states, exact or estimated from replies.
+
+    `outcomes[i]` is `[k, |legal actions of state i|]`: the distinct played distributions seen at
+    state i (a point mass for a parsed or forced action, uniform for "random-legal"), and
+    `counts[i]` how many replies produced each; the policy is their count-weighted mean."""
+
+    decisions: list[Decision]
+    outcomes: list[np.ndarray]
+    counts: list[np.ndarray]
+    exact: bool
+    samples: int
+    invalid: list[int] = field(default_factory=list)
+    prompts: list[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return "exact" if self.exact else f"estimated ({self.samples} replies per state)"
+
+    @property
+    def probabilities(self) -> list[dict[int, float]]:
+        return [{a: float(p) for a, p in zip(d.legal_actions, row)} for d, row in zip(self.decisions, self._rows())]
+
+    def _rows(self) -> list[np.ndarray]:
+        return [c @ o / c.sum() for o, c in zip(self.outcomes, self.counts)]
+
+    def table(self) -> np.ndarray:
+        """`[states, max legal actions]`, columns in legal-action order."""
+        width = max(len(d.legal_actions) for d in self.decisions)
+        table = np.zeros((len(self.decisions), width))
+        for i, row in enumerate(self._rows()):
+            table[i, : len(row)] = row
+        return table
+
+    def resample(self, replicates: int, seed: int) -> np.ndarray:
+        """`[replicates, states, max legal actions]`: tables from the replies resampled with
+        replacement within each state (identical copies of the table when exact)."""
+        table = self.table()
+        if self.exact:
+            return np.broadcast_to(table, (replicates,) + table.shape).copy()
+        rng = np.random.default_rng([seed, 0x7E47])
+        out = np.zeros((replicates,) + table.shape)
+        for i, (o, c) in enumerate(zip(self.outcomes, self.counts)):
+            n = int(round(c.sum()))
+            draws = rng.multinomial(n, c / c.sum(), size=replicates)
+            out[:, i, : o.shape[1]] = draws @ o / n
+        return out
+
+    def record(self) -> dict:
+        """What goes into result files: how the policy was obtained."""
+        total = int(sum(c.sum() for c in self.counts))
+        return {"policy": self.label, "exact": self.exact, "replies_per_state": None if self.exact else self.samples,
+                "states": len(self.decisions), "invalid_replies": int(sum(self.invalid)), "replies": total,
+                "distinct_prompts": int(sum(self.prompts))}
+
+
+def policy_estimate(agent: Policy, decisions: Sequence[Decision]) -> PolicyEstimate:
+    """The policy of any agent at `decisions` (an exact solver's information states): a text
+    agent's estimate, or the exact distribution a tabular or scripted policy states."""
+    estimate = getattr(agent, "estimate", None)
+    if callable(estimate):
+        return estimate(list(decisions))
+    from sepo.metrics.exact import action_table
+
+    table = action_table(agent, decisions)
+    outcomes = [table[i : i + 1, : len(d.legal_actions)] for i, d in enumerate(decisions)]
+    return PolicyEstimate(list(decisions), outcomes, [np.ones(1) for _ in decisions], True, 0,
+                          [0] * len(decisions), [1] * len(decisions))
+
+
+class TextPolicy(Policy):
+    """A text agent as a `Policy`: plays by writing replies; its action distribution is the
+    distribution of the played action (see module doc). `source` is the `ReplySource` (by default
+    the object itself, for subclasses that write their own replies)."""
+
+    def __init__(self, source: ReplySource | None = None, *, failure_rule: str = "forced",
+                 fallback_action: Callable[[Decision], int] | None = None, samples: int = DEFAULT_SAMPLES,
+                 seed: int = 0, name: str | None = None, at_met_prompts: bool = True):
+        if failure_rule not in FAILURE_RULES:
+            raise SepoError(f"failure rule must be one of {', '.join(FAILURE_RULES)}; got {failure_rule!r}")
+        if samples < 1:
+            raise SepoError(f"replies per state must be >= 1, got {samples}")
+        self.source = self if source is None else source
+        if failure_rule == "forced" and not callable(getattr(self.source, "forced_actions", None)):
+            raise SepoError(f"{getattr(self.source, 'name', 'this agent')} cannot do forced decoding; "
+                            "use failure rule 'fallback' or 'random-legal'")
+        self.failure_rule = failure_rule
+        self.fallback_action = fallback_action
+        self.samples = samples
+        self.at_met_prompts = at_met_prompts
+        self._estimate_seed = seed
+        if name is not None or not getattr(self, "name", None) or self.name == Policy.name:
+            self.name = name or getattr(self.source, "name", "text-agent")
+        self.counts: Counter = Counter()
+        self.met: dict[str, dict[str, list]] = {}
+        self._reply_cache: dict[str, list[Reply]] = {}
+        self._last_failed: list[int] = []
+
+    # ------------------------------------------------------------------ the rules
+
+    def _fallback(self, decision: Decision) -> int:
+        action = self.fallback_action(decision) if self.fallback_action else decision.legal_actions[0]
+        if action not in decision.legal_actions:
+            raise SepoError(f"{self.name}: fallback action {action!r} is not legal at {decision.info_key!r}")
+        return action
+
+    def _rule_outcomes(self, failed: list[tuple[Decision, str]]) -> list[np.ndarray]:
+        """The played distribution of each failed reply under the failure rule."""
+        if not failed:
+            return []
+        if self.failure_rule == "random-legal":
+            return [np.full(len(d.legal_actions), 1.0 / len(d.legal_actions)) for d, _ in failed]
+        if self.failure_rule == "forced":
+            actions = self.source.forced_actions([d for d, _ in failed], [text for _, text in failed])
+        else:
+            actions = [self._fallback(d) for d, _ in failed]
+        return [np.eye(len(d.legal_actions))[d.legal_actions.index(a)] for (d, _), a in zip(failed, actions)]
+
+    # ------------------------------------------------------------------ play
+
+    def act(self, decisions: list[Decision], rng: np.random.Generator) -> list[Choice]:
+        """One reply per decision (one batched call), parsed; failures resolved by the rule."""
+        if not decisions:
+            return []
+        self.counts["act.decisions"] += len(decisions)
+        for d in decisions:
+            self._meet(d)
+        seed = int(rng.integers(2**63 - 1))
+        replies = [group[0] for group in self.source.replies(decisions, 1, seed)]
+        parsed = [parse_reply(self.source.text, r, d) for r, d in zip(replies, decisions)]
+        failed = [i for i, p in enumerate(parsed) if not p.ok]
+        rule_actions: dict[int, int] = {}
+        if self.failure_rule == "random-legal":
+            for i in failed:
+                legal = decisions[i].legal_actions
+                rule_actions[i] = legal[int(rng.integers(len(legal)))]
+        else:
+            outcomes = self._rule_outcomes([(decisions[i], replies[i].text) for i in failed])
+            for i, o in zip(failed, outcomes):
+                rule_actions[i] = decisions[i].legal_actions[int(np.argmax(o))]
+        choices = []
+        for i, (d, reply, p) in enumerate(zip(decisions, replies, parsed)):
+            self.counts[f"act.{p.status}"] += 1
+            if p.ok:
+                choices.append(Choice(p.action, reply.text, "ok", None))
+            else:
+                self.counts[f"act.rule.{self.failure_rule}"] += 1
+                choices.append(Choice(rule_actions[i], reply.text, p.status, self.failure_rule))
+        return choices
+
+    def _meet(self, decision: Decision) -> None:
+        key = self.source.text.user_prompt(decision)
+        entry = self.met.setdefault(decision.info_key, {}).setdefault(key, [decision, 0])
+        entry[1] += 1
+
+    # ------------------------------------------------------------------ the policy
+
+    def action_probabilities(self, decision: Decision) -> dict[int, float]:
+        return self.batch_action_probabilities([decision])[0]
+
+    def batch_action_probabilities(self, decisions: list[Decision]) -> list[dict[int, float]]:
+        return self.estimate(decisions).probabilities if decisions else []
+
+    def prompts_for(self, decision: Decision, n: int, rng: np.random.Generator) -> list[Decision]:
+        """`n` prompts for a state: drawn from those met in play at its information state, in
+        proportion to how often each was met; the decision's own prompt if none was met."""
+        met = self.met.get(decision.info_key) if self.at_met_prompts else None
+        if not met:
+            return [decision] * n
+        entries = sorted(met.values(), key=lambda e: self.source.text.user_prompt(e[0]))
+        weights = np.array([count for _, count in entries], dtype=float)
+        draws = rng.multinomial(n, weights / weights.sum())
+        return [entry[0] for entry, k in zip(entries, draws) for _ in range(k)]
+
+    def _met_groups(self, decisions: list[Decision]) -> list[list[tuple[Decision, int]]]:
+        """Per state: the distinct prompts met at its information state with how often each was
+        met (the decision's own prompt, weight 1, when none was met)."""
+        prompt = self.source.text.user_prompt
+        groups = []
+        for d in decisions:
+            met = self.met.get(d.info_key) if self.at_met_prompts else None
+            groups.append(sorted(((e[0], e[1]) for e in met.values()), key=lambda e: prompt(e[0])) if met else [(d, 1)])
+        return groups
+
+    def estimate(self, decisions: list[Decision], prompts: Sequence[Sequence[Decision]] | None = None) -> PolicyEstimate:
+        """The policy at `decisions` (see module doc). `prompts[i]`, if given, lists the prompts
+        at which state i's replies are drawn (one reply each; repeats allowed)."""
+        decisions = list(decisions)
+        if prompts is None:
+            groups = self._met_groups(decisions)
+            flat = [d for group in groups for d, _ in group]
+            if self.source.decoding.greedy:  # one deterministic reply per distinct prompt: exact
+                rows = self._played(list(zip(flat, self._cached_replies(flat))))
+                return self._weighted(decisions, groups, rows, self._split_invalid(groups))
+            compute = getattr(self.source, "exact_distribution", None)
+            rows = compute(flat, self.failure_rule, self._fallback) if callable(compute) else None
+            if rows is not None:
+                return self._weighted(decisions, groups, [np.asarray(r, dtype=float) for r in rows], [0] * len(decisions))
+            rng = np.random.default_rng([self._estimate_seed, 0xE571])
+            prompts = [self.prompts_for(d, self.samples, rng) for d in decisions]
+        flat = [p for group in prompts for p in group]
+        rows = iter(self._played(list(zip(flat, self._cached_replies(flat)))))
+        outcomes, counts, distinct = [], [], []
+        for d, group in zip(decisions, prompts):
+            tally: Counter = Counter()
+            for _ in group:
+                tally[tuple(next(rows))] += 1
+            keys = sorted(tally)
+            outcomes.append(np.array(keys, dtype=float))
+            counts.append(np.array([tally[o] for o in keys], dtype=float))
+            distinct.append(len({self.source.text.user_prompt(p) for p in group}))
+        samples = max((len(g) for g in prompts), default=0)
+        return PolicyEstimate(decisions, outcomes, counts, False, samples, self._split_invalid(prompts), distinct)
+
+    def _played(self, pairs: list[tuple[Decision, Reply]]) -> list[np.ndarray]:
+        """The played distribution of each reply: a point mass on its parsed action, else the
+        failure rule's outcome. Remembers which replies failed (`_last_failed`)."""
+        parsed = [parse_reply(self.source.text, r, d) for d, r in pairs]
+        for p in parsed:
+            self.counts[f"estimate.{p.status}"] += 1
+        failed = [k for k, p in enumerate(parsed) if not p.ok]
+        self._last_failed = failed
+        rule = dict(zip(failed, self._rule_outcomes([(pairs[k][0], pairs[k][1].text) for k in failed])))
+        return [rule[k] if k in rule else np.eye(len(d.legal_actions))[d.legal_actions.index(p.action)]
+                for k, ((d, _), p) in enumerate(zip(pairs, parsed))]
+
+    def _split_invalid(self, groups) -> list[int]:
+        """Failed replies of the last `_played` call, per state."""
+        failed, out, start = set(self._last_failed), [], 0
+        for group in groups:
+            out.append(sum(k in failed for k in range(start, start + len(group))))
+            start += len(group)
+        return out
+
+    @staticmethod
+    def _weighted(decisions, groups, rows, invalid) -> PolicyEstimate:
+        """An exact policy: per state, its prompts' exact distributions weighted by how often each
+        prompt was met."""
+        outcomes, counts, k = [], [], 0
+        for group in groups:
+            outcomes.append(np.array(rows[k : k + len(group)], dtype=float))
+            counts.append(np.array([w for _, w in group], dtype=float))
+            k += len(group)
+        return PolicyEstimate(decisions, outcomes, counts, True, 0, invalid, [len(g) for g in groups])
+
+    def _cached_replies(self, prompts: list[Decision]) -> list[Reply]:
+        """One reply per entry of `prompts`; replies already drawn at a prompt are reused (the
+        k-th request at a prompt always gets the k-th reply drawn there), the rest come from one
+        batched call."""
+        keys = [self.source.text.user_prompt(d) for d in prompts]
+        need: Counter = Counter(keys)
+        missing = {key: need[key] - len(self._reply_cache.get(key, [])) for key in need}
+        todo = [(key, d) for key, d in dict(zip(keys, prompts)).items() if missing[key] > 0]
+        if todo:
+            width = max(missing[key] for key, _ in todo)
+            seed = int(np.random.SeedSequence([self._estimate_seed, len(self._reply_cache), sum(missing.values())])
+                       .generate_state(1)[0])
+            fresh = self.source.replies([d for _, d in todo], width, seed)
+            for (key, _), group in zip(todo, fresh):
+                self._reply_cache.setdefault(key, []).extend(group)
+        used: Counter = Counter()
+        out = []
+        for key in keys:
+            out.append(self._reply_cache[key][used[key]])
+            used[key] += 1
+        return out
+
+    def forget(self) -> None:
+        """Drop cached replies (after the model behind the source changed)."""
+        self._reply_cache.clear()
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def invalid_rate(self) -> float:
+        """Fraction of played decisions whose reply did not parse (0 when none were played)."""
+        n = self.counts["act.decisions"]
+        return 0.0 if n == 0 else 1.0 - self.counts["act.ok"] / n
+
+    def reset_counts(self) -> None:
+        self.counts.clear()
