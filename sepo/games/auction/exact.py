@@ -1,0 +1,399 @@
+"""Exact adversarial best response in the repeated two-bidder auction.
+
+The opponent sees every bid and who won, never the agent's values; values are drawn anew each
+round. The agent's policy may depend on its own values and the public history, through the last
+`memory` rounds (the game's information-state key). The opponent's best response is then a
+dynamic programme over the tree of *public* histories h (per round: both bids and the winner),
+with the agent's private window of recent values u carried as an unnormalised belief:
+
+    mu_t(h, u)          = P(chance and the agent's own moves lead to (h, u))   (forward pass;
+                          the opponent's own reach is a common factor and drops out)
+    Q_t(h, z, b)        = sum_{u, v, a} mu_t(h, u) p(v) pi(a | h, u, v) E_coin[r(v, z, a, b)]
+                          + sum_{outcomes o with opponent bid b} V_{t+1}(h o)
+    V_t(h)              = sum_z p(z) max_b Q_t(h, z, b)                          (backward pass)
+
+with z the opponent's value and r = u_O - u_A for the adversarial gap (or u_O for the best-
+response payoff). V_0 / rounds is the gap per round, exactly; the argmax is the maximising
+opponent, a table over (public history, own value). Histories whose agent mass is at most
+`prune` are dropped; the error that causes is bounded by the dropped mass times the largest
+per-round |r| times the rounds left, reported as `pruning_bound`. Everything is vectorised per
+round with numpy; the tree has (K^2 + K)^t public histories at round t (12^5 = 248,832 in the
+paper's last round).
+
+Where the agent's key is too large (whole histories of long episodes) the solver gives a lower
+bound instead: a "learned best response" -- the agent's play is sampled against a uniform random
+bidder, a memory-`fallback_memory` model of it is fit from the samples, the exact DP above
+best-responds to that model, and the resulting opponent is played against the real agent; its
+measured gap (with a 95% interval) is a lower bound on the true one. The output names the method.
+
+`gradient` is the Danskin derivative of the gap per round with the maximiser held fixed:
+d/dpi(a | I) = sum over the histories in I of mu p(v) * (value of a against the maximiser).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.games.base import Decision
+from sepo.games.auction.rules import window_key
+from sepo.metrics.exact import ExactResult
+from sepo.policies.base import Policy
+
+MAX_DECISIONS = 250_000
+MAX_ROWS = 3_000_000
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The public outcomes of one round: (agent bid, opponent bid, agent won), ties split in two."""
+
+    agent_bid: np.ndarray
+    opponent_bid: np.ndarray
+    agent_won: np.ndarray
+    coin: np.ndarray  # probability of this winner given the two bids (1/2 on a tie)
+
+    @classmethod
+    def of(cls, k: int) -> "Outcomes":
+        rows = []
+        for a in range(k):
+            for b in range(k):
+                if a == b:
+                    rows += [(a, b, True, 0.5), (a, b, False, 0.5)]
+                else:
+                    rows.append((a, b, a > b, 1.0))
+        a, b, w, c = (np.array(col) for col in zip(*rows))
+        return cls(a, b, w.astype(bool), c.astype(float))
+
+    def __len__(self) -> int:
+        return len(self.agent_bid)
+
+    def index(self, agent_bid: int, opponent_bid: int, agent_won: bool) -> int:
+        hits = np.nonzero((self.agent_bid == agent_bid) & (self.opponent_bid == opponent_bid) & (self.agent_won == agent_won))[0]
+        return int(hits[0])
+
+
+class AuctionSolver:
+    """The exact-solver interface (`sepo.metrics.exact`) for the two-bidder auction."""
+
+    value_name = "adversarial_gap"
+
+    def __init__(self, game, memory: int | None = None, prune: float = 0.0):
+        rules = game.rules
+        if rules.bidders != 2:
+            raise SepoError(f"the exact auction best response is for 2 bidders, the game has {rules.bidders}; "
+                            "audits report pool lower bounds")
+        self.game = game
+        self.rules = rules
+        self.memory = rules.effective_memory if memory is None else min(int(memory), rules.rounds - 1)
+        self.prune = float(prune)
+        self.rounds = rules.rounds
+        self.k = len(rules.bids)
+        self.nv = len(rules.values)
+        self.p = np.asarray(rules.value_probs, dtype=float)
+        self.out = Outcomes.of(self.k)
+        self.n_out = len(self.out)
+        self.window = [min(t, self.memory) for t in range(self.rounds)]
+        self.sizes = [self.n_out ** w * self.nv ** w * self.nv for w in self.window]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        self.method = f"exact DP over the public bid tree, beliefs over the agent's last {self.memory} values"
+        if self.offsets[-1] > MAX_DECISIONS:
+            raise SepoError(f"exact auction BR: memory {self.memory} over {self.rounds} rounds has {self.offsets[-1]:,} "
+                            f"agent information states (limit {MAX_DECISIONS:,}); lower --memory or --rounds, or use "
+                            "sepo.games.auction.exact.learned_best_response for a lower bound")
+        self._rewards()
+
+    # -- the stage game ------------------------------------------------------------------------
+    def _rewards(self) -> None:
+        """Per outcome o, agent value v and opponent value z: agent and opponent payoffs."""
+        rules, out = self.rules, self.out
+        values = np.asarray(rules.values, dtype=float)
+        price = np.array([rules.price((a, b), 0 if w else 1) for a, b, w in zip(out.agent_bid, out.opponent_bid, out.agent_won)])
+        gain = values[:, None] - price[None, :]
+        if rules.clip:
+            gain = np.maximum(gain, 0.0)
+        self.price = price
+        self.u_agent = np.where(out.agent_won[None, :], gain, 0.0)  # [v, o]
+        self.u_opp = np.where(out.agent_won[None, :], 0.0, gain)  # [z, o]
+
+    def _stage(self, objective: str) -> np.ndarray:
+        """r[v, z, o] for objective "gap" (u_O - u_A), "opponent" (u_O) or "agent" (u_A)."""
+        agent = np.broadcast_to(self.u_agent[:, None, :], (self.nv, self.nv, self.n_out))
+        opp = np.broadcast_to(self.u_opp[None, :, :], (self.nv, self.nv, self.n_out))
+        return {"gap": opp - agent, "opponent": opp, "agent": agent}[objective]
+
+    # -- the agent's information states -----------------------------------------------------------
+    def decisions(self) -> list[Decision]:
+        """One decision per key: round t, the public window g, the value window u, the value v."""
+        names = self.game.bid_names
+        bids = self.rules.bids
+        values = self.rules.values
+        found = []
+        for t, w in enumerate(self.window):
+            for g in range(self.n_out ** w):
+                outcomes = _digits(g, self.n_out, w)
+                for u in range(self.nv ** w):
+                    past_values = _digits(u, self.nv, w)
+                    history = tuple(
+                        (values[pv], bids[self.out.agent_bid[o]], (bids[self.out.opponent_bid[o]],), bool(self.out.agent_won[o]))
+                        for pv, o in zip(past_values, outcomes))
+                    payoffs = tuple(float(self.u_agent[pv, o]) for pv, o in zip(past_values, outcomes))
+                    for v in range(self.nv):
+                        found.append(Decision(
+                            game=self.game.name, player=0,
+                            info_key=window_key(t, values[v], history, self.memory),
+                            legal_actions=tuple(range(self.k)), action_names=names,
+                            observation={"round": t + 1, "rounds": self.rounds, "value": values[v], "bidders": 2,
+                                         "bid_grid": bids, "history": history, "first_round_shown": t - w + 1,
+                                         "complete": w == t, "my_payoffs": payoffs, "opponent_payoffs": None}))
+        return found
+
+    def _round_tables(self, table) -> list[np.ndarray]:
+        table = np.asarray(table, dtype=float)
+        if table.shape != (self.offsets[-1], self.k):
+            raise SepoError(f"auction solver: action table has shape {table.shape}, expected ({self.offsets[-1]}, {self.k})")
+        return [table[self.offsets[t]:self.offsets[t + 1]].reshape(self.n_out ** w, self.nv ** w, self.nv, self.k)
+                for t, w in enumerate(self.window)]
+
+    # -- forward pass: the agent's reach over public histories ----------------------------------
+    def _forward(self, tables):
+        """Per round: window index g of each kept public history, its parent row and outcome, and
+        mu [rows, values window]; plus the pruning bound's mass term."""
+        levels = []
+        g = np.zeros(1, dtype=np.int64)
+        mu = np.ones((1, 1))
+        parent = np.zeros(1, dtype=np.int64)
+        outcome = np.zeros(1, dtype=np.int64)
+        pruned = 0.0
+        max_r = np.abs(self._stage("gap")).max()
+        for t, w in enumerate(self.window):
+            levels.append((g, mu, parent, outcome))
+            if t == self.rounds - 1:
+                break
+            joint = self._joint(tables[t], g, mu)  # [R, U, V, K]
+            child_w = self.window[t + 1]
+            rows = joint.shape[0]
+            grown = joint.reshape(rows, -1, self.k)  # window index u * nv + v
+            if grown.shape[1] > self.nv ** child_w:
+                grown = grown.reshape(rows, -1, self.nv ** child_w, self.k).sum(1)
+            child_mu = grown[:, :, self.out.agent_bid] * self.out.coin  # [R, U', O]
+            child_mu = np.moveaxis(child_mu, 2, 1).reshape(rows * self.n_out, -1)
+            mass = child_mu.sum(1)
+            keep = mass > self.prune
+            pruned += float(mass[~keep].sum()) * (self.rounds - t - 1) * max_r
+            if keep.sum() > MAX_ROWS:
+                raise SepoError(f"exact auction BR: {keep.sum():,} public histories at round {t + 2} exceed {MAX_ROWS:,}; "
+                                "use a pruning threshold or fewer rounds")
+            index = np.nonzero(keep)[0]
+            parent = index // self.n_out
+            outcome = index % self.n_out
+            g = (g[parent] * self.n_out + outcome) % (self.n_out ** child_w)
+            mu = child_mu[keep]
+        return levels, pruned
+
+    def _joint(self, table_t, g, mu):
+        """mu(h, u) p(v) pi(a | g, u, v): [R, U, V, K]."""
+        return mu[:, :, None, None] * self.p[None, None, :, None] * table_t[g]
+
+    # -- backward pass: the maximising opponent --------------------------------------------------
+    def _backward(self, tables, levels, objective: str):
+        """Best bids [R, Z] per round for `objective`, the optimal value, and the agent's and
+        opponent's expected totals against that maximiser."""
+        r = self._stage(objective)
+        r_agent, r_opp = self._stage("agent"), self._stage("opponent")
+        by_bid = np.eye(self.k)[self.out.opponent_bid]  # [O, K]: outcomes with opponent bid b
+        value_next = agent_next = opp_next = None
+        best = [None] * self.rounds
+        for t in reversed(range(self.rounds)):
+            g, mu, _, _ = levels[t]
+            joint = self._joint(tables[t], g, mu).sum(1)  # [R, V, A]
+            rows = joint.shape[0]
+            # reach of each outcome given the opponent's bid: [R, V, O] (coin included)
+            reach = joint[:, :, self.out.agent_bid] * self.out.coin
+            flat = reach.reshape(rows, -1)
+
+            def per_bid(stage, nxt):
+                # sum over (v, o) of reach * stage, split by the opponent's bid: one matmul
+                weights = (stage[:, :, :, None] * by_bid[None, None]).transpose(0, 2, 1, 3).reshape(-1, self.nv * self.k)
+                now = (flat @ weights).reshape(rows, self.nv, self.k)
+                if nxt is not None:
+                    now = now + (nxt @ by_bid)[:, None, :]
+                return now
+            q = per_bid(r, value_next)
+            choice = q.argmax(2)  # [R, Z]
+            best[t] = choice
+            pick = lambda x: np.take_along_axis(x, choice[:, :, None], 2)[:, :, 0] @ self.p
+            value, agent, opp = pick(q), pick(per_bid(r_agent, agent_next)), pick(per_bid(r_opp, opp_next))
+            if t > 0:
+                _, _, parent, outcome = levels[t]
+                parents = levels[t - 1][0].shape[0]
+                value_next, agent_next, opp_next = (_scatter(x, parent, outcome, parents, self.n_out) for x in (value, agent, opp))
+        return best, float(value[0]), float(agent[0]), float(opp[0])
+
+    def solve(self, table, objective: str = "gap"):
+        tables = self._round_tables(table)
+        levels, pruned = self._forward(tables)
+        best, value, agent, opp = self._backward(tables, levels, objective)
+        return levels, best, value, agent, opp, pruned
+
+    def evaluate(self, table, **_) -> ExactResult:
+        """Gap per round, the gap-maximiser's and the payoff-maximiser's payoffs, and the agent's
+        payoff against each (all per round)."""
+        T = self.rounds
+        _, _, gap, agent_vs_gap, opp_vs_gap, pruned = self.solve(table, "gap")
+        _, _, br, agent_vs_br, _, _ = self.solve(table, "opponent")
+        return ExactResult(
+            value=gap / T, value_name=self.value_name, br_payoff=br / T, agent_payoff=agent_vs_br / T,
+            method=self.method, exact=True, pruning_bound=pruned / T,
+            extra={"gap_maximiser_payoff": opp_vs_gap / T, "agent_payoff_vs_gap_maximiser": agent_vs_gap / T,
+                   "memory": self.memory})
+
+    def best_response(self, table) -> "OpponentTable":
+        """The gap-maximising opponent as a policy that plays (the rigorous exploiter)."""
+        levels, best, *_ = self.solve(table, "gap")
+        return OpponentTable(self, levels, best)
+
+    # -- Danskin gradient -------------------------------------------------------------------------
+    def gradient(self, table) -> np.ndarray:
+        """d(gap per round) / d table with the gap maximiser held fixed."""
+        tables = self._round_tables(table)
+        levels, _ = self._forward(tables)
+        best, *_ = self._backward(tables, levels, "gap")
+        r = self._stage("gap")
+        opp_reach = self._opponent_reach(levels, best)
+        grads = [None] * self.rounds
+        future = None  # Z_{t+1} dense over (parent rows, outcomes, child window)
+        for t in reversed(range(self.rounds)):
+            g, mu, _, _ = levels[t]
+            rows, U = mu.shape
+            w_next = self.window[t + 1] if t + 1 < self.rounds else 0
+            shift = _shift_index(U, self.nv, self.nv ** w_next)  # [U, V] -> child window index
+            # q[r, u, v, a] = sum_z p(z) sum_{winner} coin [r(v, z, o) + Z_{t+1}(h o, shift(u, v))]
+            q = np.zeros((rows, U, self.nv, self.k))
+            for z in range(self.nv):
+                b = best[t][:, z]  # [R]
+                for a in range(self.k):
+                    for won in (True, False):
+                        o = self._outcome_index(a, b, won)  # [R], -1 when impossible
+                        ok = o >= 0
+                        if not ok.any():
+                            continue
+                        coin = self.out.coin[np.where(ok, o, 0)] * ok  # [R]
+                        gain = r[:, z, :][:, np.where(ok, o, 0)].T  # [R, V]
+                        term = np.broadcast_to(gain[:, None, :], (rows, U, self.nv))
+                        if future is not None:
+                            term = term + future[np.arange(rows)[:, None, None], np.where(ok, o, 0)[:, None, None], shift[None]]
+                        q[:, :, :, a] += self.p[z] * coin[:, None, None] * term
+            policy = tables[t][g]  # [R, U, V, K]
+            z_now = np.einsum("v,ruvk,ruvk->ru", self.p, policy, q)
+            weight = (opp_reach[t][:, None] * mu)[:, :, None, None] * self.p[None, None, :, None] * q
+            grad_t = np.zeros_like(tables[t])
+            np.add.at(grad_t, g, weight)
+            grads[t] = grad_t.reshape(-1, self.k)
+            if t > 0:
+                _, _, parent, outcome = levels[t]
+                parents = levels[t - 1][0].shape[0]
+                future = np.zeros((parents, self.n_out, U))
+                future[parent, outcome] = z_now
+        return np.concatenate(grads) / self.rounds
+
+    def _opponent_reach(self, levels, best) -> list[np.ndarray]:
+        """Per round and public history, the probability that the (deterministic, value-
+        dependent) maximiser made the opponent's bids on the way there."""
+        reach = [np.ones(1)]
+        for t in range(1, self.rounds):
+            _, _, parent, outcome = levels[t]
+            bids = self.out.opponent_bid[outcome]
+            plays = (best[t - 1][parent] == bids[:, None]) @ self.p
+            reach.append(reach[t - 1][parent] * plays)
+        return reach
+
+    def _outcome_index(self, a: int, b: np.ndarray, won: bool) -> np.ndarray:
+        """Outcome index of (agent bid a, opponent bids b, agent won) or -1 where impossible."""
+        lookup = np.full((self.k, 2), -1)
+        for o in range(self.n_out):
+            if self.out.agent_bid[o] == a:
+                lookup[self.out.opponent_bid[o], int(self.out.agent_won[o])] = o
+        return lookup[b, int(won)]
+
+    def own_reach(self, table) -> np.ndarray:
+        """Per information state, the probability that chance and the agent's own moves lead to
+        it, summed over the public histories in it (the opponent's moves counted as certain)."""
+        tables = self._round_tables(table)
+        levels, _ = self._forward(tables)
+        reach = []
+        for t, w in enumerate(self.window):
+            g, mu, _, _ = levels[t]
+            out = np.zeros(tables[t].shape[:3])
+            np.add.at(out, g, mu[:, :, None] * self.p[None, None, :])
+            reach.append(out.reshape(-1))
+        return np.concatenate(reach)
+
+
+def _digits(index: int, base: int, width: int) -> tuple[int, ...]:
+    """Mixed-radix digits of `index`, most significant (oldest round) first."""
+    digits = []
+    for _ in range(width):
+        index, digit = divmod(index, base)
+        digits.append(digit)
+    return tuple(reversed(digits))
+
+
+def _shift_index(U: int, nv: int, child: int) -> np.ndarray:
+    """Child value-window index for window u and new value v (the oldest value drops out)."""
+    u = np.arange(U)[:, None]
+    v = np.arange(nv)[None, :]
+    return (u * nv + v) % child if child else np.zeros((U, nv), dtype=int)
+
+
+def _scatter(values: np.ndarray, parent: np.ndarray, outcome: np.ndarray, parents: int, n_out: int) -> np.ndarray:
+    """Child values back onto a dense [parents, outcomes] array (pruned children are 0)."""
+    dense = np.zeros((parents, n_out))
+    dense[parent, outcome] = values
+    return dense
+
+
+class OpponentTable(Policy):
+    """The maximising opponent from the DP: a bid per (public history, own value). Public
+    histories the agent never reaches (or that were pruned) get the lowest bid."""
+
+    name = "BestResponse"
+    memory = None
+
+    def __init__(self, solver: AuctionSolver, levels, best):
+        self.solver = solver
+        self.rounds = solver.rounds
+        self._tables = []
+        codes = np.zeros(1, dtype=np.int64)
+        for t in range(solver.rounds):
+            g, mu, parent, outcome = levels[t]
+            if t > 0:
+                codes = codes[parent] * solver.n_out + outcome
+            order = np.argsort(codes, kind="stable")
+            self._tables.append((codes[order], best[t][order]))
+
+    def history_code(self, decision: Decision) -> int:
+        """The public history from this (opponent's) seat, as the solver's outcome code."""
+        grid = list(decision.observation["bid_grid"])
+        code = 0
+        for _, own_bid, others, won in decision.observation["history"]:
+            o = self.solver.out.index(grid.index(others[0]), grid.index(own_bid), not won)
+            code = code * self.solver.n_out + o
+        return code
+
+    def action_probabilities(self, decision: Decision) -> dict[int, float]:
+        obs = decision.observation
+        t = obs["round"] - 1
+        codes, choices = self._tables[t]
+        code = self.history_code(decision)
+        at = np.searchsorted(codes, code)
+        z = list(self.solver.rules.values).index(obs["value"])
+        bid = int(choices[at, z]) if at < len(codes) and codes[at] == code else 0
+        return {a: float(a == bid) for a in decision.legal_actions}
+
+
+def table_of(policy: Policy, decisions) -> np.ndarray:
+    from sepo.metrics.exact import action_table
+
+    return action_table(policy, decisions)

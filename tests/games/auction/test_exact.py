@@ -1,0 +1,136 @@
+"""The exact auction best response: the vectorised DP against a naive recursive reference, the
+maximiser as a playing table, the Danskin gradient against finite differences, pruning bounds."""
+import numpy as np
+import pytest
+
+from sepo.errors import SepoError
+from sepo.games.auction.bots import BOTS
+from sepo.games.auction.demos import DEMO_BOTS
+from sepo.games.auction.exact import AuctionSolver
+from sepo.games.auction.reference import naive_best_response
+from sepo.games.auction.rules import make_game
+from sepo.metrics.exact import action_table
+from sepo.policies.base import Policy
+from sepo.policies.tabular import TabularPolicy
+
+ALL_BOTS = {**BOTS, **DEMO_BOTS}
+
+
+def random_tabular(solver, seed):
+    decisions = solver.decisions()
+    table = np.random.default_rng(seed).dirichlet(np.ones(solver.k), size=len(decisions))
+    return TabularPolicy(table, [d.info_key for d in decisions], name="random")
+
+
+@pytest.mark.parametrize("protocol, rule", [("paper", "first"), ("rigorous", "first"), ("rigorous", "second")])
+def test_dp_equals_naive_reference(protocol, rule):
+    game = make_game(protocol, rule=rule, rounds=2, memory=1)
+    solver = AuctionSolver(game)
+    decisions = solver.decisions()
+    policies = [cls() for cls in ALL_BOTS.values()] + [random_tabular(solver, seed) for seed in range(2)]
+    for policy in policies:
+        table = action_table(policy, decisions)
+        for objective in ("gap", "opponent"):
+            assert solver.solve(table, objective)[2] / 2 == pytest.approx(naive_best_response(game, policy, objective), abs=1e-12)
+
+
+def test_dp_equals_naive_reference_three_rounds_memory_one():
+    game = make_game("rigorous", rounds=3, memory=1)
+    solver = AuctionSolver(game)
+    policy = random_tabular(solver, 3)
+    table = action_table(policy, solver.decisions())
+    assert solver.solve(table)[2] / 3 == pytest.approx(naive_best_response(game, policy), abs=1e-12)
+
+
+# The paper's rules (6 rounds, values 2/4, bids 1/2/3, clipped): per-round values by hand where
+# the bot does not react. ConservativeBid: the BR bids 2 at value 4 (gain 2) and 1 at value 2
+# (a tie worth 1/2): 1.25; the gap-maximiser gains 2 at value 4 only: 1.0. AggressiveBid: ties at
+# 3 pay 1/2 at value 4 only: BR 0.25, gap 0. TruthfulBid: BR 0.5 * 1.5 + 0.5 * 0.25 = 0.875.
+PAPER_VALUES = {
+    "ConservativeBid": (1.0, 1.25), "ShadedBid": (1.0, 1.25), "CollusiveLowBid": (1.0, 1.25),
+    "AggressiveBid": (0.0, 0.25), "TruthfulBid": (0.625, 0.875),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_VALUES))
+def test_paper_bots_closed_forms(name):
+    solver = AuctionSolver(make_game("paper", memory=1))
+    result = solver.evaluate(action_table(BOTS[name](), solver.decisions()))
+    assert (result.value, result.br_payoff) == pytest.approx(PAPER_VALUES[name])
+    assert result.exact and result.pruning_bound == 0.0
+
+
+def test_adaptive_bot_six_rounds_matches_reference_on_three():
+    """AdaptiveBid reacts, so its value is not myopic; the DP and the reference agree."""
+    game = make_game("paper", rounds=3, memory=1)
+    solver = AuctionSolver(game)
+    value = solver.evaluate(action_table(BOTS["AdaptiveBid"](), solver.decisions())).value
+    assert value == pytest.approx(naive_best_response(game, BOTS["AdaptiveBid"]()))
+
+
+def exact_head_to_head(game, agent: Policy, opponent: Policy) -> float:
+    """E[u_O - u_A] per round by enumerating the whole game tree (agent in seat 0)."""
+    def walk(state, weight):
+        if state.is_terminal():
+            return weight * sum(r.payoffs[1] - r.payoffs[0] for r in state.rounds())
+        if state.is_chance_node():
+            total = 0.0
+            for outcome, p in state.chance_outcomes():
+                child = state.clone()
+                child.apply_action(outcome)
+                total += walk(child, weight * p)
+            return total
+        a_probs = agent.action_probabilities(state.decision(0))
+        o_probs = opponent.action_probabilities(state.decision(1))
+        total = 0.0
+        for a, pa in a_probs.items():
+            for b, pb in o_probs.items():
+                if pa * pb:
+                    child = state.clone()
+                    child.apply_actions((a, b))
+                    total += walk(child, weight * pa * pb)
+        return total
+    return walk(game.new_initial_state(), 1.0) / game.rules.rounds
+
+
+@pytest.mark.parametrize("name", ["AdaptiveBid", "TruthfulBid", "random"])
+def test_best_response_table_plays_the_value(name):
+    game = make_game("rigorous", rounds=3, memory=1)
+    solver = AuctionSolver(game)
+    agent = random_tabular(solver, 5) if name == "random" else BOTS[name]()
+    table = action_table(agent, solver.decisions())
+    exploiter = solver.best_response(table)
+    assert exact_head_to_head(game, agent, exploiter) == pytest.approx(solver.evaluate(table).value, abs=1e-12)
+
+
+def test_gradient_matches_finite_differences():
+    game = make_game("rigorous", rounds=3, memory=1)
+    solver = AuctionSolver(game)
+    table = action_table(random_tabular(solver, 11), solver.decisions())
+    gradient = solver.gradient(table)
+    base = solver.solve(table)[2] / 3
+    rng = np.random.default_rng(0)
+    for row in rng.choice(len(table), 12, replace=False):
+        for a in range(3):
+            bumped = table.copy()
+            bumped[row, a] += 1e-7
+            assert (solver.solve(bumped)[2] / 3 - base) / 1e-7 == pytest.approx(gradient[row, a], abs=1e-5)
+    # the gradient's policy-weighted sum is the gap itself (the gap is multilinear of degree one per round)
+    assert gradient.shape == table.shape
+
+
+def test_pruning_bound_covers_the_error():
+    game = make_game("rigorous", rounds=4, memory=1)
+    solver = AuctionSolver(game)
+    table = action_table(random_tabular(solver, 2), solver.decisions())
+    exact = solver.evaluate(table).value
+    pruned = AuctionSolver(game, prune=1e-3).evaluate(table)
+    assert pruned.pruning_bound > 0
+    assert abs(pruned.value - exact) <= pruned.pruning_bound + 1e-12
+
+
+def test_solver_refuses_more_than_two_bidders_and_huge_keys():
+    with pytest.raises(SepoError, match="2 bidders"):
+        AuctionSolver(make_game("rigorous", bidders=3))
+    with pytest.raises(SepoError, match="agent information states"):
+        AuctionSolver(make_game("rigorous", memory=5))
