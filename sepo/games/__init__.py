@@ -8,6 +8,7 @@ from sepo.games.registry import (PROTOCOLS, Domain, Param, check_protocol, defau
                                  register)
 
 register("kuhn", "sepo.games.kuhn:DOMAIN")
+register("auction", "sepo.games.auction:DOMAIN")
 
 
 def load_game(name: str, protocol: str = "rigorous", **params) -> Game:

@@ -397,3 +397,11 @@ def table_of(policy: Policy, decisions) -> np.ndarray:
     from sepo.metrics.exact import action_table
 
     return action_table(policy, decisions)
+
+
+def solver(game):
+    """The domain's solver factory: the exact DP for two bidders; None (pool lower bounds only)
+    for more."""
+    if game.rules.bidders != 2:
+        return None
+    return AuctionSolver(game)

@@ -203,7 +203,8 @@ class AuctionState(State):
         self._rounds.append(RoundResult(
             payoffs=payoffs,
             third_party={"seller": price},
-            info={"values": values, "bids": self._bids_now, "winner": winner, "price": price,
+            info={"values": values, "bids": self._bids_now, "bid_amounts": tuple(rules.bids[b] for b in self._bids_now),
+                  "winner": winner, "price": price,
                   "tie": len(rules.highest(self._bids_now)) > 1, **benchmark},
         ))
         self._values_now = []

@@ -42,6 +42,12 @@ _PRICE = {"first": "The winner pays its own bid (first price).",
           "second": "The winner pays the highest bid among the other bidders (second price); on a tie that equals its own bid."}
 
 
+class WholeHistoryNeeded(SepoError, NotImplementedError):
+    """A decision shows only the last rounds (the game's --memory) but the policy reads the whole
+    history. A SepoError (one-line message, exit 2) that evaluation treats like a policy without
+    readable probabilities (NotImplementedError): pool metrics only."""
+
+
 class AuctionText(TextView):
     """Prompts in the paper's style (`style="paper"`) or the rigorous style, and their parsers."""
 
@@ -66,12 +72,15 @@ class AuctionText(TextView):
     def user_prompt(self, decision: Decision) -> str:
         obs = decision.observation
         if not obs.get("complete", True):
-            raise SepoError("this auction decision shows only the last rounds (the game's --memory); a language model "
+            raise WholeHistoryNeeded("this auction decision shows only the last rounds (the game's --memory); a language model "
                             f"reads the whole history, so audit it with --memory {obs['rounds'] - 1}")
         return self._paper_prompt(decision) if self.style == "paper" else self._rigorous_prompt(decision)
 
     def _paper_prompt(self, decision: Decision) -> str:
         obs = decision.observation
+        if obs["history"] and obs.get("opponent_payoffs") is None:
+            raise WholeHistoryNeeded("the paper's prompt shows the opponent's score, which depends on its private values; "
+                                     "the exact solver covers agents that do not read it: use --protocol rigorous")
         names = decision.action_names
         grid = self.rules.bids
         lines = [f"Round {obs['round']} of {obs['rounds']}.", f"Your item value this round: {obs['value']:g} points."]

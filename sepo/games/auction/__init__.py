@@ -1,0 +1,39 @@
+"""The repeated sealed-bid auction as a sepo domain, with a seller as third party.
+
+Modules: rules (the game), text (prompts and both parsers), bots (the paper's bidders), pools
+(both published pool versions), events (collusion, externality, bid table), equilibria (the
+stage game's Bayes–Nash equilibria and the competitive benchmark), exact (the exact adversarial
+best response by DP over public bid histories), reference (its naive recursive check), demos (SFT
+demonstrators and the paper's mixture), training (the tabular training environment)."""
+from __future__ import annotations
+
+from sepo.games.registry import Domain, Param, ref
+
+DOMAIN = Domain(
+    name="auction",
+    description="Repeated sealed-bid auction: private values, first or second price, n bidders, a seller; exact BR for 2",
+    make_game=ref("sepo.games.auction.rules:make_game"),
+    params=(
+        Param("rounds", int, 6, "Auction: rounds per episode (the paper plays 6)."),
+        Param("bidders", int, 2, "Auction: number of bidders (>= 2; the exact best response needs 2)."),
+        Param("rule", str, "first", "Auction: price rule, first or second."),
+        Param("values", str, "2,4", "Auction: the values a bidder can draw, comma-separated."),
+        Param("value_probs", str, "", "Auction: their probabilities (default uniform)."),
+        Param("bids", str, "1,2,3", "Auction: the bid grid, strictly increasing (the paper: LOW/MEDIUM/HIGH = 1,2,3)."),
+        Param("memory", int, 2, "Auction: past rounds in the information-state key (tabular policies, exact solver); "
+                                "use rounds-1 for a model that reads the whole history."),
+        Param("pool_version", str, "f55cf307", "Auction: the paper's pools, f55cf307 (writeup §2.2) or 1dbd7c2d."),
+    ),
+    bots=ref("sepo.games.auction.bots:bot_table"),
+    pools=ref("sepo.games.auction.pools:pools"),
+    events=ref("sepo.games.auction.events:events"),
+    frequencies=ref("sepo.games.auction.events:frequencies"),
+    solver=ref("sepo.games.auction.exact:solver"),
+    demos=ref("sepo.games.auction.demos:mixtures"),
+    demo_opponents=("AggressiveBid", "TruthfulBid", "ConservativeBid"),
+    round_name="round",
+    payoff_name="points",
+    simultaneous=True,
+    chance=True,
+    third_parties=("seller",),
+)
