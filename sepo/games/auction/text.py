@@ -18,6 +18,8 @@ import re
 from sepo.errors import SepoError
 from sepo.games.base import Decision, ParseResult, TextView
 
+ACTION_WORDS = ("LOW", "MEDIUM", "HIGH")
+"""The paper's bid words (each one token in the tiny model); rigorous bids are numbers."""
 _THINK_END = "</think>"
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
 _PAPER_WORDS = (("high", 2), ("medium", 1), ("low", 0))
