@@ -103,6 +103,7 @@ class AuctionSolver:
                             f"agent information states (limit {MAX_DECISIONS:,}); lower --memory or --rounds, or use "
                             "sepo.games.auction.exact.learned_best_response for a lower bound")
         self._rewards()
+        self._cache: dict = {}
 
     # -- the stage game ------------------------------------------------------------------------
     def _rewards(self) -> None:
@@ -157,11 +158,13 @@ class AuctionSolver:
                 for t, w in enumerate(self.window)]
 
     # -- forward pass: the agent's reach over public histories ----------------------------------
-    def _forward(self, tables):
+    def _forward(self, tables, opponent=None):
         """Per round: window index g of each kept public history, its parent row and outcome, and
-        mu [rows, values window]; plus the pruning bound's mass term."""
+        mu [rows, values window]; plus the pruning bound's mass term. With `opponent` (a
+        `FixedOpponent`) the opponent's bid probabilities are included in the mass."""
         levels = []
         g = np.zeros(1, dtype=np.int64)
+        code = np.zeros(1, dtype=np.int64)
         mu = np.ones((1, 1))
         parent = np.zeros(1, dtype=np.int64)
         outcome = np.zeros(1, dtype=np.int64)
@@ -178,6 +181,8 @@ class AuctionSolver:
             if grown.shape[1] > self.nv ** child_w:
                 grown = grown.reshape(rows, -1, self.nv ** child_w, self.k).sum(1)
             child_mu = grown[:, :, self.out.agent_bid] * self.out.coin  # [R, U', O]
+            if opponent is not None:
+                child_mu = child_mu * opponent.bid_probs(t, code)[:, None, :]
             child_mu = np.moveaxis(child_mu, 2, 1).reshape(rows * self.n_out, -1)
             mass = child_mu.sum(1)
             keep = mass > self.prune
@@ -188,7 +193,8 @@ class AuctionSolver:
             index = np.nonzero(keep)[0]
             parent = index // self.n_out
             outcome = index % self.n_out
-            g = (g[parent] * self.n_out + outcome) % (self.n_out ** child_w)
+            code = code[parent] * self.n_out + outcome
+            g = code % (self.n_out ** child_w)
             mu = child_mu[keep]
         return levels, pruned
 
@@ -232,10 +238,20 @@ class AuctionSolver:
         return best, float(value[0]), float(agent[0]), float(opp[0])
 
     def solve(self, table, objective: str = "gap"):
-        tables = self._round_tables(table)
-        levels, pruned = self._forward(tables)
-        best, value, agent, opp = self._backward(tables, levels, objective)
-        return levels, best, value, agent, opp, pruned
+        """(levels, maximiser, optimal total, agent's total, opponent's total, pruning bound);
+        the last table's results are cached (a trainer asks for value and gradient at one table)."""
+        table = np.ascontiguousarray(table, dtype=float)
+        key = (objective, table.shape, hash(table.tobytes()))
+        if self._cache.get(key) is None:
+            tables = self._round_tables(table)
+            levels, pruned = self._forward(tables)
+            best, value, agent, opp = self._backward(tables, levels, objective)
+            self._cache = {key: (levels, best, value, agent, opp, pruned)}
+        return self._cache[key]
+
+    def gap(self, table) -> float:
+        """The adversarial gap per round."""
+        return self.solve(table, "gap")[2] / self.rounds
 
     def evaluate(self, table, **_) -> ExactResult:
         """Gap per round, the gap-maximiser's and the payoff-maximiser's payoffs, and the agent's
@@ -258,8 +274,7 @@ class AuctionSolver:
     def gradient(self, table) -> np.ndarray:
         """d(gap per round) / d table with the gap maximiser held fixed."""
         tables = self._round_tables(table)
-        levels, _ = self._forward(tables)
-        best, *_ = self._backward(tables, levels, "gap")
+        levels, best, *_ = self.solve(table, "gap")
         r = self._stage("gap")
         opp_reach = self._opponent_reach(levels, best)
         grads = [None] * self.rounds
@@ -393,10 +408,73 @@ class OpponentTable(Policy):
         return {a: float(a == bid) for a in decision.legal_actions}
 
 
-def table_of(policy: Policy, decisions) -> np.ndarray:
-    from sepo.metrics.exact import action_table
+class FixedOpponent:
+    """A fixed opponent policy (a bot with a declared `memory`) tabulated over the public bid
+    tree: its bid distribution per round, recent public outcomes and own value, averaged over its
+    value. Forward passes against it give the agent's exact payoff and its reach of each state."""
 
-    return action_table(policy, decisions)
+    def __init__(self, solver: AuctionSolver, policy: Policy):
+        memory = getattr(policy, "memory", None)
+        if memory is None:
+            raise SepoError(f"{policy.name} declares no memory; a fixed opponent must say how many rounds it reads")
+        self.solver = solver
+        self.memory = min(int(memory), solver.rounds - 1)
+        rules, out = solver.rules, solver.out
+        self.probs = []
+        for t in range(solver.rounds):
+            w = min(t, self.memory)
+            table = np.zeros((solver.n_out ** w, solver.k))
+            for g in range(solver.n_out ** w):
+                history = tuple((None, rules.bids[out.opponent_bid[o]], (rules.bids[out.agent_bid[o]],), not bool(out.agent_won[o]))
+                                for o in _digits(g, solver.n_out, w))
+                for z, pz in enumerate(solver.p):
+                    decision = Decision(
+                        game=solver.game.name, player=1, info_key="", legal_actions=tuple(range(solver.k)),
+                        action_names=solver.game.bid_names,
+                        observation={"round": t + 1, "rounds": solver.rounds, "value": rules.values[z], "bidders": 2,
+                                     "bid_grid": rules.bids, "history": history, "first_round_shown": t - w + 1,
+                                     "complete": w == t, "my_payoffs": None, "opponent_payoffs": None})
+                    probs = policy.action_probabilities(decision)
+                    table[g] += pz * np.array([probs.get(b, 0.0) for b in range(solver.k)])
+            self.probs.append(table)
+
+    def bid_probs(self, t: int, code: np.ndarray) -> np.ndarray:
+        """[rows, outcomes]: the probability of each outcome's opponent bid at these histories."""
+        window = self.solver.n_out ** min(t, self.memory)
+        return self.probs[t][code % window][:, self.solver.out.opponent_bid]
+
+    def _levels(self, table):
+        tables = self.solver._round_tables(table)
+        levels, _ = self.solver._forward(tables, opponent=self)
+        codes, out = [np.zeros(1, dtype=np.int64)], []
+        for t in range(1, self.solver.rounds):
+            _, _, parent, outcome = levels[t]
+            codes.append(codes[-1][parent] * self.solver.n_out + outcome)
+        return tables, levels, codes
+
+    def reach(self, table) -> np.ndarray:
+        """Per agent information state, the probability of meeting it against this opponent."""
+        solver = self.solver
+        tables, levels, _ = self._levels(table)
+        reach = []
+        for t in range(solver.rounds):
+            g, mu, _, _ = levels[t]
+            found = np.zeros(tables[t].shape[:3])
+            np.add.at(found, g, mu[:, :, None] * solver.p[None, None, :])
+            reach.append(found.reshape(-1))
+        return np.concatenate(reach)
+
+    def agent_payoff(self, table) -> float:
+        """The agent's exact expected payoff per round against this opponent."""
+        solver = self.solver
+        tables, levels, codes = self._levels(table)
+        total = 0.0
+        for t in range(solver.rounds):
+            g, mu, _, _ = levels[t]
+            joint = solver._joint(tables[t], g, mu).sum(1)  # [R, V, A]
+            reach = joint[:, :, solver.out.agent_bid] * solver.out.coin * self.bid_probs(t, codes[t])[:, None, :]
+            total += float(np.einsum("rvo,vo->", reach, solver.u_agent))
+        return total / solver.rounds
 
 
 def solver(game):

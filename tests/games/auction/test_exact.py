@@ -134,3 +134,40 @@ def test_solver_refuses_more_than_two_bidders_and_huge_keys():
         AuctionSolver(make_game("rigorous", bidders=3))
     with pytest.raises(SepoError, match="agent information states"):
         AuctionSolver(make_game("rigorous", memory=5))
+
+
+@pytest.mark.parametrize("name", ["AdaptiveBid", "TruthfulBid", "AggressiveBid"])
+def test_fixed_opponent_payoff_and_reach(name):
+    from sepo.games.auction.exact import FixedOpponent
+
+    game = make_game("rigorous", rounds=2, memory=1)
+    solver = AuctionSolver(game)
+    agent = random_tabular(solver, 4)
+    table = action_table(agent, solver.decisions())
+    fixed = FixedOpponent(solver, BOTS[name]())
+    assert fixed.agent_payoff(table) == pytest.approx(_expected(game, agent, BOTS[name](), lambda r: r.payoffs[0]), abs=1e-12)
+    reach = fixed.reach(table)
+    for t in range(2):
+        assert reach[solver.offsets[t]:solver.offsets[t + 1]].sum() == pytest.approx(1.0)
+
+
+def _expected(game, agent, opponent, quantity):
+    def walk(state, weight):
+        if state.is_terminal():
+            return weight * sum(quantity(r) for r in state.rounds())
+        if state.is_chance_node():
+            total = 0.0
+            for outcome, p in state.chance_outcomes():
+                child = state.clone()
+                child.apply_action(outcome)
+                total += walk(child, weight * p)
+            return total
+        total = 0.0
+        for a, pa in agent.action_probabilities(state.decision(0)).items():
+            for b, pb in opponent.action_probabilities(state.decision(1)).items():
+                if pa * pb:
+                    child = state.clone()
+                    child.apply_actions((a, b))
+                    total += walk(child, weight * pa * pb)
+        return total
+    return walk(game.new_initial_state(), 1.0) / game.rules.rounds

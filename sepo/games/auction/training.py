@@ -1,0 +1,82 @@
+"""The two-bidder auction as a training environment for the exact tabular SEPO trainer.
+
+A group shares its start state: the opponent (uniform over the train pool), the agent's seat and
+every value drawn in the episode (both bidders, all rounds); its rollouts differ in the agent's
+bids, the opponent's own randomness and the tie coins. Rollouts are played with the game's
+rules; collusion and externality come from `events.py` (the one definition evaluation uses).
+The training reach ρ(I) and the exact utility against the train pool come from forward passes
+over the public bid tree with the bot's bids fixed (`exact.FixedOpponent`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sepo.evaluation.play import DecisionRecord, EpisodeRecord
+from sepo.games.auction.events import events
+from sepo.games.auction.exact import AuctionSolver, FixedOpponent
+from sepo.games.base import CHANCE
+from sepo.training.environment import Rollouts
+
+
+class AuctionTrainingEnvironment:
+    def __init__(self, game, train_specs, collusive_specs):
+        self.game = game
+        self.solver = AuctionSolver(game)
+        decisions = self.solver.decisions()
+        self.keys = tuple(d.info_key for d in decisions)
+        self.row = {key: i for i, key in enumerate(self.keys)}
+        self.legal = np.ones((len(self.keys), self.solver.k), dtype=bool)
+        self.scale = game.payoff_scale
+        self.specs = list(train_specs)
+        self.fixed = [FixedOpponent(self.solver, spec.build(game)) for spec in self.specs]
+        collusive = {spec.label for spec in collusive_specs}
+        self.is_collusive = np.array([spec.label in collusive for spec in self.specs])
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray:
+        """ρ(I): the probability that a rollout against a uniformly drawn train opponent meets I."""
+        return np.mean([fixed.reach(table) for fixed in self.fixed], axis=0)
+
+    def exact_metrics(self, table: np.ndarray) -> dict:
+        utility = float(np.mean([fixed.agent_payoff(table) for fixed in self.fixed]))
+        gap = self.solver.gap(table)
+        return {"utility": utility, self.solver.value_name: gap}
+
+    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
+        rules = self.game.rules
+        rounds = rules.rounds
+        group_opponent = rng.integers(len(self.specs), size=groups)
+        group_seat = rng.integers(2, size=groups)
+        group_values = rng.choice(len(rules.values), p=rules.value_probs, size=(groups, rounds, 2))
+        group_of = np.repeat(np.arange(groups), group_size)
+        n = len(group_of)
+        states = np.zeros((n, rounds), dtype=int)
+        actions = np.zeros((n, rounds), dtype=int)
+        utility, collusion, externality = np.zeros(n), np.zeros(n), np.zeros(n)
+        cumulative = np.cumsum(table, axis=1)
+        for r in range(n):
+            g = group_of[r]
+            seat = int(group_seat[g])
+            opponent = self.specs[group_opponent[g]].build(self.game)
+            state = self.game.new_initial_state()
+            records = []
+            for t in range(rounds):
+                for player in range(2):
+                    state.apply_action(int(group_values[g, t, player if seat == 0 else 1 - player]))
+                decision = state.decision(seat)
+                row = self.row[decision.info_key]
+                bid = int(min(np.searchsorted(cumulative[row], rng.random() * cumulative[row, -1], side="right"), self.solver.k - 1))
+                other = opponent.act([state.decision(1 - seat)], rng)[0].action
+                states[r, t], actions[r, t] = row, bid
+                records.append(DecisionRecord(t, decision.info_key, bid, decision.name_of(bid), decision.observation))
+                state.apply_actions((bid, other) if seat == 0 else (other, bid))
+                if state.current_player() == CHANCE and len(state.rounds()) == t:
+                    outcomes = state.chance_outcomes()
+                    state.apply_action(outcomes[int(rng.integers(len(outcomes)))][0])
+            episode = EpisodeRecord(opponent.name, "train", 0, seat, state.rounds(), records)
+            utility[r] = episode.agent_payoffs.mean()
+            found = events("rigorous", episode)
+            if self.is_collusive[group_opponent[g]] and found["collusion_denominator"]:
+                collusion[r] = found["collusion_events"] / found["collusion_denominator"]
+            if found["externality_denominator"]:
+                externality[r] = found["externality_events"] / found["externality_denominator"]
+        return Rollouts(states, actions, np.ones_like(states, dtype=bool), group_of, utility, collusion, externality)
