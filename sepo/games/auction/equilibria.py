@@ -340,3 +340,32 @@ def is_equilibrium(rules, x, y, tol: float = 1e-9) -> bool:
         if np.any((own > tol) & (gains < gains.max(1, keepdims=True) - tol)):
             return False
     return True
+
+
+def report(values="2,4", bids="1,2,3", value_probs=None) -> str:
+    """A text table of every extreme equilibrium under first and second price, clipped and not,
+    with seller revenue and bidders' payoffs, and which one the benchmark uses."""
+    from sepo.games.auction.rules import AuctionRules, parse_numbers
+
+    values = parse_numbers(values, "values")
+    probs = parse_numbers(value_probs, "value-probs") if value_probs else tuple([1.0 / len(values)] * len(values))
+    lines = []
+    for rule in ("first", "second"):
+        for clip in (False, True):
+            rules = AuctionRules(values=values, value_probs=probs, bids=parse_numbers(bids, "bids"), rule=rule, clip=clip)
+            found = enumerate_equilibria(rules)
+            bench = competitive_benchmark(rules)
+            low, high = found.revenue_range
+            lines.append(f"{rule} price, {'clipped (paper)' if clip else 'unclipped'}: {len(found.equilibria)} extreme "
+                         f"equilibria in {len(found.components)} component(s); revenue {low:g} .. {high:g}")
+            for e in sorted(found.equilibria, key=lambda e: (e.component, -e.revenue)):
+                mark = "  <- benchmark" if e is bench.equilibrium else ""
+                lines.append(f"  [{e.component}] {e.describe(rules)}: revenue {e.revenue:.4g}, "
+                             f"payoffs {e.payoffs[0]:.4g}/{e.payoffs[1]:.4g}{mark}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(report(*sys.argv[1:]))

@@ -206,36 +206,29 @@ class AuctionSolver:
     def _backward(self, tables, levels, objective: str):
         """Best bids [R, Z] per round for `objective`, the optimal value, and the agent's and
         opponent's expected totals against that maximiser."""
-        r = self._stage(objective)
-        r_agent, r_opp = self._stage("agent"), self._stage("opponent")
         by_bid = np.eye(self.k)[self.out.opponent_bid]  # [O, K]: outcomes with opponent bid b
-        value_next = agent_next = opp_next = None
+        # stage rewards of (objective, agent, opponent) split by the opponent's bid: [V*O, 3*Z*K]
+        stages = np.stack([self._stage(objective), self._stage("agent"), self._stage("opponent")])  # [3, V, Z, O]
+        weights = (stages[..., None] * by_bid).transpose(1, 3, 0, 2, 4).reshape(self.nv * self.n_out, -1)
+        following = None  # [R_{t+1} parents, O, 3] totals of the children
         best = [None] * self.rounds
         for t in reversed(range(self.rounds)):
             g, mu, _, _ = levels[t]
             joint = self._joint(tables[t], g, mu).sum(1)  # [R, V, A]
             rows = joint.shape[0]
-            # reach of each outcome given the opponent's bid: [R, V, O] (coin included)
-            reach = joint[:, :, self.out.agent_bid] * self.out.coin
-            flat = reach.reshape(rows, -1)
-
-            def per_bid(stage, nxt):
-                # sum over (v, o) of reach * stage, split by the opponent's bid: one matmul
-                weights = (stage[:, :, :, None] * by_bid[None, None]).transpose(0, 2, 1, 3).reshape(-1, self.nv * self.k)
-                now = (flat @ weights).reshape(rows, self.nv, self.k)
-                if nxt is not None:
-                    now = now + (nxt @ by_bid)[:, None, :]
-                return now
-            q = per_bid(r, value_next)
-            choice = q.argmax(2)  # [R, Z]
+            reach = (joint[:, :, self.out.agent_bid] * self.out.coin).reshape(rows, -1)  # [R, V*O]
+            q = (reach @ weights).reshape(rows, 3, self.nv, self.k)  # immediate, per (what, z, b)
+            if following is not None:
+                q += np.einsum("row,ob->rwb", following, by_bid)[:, :, None, :]
+            choice = q[:, 0].argmax(2)  # [R, Z]
             best[t] = choice
-            pick = lambda x: np.take_along_axis(x, choice[:, :, None], 2)[:, :, 0] @ self.p
-            value, agent, opp = pick(q), pick(per_bid(r_agent, agent_next)), pick(per_bid(r_opp, opp_next))
+            totals = np.take_along_axis(q, np.broadcast_to(choice[:, None, :, None], (rows, 3, self.nv, 1)), 3)[..., 0] @ self.p
             if t > 0:
                 _, _, parent, outcome = levels[t]
-                parents = levels[t - 1][0].shape[0]
-                value_next, agent_next, opp_next = (_scatter(x, parent, outcome, parents, self.n_out) for x in (value, agent, opp))
-        return best, float(value[0]), float(agent[0]), float(opp[0])
+                following = np.zeros((levels[t - 1][0].shape[0], self.n_out, 3))
+                following[parent, outcome] = totals
+        value, agent, opp = totals[0]
+        return best, float(value), float(agent), float(opp)
 
     def solve(self, table, objective: str = "gap"):
         """(levels, maximiser, optimal total, agent's total, opponent's total, pruning bound);
@@ -362,13 +355,6 @@ def _shift_index(U: int, nv: int, child: int) -> np.ndarray:
     return (u * nv + v) % child if child else np.zeros((U, nv), dtype=int)
 
 
-def _scatter(values: np.ndarray, parent: np.ndarray, outcome: np.ndarray, parents: int, n_out: int) -> np.ndarray:
-    """Child values back onto a dense [parents, outcomes] array (pruned children are 0)."""
-    dense = np.zeros((parents, n_out))
-    dense[parent, outcome] = values
-    return dense
-
-
 class OpponentTable(Policy):
     """The maximising opponent from the DP: a bid per (public history, own value). Public
     histories the agent never reaches (or that were pruned) get the lowest bid."""
@@ -387,6 +373,24 @@ class OpponentTable(Policy):
                 codes = codes[parent] * solver.n_out + outcome
             order = np.argsort(codes, kind="stable")
             self._tables.append((codes[order], best[t][order]))
+
+    def to_json(self, limit: int = 5000) -> dict:
+        """The table as data: per round, public history (agent's bid - opponent's bid, W/L for
+        the agent) -> the opponent's bid at each of its values; the first `limit` histories."""
+        solver, rules = self.solver, self.solver.rules
+        out, shown = {"values": list(rules.values), "rounds": []}, 0
+        for t, (codes, choices) in enumerate(self._tables):
+            entries = {}
+            for code, choice in zip(codes, choices):
+                if shown >= limit:
+                    out["truncated_after"] = limit
+                    break
+                history = "|".join(f"{rules.bids[solver.out.agent_bid[o]]:g}-{rules.bids[solver.out.opponent_bid[o]]:g}"
+                                   f"{'W' if solver.out.agent_won[o] else 'L'}" for o in _digits(int(code), solver.n_out, t))
+                entries[history or "start"] = [rules.bids[b] for b in choice]
+                shown += 1
+            out["rounds"].append(entries)
+        return out
 
     def history_code(self, decision: Decision) -> int:
         """The public history from this (opponent's) seat, as the solver's outcome code."""
@@ -483,3 +487,47 @@ def solver(game):
     if game.rules.bidders != 2:
         return None
     return AuctionSolver(game)
+
+
+def learned_best_response(game, agent: Policy, episodes: int = 1000, seed: int = 0, model_memory: int = 1) -> ExactResult:
+    """A lower bound on the adversarial gap for an agent whose information states are too many
+    to enumerate (a model reading long histories): fit a memory-`model_memory` model of the
+    agent from `episodes` episodes against a uniformly random bidder (Laplace-smoothed bid
+    frequencies per model state), best-respond to the model exactly with the DP, then play that
+    opponent against the real agent for `episodes` fresh episodes. Any fixed opponent's gap is at
+    most the maximum, so the measured gap (with its 95% interval) bounds the true one from below."""
+    from dataclasses import replace
+
+    from sepo.evaluation.play import play_episodes
+    from sepo.games.auction.demos import RandomBid
+    from sepo.games.auction.rules import AuctionGame
+
+    if episodes < 1:
+        raise SepoError(f"--episodes must be >= 1, got {episodes}")
+    model_game = AuctionGame(replace(game.rules, memory=model_memory), protocol=game.protocol, pool_version=game.pool_version)
+    model_solver = AuctionSolver(model_game)
+    seeds = np.random.SeedSequence([seed, 1]).generate_state(2 * episodes)
+    explored = play_episodes(game, agent, [RandomBid() for _ in range(episodes)], [int(s) for s in seeds[:episodes]],
+                             agent_seed=int(seeds[0]) + 1, opponent_label="RandomBid", pool="exploration")
+    counts: dict[str, np.ndarray] = {}
+    for episode in explored:
+        for d in episode.decisions:
+            key = window_key(d.observation["round"] - 1, d.observation["value"], d.observation["history"], model_memory)
+            counts.setdefault(key, np.zeros(model_solver.k))[d.action] += 1
+    decisions = model_solver.decisions()
+    model = np.array([(counts.get(d.info_key, np.zeros(model_solver.k)) + 1.0) for d in decisions])
+    model /= model.sum(1, keepdims=True)
+    opponent = model_solver.best_response(model)
+    played = play_episodes(game, agent, [opponent] * episodes, [int(s) for s in seeds[episodes:]],
+                           agent_seed=int(seeds[1]) + 2, opponent_label="LearnedBestResponse", pool="exploiter")
+    T = game.rules.rounds
+    gaps = np.array([(e.opponent_payoffs.sum() - e.agent_payoffs.sum()) / T for e in played])
+    half = 1.96 * gaps.std(ddof=1) / np.sqrt(len(gaps)) if len(gaps) > 1 else float("inf")
+    return ExactResult(
+        value=float(gaps.mean()), value_name="adversarial_gap",
+        br_payoff=float(np.mean([e.opponent_payoffs.mean() for e in played])),
+        agent_payoff=float(np.mean([e.agent_payoffs.mean() for e in played])),
+        method=(f"learned best response (a lower bound): exact DP against a memory-{model_memory} model of the agent "
+                f"fit on {episodes} episodes vs RandomBid, measured over {episodes} episodes"),
+        exact=False, extra={"ci_low": float(gaps.mean() - half), "ci_high": float(gaps.mean() + half),
+                            "model_gap": model_solver.gap(model)})

@@ -171,3 +171,16 @@ def _expected(game, agent, opponent, quantity):
                     total += walk(child, weight * pa * pb)
         return total
     return walk(game.new_initial_state(), 1.0) / game.rules.rounds
+
+
+def test_learned_best_response_is_a_lower_bound_and_close_for_a_memory_one_agent():
+    from sepo.games.auction.exact import learned_best_response
+
+    game = make_game("rigorous", rounds=3, memory=2)
+    agent = BOTS["AdaptiveBid"]()
+    solver = AuctionSolver(game)
+    exact = solver.evaluate(action_table(agent, solver.decisions())).value
+    bound = learned_best_response(game, agent, episodes=300, seed=1)
+    assert not bound.exact and "lower bound" in bound.method
+    assert bound.extra["ci_low"] <= exact + 1e-9
+    assert bound.extra["model_gap"] == pytest.approx(exact, abs=0.05)
