@@ -255,7 +255,7 @@ class AuctionSolver:
         return ExactResult(
             value=gap / T, value_name=self.value_name, br_payoff=br / T, agent_payoff=agent_vs_br / T,
             method=self.method, exact=True, pruning_bound=pruned / T,
-            extra={"gap_maximiser_payoff": opp_vs_gap / T, "agent_payoff_vs_gap_maximiser": agent_vs_gap / T,
+            extra={"opponent_payoff_vs_gap_maximiser": opp_vs_gap / T, "agent_payoff_vs_gap_maximiser": agent_vs_gap / T,
                    "memory": self.memory})
 
     def best_response(self, table) -> "OpponentTable":
