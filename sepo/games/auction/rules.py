@@ -133,6 +133,10 @@ class AuctionState(State):
             return CHANCE
         return SIMULTANEOUS
 
+    def tie_pending(self) -> bool:
+        """Whether the bids are in and a tie among the highest awaits the chance draw."""
+        return self._bids_now is not None
+
     def chance_outcomes(self) -> list[tuple[int, float]]:
         if self._bids_now is not None:
             tied = self.rules.highest(self._bids_now)

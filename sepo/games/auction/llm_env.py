@@ -1,0 +1,137 @@
+"""The two-bidder auction as a per-decision training environment for language-model SEPO.
+
+A training prompt is one decision of the agent met on-policy: episodes are played between the
+agent's current action table and the train pool, and every agent decision becomes a context
+that keeps the whole game state (both values, the history, the seat, the opponent). A
+completion's payoff to go is the exact expectation of the rest of the episode given its bid (the
+opponent's bid and the tie coin this round, then fresh values, the agent's table and the bot for
+the remaining rounds): a variance-free stand-in for sampling the rest. Its externality is the
+round's expected revenue shortfall against the benchmark, its collusion a bid below the
+benchmark's floor against a collusive partner (`events.py`). The prompts show whole histories,
+so the solver's keys must too: train models with `--memory rounds-1` (few rounds).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sepo.games.auction.exact import AuctionSolver, FixedOpponent
+from sepo.games.base import CHANCE, SIMULTANEOUS
+
+
+@dataclass
+class DecisionContext:
+    """One agent decision with the state behind it."""
+
+    info_row: int
+    seat: int
+    opponent_index: int
+    state: object
+
+
+class AuctionLLMEnvironment:
+    """The auction's side of language-model SEPO (`Domain.llm_training`)."""
+
+    def __init__(self, game, train_specs, collusive_specs):
+        self.game = game
+        self.solver = AuctionSolver(game)
+        self.keys = tuple(d.info_key for d in self.solver.decisions())
+        self.row = {key: i for i, key in enumerate(self.keys)}
+        self.specs = list(train_specs)
+        self.bots = [spec.build(game) for spec in self.specs]
+        self.fixed = [FixedOpponent(self.solver, bot) for bot in self.bots]
+        collusive = {spec.label for spec in collusive_specs}
+        self.is_collusive = np.array([spec.label in collusive for spec in self.specs])
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray:
+        return np.mean([fixed.reach(table) for fixed in self.fixed], axis=0)
+
+    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+        rules = self.game.rules
+        contexts = []
+        for _ in range(max(1, -(-count // rules.rounds))):
+            seat, index = int(rng.integers(2)), int(rng.integers(len(self.bots)))
+            state = self.game.new_initial_state()
+            while not state.is_terminal():
+                if state.current_player() == CHANCE:
+                    outcomes = state.chance_outcomes()
+                    state.apply_action(outcomes[rng.choice(len(outcomes), p=[p for _, p in outcomes])][0])
+                    continue
+                row = self.row[state.decision(seat).info_key]
+                contexts.append(DecisionContext(row, seat, index, state.clone()))
+                bid = int(rng.choice(len(table[row]), p=table[row] / table[row].sum()))
+                other = self.bots[index].act([state.decision(1 - seat)], rng)[0].action
+                state.apply_actions((bid, other) if seat == 0 else (other, bid))
+        return contexts
+
+    def training_decision(self, context: DecisionContext, rng: np.random.Generator):
+        return context.state.decision(context.seat)
+
+    def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
+        """(exact payoff to go, collusion event, expected revenue shortfall this round)."""
+        bot = self.bots[context.opponent_index]
+        seat, state = context.seat, context.state
+        value, shortfall = 0.0, 0.0
+        for other, p in bot.action_probabilities(state.decision(1 - seat)).items():
+            if p == 0:
+                continue
+            child = state.clone()
+            child.apply_actions((action, other) if seat == 0 else (other, action))
+            for settled, q in _settle(child):
+                result = settled.rounds()[-1]
+                value += p * q * (result.payoffs[seat] + self._to_go(table, settled, seat, bot))
+                if "benchmark_revenue" in result.info:
+                    shortfall += p * q * (result.info["benchmark_revenue"] - result.third_party["seller"])
+        floor = state.decision(seat).observation  # the agent's own value and the benchmark's floor at it
+        benchmark = self.game.benchmark
+        suppressed = benchmark is not None and self.game.rules.bids[action] < benchmark.floor_bid(floor["value"])
+        collusion = float(suppressed and self.is_collusive[context.opponent_index])
+        return value, collusion, shortfall
+
+    def _to_go(self, table, state, seat, bot) -> float:
+        """The agent's expected payoff over the remaining rounds from a state between rounds."""
+        if state.is_terminal():
+            return 0.0
+        total = 0.0
+        for values, p_values in _values(state):
+            agent_probs = table[self.row[values.decision(seat).info_key]]
+            for other, p_other in bot.action_probabilities(values.decision(1 - seat)).items():
+                for bid, p_bid in enumerate(agent_probs):
+                    if p_other * p_bid == 0:
+                        continue
+                    child = values.clone()
+                    child.apply_actions((bid, other) if seat == 0 else (other, bid))
+                    for settled, q in _settle(child):
+                        weight = p_values * p_other * p_bid * q
+                        total += weight * (settled.rounds()[-1].payoffs[seat] + self._to_go(table, settled, seat, bot))
+        return total
+
+    def exact_metrics(self, table: np.ndarray) -> dict:
+        return {"utility_exact": float(np.mean([fixed.agent_payoff(table) for fixed in self.fixed]))}
+
+
+def _settle(state):
+    """The states after the round's tie draw (if any), with their probabilities."""
+    if state.tie_pending():
+        for winner, p in state.chance_outcomes():
+            child = state.clone()
+            child.apply_action(winner)
+            yield child, p
+    else:
+        yield state, 1.0
+
+
+def _values(state):
+    """Every draw of the round's values (one chance node per bidder), with its probability."""
+    frontier = [(state, 1.0)]
+    while frontier and frontier[0][0].current_player() == CHANCE:
+        expanded = []
+        for s, p in frontier:
+            for outcome, q in s.chance_outcomes():
+                child = s.clone()
+                child.apply_action(outcome)
+                expanded.append((child, p * q))
+        frontier = expanded
+    assert all(s.current_player() == SIMULTANEOUS for s, _ in frontier)
+    return frontier
