@@ -1,0 +1,93 @@
+"""IPD matches against the Axelrod library: the same scores as axelrod.Match, exact distributions by replay."""
+import numpy as np
+import pytest
+
+axl = pytest.importorskip("axelrod")
+
+from sepo.errors import SepoError
+from sepo.evaluation.play import play_episodes
+from sepo.games.ipd.axelrod_bots import AxelrodPlayer
+from sepo.games.ipd.bots import BOTS
+from sepo.games.ipd.rules import IteratedPrisonersDilemma
+
+DETERMINISTIC_PAIRS = [
+    ("TitForTat", "Defector"), ("BackStabber", "Prober"), ("Grudger", "Alternator"), ("SuspiciousTitForTat", "TitForTat"),
+    ("TitFor2Tats", "Bully"), ("WinStayLoseShift", "Defector"), ("Prober", "Cooperator"), ("DoubleCrosser", "TitForTat"),
+    ("Gradual", "Alternator"), ("FirstByDavis", "Prober2"), ("HardTitForTat", "CyclerCCD"), ("Handshake", "Grudger"),
+]
+
+
+def _match(first, second, rounds, seed=0, payoffs=(3, 0, 5, 1)):
+    r, s, t, p = payoffs
+    match = axl.Match((first, second), turns=rounds, game=axl.Game(r=r, s=s, t=t, p=p), seed=seed)
+    match.play()
+    return match.final_score()
+
+
+@pytest.mark.parametrize("rounds", [8, 13])
+@pytest.mark.parametrize("agent, opponent", DETERMINISTIC_PAIRS)
+def test_deterministic_pairs_score_as_in_axelrod(agent, opponent, rounds):
+    game = IteratedPrisonersDilemma(rounds=rounds)
+    episode = play_episodes(game, AxelrodPlayer(agent), [AxelrodPlayer(opponent)], [0], agent_seed=1)[0]
+    ours = (episode.agent_payoffs.sum(), episode.opponent_payoffs.sum())
+    assert ours == _match(getattr(axl, agent)(), getattr(axl, opponent)(), rounds)
+
+
+def test_match_length_reaches_end_game_strategies():
+    game = IteratedPrisonersDilemma(rounds=10, payoffs="R=4,S=0,T=6,P=1")
+    episode = play_episodes(game, AxelrodPlayer("BackStabber"), [AxelrodPlayer("Cooperator")], [0], agent_seed=1)[0]
+    assert [d.action for d in episode.decisions][-2:] == [1, 1]  # BackStabber defects in the last two rounds
+    assert (episode.agent_payoffs.sum(), episode.opponent_payoffs.sum()) == _match(axl.BackStabber(), axl.Cooperator(), 10, payoffs=(4, 0, 6, 1))
+
+
+@pytest.mark.parametrize("ours, theirs", [("TFT", axl.TitForTat), ("GrimTrigger", axl.Grudger), ("AlwaysDefect", axl.Defector),
+                                          ("AlwaysCooperate", axl.Cooperator)])
+def test_paper_bots_play_like_their_axelrod_namesakes(ours, theirs):
+    game = IteratedPrisonersDilemma()
+    for other in ("Prober", "Alternator", "TitForTat", "Random"):
+        episode = play_episodes(game, BOTS[ours](), [AxelrodPlayer(other)], [3], agent_seed=1)[0]
+        moves = [(d.action, r.info["actions"][1]) for d, r in zip(episode.decisions, episode.rounds)]
+        own = [o for o, _ in moves]
+        replay = axl.MockPlayer(actions=[axl.Action.C if o == 0 else axl.Action.D for _, o in moves])
+        expected = axl.Match((theirs(), replay), turns=8).play()
+        assert own == [0 if a == axl.Action.C else 1 for a, _ in expected]
+
+
+def test_stochastic_pair_agrees_in_distribution():
+    from scipy.stats import chisquare
+
+    game = IteratedPrisonersDilemma()
+    n = 600
+    episodes = play_episodes(game, AxelrodPlayer("TitForTat"), [AxelrodPlayer("Random") for _ in range(n)], list(range(n)), agent_seed=0)
+    ours = np.array([e.opponent_payoffs.sum() for e in episodes])
+    theirs = np.array([_match(axl.TitForTat(), axl.Random(), 8, seed=seed)[1] for seed in range(n)])
+    values = np.union1d(ours, theirs)
+    counts_ours = np.array([(ours == v).sum() for v in values])
+    counts_theirs = np.array([(theirs == v).sum() for v in values])
+    keep = (counts_ours + counts_theirs) >= 10
+    table = np.stack([counts_ours[keep], counts_theirs[keep]])
+    from scipy.stats import chi2_contingency
+
+    assert chi2_contingency(table).pvalue > 1e-3
+    assert abs(ours.mean() - theirs.mean()) < 4 * np.sqrt(ours.var() / n + theirs.var() / n)
+
+
+def test_exact_distributions_by_replay():
+    game = IteratedPrisonersDilemma()
+    obs = game.new_initial_state().decision(0).observation
+    zd = AxelrodPlayer("ZDExtort2")
+    four = axl.ZDExtort2()
+    four.set_match_attributes(length=8, game=axl.Game(), noise=0)
+    four.receive_match_attributes()
+    C, D = axl.Action.C, axl.Action.D
+    for last, key in [((0, 0), (C, C)), ((0, 1), (C, D)), ((1, 0), (D, C)), ((1, 1), (D, D))]:
+        assert zd.cooperate_probability_at(obs, (last,)) == pytest.approx(four._four_vector[key])
+    assert AxelrodPlayer("TitForTat").cooperate_probability_at(obs, ((0, 1),)) == 0.0
+    assert AxelrodPlayer("GTFT", p=0.25).cooperate_probability_at(obs, ((0, 1),)) == pytest.approx(0.25)
+
+
+def test_unknown_or_unsupported_strategies_are_refused_in_one_line():
+    with pytest.raises(SepoError, match="near matches: Prober"):
+        AxelrodPlayer("Probr")
+    with pytest.raises(SepoError, match="unknown Axelrod strategy 'Geller'"):
+        AxelrodPlayer("Geller")  # cheats by reading its opponent's code: not offered
