@@ -13,6 +13,7 @@ from rich.table import Table
 
 from sepo.cli.analyze import app as analyze_app
 from sepo.cli.common import console, err_console, print_json as _print_json, user_errors
+from sepo.cli.serve import serve_command
 from sepo.errors import SepoError
 from sepo.games import default_game, domain_names
 
@@ -27,6 +28,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(analyze_app, name="analyze")
+app.command("serve")(serve_command)
 
 
 @app.callback()

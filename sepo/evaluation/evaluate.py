@@ -100,6 +100,8 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     result = summarize(game, config, episodes, estimate, notes, solver=solver, pools=pools)
     decoding = getattr(agent, "decoding", None)
     result["decoding"] = decoding.record() if decoding is not None else None
+    if callable(getattr(agent, "record", None)):  # e.g. an endpoint agent: token usage, cache
+        result["agent_record"] = agent.record()
     return result
 
 

@@ -6,6 +6,7 @@
                              keys of the domain's exact solver, when it has one)
     run:DIR                  the policy a `sepo train` run produced
     hf:PATH_OR_ID            a Hugging Face causal LM (needs the `llm` extra)
+    openai:MODEL@URL         a chat model behind an OpenAI-compatible endpoint (the `endpoint` extra)
     KIND[:ARG]               an agent kind the domain defines (Kuhn: nash[:ALPHA])
 """
 from __future__ import annotations
@@ -18,9 +19,10 @@ from sepo.errors import SepoError
 from sepo.games.base import Decision, Game
 from sepo.games.registry import domain_of
 from sepo.policies.base import Policy
+from sepo.policies.replies import Decoding
 from sepo.policies.tabular import TabularPolicy
 
-KINDS = ("uniform", "bot", "tabular", "run", "hf")
+KINDS = ("uniform", "bot", "tabular", "run", "hf", "openai")
 
 
 class UniformPolicy(Policy):
@@ -32,7 +34,7 @@ class UniformPolicy(Policy):
         return {a: 1.0 / len(decision.legal_actions) for a in decision.legal_actions}
 
 
-def load_agent(spec: str, game: Game) -> Policy:
+def load_agent(spec: str, game: Game, decoding: Decoding | None = None) -> Policy:
     """The policy named by `spec` for `game`; a clear error for anything unknown."""
     kind, _, arg = spec.partition(":")
     domain = domain_of(game)
@@ -53,7 +55,12 @@ def load_agent(spec: str, game: Game) -> Policy:
         return _load_run(Path(arg), game)
     if kind == "hf":
         return _hf_agent(arg, game)
-    kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH"]
+    if kind == "openai":
+        from sepo.policies.endpoint import EndpointAgent, parse_endpoint_spec
+
+        return EndpointAgent(*parse_endpoint_spec(arg), game.text, decoding)
+    kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH",
+             "openai:MODEL@URL"]
     raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
 
 

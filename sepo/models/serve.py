@@ -1,0 +1,285 @@
+"""An OpenAI-compatible chat-completions server for a local Hugging Face model (`sepo serve`).
+
+`POST /v1/chat/completions` renders the messages with the model's chat template (special-token
+strings in the text defused, as in `HFPolicy`), generates with `HFPolicy.generate` (the same code
+that plays `hf:` agents, so both sides decode identically) and answers in the OpenAI format:
+one choice per requested reply with `finish_reason` "stop" when the reply ended with an
+end-of-turn token and "length" when it stopped at `max_tokens` (how clients detect truncation),
+and `usage` (prompt tokens, completion tokens including the end-of-turn token).
+
+Honoured: `temperature` (0 = greedy), `top_p`, `max_tokens` / `max_completion_tokens`, `seed`,
+`n`, and the vLLM-style extras `top_k`, `repetition_penalty` and `chat_template_kwargs` (e.g.
+`{"enable_thinking": false}`). Anything else that would change the reply (`stop`, `tools`,
+`logprobs`, `stream`, penalties, ...) is refused with status 400 rather than silently ignored.
+
+One request is generated at a time (a lock around the model): a request's `seed` then fixes its
+replies whatever else is being served. A request without a seed gets one drawn from the server's
+own seeded generator.
+
+Also: `GET /v1/models` (the one served model), `GET /health`, and `GET /sepo/stats` (requests
+received, answered, failed and stalled, for tests and monitoring). Fault injection for tests:
+`fail_every=k` answers every k-th chat request with status 500, `stall_every=k` holds every k-th
+request `stall_seconds` before answering it (a client with a shorter timeout retries).
+
+Why the standard library's `ThreadingHTTPServer` rather than a web framework: the server has one
+JSON route and a few GET routes, request bodies are validated with pydantic (already a core
+dependency), and generation is serialised anyway, so FastAPI/uvicorn would add two dependencies
+for no capability the command uses.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sepo.errors import SepoError
+
+MAX_BODY_BYTES = 4 << 20
+MAX_N = 128
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ChatRequest(BaseModel):
+    """The accepted subset of the chat-completions request (anything that changes replies and is
+    not implemented is refused, see `_REFUSED`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    messages: list[_Message] = Field(min_length=1)
+    temperature: float = Field(1.0, ge=0, le=100)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0)
+    repetition_penalty: float = Field(1.0, gt=0, le=100)
+    max_tokens: Optional[int] = Field(None, ge=1, le=1 << 16)
+    max_completion_tokens: Optional[int] = Field(None, ge=1, le=1 << 16)
+    n: int = Field(1, ge=1, le=MAX_N)
+    seed: Optional[int] = None
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    stream: Optional[bool] = False
+    user: Optional[str] = None
+    metadata: Optional[dict] = None
+    store: Optional[bool] = None
+
+
+_REFUSED = ("stop", "tools", "tool_choice", "functions", "function_call", "logprobs", "top_logprobs", "logit_bias",
+            "presence_penalty", "frequency_penalty", "response_format", "stream_options", "audio", "modalities",
+            "prediction", "reasoning_effort", "parallel_tool_calls", "min_p", "min_tokens")
+
+
+@dataclass
+class ServerStats:
+    requests: int = 0
+    answered: int = 0
+    failed: int = 0
+    stalled: int = 0
+    invalid: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    completions: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self) -> dict:
+        with self.lock:
+            return {k: v for k, v in self.__dict__.items() if k != "lock"}
+
+
+class ChatModel:
+    """A loaded model answering chat requests (no HTTP here: `ChatServer` adds that)."""
+
+    def __init__(self, model_dir: str, *, name: str | None = None, max_new_tokens: int = 256, seed: int = 0,
+                 device: str | None = None):
+        from sepo.policies.hf import load_hf_model
+
+        self.model, self.tokenizer, loaded = load_hf_model(model_dir, device=device)
+        self.name = name or str(model_dir)
+        self.default_max_tokens = max_new_tokens
+        self._seeds = np.random.default_rng(seed)
+        self._lock = threading.Lock()
+
+    def complete(self, request: ChatRequest) -> dict:
+        """The chat-completion response for `request` (model name already checked)."""
+        from sepo.policies.hf import HFPolicy
+
+        max_tokens = request.max_completion_tokens or request.max_tokens or self.default_max_tokens
+        with self._lock:
+            seed = request.seed if request.seed is not None else int(self._seeds.integers(2**31 - 1))
+            # a policy object per request carries this request's decoding; model and tokenizer are shared
+            policy = HFPolicy(self.model, None, mode="sample", tokenizer=self.tokenizer, temperature=request.temperature,
+                              top_p=request.top_p, top_k=request.top_k, repetition_penalty=request.repetition_penalty,
+                              max_new_tokens=max_tokens, batch_size=request.n, name=self.name)
+            messages = [{"role": m.role, "content": policy.defuse(m.content)} for m in request.messages]
+            try:
+                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                          **request.chat_template_kwargs)
+            except Exception as error:  # noqa: BLE001 - a template error is the request's fault
+                raise SepoError(f"the chat template cannot render these messages: {error}") from None
+            prompt = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            greedy = request.temperature == 0
+            # greedy decoding has one reply; transformers refuses num_return_sequences > 1 for it
+            group = policy.generate([prompt], 1 if greedy else request.n, greedy=greedy, seed=seed)[0]
+            group = group * request.n if greedy else group
+        choices = [{"index": i, "message": {"role": "assistant", "content": c.text}, "logprobs": None,
+                    "finish_reason": "stop" if c.finished else "length"} for i, c in enumerate(group)]
+        completion_tokens = sum(len(c.completion_ids) for c in group)
+        return {"id": f"chatcmpl-{seed:x}-{time.monotonic_ns():x}", "object": "chat.completion", "created": int(time.time()),
+                "model": self.name, "choices": choices, "system_fingerprint": "sepo-serve",
+                "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
+                          "total_tokens": len(prompt) + completion_tokens}}
+
+
+class ChatServer(ThreadingHTTPServer):
+    """`ChatModel` over HTTP, one thread per connection, with optional fault injection."""
+
+    daemon_threads = True
+
+    def __init__(self, chat: ChatModel, host: str = "127.0.0.1", port: int = 8000, *, fail_every: int = 0,
+                 stall_every: int = 0, stall_seconds: float = 30.0, log=None):
+        if fail_every < 0 or stall_every < 0 or stall_seconds < 0:
+            raise SepoError("--fail-every, --stall-every and --stall-seconds must be >= 0")
+        self.chat = chat
+        self.fail_every = fail_every
+        self.stall_every = stall_every
+        self.stall_seconds = stall_seconds
+        self.stats = ServerStats()
+        self.log = log
+        try:
+            super().__init__((host, port), _Handler)
+        except OSError as error:
+            raise SepoError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ChatServer
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+        if self.server.log:
+            self.server.log(format % args)
+
+    def do_GET(self):
+        path = self.path.split("?")[0].rstrip("/")
+        if path == "/health":
+            return self._send(200, {"status": "ok"})
+        if path == "/v1/models":
+            return self._send(200, {"object": "list", "data": [
+                {"id": self.server.chat.name, "object": "model", "created": 0, "owned_by": "sepo"}]})
+        if path == "/sepo/stats":
+            return self._send(200, self.server.stats.record())
+        return self._error(404, f"no route {path!r}", "not_found")
+
+    def do_POST(self):
+        path = self.path.split("?")[0].rstrip("/")
+        if path != "/v1/chat/completions":
+            self._drain()
+            return self._error(404, f"no route {path!r}", "not_found")
+        stats = self.server.stats
+        with stats.lock:
+            stats.requests += 1
+            stats.in_flight += 1
+            stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+            number = stats.requests
+        try:
+            self._chat(number)
+        finally:
+            with stats.lock:
+                stats.in_flight -= 1
+
+    def _chat(self, number: int):
+        stats = self.server.stats
+        body = self._drain()
+        if body is None:
+            return
+        if self.server.fail_every and number % self.server.fail_every == 0:
+            with stats.lock:
+                stats.failed += 1
+            return self._error(500, f"injected failure (request {number})", "server_error")
+        if self.server.stall_every and number % self.server.stall_every == 0:
+            with stats.lock:
+                stats.stalled += 1
+            time.sleep(self.server.stall_seconds)
+        try:
+            payload = json.loads(body)
+            if not isinstance(payload, dict):
+                raise ValueError("the body must be a JSON object")
+            refused = sorted(k for k in payload if k in _REFUSED and payload[k] not in (None, 0, False, [], {}))
+            if refused:
+                return self._invalid(f"unsupported parameter(s): {', '.join(refused)}")
+            request = ChatRequest.model_validate({k: v for k, v in payload.items() if k not in _REFUSED})
+        except (ValueError, ValidationError) as error:
+            return self._invalid(_first_line(error))
+        if request.stream:
+            return self._invalid("stream=true is not supported")
+        if request.model != self.server.chat.name:
+            with stats.lock:
+                stats.invalid += 1
+            return self._error(404, f"model {request.model!r} is not served here (serving {self.server.chat.name!r})",
+                               "model_not_found")
+        try:
+            response = self.server.chat.complete(request)
+        except SepoError as error:
+            return self._invalid(str(error))
+        except Exception as error:  # noqa: BLE001 - the client gets a 500 with one line, the server keeps serving
+            if self.server.log:
+                self.server.log(f"generation failed: {_first_line(error)}")
+            return self._error(500, f"generation failed: {_first_line(error)}", "server_error")
+        with stats.lock:
+            stats.answered += 1
+            stats.completions += len(response["choices"])
+            stats.prompt_tokens += response["usage"]["prompt_tokens"]
+            stats.completion_tokens += response["usage"]["completion_tokens"]
+        self._send(200, response)
+
+    def _drain(self) -> bytes | None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self._error(413, f"request body over {MAX_BODY_BYTES} bytes", "invalid_request_error")
+            self.close_connection = True
+            return None
+        return self.rfile.read(length) if length else b""
+
+    def _invalid(self, message: str):
+        with self.server.stats.lock:
+            self.server.stats.invalid += 1
+        return self._error(400, message, "invalid_request_error")
+
+    def _error(self, status: int, message: str, kind: str):
+        self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": None}})
+
+    def _send(self, status: int, data: dict):
+        body = json.dumps(data).encode()
+        try:
+            self.send_response(status, HTTPStatus(status).phrase)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout): nothing to answer
+            self.close_connection = True
+
+
+def _first_line(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "body"
+        return f"{where}: {first.get('msg', 'invalid')}"
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

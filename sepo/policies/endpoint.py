@@ -1,0 +1,268 @@
+"""Any model behind an OpenAI-compatible chat-completions endpoint as a sepo agent (`openai:MODEL@URL`).
+
+`EndpointAgent` is a `ReplySource` (sepo/policies/replies.py): each decision is one stateless chat
+[system, user], as for local models, sent with the official `openai` client. It adds what an
+audit against a remote model needs:
+
+- **API key from the environment** (`SEPO_API_KEY`, else `OPENAI_API_KEY`; a loopback URL needs
+  none). The key is never logged, stored in a record, written to the cache, or shown in an error.
+- **Bounded concurrency**: at most `concurrency` requests in flight (a thread pool; the client
+  is thread-safe).
+- **Retries with backoff** on 408/409/429/5xx, connection errors and timeouts: the `openai`
+  client's own (exponential backoff from 0.5 s to 8 s with jitter, honouring `Retry-After`),
+  `max_retries` times; then the audit stops with one line, and what was answered is kept.
+- **A response cache on disk**, keyed by (endpoint URL, model, messages, decoding, seed, n), one
+  JSON line per answered request (`ReplyCache`): an interrupted audit resumes asking only for
+  what is missing, and a re-run reads the same replies. Under greedy decoding the seed is left
+  out of the key (the reply does not depend on it), so a prompt met again is not asked again.
+- **Token usage** (prompt and completion tokens, requests sent, cache hits, retries) in `record()`.
+
+`finished` is `finish_reason == "stop"`: a reply cut at `max_tokens` ("length") or filtered is a
+parse failure (`truncated`), never read for an action.
+
+Decoding maps to request fields: temperature, top_p, max_tokens, seed, n; top_k,
+repetition_penalty and enable_thinking (as `chat_template_kwargs`) are sent as vLLM-style extra
+fields only when they differ from their defaults (OpenAI's own API refuses them).
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import urlparse
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.games.base import Decision, TextView
+from sepo.policies.base import Choice, Policy
+from sepo.policies.replies import Decoding, Reply
+from sepo.policies.reply_cache import ReplyCache, request_key
+
+API_KEY_VARIABLES = ("SEPO_API_KEY", "OPENAI_API_KEY")
+CACHE_VARIABLE = "SEPO_CACHE_DIR"
+_NO_KEY = "EMPTY"
+
+
+def parse_endpoint_spec(arg: str) -> tuple[str, str | None]:
+    """`MODEL@URL` (or `MODEL`, for the client's default URL / `OPENAI_BASE_URL`) -> (model, url)."""
+    match = re.fullmatch(r"(?P<model>.+?)(?:@(?P<url>https?://\S+))?", arg.strip())
+    if not match or not match.group("model") or "@http" in match.group("model"):
+        raise SepoError(f"agent 'openai:{arg}': expected openai:MODEL@http(s)://HOST[:PORT]/v1")
+    model, url = match.group("model"), match.group("url")
+    if model.endswith("@"):
+        raise SepoError(f"agent 'openai:{arg}': nothing after '@'; expected openai:MODEL@http(s)://HOST[:PORT]/v1")
+    if "@" in model and url is None and re.search(r"@[a-z]+:", model):
+        raise SepoError(f"agent 'openai:{arg}': the URL must start with http:// or https://")
+    if url is not None and not urlparse(url).hostname:
+        raise SepoError(f"agent 'openai:{arg}': {url!r} has no host")
+    return model, url
+
+
+def default_cache_dir() -> Path:
+    """`$SEPO_CACHE_DIR`, else `$XDG_CACHE_HOME/sepo/replies` (`~/.cache/sepo/replies`)."""
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE]).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "sepo" / "replies"
+
+
+def _loopback(url: str | None) -> bool:
+    host = urlparse(url).hostname if url else None
+    if host == "localhost":
+        return True
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class EndpointAgent(Policy):
+    """A chat model behind an OpenAI-compatible endpoint, as a `ReplySource` (see module doc)."""
+
+    def __init__(self, model: str, base_url: str | None, game_text: TextView, decoding: Decoding | None = None, *,
+                 api_key: str | None = None, concurrency: int = 8, max_retries: int = 6, timeout: float = 120.0,
+                 cache_dir: str | os.PathLike | None = None, use_cache: bool = True, num_samples: int = 16,
+                 name: str | None = None, client=None):
+        try:
+            import openai
+        except ImportError:  # pragma: no cover - the `endpoint` extra is missing
+            raise SepoError("openai: agents need the `openai` package: pip install 'sepo[endpoint]'") from None
+        if concurrency < 1 or max_retries < 0 or not timeout > 0 or num_samples < 1:
+            raise SepoError("endpoint agent: concurrency and num_samples must be >= 1, max_retries >= 0, timeout > 0")
+        self.model = model
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.text = game_text
+        self.decoding = decoding or Decoding()
+        self.concurrency = concurrency
+        self.num_samples = num_samples
+        self.name = name or f"openai:{model}@{self.base_url}"
+        key = api_key or next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), None)
+        if key is None and not _loopback(self.base_url):
+            raise SepoError(f"agent {self.name!r}: no API key; set {' or '.join(API_KEY_VARIABLES)}")
+        self._secret = key
+        self.client = client or openai.OpenAI(api_key=key or _NO_KEY, base_url=self.base_url, max_retries=max_retries,
+                                              timeout=timeout)
+        self._openai = openai
+        self.cache = None
+        if use_cache:
+            folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:64]
+            self.cache = ReplyCache(folder / f"{slug}-{request_key({'model': model, 'url': self.base_url})[:12]}.jsonl")
+        self.usage: Counter = Counter()
+        self.counts: Counter = Counter()
+        self._usage_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ ReplySource
+
+    def messages(self, decision: Decision) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.text.system_prompt()},
+                {"role": "user", "content": self.text.user_prompt(decision)}]
+
+    def replies(self, decisions: Sequence[Decision], n: int, seed: int) -> list[list[Reply]]:
+        """`n` replies per decision, one request per decision (its seed drawn from `seed` and the
+        decision's position), cached; uncached requests run concurrently, at most
+        `concurrency` at a time. Identical requests in one call are asked once."""
+        if n < 1:
+            raise SepoError(f"endpoint agent: n must be >= 1, got {n}")
+        requests = [self._request(d, n, _request_seed(seed, i)) for i, d in enumerate(decisions)]
+        keys = [request_key(r) for r in requests]
+        answers: dict[str, list[Reply]] = {}
+        missing: dict[str, dict] = {}
+        for key, request in zip(keys, requests):
+            record = self.cache.get(key) if self.cache is not None else None
+            if record is not None:
+                answers[key] = [Reply(**r) for r in record["replies"]]
+                self._count(cache_hits=1)
+            elif key not in missing:
+                missing[key] = request
+        if missing:
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(missing))) as pool:
+                for key, replies in zip(missing, pool.map(self._ask, missing.items())):
+                    answers[key] = replies
+        return [list(answers[key]) for key in keys]
+
+    def _request(self, decision: Decision, n: int, seed: int) -> dict:
+        """The request as it is keyed: what determines the replies (no secret, no transport)."""
+        d = self.decoding
+        return {"url": self.base_url, "model": self.model, "messages": self.messages(decision), "n": n,
+                "decoding": d.record(), "seed": None if d.greedy else seed}
+
+    def _ask(self, item: tuple[str, dict]) -> list[Reply]:
+        """Send one request (the client retries it), store the answer in the cache."""
+        key, request = item
+        d = self.decoding
+        extra = {}
+        if d.top_k:
+            extra["top_k"] = d.top_k
+        if d.repetition_penalty != 1.0:
+            extra["repetition_penalty"] = d.repetition_penalty
+        if d.enable_thinking is not None:
+            extra["chat_template_kwargs"] = {"enable_thinking": d.enable_thinking}
+        seed = request["seed"] if request["seed"] is not None else 0
+        try:
+            raw = self.client.chat.completions.with_raw_response.create(
+                model=self.model, messages=request["messages"], temperature=d.temperature, top_p=d.top_p,
+                max_tokens=d.max_new_tokens, n=request["n"], seed=seed, extra_body=extra or None)
+            response = raw.parse()
+        except self._openai.APIError as error:
+            raise SepoError(self._scrub(f"agent {self.name!r}: request failed ({_describe(error)}); "
+                                        "replies received so far are cached, re-run to resume")) from None
+        choices = sorted(response.choices, key=lambda c: c.index)
+        if len(choices) != request["n"]:
+            raise SepoError(f"agent {self.name!r}: asked for n={request['n']} replies, the endpoint returned "
+                            f"{len(choices)} (it may not support n > 1)")
+        usage = response.usage
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        shares = _split(completion_tokens, len(choices))
+        replies = [Reply(text=c.message.content or "", finished=c.finish_reason == "stop", prompt_tokens=prompt_tokens,
+                         completion_tokens=share) for c, share in zip(choices, shares)]
+        if self.cache is not None:
+            self.cache.put(key, {"request": request, "replies": [asdict(r) for r in replies],
+                                 "finish_reasons": [c.finish_reason for c in choices],
+                                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+                                 "system_fingerprint": getattr(response, "system_fingerprint", None)})
+        self._count(requests=1, retries=int(getattr(raw, "retries_taken", 0) or 0), prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens)
+        return replies
+
+    def _count(self, **amounts) -> None:
+        with self._usage_lock:
+            self.usage.update(amounts)
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def record(self) -> dict:
+        """What goes into a result: the endpoint, the decoding, token usage (never the key)."""
+        return {"kind": "openai", "model": self.model, "base_url": self.base_url, "decoding": self.decoding.record(),
+                "usage": {k: int(self.usage.get(k, 0)) for k in
+                          ("requests", "cache_hits", "retries", "prompt_tokens", "completion_tokens")},
+                "cache": str(self.cache.path) if self.cache is not None else None}
+
+    # ------------------------------------------------------------------ Policy (temporary)
+    # TEMPORARY until the one generic reply-source estimator lands (issue 8, `audit`): the parsed
+    # action of one reply per decision in play; the frequency of the parsed actions of
+    # `num_samples` replies (one under greedy decoding) as the distribution; a reply that does
+    # not parse, or is truncated, plays the first legal action (rule "fallback") and is counted.
+
+    def act(self, decisions: list[Decision], rng: np.random.Generator) -> list[Choice]:
+        if not decisions:
+            return []
+        seed = int(rng.integers(2**63 - 1))
+        choices = []
+        for d, group in zip(decisions, self.replies(decisions, 1, seed)):
+            status, action = self._parse(group[0], d)
+            self.counts[f"act.{status}"] += 1
+            if status == "ok":
+                choices.append(Choice(action, group[0].text))
+            else:
+                choices.append(Choice(d.legal_actions[0], group[0].text, status, "fallback"))
+        return choices
+
+    def action_probabilities(self, decision: Decision) -> dict[int, float]:
+        return self.batch_action_probabilities([decision])[0]
+
+    def batch_action_probabilities(self, decisions: list[Decision]) -> list[dict[int, float]]:
+        n = 1 if self.decoding.greedy else self.num_samples
+        out = []
+        for d, group in zip(decisions, self.replies(decisions, n, seed=0)):
+            tally = Counter()
+            for reply in group:
+                status, action = self._parse(reply, d)
+                tally[action if status == "ok" else d.legal_actions[0]] += 1
+            out.append({a: tally[a] / len(group) for a in d.legal_actions})
+        return out
+
+    def _parse(self, reply: Reply, decision: Decision) -> tuple[str, int | None]:
+        if not reply.finished:
+            return "truncated", None
+        result = self.text.parse(reply.text, decision)
+        if result.ok and result.action not in decision.legal_actions:
+            return "illegal", None
+        return result.status, result.action
+
+
+def _request_seed(seed: int, index: int) -> int:
+    """A 31-bit request seed from the call's seed and the decision's position (servers take int32)."""
+    return int(np.random.SeedSequence([seed % 2**63, index]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """`total` tokens over `parts` replies (the API reports only the sum for n > 1)."""
+    base, extra = divmod(total, parts)
+    return [base + (i < extra) for i in range(parts)]
+
+
+def _describe(error) -> str:
+    status = getattr(error, "status_code", None)
+    message = str(getattr(error, "message", "") or error).strip().splitlines()
+    message = message[0] if message else type(error).__name__
+    return f"{type(error).__name__}{f' {status}' if status else ''}: {message[:300]}"

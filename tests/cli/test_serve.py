@@ -1,0 +1,121 @@
+"""`sepo serve` + `sepo eval --agent openai:...` as a user runs them, in separate processes on the
+loopback address: an audit completes through a server that answers one request in five with
+500, is reproducible, and after a kill resumes asking the server only for what is missing."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("openai")
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from sepo.cli.main import app  # noqa: E402
+from sepo.models.tiny import init_tiny_model  # noqa: E402
+from tests.serving import get  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+EVAL = ["eval", "--agent", "AGENT", "--episodes", "1", "--seed", "3", "--json"]
+
+
+def _env(**extra) -> dict:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **extra}
+    for name in ("SEPO_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        env.pop(name, None)
+    return env
+
+
+def _sepo(*args) -> list[str]:
+    return [sys.executable, "-m", "sepo.cli.main", *args]
+
+
+@pytest.fixture(scope="module")
+def flaky_server(tmp_path_factory):
+    """`sepo serve` on a free loopback port, failing every fifth chat request with 500."""
+    model = init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=60)
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(_sepo("--threads", "1", "serve", "--model", str(model), "--name", "tiny", "--port", "0",
+                                         "--fail-every", "5"), stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 180
+        while not (match := re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text())):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        yield match.group(0)
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _answered(url: str) -> int:
+    """Requests answered so far, once none is in flight (a killed client's last request may still be running)."""
+    while (stats := get(url.removesuffix("/v1") + "/sepo/stats"))["in_flight"]:
+        time.sleep(0.05)
+    return stats["answered"]
+
+
+def _eval(url: str, cache: Path) -> tuple[dict, int]:
+    """Run the audit to completion in a process; (result, requests the server answered for it)."""
+    before = _answered(url)
+    args = [url.join(("openai:tiny@", "")) if a == "AGENT" else a for a in EVAL]
+    done = subprocess.run(_sepo(*args), capture_output=True, text=True, env=_env(SEPO_CACHE_DIR=str(cache)), cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), _answered(url) - before
+
+
+def _metrics(result: dict) -> str:
+    """The result without the agent's usage record, as text (NaN intervals compare equal)."""
+    return json.dumps({k: v for k, v in result.items() if k != "agent_record"}, sort_keys=True)
+
+
+@pytest.mark.slow  # about 100 requests of 48 tokens, one at a time: minutes on a busy CPU
+def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_server, tmp_path):
+    url = flaky_server
+    full, asked = _eval(url, tmp_path / "full")
+    stats = get(url.removesuffix("/v1") + "/sepo/stats")
+    assert stats["failed"] >= asked // 5 - 1 > 0  # one request in five failed, the audit still completed
+    usage = full["agent_record"]["usage"]
+    assert usage["requests"] == asked and usage["retries"] >= 1 and usage["completion_tokens"] > 0
+    assert full["agent_record"]["decoding"]["max_new_tokens"] == 48
+
+    again, asked_again = _eval(url, tmp_path / "full")
+    assert asked_again == 0 and _metrics(again) == _metrics(full)
+
+    cache = tmp_path / "killed"
+    before = _answered(url)
+    args = [url.join(("openai:tiny@", "")) if a == "AGENT" else a for a in EVAL]
+    process = subprocess.Popen(_sepo(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=_env(SEPO_CACHE_DIR=str(cache)), cwd=ROOT)
+    while get(url.removesuffix("/v1") + "/sepo/stats")["answered"] - before < asked // 2:
+        assert process.poll() is None
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    kept = sum(1 for line in next(cache.iterdir()).read_text().splitlines() if line.endswith("}"))
+    assert 0 < kept < asked
+    resumed, asked_after = _eval(url, cache)
+    assert asked_after == asked - kept  # only what the killed run had not stored
+    assert _metrics(resumed) == _metrics(full)
+
+
+def test_serve_refuses_bad_options(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["serve", "--model", str(tmp_path / "missing"), "--port", "70000"])
+    assert result.exit_code == 2 and "--port" in result.stderr
+    result = runner.invoke(app, ["serve", "--model", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "no such directory" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
