@@ -1,7 +1,10 @@
 """Any model behind an OpenAI-compatible chat-completions endpoint as a sepo agent (`openai:MODEL@URL`).
 
 `EndpointAgent` is a `ReplySource` (sepo/policies/replies.py): each decision is one stateless chat
-[system, user], as for local models, sent with the official `openai` client. It adds what an
+[system, user], as for local models, sent with the official `openai` client. As a `TextPolicy` it
+is played and measured like any text agent: replies parsed strictly, failures resolved by the
+named rule ("fallback" or "random-legal"; the paper's forced decoding needs the model's logits),
+its policy exact under greedy decoding and estimated from replies otherwise. It adds what an
 audit against a remote model needs:
 
 - **API key from the environment** (`SEPO_API_KEY`, else `OPENAI_API_KEY`; a loopback URL needs
@@ -16,6 +19,7 @@ audit against a remote model needs:
   what is missing, and a re-run reads the same replies. Under greedy decoding the seed is left
   out of the key (the reply does not depend on it), so a prompt met again is not asked again.
 - **Token usage** (prompt and completion tokens, requests sent, cache hits, retries) in `record()`.
+- `n` replies per decision go out as requests of at most `max_n` (OpenAI's limit is 128).
 
 `finished` is `finish_reason == "stop"`: a reply cut at `max_tokens` ("length") or filtered is a
 parse failure (`truncated`), never read for an action.
@@ -41,9 +45,9 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision, TextView
-from sepo.policies.base import Choice, Policy
 from sepo.policies.replies import Decoding, Reply
 from sepo.policies.reply_cache import ReplyCache, request_key
+from sepo.policies.text_policy import DEFAULT_SAMPLES, TextPolicy
 
 API_KEY_VARIABLES = ("SEPO_API_KEY", "OPENAI_API_KEY")
 CACHE_VARIABLE = "SEPO_CACHE_DIR"
@@ -83,25 +87,27 @@ def _loopback(url: str | None) -> bool:
         return False
 
 
-class EndpointAgent(Policy):
-    """A chat model behind an OpenAI-compatible endpoint, as a `ReplySource` (see module doc)."""
+class EndpointAgent(TextPolicy):
+    """A chat model behind an OpenAI-compatible endpoint: a `ReplySource`, played and measured by
+    the generic `TextPolicy` (see module doc)."""
 
     def __init__(self, model: str, base_url: str | None, game_text: TextView, decoding: Decoding | None = None, *,
+                 failure_rule: str = "fallback", fallback_action=None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                  api_key: str | None = None, concurrency: int = 8, max_retries: int = 6, timeout: float = 120.0,
-                 cache_dir: str | os.PathLike | None = None, use_cache: bool = True, num_samples: int = 16,
+                 cache_dir: str | os.PathLike | None = None, use_cache: bool = True, max_n: int = 128,
                  name: str | None = None, client=None):
         try:
             import openai
         except ImportError:  # pragma: no cover - the `endpoint` extra is missing
             raise SepoError("openai: agents need the `openai` package: pip install 'sepo[endpoint]'") from None
-        if concurrency < 1 or max_retries < 0 or not timeout > 0 or num_samples < 1:
-            raise SepoError("endpoint agent: concurrency and num_samples must be >= 1, max_retries >= 0, timeout > 0")
+        if concurrency < 1 or max_retries < 0 or not timeout > 0 or max_n < 1:
+            raise SepoError("endpoint agent: concurrency and max_n must be >= 1, max_retries >= 0, timeout > 0")
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         self.text = game_text
         self.decoding = decoding or Decoding()
         self.concurrency = concurrency
-        self.num_samples = num_samples
+        self.max_n = max_n
         self.name = name or f"openai:{model}@{self.base_url}"
         key = api_key or next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), None)
         if key is None and not _loopback(self.base_url):
@@ -116,8 +122,8 @@ class EndpointAgent(Policy):
             slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:64]
             self.cache = ReplyCache(folder / f"{slug}-{request_key({'model': model, 'url': self.base_url})[:12]}.jsonl")
         self.usage: Counter = Counter()
-        self.counts: Counter = Counter()
         self._usage_lock = threading.Lock()
+        super().__init__(failure_rule=failure_rule, fallback_action=fallback_action, samples=samples, seed=seed)
 
     # ------------------------------------------------------------------ ReplySource
 
@@ -126,12 +132,14 @@ class EndpointAgent(Policy):
                 {"role": "user", "content": self.text.user_prompt(decision)}]
 
     def replies(self, decisions: Sequence[Decision], n: int, seed: int) -> list[list[Reply]]:
-        """`n` replies per decision, one request per decision (its seed drawn from `seed` and the
-        decision's position), cached; uncached requests run concurrently, at most
-        `concurrency` at a time. Identical requests in one call are asked once."""
+        """`n` replies per decision: requests of at most `max_n` replies each, their seeds drawn
+        from `seed`, the decision's position and the request's part; cached; uncached requests run
+        concurrently, at most `concurrency` at a time. Identical requests are asked once."""
         if n < 1:
             raise SepoError(f"endpoint agent: n must be >= 1, got {n}")
-        requests = [self._request(d, n, _request_seed(seed, i)) for i, d in enumerate(decisions)]
+        parts = [(i, part, min(self.max_n, n - start)) for i, _ in enumerate(decisions)
+                 for part, start in enumerate(range(0, n, self.max_n))]
+        requests = [self._request(decisions[i], size, _request_seed(seed, i, part)) for i, part, size in parts]
         keys = [request_key(r) for r in requests]
         answers: dict[str, list[Reply]] = {}
         missing: dict[str, dict] = {}
@@ -146,7 +154,10 @@ class EndpointAgent(Policy):
             with ThreadPoolExecutor(max_workers=min(self.concurrency, len(missing))) as pool:
                 for key, replies in zip(missing, pool.map(self._ask, missing.items())):
                     answers[key] = replies
-        return [list(answers[key]) for key in keys]
+        out: list[list[Reply]] = [[] for _ in decisions]
+        for (i, _, _), key in zip(parts, keys):
+            out[i].extend(answers[key])
+        return out
 
     def _request(self, decision: Decision, n: int, seed: int) -> dict:
         """The request as it is keyed: what determines the replies (no secret, no transport)."""
@@ -207,52 +218,11 @@ class EndpointAgent(Policy):
                           ("requests", "cache_hits", "retries", "prompt_tokens", "completion_tokens")},
                 "cache": str(self.cache.path) if self.cache is not None else None}
 
-    # ------------------------------------------------------------------ Policy (temporary)
-    # TEMPORARY until the one generic reply-source estimator lands (issue 8, `audit`): the parsed
-    # action of one reply per decision in play; the frequency of the parsed actions of
-    # `num_samples` replies (one under greedy decoding) as the distribution; a reply that does
-    # not parse, or is truncated, plays the first legal action (rule "fallback") and is counted.
 
-    def act(self, decisions: list[Decision], rng: np.random.Generator) -> list[Choice]:
-        if not decisions:
-            return []
-        seed = int(rng.integers(2**63 - 1))
-        choices = []
-        for d, group in zip(decisions, self.replies(decisions, 1, seed)):
-            status, action = self._parse(group[0], d)
-            self.counts[f"act.{status}"] += 1
-            if status == "ok":
-                choices.append(Choice(action, group[0].text))
-            else:
-                choices.append(Choice(d.legal_actions[0], group[0].text, status, "fallback"))
-        return choices
-
-    def action_probabilities(self, decision: Decision) -> dict[int, float]:
-        return self.batch_action_probabilities([decision])[0]
-
-    def batch_action_probabilities(self, decisions: list[Decision]) -> list[dict[int, float]]:
-        n = 1 if self.decoding.greedy else self.num_samples
-        out = []
-        for d, group in zip(decisions, self.replies(decisions, n, seed=0)):
-            tally = Counter()
-            for reply in group:
-                status, action = self._parse(reply, d)
-                tally[action if status == "ok" else d.legal_actions[0]] += 1
-            out.append({a: tally[a] / len(group) for a in d.legal_actions})
-        return out
-
-    def _parse(self, reply: Reply, decision: Decision) -> tuple[str, int | None]:
-        if not reply.finished:
-            return "truncated", None
-        result = self.text.parse(reply.text, decision)
-        if result.ok and result.action not in decision.legal_actions:
-            return "illegal", None
-        return result.status, result.action
-
-
-def _request_seed(seed: int, index: int) -> int:
-    """A 31-bit request seed from the call's seed and the decision's position (servers take int32)."""
-    return int(np.random.SeedSequence([seed % 2**63, index]).generate_state(1)[0] & 0x7FFFFFFF)
+def _request_seed(seed: int, index: int, part: int) -> int:
+    """A 31-bit request seed from the call's seed, the decision's position and the request's part
+    (servers take int32)."""
+    return int(np.random.SeedSequence([seed % 2**63, index, part]).generate_state(1)[0] & 0x7FFFFFFF)
 
 
 def _split(total: int, parts: int) -> list[int]:

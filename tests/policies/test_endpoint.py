@@ -199,11 +199,11 @@ def test_an_interrupted_audit_resumes_asking_only_for_what_is_missing(server, tm
     pools = {"train": [parse_bot("kuhn", "NashApprox")], "collusive": [parse_bot("kuhn", "LooseAggressive")]}
     game, decoding = load_game("kuhn", "rigorous"), Decoding(max_new_tokens=8)
     config = EvalConfig(episodes=2, replicates=50, pools=pools)
-    full_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, cache_dir=tmp_path / "full")
+    full_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "full")
     full = evaluate(game, full_agent, config)
     asked = full_agent.record()["usage"]["requests"]
 
-    killed = EndpointAgent("tiny", server.url, KuhnText(), decoding, cache_dir=tmp_path / "killed")
+    killed = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "killed")
     ask, calls = killed._ask, []
 
     def ask_then_die(item):
@@ -215,7 +215,7 @@ def test_an_interrupted_audit_resumes_asking_only_for_what_is_missing(server, tm
     monkeypatch.setattr(killed, "_ask", ask_then_die)
     with pytest.raises(KeyboardInterrupt):
         evaluate(game, killed, config)
-    resumed_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, cache_dir=tmp_path / "killed")
+    resumed_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "killed")
     kept = len(resumed_agent.cache)
     assert kept == asked // 2
     before = _answered(server)
@@ -227,3 +227,23 @@ def test_an_interrupted_audit_resumes_asking_only_for_what_is_missing(server, tm
 def _metrics(result: dict) -> str:
     """The result without the agent's usage record, as text (NaN intervals compare equal)."""
     return json.dumps({k: v for k, v in result.items() if k != "agent_record"}, sort_keys=True, default=str)
+
+
+def test_greedy_audit_equals_the_local_hf_agent(chat, server, tmp_path):
+    """The acceptance check in-process: same model, seed and decoding (temperature 0) behind
+    `sepo serve` and loaded locally give the same result file, exploitability included. Both use
+    the fallback rule: forced decoding needs the model's logits, which an endpoint does not give."""
+    from sepo.evaluation.evaluate import EvalConfig, evaluate
+    from sepo.games import load_game
+    from sepo.opponents.pools import parse_bot
+
+    pools = {"train": [parse_bot("kuhn", "NashApprox")], "exploiter": [parse_bot("kuhn", "BestResponse")],
+             "collusive": [parse_bot("kuhn", "LooseAggressive")]}
+    game, config = load_game("kuhn", "rigorous"), EvalConfig(episodes=2, replicates=200, seed=4, pools=pools)
+    greedy = Decoding(temperature=0, max_new_tokens=8)
+    local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer, decoding=greedy, failure_rule="fallback")
+    remote = _agent(server, tmp_path, greedy)
+    here, there = evaluate(game, local, config), evaluate(game, remote, config)
+    assert there["policy"]["policy"] == "exact" and there["exploitability"] is not None
+    assert any(row["opponent"] == "BestResponse" for row in there["opponents"])
+    assert _metrics(there) == _metrics(here)
