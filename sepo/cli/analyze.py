@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from sepo.cli.common import console, err_console, print_json as _print_json, user_errors as _user_errors
+from sepo.games import default_game
 
 app = typer.Typer(help="Equilibrium analysis: games, regret, learning dynamics, collusion stress tests, populations.", no_args_is_help=True)
 
@@ -281,14 +282,14 @@ def markov_command(
 def population_command(
     agents: Optional[List[str]] = typer.Option(None, "--agents", help="Agent specs: --agents A B C ... (nash, uniform, bot:NAME, tabular:FILE, run:DIR, hf:PATH)."),
     more_agents: Optional[List[str]] = typer.Argument(None, help="The rest of the --agents list.", show_default=False),
-    game_name: str = typer.Option("kuhn", "--game", help="Domain the agents play in."),
+    game_name: str = typer.Option(default_game(), "--game", help="Domain the agents play in."),
     matrix: Optional[str] = typer.Option(None, "--matrix", help="Instead of agents: a meta-game file with agents and payoffs (row agent vs column agent)."),
     episodes: int = typer.Option(200, "--episodes", help="Episodes per pair of agents when payoffs must be sampled."),
     seed: int = typer.Option(0, "--seed", help="Seed of sampled play."),
     monoculture: float = typer.Option(0.9, "--monoculture", help="Flag monoculture when one agent has at least this share of the Nash mix."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
-    """Meta-game of agents (exact for Kuhn): Nash and correlated equilibria, exploitability in the population, diversity."""
+    """Meta-game of agents (exact where the domain's solver has a head-to-head): Nash and correlated equilibria, exploitability in the population, diversity."""
     from sepo.analysis.errors import AnalysisInputError
     from sepo.analysis.population import analyze_population, build_meta_game, load_matrix
 

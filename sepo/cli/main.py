@@ -13,12 +13,9 @@ from rich.table import Table
 
 from sepo.cli.analyze import app as analyze_app
 from sepo.cli.common import console, err_console, print_json as _print_json, user_errors
+from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, agent_help, game_params_for, with_game_params
 from sepo.cli.serve import serve_command
 from sepo.errors import SepoError
-from sepo.games import default_game, domain_names
-
-DEFAULT_GAME = default_game()
-GAME_HELP = f"Game to play: {', '.join(domain_names())}."
 
 app = typer.Typer(
     name="sepo",
@@ -45,10 +42,14 @@ def main_options(
         torch.set_num_threads(threads)
 
 
+AGENT_HELP = agent_help()
+
+
 @app.command("eval")
 @user_errors
+@with_game_params
 def eval_command(
-    agent: str = typer.Option(..., "--agent", help="nash[:ALPHA] | uniform | bot:NAME | tabular:FILE.json | run:DIR | hf:PATH"),
+    agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     protocol: str = typer.Option("rigorous", "--protocol", help="rigorous (exact best responses, per-hand accounting) or paper."),
     episodes: int = typer.Option(100, "--episodes", help="Episodes per opponent."),
@@ -58,6 +59,7 @@ def eval_command(
     lambda_x: float = typer.Option(2.4, "--lambda-x", help="Safety weight of externality."),
     pools: Optional[Path] = typer.Option(None, "--pools", help="YAML/JSON file defining train/exploiter/collusive pools."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    game_params: dict = None,
 ):
     """Audit an agent against a game's opponent pools: metrics with 95% bootstrap intervals."""
     from sepo.evaluation.evaluate import EvalConfig, evaluate
@@ -66,7 +68,7 @@ def eval_command(
     from sepo.opponents.pools import load_pools
     from sepo.policies.specs import load_agent
 
-    the_game = load_game(game, protocol)
+    the_game = load_game(game, protocol, **game_params_for(game, game_params))
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed, lambdas=Lambdas(lambda_e, lambda_c, lambda_x),
                         pools=load_pools(game, pools) if pools else None)
     policy = load_agent(agent, the_game)
@@ -78,7 +80,8 @@ def eval_command(
     table = Table(title=f"{agent} in {game} ({protocol} protocol, {episodes} episodes per opponent)")
     for column in ("metric", "value", "95% CI"):
         table.add_column(column)
-    for name in ("utility", "utility_exact", "exploitability", "nash_conv", "exploit_pool", "collusion", "externality",
+    for name in ("utility", "utility_exact", "exploitability", "adversarial_gap", "nash_conv", "br_payoff",
+                 "agent_payoff_vs_br", "pruning_bound", "exploit_pool", "collusion", "externality",
                  "safety", "nra", "nra_gtbench", "robustness", "welfare", "invalid_action_rate"):
         if name in result:
             value = result[name]
@@ -91,47 +94,53 @@ def eval_command(
         console.print(f"note: {note}")
 
 
+def _help(name: str) -> str:
+    from sepo.training.config import SEPOConfig, help_of
+
+    return help_of(SEPOConfig, name)
+
+
 @app.command("train")
 @user_errors
+@with_game_params
 def train_command(
     out: Path = typer.Option(..., "--out", help="Run directory (resumed if it holds a checkpoint)."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     policy: str = typer.Option("tabular", "--policy", help="tabular, or hf:MODEL for a language model."),
-    penalty: str = typer.Option("per-rollout", "--penalty", help="per-rollout | constant | none"),
-    lambda_e: float = typer.Option(0.0, "--lambda-e"),
-    lambda_c: float = typer.Option(0.0, "--lambda-c"),
-    lambda_x: float = typer.Option(0.0, "--lambda-x"),
-    steps: int = typer.Option(2000, "--steps"),
-    seed: int = typer.Option(0, "--seed"),
-    groups: int = typer.Option(None, "--groups", help="Groups (shared start state and opponent) per step (128 tabular, 8 hf)."),
-    group_size: int = typer.Option(None, "--group-size", help="Rollouts per group, G (8 tabular, 4 hf)."),
-    learning_rate: float = typer.Option(None, "--lr", help="Learning rate (0.05 tabular, 1e-4 hf)."),
-    scale_rewards: str = typer.Option(None, "--scale-rewards", help="batch | group | none (default: batch for tabular, none for hf)"),
+    penalty: str = typer.Option("per-rollout", "--penalty", help=_help("penalty")),
+    lambda_e: float = typer.Option(0.0, "--lambda-e", help=_help("lambda_e")),
+    lambda_c: float = typer.Option(0.0, "--lambda-c", help=_help("lambda_c")),
+    lambda_x: float = typer.Option(0.0, "--lambda-x", help=_help("lambda_x")),
+    steps: int = typer.Option(None, "--steps", help=_help("steps") + " (2000 tabular, 20 hf)"),
+    seed: int = typer.Option(0, "--seed", help=_help("seed")),
+    groups: int = typer.Option(None, "--groups", help=_help("groups") + " (128 tabular, 8 hf)"),
+    group_size: int = typer.Option(None, "--group-size", help=_help("group_size") + " (8 tabular, 4 hf)"),
+    learning_rate: float = typer.Option(None, "--lr", help=_help("learning_rate") + " (0.05 tabular, 1e-4 hf)"),
+    scale_rewards: str = typer.Option(None, "--scale-rewards", help=_help("scale_rewards") + " (batch tabular, none hf)"),
     lora: bool = typer.Option(False, "--lora", help="hf: train a LoRA adapter (merged into the saved model)."),
     beta: float = typer.Option(0.0, "--beta", help="hf: KL coefficient to the starting model."),
     gpu: bool = typer.Option(False, "--gpu", help="hf: use the accelerator instead of the CPU."),
     report_to: str = typer.Option("none", "--report-to", help="hf: TRL/transformers logging integration, e.g. tensorboard."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    game_params: dict = None,
 ):
     """Train with SEPO or its ablations (constant, none); the run directory resumes after a kill.
 
     --out receives config.json, checkpoints, metrics.jsonl, the final policy (policy.json, or
-    model/ for hf) and curves.png."""
-    hf = policy.startswith("hf:")
-    groups = groups or (8 if hf else 128)
-    group_size = group_size or (4 if hf else 8)
-    learning_rate = learning_rate or (1e-4 if hf else 0.05)
-    scale_rewards = scale_rewards or ("none" if hf else "batch")
+    model/ for hf) and curves.png. Unset options take the trainer config's defaults."""
+    from sepo.games import get_domain
+
+    given = {"game": game, "game_params": game_params_for(game, game_params), "penalty": penalty,
+             "lambda_e": lambda_e, "lambda_c": lambda_c, "lambda_x": lambda_x, "seed": seed, "steps": steps,
+             "groups": groups, "group_size": group_size, "learning_rate": learning_rate, "scale_rewards": scale_rewards}
+    given = {k: v for k, v in given.items() if v is not None}
     if policy.startswith("hf:"):
         from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 
-        if game != "kuhn":
-            raise SepoError(f"LLM SEPO training supports game 'kuhn' only, not {game!r}")
-        config = LLMSEPOConfig(model=policy[3:], penalty=penalty, lambda_e=lambda_e, lambda_c=lambda_c, lambda_x=lambda_x,
-                               steps=steps, seed=seed, groups=groups, group_size=group_size, learning_rate=learning_rate,
-                               scale_rewards=scale_rewards, lora=lora, beta=beta, use_cpu=not gpu, report_to=report_to)
+        config = LLMSEPOConfig(model=policy[3:], lora=lora, beta=beta, use_cpu=not gpu, report_to=report_to, **given)
         summary = run_llm_sepo(config, out)
-        console.print(f"done: exploitability {summary.get('exploitability', float('nan')):.4f} (exact, from the model's "
+        value = summary.get("exact_value", "exploitability")
+        console.print(f"done: {value} {summary.get(value, float('nan')):.4f} (exact, from the model's "
                       f"reply-scored action table); model at {out / 'model'}")
         return
     if policy != "tabular":
@@ -139,17 +148,17 @@ def train_command(
     from sepo.reports.plots import plot_runs
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
-    config = TabularSEPOConfig(game=game, penalty=penalty, lambda_e=lambda_e, lambda_c=lambda_c, lambda_x=lambda_x,
-                               steps=steps, seed=seed, groups=groups, group_size=group_size,
-                               learning_rate=learning_rate, scale_rewards=scale_rewards)
+    config = TabularSEPOConfig(**given)
     trainer = TabularSEPOTrainer(config, out)
+    value = trainer.env.solver.value_name
+    domain = get_domain(game)
     with _progress(quiet) as progress:
-        task = progress.add_task(f"training {out.name}", total=steps)
+        task = progress.add_task(f"training {out.name}", total=config.steps)
         summary = trainer.train(on_step=lambda record: progress.update(task, completed=record["step"] + 1,
-                                                                        description=f"e={record['exploitability']:.4f}"))
+                                                                        description=f"e={record[value]:.4f}"))
     plot_runs([out], out / "curves.png")
-    console.print(f"done: {summary['steps']} steps; exploitability {summary['exploitability']:.5f}, "
-                  f"utility vs train pool {summary['utility']:.4f} chips/hand; policy at {out / 'policy.json'}")
+    console.print(f"done: {summary['steps']} steps; {value} {summary[value]:.5f}, utility vs train pool "
+                  f"{summary['utility']:.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
 
 
 model_app = typer.Typer(help="Local models: build the tiny test model.", no_args_is_help=True)
@@ -177,20 +186,23 @@ def model_init_command(
 
 @data_app.command("sft")
 @user_errors
+@with_game_params
 def data_sft_command(
     out: Path = typer.Option(..., "--out", help="Directory for the Hugging Face dataset."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    mixture: str = typer.Option("paper", "--mixture", help="paper or nash"),
+    mixture: str = typer.Option("paper", "--mixture", help="A demonstration mixture of the game, e.g. paper."),
     episodes: int = typer.Option(200, "--episodes", help="Episodes per driving opponent."),
     seed: int = typer.Option(0, "--seed"),
     protocol: str = typer.Option("rigorous", "--protocol", help="Prompt style: rigorous or paper."),
+    game_params: dict = None,
 ):
     """Expert traces as chat examples (system, user, assistant = reason + action), train/validation split."""
     from sepo.games import check_protocol
     from sepo.training.sft_data import generate_traces, write_sft_dataset
 
     check_protocol(protocol)
-    summary = write_sft_dataset(generate_traces(game, mixture, episodes, seed, protocol), out, seed)
+    traces = generate_traces(game, mixture, episodes, seed, protocol, **game_params_for(game, game_params))
+    summary = write_sft_dataset(traces, out, seed)
     console.print(f"{summary.examples} examples ({summary.train} train, {summary.validation} validation) at {out}; "
                   f"by strategy: {summary.by_strategy}")
 
@@ -216,6 +228,51 @@ def sft_command(
                           learning_rate=learning_rate, lora=lora, seed=seed, use_cpu=not gpu)
     path = run_sft(config, out)
     console.print(f"SFT model at {path}")
+
+
+@app.command("exploit")
+@user_errors
+@with_game_params
+def exploit_command(
+    agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
+    game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
+    protocol: str = typer.Option("rigorous", "--protocol", help="Prompt style the agent is read under: rigorous or paper."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (with the best response's table)."),
+    game_params: dict = None,
+):
+    """Exact value of an agent from the game's solver: exploitability (zero-sum) or adversarial gap,
+    the best responder's payoff and the agent's payoff against it, the pruning bound and the method."""
+    from sepo.games import load_game
+    from sepo.metrics.exact import solver_for
+    from sepo.policies.specs import load_agent, policy_table
+
+    the_game = load_game(game, protocol, **game_params_for(game, game_params))
+    solver = solver_for(the_game)
+    if solver is None:
+        raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
+    decisions = solver.decisions()
+    table = policy_table(load_agent(agent, the_game), decisions)
+    if table is None:
+        raise SepoError(f"agent {agent!r} cannot give action probabilities, which exact values need")
+    result = solver.evaluate(table)
+    out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
+           "information_states": len(decisions)}
+    if as_json:
+        response = solver.best_response(table)
+        if hasattr(response, "to_json"):
+            out["best_response"] = response.to_json()
+        _print_json(out)
+        return
+    table_out = Table(title=f"{agent} in {game}: exact values ({result.method})")
+    for column in ("quantity", "value"):
+        table_out.add_column(column)
+    rows = [(result.value_name, result.value), ("best-response payoff", result.br_payoff),
+            ("agent payoff vs best response", result.agent_payoff), ("pruning bound", result.pruning_bound),
+            *result.extra.items()]
+    for name, value in rows:
+        table_out.add_row(name, f"{value:.6g}")
+    table_out.add_row("exact", "yes" if result.exact else "no (a lower bound)")
+    console.print(table_out)
 
 
 @app.command("frontier")

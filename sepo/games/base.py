@@ -125,6 +125,10 @@ class TextView(abc.ABC):
         """A short expert reason that describes the state only (never the chosen action), or ""."""
         return ""
 
+    def vocabulary(self) -> str:
+        """Phrases (one per line) a tokenizer for this domain should know beyond its prompts, or ""."""
+        return ""
+
     def canonical_reply(self, decision: Decision, action: int) -> str:
         """A whole expert reply: the state's reason, then the answer line that plays `action`.
         SFT data is made of these. Because the reason does not depend on the action, scoring

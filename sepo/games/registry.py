@@ -2,8 +2,8 @@
 
 A domain is one package `sepo/games/<name>/` whose `__init__.py` defines `DOMAIN = Domain(...)`.
 Generic layers (play, metrics, evaluation, training, reports, CLI) reach a game only through its
-spec, so they never name one. Registration is lazy, as in TextArena: `register("kuhn",
-"sepo.games.kuhn:DOMAIN")` records where the spec lives and imports it on first use; tests and
+spec, so they never name one. Registration is lazy, as in TextArena: `register("NAME",
+"sepo.games.NAME:DOMAIN")` records where the spec lives and imports it on first use; tests and
 plug-ins may also register a `Domain` object directly. Spec fields that need heavy imports (bots,
 solvers, demonstrations) are functions, usually made with `ref("module:name")`, so loading a spec
 stays cheap.
@@ -62,9 +62,11 @@ class Domain:
       frequencies(episodes) -> {"<name>/<key>": value}: the domain's behaviour table.
       demos() -> {mixture name: [(factory, weight), ...]} and demo_opponents: SFT traces.
       agents: {kind: factory(arg, game) -> Policy}: agent specs only this domain defines
-        (Kuhn's `nash[:ALPHA]`).
+        (for example an equilibrium family, `nash[:ALPHA]`).
       training(game, train_entries, collusive_entries) -> a tabular training environment
         (sepo.training.environment.TabularEnvironment) for the exact tabular SEPO trainer.
+      llm_training(game, train_specs, collusive_specs) -> the domain's side of language-model
+        SEPO-GRPO (sepo.training.environment.LLMEnvironment).
       frontier(train_specs, lambdas, runs) -> (report dict, frontier): an exact
         utility/exploitability frontier against the train pool, runs placed on it.
       demo(out, steps, console) -> dict: the domain end to end (`sepo demo`).
@@ -86,6 +88,7 @@ class Domain:
     demo_opponents: tuple[str, ...] = ()
     agents: Mapping[str, Callable[[str, "Game"], "Policy"]] = field(default_factory=dict)
     training: Callable[..., Any] | None = None
+    llm_training: Callable[..., Any] | None = None
     frontier: Callable[..., dict] | None = None
     demo: Callable[..., dict] | None = None
     round_name: str = "round"
@@ -124,7 +127,7 @@ class Domain:
 
 
 def unknown_name(what: str, name: str, known, where: str = "") -> str:
-    """'unknown bot 'X' for kuhn; did you mean ...? known bots: ...' (one line)."""
+    """'unknown bot 'X' for GAME; did you mean ...? known bots: ...' (one line)."""
     known = sorted(known)
     close = difflib.get_close_matches(name, known, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""

@@ -15,7 +15,7 @@ with one batched call (`action_table`). From a table the solver computes:
 - optionally `head_to_head(table, opponent_tables)`: the agent's exact payoff per round against
   opponents given as tables.
 
-Domains implement it in `sepo/games/<name>/exact.py`; Kuhn's wraps its batched closed forms.
+Domains implement it in `sepo/games/<name>/exact.py` and return it from `Domain.solver(game)`.
 """
 from __future__ import annotations
 

@@ -3,9 +3,10 @@
 The tokenizer of the locally built test model is trained on what the model will actually read and
 write: each registered game's system prompt, the user prompts of decisions reached by random play
 (both text protocols), the answer text of every legal action, and the follow-up question of the
-forced-decoding rule. Nothing here is Kuhn-specific: any game registered in `sepo.games` (the domain registry)
-that implements the game API and a `TextView` contributes its text automatically, so a new domain
-only needs to be registered (and, if it has special answer words, to list them in `action_words`).
+forced-decoding rule, and each text view's `vocabulary()` (phrases its SFT reasons use). Nothing
+here names a game: every game in the domain registry contributes its text automatically, so a new
+domain only needs to be registered (and, if it has special answer words, to list them in
+`ACTION_WORDS` beside its text view).
 """
 from __future__ import annotations
 
@@ -18,18 +19,8 @@ from sepo.games.base import Decision, Game
 FORCED_QUESTION = "State your final action ({names}):"
 """The user turn of the paper's forced decoding (paper-protocol §1), restricted to legal actions."""
 
-# Short, state-describing phrases so that reasons in SFT data tokenize compactly. They are
-# generic poker/game words; any other text still encodes (the tokenizer is byte-level, lossless).
-REASON_WORDS = """I have the highest card, so I bet for value.
-I hold the lowest card; I fold to a bet and may bluff when first to act.
-With the middle card I check and call a bet sometimes.
-The opponent bet; my card is strong enough to call.
-The opponent passed, so I can bet or check behind.
-Nobody has bet yet. My card is weak. My card is strong. My card is medium.
-A bluff keeps the opponent guessing. Calling catches bluffs. Folding saves a chip.
-I am first to act this hand. I am second to act this hand. The pot has 2 chips. The pot has 4 chips.
-I cooperate, defect, accept, reject, offer, demand, bid low, bid medium, bid high.
-"""
+# Words of the repeated games' reasons, shared by their text views until each declares its own.
+SHARED_WORDS = "I cooperate, defect, accept, reject, offer, demand, bid low, bid medium, bid high.\n"
 
 
 def _random_decisions(game: Game, episodes: int, rng: np.random.Generator) -> Iterator[Decision]:
@@ -76,7 +67,7 @@ def domain_corpus(
     from sepo.games import PROTOCOLS, domain_names, load_game
 
     names = domain_names() if domains is None else list(domains)
-    texts: list[str] = [REASON_WORDS]
+    texts: list[str] = ["".join(load_game(name).text.vocabulary() for name in names) + SHARED_WORDS]
     for index, name in enumerate(names):
         for protocol in (PROTOCOLS if protocols is None else protocols):
             texts.extend(game_texts(load_game(name, protocol=protocol), episodes=episodes, seed=seed + 1000 * index))

@@ -10,13 +10,13 @@ Design points:
 - Byte-level BPE is lossless (any text round-trips, newlines included, so the strict parsers see
   exactly what the model wrote), and every action word of every domain is one token both at the
   start of a line and after a space; `init_tiny_model` checks that and fails otherwise.
-- Line tokens: every line of the system prompts and every line that recurs in the corpus
-  ("Your card: K", "Legal actions: CALL or FOLD.", "Betting so far this hand: opponent BET", ...)
-  is added as one ordinary (non-special) token, so a whole decision is ~40 tokens instead of ~270
-  and each state feature is one distinct token. A 0.5M-parameter model then learns
-  card-conditioned play from SFT in a few hundred steps; with plain BPE it must first learn to
-  find "the card after `Your card:`" among the J/Q/K of the rules, which took it 350 steps in one
-  run and never happened in another (1000 steps). Action words are never part of a line token.
+- Line tokens: every line of the system prompts and every line that recurs in the corpus (a
+  prompt's state lines, its "Legal actions: ..." line) is added as one ordinary (non-special)
+  token, so a whole decision is ~40 tokens instead of ~270 and each state feature is one distinct
+  token. A 0.5M-parameter model then learns state-conditioned play from SFT in a few hundred
+  steps; with plain BPE it must first learn to find the private state among the words of the
+  rules, which took it 350 steps in one run and never happened in another (1000 steps). Action
+  words are never part of a line token.
 - Chat template: ChatML (`<|im_start|>role\\n...<|im_end|>\\n`), `add_generation_prompt` support,
   and `{% generation %}` markers around each assistant reply *including its `<|im_end|>`*, which is
   what TRL's `SFTTrainer(assistant_only_loss=True)` needs (it masks with

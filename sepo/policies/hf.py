@@ -30,7 +30,7 @@ Failure rules (a reply that names no action, two actions or an illegal one, or i
   legal action name (tokenised with and without a leading space); argmax. If two legal names share
   a first token, the full answer texts are scored in that context instead.
 - "fallback": a fixed action, `fallback_action(decision)` if given, else the first legal action
-  (for Kuhn: PASS when nobody bet, FOLD facing a bet; the paper's fallback is PASS).
+  (the first action the domain lists; the paper's fallback is its first action word).
 - "random-legal": a uniformly random legal action.
 
 End of turn: generation stops at the model's declared end tokens plus the chat template's

@@ -7,7 +7,8 @@
     run:DIR                  the policy a `sepo train` run produced
     hf:PATH_OR_ID            a Hugging Face causal LM (needs the `llm` extra)
     openai:MODEL@URL         a chat model behind an OpenAI-compatible endpoint (the `endpoint` extra)
-    KIND[:ARG]               an agent kind the domain defines (Kuhn: nash[:ALPHA])
+    KIND[:ARG]               an agent kind the domain defines (`Domain.agents`, e.g. an
+                             equilibrium family)
 """
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ def run_label(run_dir: Path) -> str:
 
 
 def plot_runs(run_dirs: list[str | Path], out: str | Path) -> Path:
-    """Exploitability and pool utility against step, one line per run, in one figure."""
+    """Exploitability (or the domain's exact value) and pool utility against step, one line per
+    run, in one figure."""
     fig, (ax_e, ax_u) = plt.subplots(1, 2, figsize=(11, 4))
     for run_dir in map(Path, run_dirs):
         records = MetricsLog(run_dir / "metrics.jsonl").read()
@@ -27,10 +28,11 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path) -> Path:
             raise SepoError(f"{run_dir} has no metrics.jsonl records")
         steps = [r["step"] for r in records]
         label = run_label(run_dir)
-        ax_e.plot(steps, [r["exploitability"] for r in records], label=label)
+        value = records[0].get("exact_value", "exploitability")
+        ax_e.plot(steps, [r[value] for r in records], label=label)
         ax_u.plot(steps, [r["utility"] for r in records], label=label)
-    ax_e.set(xlabel="step", ylabel="exploitability (NashConv/2, exact)", yscale="log", title="Exploitability")
-    ax_u.set(xlabel="step", ylabel="utility vs train pool (chips/hand, exact)", title="Utility against the train pool")
+    ax_e.set(xlabel="step", ylabel=f"{value.replace('_', ' ')} (exact)", yscale="log", title="Exploitability")
+    ax_u.set(xlabel="step", ylabel="utility vs train pool (per round, exact)", title="Utility against the train pool")
     ax_u.legend(fontsize=8)
     ax_e.grid(alpha=0.3)
     ax_u.grid(alpha=0.3)

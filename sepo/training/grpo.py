@@ -1,17 +1,18 @@
-"""SEPO-GRPO for language models on Kuhn poker, with TRL's GRPOTrainer (spec §5, §7).
+"""SEPO-GRPO for language models with TRL's GRPOTrainer (spec §5, §7), in any domain whose spec
+has an LLM training environment (`Domain.llm_training`, see `sepo.training.environment`).
 
 Design: per-decision prompts chosen on-policy by a `rollout_func`. Each step:
-  1. Read the model's action table at the 12 information states (its probability of each legal
-     action's canonical reply, one batched forward pass) and compute the exact exploitability
-     attribution at that table (`sepo.objective.attribution`), as the tabular trainer does.
-  2. Play hands between that table and the train pool; every agent decision met is a candidate
-     prompt, so prompts arrive with their on-policy frequency. `groups` of them are drawn; each is
-     one GRPO group of `group_size` completions sharing the hidden state (cards, seat, opponent).
+  1. Read the model's action table at the solver's information states (its probability of each
+     legal action's canonical reply, one batched forward pass) and compute the exact
+     exploitability attribution at that table (`sepo.objective.attribution`), as the tabular
+     trainer does.
+  2. The domain plays episodes between that table and the train pool; every agent decision met is
+     a candidate prompt, so prompts arrive with their on-policy frequency. `groups` of them are
+     drawn; each is one GRPO group of `group_size` completions sharing the hidden state.
   3. The model writes every completion in one batched `generate` call. Each is parsed strictly;
      a failure is counted and resolved by the named `fallback` rule (plus `invalid_penalty`).
-  4. Reward R = s·U − λe·s·E − λc·C − λx·X from the completion's own action: U is the exact
-     expected payoff to go (rest of the hand under the table and the opponent bot), E the
-     attribution, C a fold against a collusive partner, X the chance of losing 2 chips.
+  4. Reward R = s·U − λe·s·E − λc·C − λx·X from the completion's own action (`sepo_rewards`): U
+     the domain's exact expected payoff to go, E the attribution, C and X the domain's events.
   5. TRL normalises within groups and computes its GRPO loss; nothing of the loss is ours.
 
 Why per-decision rather than multi-turn: the paper and our evaluation treat each decision as a
@@ -35,55 +36,43 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision
-from sepo.games.kuhn.rules import INFO_STATES, KuhnPoker, action_names
-from sepo.games.kuhn import exact as kuhn_exact
+from sepo.games.registry import get_domain
 from sepo.objective.attribution import exploitation_attribution
-from sepo.objective.sepo import Lambdas, check_penalty_mode, group_mean
-from sepo.games.kuhn.pools import PAPER_POOLS
+from sepo.objective.sepo import sepo_rewards
 from sepo.opponents.pools import parse_bot
 from sepo.training.checkpoint import MetricsLog, atomic_write_json, check_same_run
-from sepo.games.kuhn.llm_env import DecisionContext, action_outcomes, sample_decisions
+from sepo.training.config import SEPOConfig, option
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
-@dataclass
-class LLMSEPOConfig:
+@dataclass(kw_only=True)
+class LLMSEPOConfig(SEPOConfig):
     """Settings of `sepo train --policy hf:MODEL` (defaults sized for the tiny model on a CPU)."""
 
-    model: str
-    penalty: str = "per-rollout"
-    lambda_e: float = 0.0
-    lambda_c: float = 0.0
-    lambda_x: float = 0.0
-    steps: int = 20
-    groups: int = 8
-    group_size: int = 4
-    learning_rate: float = 1e-4
-    optimizer: str = "adamw_torch"
-    beta: float = 0.0
-    temperature: float = 1.0
-    max_new_tokens: int = 48
-    scale_rewards: str = "none"
-    invalid_penalty: float = 1.0
-    lora: bool = False
-    lora_r: int = 16
-    seed: int = 0
-    save_steps: int = 5
-    use_cpu: bool = True
-    report_to: str = "none"
-    train_pool: list = field(default_factory=lambda: list(PAPER_POOLS["train"]))
-    collusive_pool: list = field(default_factory=lambda: list(PAPER_POOLS["collusive"]))
+    model: str = option(None, "Model directory or hub id to start from.")
+    steps: int = option(20, "Optimizer steps.")
+    groups: int = option(8, "Prompts (GRPO groups) per step.")
+    group_size: int = option(4, "Completions per prompt, G.")
+    learning_rate: float = option(1e-4, "Learning rate.")
+    scale_rewards: str = option("none", "TRL's reward scaling: none (Dr. GRPO), group or batch.")
+    optimizer: str = option("adamw_torch", "transformers optimizer name.")
+    beta: float = option(0.0, "KL coefficient to the starting model.")
+    temperature: float = option(1.0, "Sampling temperature of the completions.")
+    max_new_tokens: int = option(48, "Longest completion in tokens.")
+    invalid_penalty: float = option(1.0, "Reward subtracted from a completion that does not parse.")
+    lora: bool = option(False, "Train a LoRA adapter (merged into the saved model).")
+    lora_r: int = option(16, "LoRA rank.")
+    save_steps: int = option(5, "Steps between TRL checkpoints.")
+    use_cpu: bool = option(True, "Train on the CPU instead of the accelerator.")
+    report_to: str = option("none", "TRL/transformers logging integration, e.g. tensorboard.")
 
     def validate(self) -> "LLMSEPOConfig":
-        check_penalty_mode(self.penalty)
-        Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
-        if self.group_size < 2:
-            raise SepoError("group_size must be >= 2: GRPO compares completions within a group")
-        if self.steps < 1 or self.groups < 1:
-            raise SepoError("steps and groups must be >= 1")
-        if self.scale_rewards not in ("group", "batch", "none"):
-            raise SepoError(f"unknown reward scaling {self.scale_rewards!r}; use group, batch or none")
+        if not self.model:
+            raise SepoError("LLM SEPO needs a model (--policy hf:MODEL)")
+        super().validate()
+        if get_domain(self.game).llm_training is None:
+            raise SepoError(f"game {self.game!r} has no language-model training environment")
         return self
 
 
@@ -102,38 +91,22 @@ def reply_table(policy, decisions: list[Decision]) -> np.ndarray:
     return probs / probs.sum(1, keepdims=True)
 
 
-def training_decision(context: DecisionContext, rng: np.random.Generator, hands: int = 6) -> Decision:
-    """The prompt for a sampled decision: a random hand number and a random record of earlier
-    hands, so the model learns to play the same whatever the score line says."""
-    hand = int(rng.integers(1, hands + 1))
-    earlier = rng.choice([1, -1, 2, -2], size=hand - 1)
-    return Decision(
-        game="kuhn", player=0, info_key=context.info_key, legal_actions=(0, 1), action_names=action_names(context.history),
-        observation={"hand": hand, "hands": hands, "card": context.agent_card, "seat": context.seat,
-                     "history": context.history, "facing_bet": context.history.endswith("b"),
-                     "prior_wins": int((earlier > 0).sum()), "prior_losses": int((earlier < 0).sum()),
-                     "prior_net": int(earlier.sum())},
-    )
-
-
-class KuhnSEPOEnvironment:
-    """The rollout function and the reward function TRL calls, sharing one step's state."""
+class SEPOEnvironment:
+    """The rollout function and the reward function TRL calls, sharing one step's state; the game
+    comes from the domain's LLM training environment."""
 
     def __init__(self, config: LLMSEPOConfig, tokenizer, log: MetricsLog):
-        from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
-
         self.config = config
         self.tokenizer = tokenizer
         self.log = log
-        self.game = KuhnPoker(hands=6)
+        domain = get_domain(config.game)
+        self.game = domain.game("rigorous", **config.game_params)
+        train = [parse_bot(config.game, e) for e in config.train_pool]
+        collusive = [parse_bot(config.game, e) for e in config.collusive_pool]
+        self.domain_env = domain.llm_training(self.game, train, collusive)
+        self.solver = self.domain_env.solver
         self.scale = self.game.payoff_scale
-        train = [parse_bot("kuhn", e) for e in config.train_pool]
-        collusive = {parse_bot("kuhn", e).label for e in config.collusive_pool}
-        self.opponents = np.stack([spec.build().table for spec in train])
-        self.is_collusive = np.array([spec.label in collusive for spec in train])
-        self.reach_external = kuhn_exact.external_reach(self.opponents)
-        canonical = kuhn_canonical_decisions(6)
-        self.canonical = [canonical[key] for key in INFO_STATES]
+        self.canonical = self.solver.decisions()
         self.last_step_metrics: dict = {}
 
     def policy(self, model):
@@ -142,30 +115,32 @@ class KuhnSEPOEnvironment:
         return HFPolicy(model, self.game.text, mode="sample", tokenizer=self.tokenizer, failure_rule="fallback",
                         temperature=self.config.temperature, max_new_tokens=self.config.max_new_tokens, device=None)
 
+    def table_metrics(self, table: np.ndarray) -> dict:
+        result = self.solver.evaluate(table)
+        return {result.value_name: result.value, "exact_value": result.value_name, **result.extra,
+                **self.domain_env.exact_metrics(table)}
+
     def measure(self, model) -> dict:
-        """Exact metrics of the model's current action table (reply-scored at the 12 states)."""
+        """Exact metrics of the model's current action table (reply-scored at the solver's states)."""
         table = reply_table(self.policy(model), self.canonical)
-        e = float(kuhn_exact.exploitability(table))
-        return {"exploitability": e, "nash_conv": 2 * e, "table": table.tolist(),
-                "utility_exact": float(kuhn_exact.head_to_head(table, self.opponents).mean())}
+        return {**self.table_metrics(table), "table": table.tolist()}
 
     def rollout(self, prompts: list, trainer) -> dict:
         c = self.config
         step = trainer.state.global_step
         policy = self.policy(trainer.accelerator.unwrap_model(trainer.model))
         table = reply_table(policy, self.canonical)
-        gradient = kuhn_exact.exploitability_gradient(table)
-        charge = exploitation_attribution(table, gradient, kuhn_exact.own_reach(table) * self.reach_external)
+        charge = exploitation_attribution(table, self.solver.gradient(table), self.domain_env.training_reach(table))
 
         # Everything a group shares is keyed by (seed, step, prompt), never by position in this
         # process's slice: TRL may split one group across processes.
         group_keys = list(dict.fromkeys(prompts))
-        candidates = sample_decisions(table, self.opponents, 4 * c.groups + 8, np.random.default_rng([c.seed, step, 0x5E90]))
+        candidates = self.domain_env.sample_contexts(table, 4 * c.groups + 8, np.random.default_rng([c.seed, step, 0x5E90]))
         chosen, decisions = {}, {}
         for key in group_keys:
             rng = np.random.default_rng([c.seed, step, zlib.crc32(key.encode())])
             chosen[key] = candidates[int(rng.integers(len(candidates)))]
-            decisions[key] = training_decision(chosen[key], rng)
+            decisions[key] = self.domain_env.training_decision(chosen[key], rng)
 
         prompt_ids = [policy.prompt_ids(decisions[p]) for p in prompts]
         seed = int(np.random.default_rng([c.seed, step, trainer.accelerator.process_index, 0x6E4]).integers(2**31))
@@ -176,39 +151,30 @@ class KuhnSEPOEnvironment:
             context, decision = chosen[prompt], decisions[prompt]
             parsed = self.game.text.parse(completion.text, decision)
             action = parsed.action if parsed.ok else decision.legal_actions[0]  # the "fallback" rule
-            opponent = self.opponents[context.opponent_index]
-            value, big_loss = action_outcomes(table, opponent, context, action)
-            fields["utility"].append(value)
-            fields["exploit"].append(float(charge[context.info_row, action]))
-            folded = decision.observation["facing_bet"] and action == 0
-            fields["collusion"].append(float(folded and self.is_collusive[context.opponent_index]))
-            fields["externality"].append(big_loss)
+            utility, collusion, externality = self.domain_env.outcome(table, context, decision, action)
+            fields["utility"].append(utility)
+            fields["exploit"].append(float(charge[context.info_row, decision.legal_actions.index(action)]))
+            fields["collusion"].append(collusion)
+            fields["externality"].append(externality)
             fields["invalid"].append(float(not parsed.ok))
             fields["group"].append(group_keys.index(prompt))
-        e = float(kuhn_exact.exploitability(table))
         self.last_step_metrics = {
-            "step": step, "exploitability": e, "nash_conv": 2 * e,
-            "utility_exact": float(kuhn_exact.head_to_head(table, self.opponents).mean()),
+            "step": step, **self.table_metrics(table),
             "invalid_rate": _global_mean(trainer.accelerator, fields["invalid"]), "table": table.tolist(),
         }  # the table this step's rollouts were drawn from (before its update)
         # TRL averages and logs its `_metrics` (to metrics.jsonl, the console and --report-to backends)
-        for name in ("exploitability", "utility_exact", "invalid_rate"):
-            trainer._metrics["train"][f"sepo/{name}"].append(self.last_step_metrics[name])
+        for name in (self.solver.value_name, "utility_exact", "invalid_rate"):
+            if name in self.last_step_metrics:
+                trainer._metrics["train"][f"sepo/{name}"].append(self.last_step_metrics[name])
         self.accelerator = trainer.accelerator
         return {"prompt_ids": prompt_ids, "completion_ids": [list(x.completion_ids) for x in completions],
                 "logprobs": None, **fields}
 
     def reward(self, prompts, completions, utility, exploit, collusion, externality, invalid, group, **kwargs) -> list[float]:
         c = self.config
-        lam = Lambdas(c.lambda_e, c.lambda_c, c.lambda_x)
-        utility, exploit, collusion, externality, invalid = map(np.asarray, (utility, exploit, collusion, externality, invalid))
         groups = np.unique(np.asarray(group), return_inverse=True)[1]
-        penalty = lam.e * self.scale * exploit + lam.c * collusion + lam.x * externality
-        if c.penalty == "none":
-            penalty = np.zeros_like(penalty)
-        elif c.penalty == "constant":
-            penalty = group_mean(penalty, groups)[groups]
-        rewards = self.scale * utility - penalty - c.invalid_penalty * invalid
+        rewards = sepo_rewards(utility, exploit, collusion, externality, groups, c.lambdas, self.scale, c.penalty)
+        rewards = rewards - c.invalid_penalty * np.asarray(invalid, dtype=float)
         self.last_step_metrics["reward_mean"] = _global_mean(self.accelerator, rewards)
         return [float(r) for r in rewards]
 
@@ -242,7 +208,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
         atomic_write_json(saved, settings)
     model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
     log = MetricsLog(out / "metrics.jsonl")
-    env = KuhnSEPOEnvironment(config, tokenizer, log)
+    env = SEPOEnvironment(config, tokenizer, log)
 
     def sepo_reward(prompts, completions, **kwargs):
         return env.reward(prompts, completions, **kwargs)

@@ -1,4 +1,4 @@
-"""Entry point for `accelerate launch` (or torchrun): LLM SEPO-GRPO on Kuhn poker.
+"""Entry point for `accelerate launch` (or torchrun): LLM SEPO-GRPO in any domain with an LLM training environment.
 
 `accelerate launch` needs a script or a module to start once per process; `sepo train` is a
 console script, so this module is that entry. Every process builds the same `LLMSEPOConfig` and
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sepo.training.launch", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="Model directory or Hub id (what `sepo train --policy hf:` takes).")
     p.add_argument("--out", required=True, help="Run directory (resumed if it holds a checkpoint).")
+    p.add_argument("--game", default=None, help="Domain (default: the first registered).")
     p.add_argument("--penalty", default=defaults["penalty"], choices=["per-rollout", "constant", "none"])
     p.add_argument("--lambda-e", type=float, default=defaults["lambda_e"])
     p.add_argument("--lambda-c", type=float, default=defaults["lambda_c"])
@@ -60,7 +61,7 @@ def config_from_args(args: argparse.Namespace):
     from sepo.training.grpo import LLMSEPOConfig
 
     return LLMSEPOConfig(
-        model=args.model, penalty=args.penalty, lambda_e=args.lambda_e, lambda_c=args.lambda_c, lambda_x=args.lambda_x,
+        model=args.model, game=args.game, penalty=args.penalty, lambda_e=args.lambda_e, lambda_c=args.lambda_c, lambda_x=args.lambda_x,
         steps=args.steps, groups=args.groups, group_size=args.group_size, learning_rate=args.lr, beta=args.beta,
         temperature=args.temperature, max_new_tokens=args.max_new_tokens, scale_rewards=args.scale_rewards,
         invalid_penalty=args.invalid_penalty, lora=args.lora, lora_r=args.lora_r, seed=args.seed,

@@ -1,10 +1,10 @@
-"""SEPO on tabular Kuhn policies: GRPO-style group-normalised policy gradient with exact penalties.
+"""SEPO on tabular policies: GRPO-style group-normalised policy gradient with exact penalties.
 
-Each step:
-  1. π ← softmax(θ); the exploitability attribution of every (state, action) is computed exactly
-     at π (best response, Danskin derivative, training reach).
-  2. Sample `groups` start states (opponent from the pool, agent seat, deal); play `group_size`
-     rollouts (hands) from each.
+The algorithm; the game comes from the domain's training environment
+(`sepo.training.environment`). Each step:
+  1. π ← softmax(θ) over the legal actions; the exploitability attribution of every (state,
+     action) is computed exactly at π from the solver's Danskin gradient and the training reach.
+  2. Sample `groups` start states (opponent, seat, chance); play `group_size` rollouts from each.
   3. Reward each rollout R = s·U − λe·s·E − λc·C − λx·X (or the `constant` / `none` ablations).
   4. Advantages: group-centred rewards, scaled (see `group_advantages`).
   5. θ ← θ + Adam step on mean_r A_r ∇θ log π(rollout r's actions).
@@ -15,22 +15,20 @@ so a run resumed from its checkpoint is identical to one that was never interrup
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.kuhn.rules import INFO_STATES, KuhnPoker
-from sepo.games.kuhn import exact as kuhn_exact
+from sepo.games.registry import get_domain
 from sepo.objective.attribution import exploitation_attribution
-from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode, group_advantages, sepo_rewards
-from sepo.games.kuhn.pools import PAPER_POOLS
+from sepo.objective.sepo import group_advantages, sepo_rewards
 from sepo.opponents.pools import parse_bot
-from sepo.policies.tabular import TabularPolicy, softmax
+from sepo.policies.tabular import TabularPolicy
 from sepo.training.checkpoint import MetricsLog, atomic_write_json, check_same_run, read_json
-from sepo.games.kuhn.rollouts import play_hands
+from sepo.training.config import SEPOConfig, option
 
 CHECKPOINT = "checkpoint.json"
 CONFIG = "config.json"
@@ -38,45 +36,20 @@ METRICS = "metrics.jsonl"
 POLICY = "policy.json"
 
 
-@dataclass
-class TabularSEPOConfig:
-    """Settings of an exact tabular SEPO run (Kuhn poker)."""
+@dataclass(kw_only=True)
+class TabularSEPOConfig(SEPOConfig):
+    """Settings of an exact tabular SEPO run."""
 
-    game: str = "kuhn"
-    penalty: str = "per-rollout"
-    lambda_e: float = 0.0
-    lambda_c: float = 0.0
-    lambda_x: float = 0.0
-    steps: int = 2000
-    groups: int = 128
-    group_size: int = 8
-    learning_rate: float = 0.05
-    final_learning_rate: float = 0.005
-    scale_rewards: str = "batch"
-    train_pool: list = field(default_factory=lambda: list(PAPER_POOLS["train"]))
-    collusive_pool: list = field(default_factory=lambda: list(PAPER_POOLS["collusive"]))
-    seed: int = 0
-    checkpoint_every: int = 100
+    final_learning_rate: float = option(0.005, "Learning rate at the last step (linear decay from learning_rate).")
+    checkpoint_every: int = option(100, "Steps between checkpoints.")
 
     def validate(self) -> "TabularSEPOConfig":
-        if self.game != "kuhn":
-            raise SepoError(f"the tabular trainer supports game 'kuhn' only, got {self.game!r}")
-        check_penalty_mode(self.penalty)
-        Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
-        if self.scale_rewards not in REWARD_SCALINGS:
-            raise SepoError(f"unknown reward scaling {self.scale_rewards!r}; use {', '.join(REWARD_SCALINGS)}")
-        for name in ("steps", "groups", "group_size", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise SepoError("group_size must be >= 2: GRPO compares rollouts within a group")
-        if not self.learning_rate > 0:
-            raise SepoError(f"learning_rate must be > 0, got {self.learning_rate}")
+        super().validate()
+        if self.checkpoint_every < 1:
+            raise SepoError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if get_domain(self.game).training is None:
+            raise SepoError(f"game {self.game!r} has no tabular training environment")
         return self
-
-    @property
-    def lambdas(self) -> Lambdas:
-        return Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
 
 
 class Adam:
@@ -107,20 +80,20 @@ class TabularSEPOTrainer:
     def __init__(self, config: TabularSEPOConfig, out_dir: str | Path, init_logits: np.ndarray | None = None):
         self.config = config.validate()
         self.out = Path(out_dir)
-        self.game = KuhnPoker(hands=1)
-        self.scale = self.game.payoff_scale
-        train = [parse_bot("kuhn", entry) for entry in config.train_pool]
-        if not train:
-            raise SepoError("the train pool is empty")
-        collusive_labels = {parse_bot("kuhn", entry).label for entry in config.collusive_pool}
-        self.opponents = np.stack([spec.build().table for spec in train])
-        self.opponent_labels = [spec.label for spec in train]
-        self.is_collusive = np.array([label in collusive_labels for label in self.opponent_labels])
-        self.reach_external = kuhn_exact.external_reach(self.opponents)
-        self.logits = np.zeros((12, 2)) if init_logits is None else np.array(init_logits, dtype=float)
+        domain = get_domain(config.game)
+        game = domain.game("rigorous", **config.game_params)
+        train = [parse_bot(config.game, entry) for entry in config.train_pool]
+        collusive = [parse_bot(config.game, entry) for entry in config.collusive_pool]
+        self.env = domain.training(game, train, collusive)
+        self.scale = self.env.scale
+        self.legal = np.asarray(self.env.legal, dtype=bool)
+        self.logits = np.zeros(self.legal.shape) if init_logits is None else np.array(init_logits, dtype=float)
         self.adam = Adam(self.logits.shape)
         self.step = 0
         self.log = MetricsLog(self.out / METRICS)
+
+    def policy(self, logits: np.ndarray | None = None) -> np.ndarray:
+        return masked_softmax(self.logits if logits is None else logits, self.legal)
 
     # -- run directory -------------------------------------------------------------------------
     def _prepare(self) -> None:
@@ -131,7 +104,7 @@ class TabularSEPOTrainer:
         if (self.out / CHECKPOINT).exists():
             state = read_json(self.out / CHECKPOINT, "checkpoint")
             try:
-                self.logits = np.array(state["logits"], dtype=float).reshape(12, 2)
+                self.logits = np.array(state["logits"], dtype=float).reshape(self.legal.shape)
                 self.adam.load(state["adam"])
                 self.step = int(state["step"])
             except (KeyError, TypeError, ValueError) as error:
@@ -151,49 +124,39 @@ class TabularSEPOTrainer:
         return c.learning_rate + fraction * (c.final_learning_rate - c.learning_rate)
 
     def attribution(self, policy: np.ndarray) -> np.ndarray:
-        gradient = kuhn_exact.exploitability_gradient(policy)
-        reach = kuhn_exact.own_reach(policy) * self.reach_external
-        return exploitation_attribution(policy, gradient, reach)
+        solver = self.env.solver
+        return exploitation_attribution(policy, solver.gradient(policy), self.env.training_reach(policy))
 
     def train_step(self) -> dict:
         c = self.config
         rng = np.random.default_rng([c.seed, self.step])
-        policy = softmax(self.logits)
+        policy = self.policy()
         charge = self.attribution(policy)
+        rollouts = self.env.rollouts(policy, c.groups, c.group_size, rng)
 
-        group_opponent = rng.integers(len(self.opponents), size=c.groups)
-        group_seat = rng.integers(2, size=c.groups)
-        group_deal = rng.integers(6, size=c.groups)
-        groups = np.repeat(np.arange(c.groups), c.group_size)
-        hands = play_hands(policy, self.opponents, group_opponent[groups], group_seat[groups], group_deal[groups],
-                           rng.random((len(groups), 3)))
-
-        utility = hands.payoff
-        exploit = (charge[hands.states, hands.actions] * hands.mask).sum(1)
-        decisions = hands.mask.sum(1)
-        collusion = np.where(self.is_collusive[group_opponent[groups]], hands.folds / decisions, 0.0)
-        externality = (hands.payoff <= -2).astype(float)
-        rewards = sepo_rewards(utility, exploit, collusion, externality, groups, c.lambdas, self.scale, c.penalty)
-        advantages = group_advantages(rewards, groups, c.scale_rewards)
+        exploit = (charge[rollouts.states, rollouts.actions] * rollouts.mask).sum(1)
+        rewards = sepo_rewards(rollouts.utility, exploit, rollouts.collusion, rollouts.externality, rollouts.groups,
+                               c.lambdas, self.scale, c.penalty)
+        advantages = group_advantages(rewards, rollouts.groups, c.scale_rewards)
 
         score = np.zeros_like(self.logits)  # Σ_r A_r ∇θ log π(a|I) for softmax logits
-        for k in range(hands.states.shape[1]):
-            weight = advantages * hands.mask[:, k]
-            np.add.at(score, (hands.states[:, k], hands.actions[:, k]), weight)
-            np.add.at(score, hands.states[:, k], -weight[:, None] * policy[hands.states[:, k]])
-        self.logits = self.logits + self.adam.ascent(score / len(groups), self.learning_rate(self.step))
+        for k in range(rollouts.states.shape[1]):
+            weight = advantages * rollouts.mask[:, k]
+            np.add.at(score, (rollouts.states[:, k], rollouts.actions[:, k]), weight)
+            np.add.at(score, rollouts.states[:, k], -weight[:, None] * policy[rollouts.states[:, k]])
+        self.logits = self.logits + self.adam.ascent(score / len(rollouts.groups), self.learning_rate(self.step))
 
-        record = {"step": self.step, "reward_mean": float(rewards.mean()), "sampled_utility": float(utility.mean()),
+        record = {"step": self.step, "reward_mean": float(rewards.mean()), "sampled_utility": float(rollouts.utility.mean()),
                   "sampled_exploit_charge": float(exploit.mean())}
-        record.update(self.exact_metrics(softmax(self.logits)))
+        record.update(self.exact_metrics(self.policy()))
         return record
 
     def exact_metrics(self, policy: np.ndarray) -> dict:
-        utility = float(kuhn_exact.head_to_head(policy, self.opponents).mean())
-        nash_conv = float(kuhn_exact.nash_conv(policy))
-        e = nash_conv / 2
-        return {"utility": utility, "exploitability": e, "nash_conv": nash_conv,
-                "objective": self.scale * (utility - self.config.lambda_e * e)}
+        metrics = dict(self.env.exact_metrics(policy))
+        value = metrics[self.env.solver.value_name]
+        metrics["objective"] = self.scale * (metrics["utility"] - self.config.lambda_e * value)
+        metrics["exact_value"] = self.env.solver.value_name
+        return metrics
 
     # -- the loop ------------------------------------------------------------------------------
     def train(self, on_step: Callable[[dict], None] | None = None, stop_after: int | None = None) -> dict:
@@ -212,13 +175,20 @@ class TabularSEPOTrainer:
                 self._save_checkpoint()
             if stop_after is not None and done >= stop_after:
                 break
-        policy = TabularPolicy.from_logits(self.logits, INFO_STATES, name=f"run:{self.out}")
+        policy = TabularPolicy(self.policy(), self.env.keys, name=f"run:{self.out}")
         if self.step >= self.config.steps:
             policy.save(self.out / POLICY)
         summary = {"steps": self.step, "seconds": time.time() - started, **self.exact_metrics(policy.table)}
         if self.step >= self.config.steps:
             atomic_write_json(self.out / "summary.json", summary)
         return summary
+
+
+def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
+    """Softmax over each row's legal columns (illegal, padded columns get probability 0)."""
+    masked = np.where(legal, logits, -np.inf)
+    weights = np.exp(masked - masked.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True)
 
 
 def load_run_policy(run_dir: str | Path) -> TabularPolicy:
@@ -229,12 +199,21 @@ def load_run_policy(run_dir: str | Path) -> TabularPolicy:
     if (run_dir / POLICY).exists():
         policy = TabularPolicy.load(run_dir / POLICY)
     elif (run_dir / CHECKPOINT).exists():
-        state = read_json(run_dir / CHECKPOINT, "checkpoint")
-        try:
-            policy = TabularPolicy.from_logits(np.array(state["logits"], dtype=float).reshape(12, 2), INFO_STATES)
-        except (KeyError, TypeError, ValueError) as error:
-            raise SepoError(f"unreadable checkpoint {run_dir / CHECKPOINT}: {error}") from None
+        policy = _checkpoint_policy(run_dir)
     else:
         raise SepoError(f"{run_dir} holds no policy.json or checkpoint.json")
     policy.name = f"run:{run_dir.name}"
     return policy
+
+
+def _checkpoint_policy(run_dir: Path) -> TabularPolicy:
+    """The policy of an unfinished run: its checkpointed logits over the environment's keys."""
+    config = read_json(run_dir / CONFIG, "run config")
+    state = read_json(run_dir / CHECKPOINT, "checkpoint")
+    try:
+        fields = {k: v for k, v in config.items() if k in TabularSEPOConfig.__dataclass_fields__}
+        trainer = TabularSEPOTrainer(TabularSEPOConfig(**fields), run_dir)
+        logits = np.array(state["logits"], dtype=float).reshape(trainer.legal.shape)
+    except (KeyError, TypeError, ValueError) as error:
+        raise SepoError(f"unreadable checkpoint {run_dir / CHECKPOINT}: {error}") from None
+    return TabularPolicy(trainer.policy(logits), trainer.env.keys)

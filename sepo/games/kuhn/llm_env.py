@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sepo.games.kuhn.rules import INFO_STATES, is_hand_over, seat0_payoff, seat_to_act
+from sepo.games.base import Decision
+from sepo.games.kuhn.events import is_fold
+from sepo.games.kuhn.rules import INFO_STATES, action_names, is_hand_over, seat0_payoff, seat_to_act
 from sepo.games.kuhn.exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
 from sepo.games.kuhn.rollouts import play_hands
 
@@ -79,3 +81,52 @@ def _continue(agent, opponent, seat, cards, history) -> tuple[float, float]:
             value += probs[action] * v
             loss += probs[action] * l
     return value, loss
+
+
+class KuhnLLMEnvironment:
+    """Kuhn's side of language-model SEPO (`Domain.llm_training`): on-policy decisions with their
+    hidden state, the prompt of each, and the exact outcome of an action."""
+
+    def __init__(self, game, train_specs, collusive_specs):
+        from sepo.games.kuhn.exact import KuhnSolver, external_reach
+
+        self.game = game
+        self.solver = KuhnSolver(game)
+        self.opponents = np.stack([spec.build(game).table for spec in train_specs])
+        collusive = {spec.label for spec in collusive_specs}
+        self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
+        self.reach_external = external_reach(self.opponents)
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray:
+        from sepo.games.kuhn.exact import own_reach
+
+        return own_reach(table) * self.reach_external
+
+    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+        return sample_decisions(table, self.opponents, count, rng)
+
+    def training_decision(self, context: DecisionContext, rng: np.random.Generator) -> Decision:
+        """The prompt for a sampled decision: a random hand number and a random record of earlier
+        hands, so the model learns to play the same whatever the score line says."""
+        hands = self.game.hands
+        hand = int(rng.integers(1, hands + 1))
+        earlier = rng.choice([1, -1, 2, -2], size=hand - 1)
+        return Decision(
+            game=self.game.name, player=0, info_key=context.info_key, legal_actions=(0, 1),
+            action_names=action_names(context.history),
+            observation={"hand": hand, "hands": hands, "card": context.agent_card, "seat": context.seat,
+                         "history": context.history, "facing_bet": context.history.endswith("b"),
+                         "prior_wins": int((earlier > 0).sum()), "prior_losses": int((earlier < 0).sum()),
+                         "prior_net": int(earlier.sum())},
+        )
+
+    def outcome(self, table: np.ndarray, context: DecisionContext, decision: Decision, action: int) -> tuple[float, float, float]:
+        """(exact payoff to go, collusion event, externality probability) of `action`."""
+        value, big_loss = action_outcomes(table, self.opponents[context.opponent_index], context, action)
+        collusion = float(is_fold(decision.observation, action) and self.is_collusive[context.opponent_index])
+        return value, collusion, big_loss
+
+    def exact_metrics(self, table: np.ndarray) -> dict:
+        from sepo.games.kuhn.exact import head_to_head
+
+        return {"utility_exact": float(head_to_head(table, self.opponents).mean())}

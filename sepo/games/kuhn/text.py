@@ -92,6 +92,21 @@ class KuhnText(TextView):
     def reason(self, decision: Decision) -> str:
         return kuhn_reason(decision)
 
+    def vocabulary(self) -> str:
+        return VOCABULARY
+
+
+VOCABULARY = """I have the highest card, so I bet for value.
+I hold the lowest card; I fold to a bet and may bluff when first to act.
+With the middle card I check and call a bet sometimes.
+The opponent bet; my card is strong enough to call.
+The opponent passed, so I can bet or check behind.
+Nobody has bet yet. My card is weak. My card is strong. My card is medium.
+A bluff keeps the opponent guessing. Calling catches bluffs. Folding saves a chip.
+I am first to act this hand. I am second to act this hand. The pot has 2 chips. The pot has 4 chips.
+"""
+"""Short, state-describing phrases so that reasons in SFT data tokenize compactly (the tiny
+model's tokenizer is trained on them); any other text still encodes (byte-level, lossless)."""
 
 _STRENGTH = {0: "the lowest card", 1: "the middle card", 2: "the highest card"}
 _OUTLOOK = {0: "it loses to any card the opponent can hold", 1: "it beats only a bluff with J",

@@ -1,0 +1,69 @@
+"""Game options from the registry: the CLI names no game.
+
+`with_game_params` gives a command one `--PARAM` option per parameter of any registered domain
+(`Domain.params`); the command receives the ones given as `game_params`, and `game_params_for`
+converts them with the chosen domain's types, refusing a parameter the domain does not take.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Optional
+
+import typer
+
+from sepo.errors import SepoError
+from sepo.games import default_game, domain_names, get_domain
+
+DEFAULT_GAME = default_game()
+GAME_HELP = f"Game to play: {', '.join(domain_names())}."
+
+
+def _registered_params() -> dict:
+    """{param name: (Param, [domains that take it])} over every registered domain."""
+    found: dict = {}
+    for name in domain_names():
+        for param in get_domain(name).params:
+            found.setdefault(param.name, (param, []))[1].append(name)
+    return found
+
+
+def with_game_params(command):
+    """Add the registered domains' `--PARAM` options to `command`, passed on as `game_params`."""
+    signature = inspect.signature(command)
+    kept = [p for name, p in signature.parameters.items() if name != "game_params"]
+    extra = []
+    for name, (param, owners) in _registered_params().items():
+        extra.append(inspect.Parameter(
+            f"game_param_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+            default=typer.Option(None, param.flag, help=f"{param.help} [{', '.join(owners)}; default {param.default}]")))
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        given = {key[len("game_param_"):]: kwargs.pop(key) for key in list(kwargs) if key.startswith("game_param_")}
+        return command(*args, game_params={k: v for k, v in given.items() if v is not None}, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=kept + extra)
+    return wrapper
+
+
+def game_params_for(game: str, raw: dict) -> dict:
+    """The given `--PARAM` strings converted by domain `game`'s parameter types."""
+    domain = get_domain(game)
+    params = {p.name: p for p in domain.params}
+    out = {}
+    for name, text in raw.items():
+        if name not in params:
+            allowed = ", ".join(p.flag for p in domain.params) or "none"
+            raise SepoError(f"--{name.replace('_', '-')} does not apply to game {game!r}; its parameters: {allowed}")
+        try:
+            out[name] = params[name].type(text)
+        except (TypeError, ValueError) as error:
+            raise SepoError(f"{params[name].flag} {text!r}: {error}") from None
+    return out
+
+
+def agent_help() -> str:
+    """The agent-spec help, with the kinds each registered domain adds."""
+    own = [f"{kind}[:ARG] ({name})" for name in domain_names() for kind in get_domain(name).agents]
+    return " | ".join(["uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH", "openai:MODEL@URL", *own])

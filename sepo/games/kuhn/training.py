@@ -1,0 +1,49 @@
+"""Kuhn poker as a training environment for the exact tabular SEPO trainer.
+
+A group shares its start state: the opponent (uniform over the train pool), the agent's seat
+and the deal; its rollouts are single hands played by the vectorised rules of `rollouts.py`.
+Collusion is the FOLD rate against a collusive partner and externality a 2-chip loss
+(`events.py`); the training reach is the agent's own reach times the pool's and chance's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sepo.games.kuhn import exact as kuhn_exact
+from sepo.games.kuhn.events import is_big_loss
+from sepo.games.kuhn.rollouts import play_hands
+from sepo.games.kuhn.rules import DEALS, INFO_STATES
+from sepo.training.environment import Rollouts
+
+
+class KuhnTrainingEnvironment:
+    keys = INFO_STATES
+    legal = np.ones((len(INFO_STATES), 2), dtype=bool)
+
+    def __init__(self, game, train_specs, collusive_specs):
+        self.solver = kuhn_exact.KuhnSolver(game)
+        self.scale = game.payoff_scale
+        self.opponents = np.stack([spec.build(game).table for spec in train_specs])
+        collusive = {spec.label for spec in collusive_specs}
+        self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
+        self.reach_external = kuhn_exact.external_reach(self.opponents)
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray:
+        return kuhn_exact.own_reach(table) * self.reach_external
+
+    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
+        group_opponent = rng.integers(len(self.opponents), size=groups)
+        group_seat = rng.integers(2, size=groups)
+        group_deal = rng.integers(len(DEALS), size=groups)
+        group_of = np.repeat(np.arange(groups), group_size)
+        hands = play_hands(table, self.opponents, group_opponent[group_of], group_seat[group_of], group_deal[group_of],
+                           rng.random((len(group_of), 3)))
+        decisions = hands.mask.sum(1)
+        collusion = np.where(self.is_collusive[group_opponent[group_of]], hands.folds / decisions, 0.0)
+        externality = is_big_loss(hands.payoff).astype(float)
+        return Rollouts(hands.states, hands.actions, hands.mask, group_of, hands.payoff, collusion, externality)
+
+    def exact_metrics(self, table: np.ndarray) -> dict:
+        utility = float(kuhn_exact.head_to_head(table, self.opponents).mean())
+        nash_conv = float(kuhn_exact.nash_conv(table))
+        return {"utility": utility, "exploitability": nash_conv / 2, "nash_conv": nash_conv}

@@ -1,0 +1,82 @@
+"""The settings every SEPO trainer shares, documented once (TRL-style `metadata={"help": ...}`).
+
+`TabularSEPOConfig` and `LLMSEPOConfig` extend `SEPOConfig`; the CLI takes its option help
+from these fields (`help_of`), so a setting is documented in one place. Cross-field rules live in
+`validate` (as TRL's `__post_init__`), shared by both trainers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from sepo.errors import SepoError
+from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode
+
+
+def option(default=None, help: str = "", **kwargs):
+    """A dataclass field with its help text (a list/dict default becomes a factory)."""
+    if isinstance(default, (list, dict)):
+        value = default
+        return field(default_factory=lambda: type(value)(value), metadata={"help": help}, **kwargs)
+    return field(default=default, metadata={"help": help}, **kwargs)
+
+
+@dataclass(kw_only=True)
+class SEPOConfig:
+    """Settings shared by the tabular and the language-model SEPO trainers."""
+
+    game: str = option(None, "Domain to train in (a registered game; default: the first registered).")
+    game_params: dict = option({}, "The domain's game parameters (its --PARAM options), e.g. {'rounds': 8}.")
+    penalty: str = option("per-rollout", "per-rollout (SEPO), constant (the paper's ablation, = none) or none "
+                                         "(payoff-only GRPO).")
+    lambda_e: float = option(0.0, "λe: weight of the exploitability (adversarial gap) charge.")
+    lambda_c: float = option(0.0, "λc: weight of collusion events (against the collusive pool).")
+    lambda_x: float = option(0.0, "λx: weight of externality events.")
+    steps: int = option(2000, "Optimizer steps.")
+    groups: int = option(128, "Groups per step; a group shares its start state, seed and opponent.")
+    group_size: int = option(8, "Rollouts per group, G (GRPO compares rollouts within a group).")
+    learning_rate: float = option(0.05, "Learning rate.")
+    scale_rewards: str = option("batch", "Advantage scaling: batch, group or none (Dr. GRPO).")
+    train_pool: list = option(None, "Train-pool entries (bot specs); default: the domain's paper pool.")
+    collusive_pool: list = option(None, "Collusive-pool entries; default: the domain's paper pool.")
+    seed: int = option(0, "Seed of every random draw of the run.")
+
+    def __post_init__(self):
+        from sepo.games.registry import default_game, get_domain
+
+        if self.game is None:
+            self.game = default_game()
+        if self.train_pool is None or self.collusive_pool is None:
+            domain = get_domain(self.game)
+            pools = domain.pools("rigorous", domain.game("rigorous", **self.game_params))
+            if self.train_pool is None:
+                self.train_pool = list(pools.get("train", []))
+            if self.collusive_pool is None:
+                self.collusive_pool = list(pools.get("collusive", []))
+
+    def validate(self):
+        check_penalty_mode(self.penalty)
+        Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
+        if self.scale_rewards not in REWARD_SCALINGS:
+            raise SepoError(f"unknown reward scaling {self.scale_rewards!r}; use {', '.join(REWARD_SCALINGS)}")
+        for name in ("steps", "groups"):
+            if getattr(self, name) < 1:
+                raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise SepoError("group_size must be >= 2: GRPO compares rollouts within a group")
+        if not self.learning_rate > 0:
+            raise SepoError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not self.train_pool:
+            raise SepoError("the train pool is empty")
+        return self
+
+    @property
+    def lambdas(self) -> Lambdas:
+        return Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
+
+
+def help_of(config_class, name: str) -> str:
+    """The documented help of a config field (what the CLI shows for its option)."""
+    for f in fields(config_class):
+        if f.name == name:
+            return f.metadata.get("help", "")
+    raise KeyError(name)

@@ -1,0 +1,71 @@
+"""What a domain gives the exact tabular SEPO trainer: its training environment.
+
+The trainer (`sepo.training.tabular`) is the algorithm; a domain plugs in through
+`Domain.training(game, train_specs, collusive_specs) -> TabularEnvironment`:
+
+- `keys`, `legal`: the information states (rows of the tabular parameterization, the solver's
+  `decisions()` order) and which columns are legal actions there;
+- `solver`: its exact solver (value, Danskin gradient, own reach);
+- `training_reach(table)`: ρ(I), the probability that a training rollout reaches I (the
+  agent's own reach times chance's and the pool's);
+- `rollouts(table, groups, group_size, rng)`: sampled rollouts from `groups` start states (the
+  opponent, seat and chance outcomes a group shares), `group_size` each, with their utility and
+  the domain's collusion and externality events (its one definition, as in evaluation);
+- `exact_metrics(table)`: exact utility against the train pool and the solver's value.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass
+class Rollouts:
+    """A batch of sampled rollouts from the agent's point of view.
+
+    `states[r, k]` / `actions[r, k]` are rollout r's k-th agent decision (row of the table, column
+    of the action), valid where `mask[r, k]`; `groups[r]` its group; `utility[r]` its payoff;
+    `collusion[r]`, `externality[r]` its events (0 where they do not apply)."""
+
+    states: np.ndarray
+    actions: np.ndarray
+    mask: np.ndarray
+    groups: np.ndarray
+    utility: np.ndarray
+    collusion: np.ndarray
+    externality: np.ndarray
+
+
+class TabularEnvironment(Protocol):
+    keys: tuple[str, ...]
+    legal: np.ndarray
+    solver: object
+    scale: float
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray: ...
+
+    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts: ...
+
+    def exact_metrics(self, table: np.ndarray) -> dict: ...
+
+
+class LLMEnvironment(Protocol):
+    """A domain's side of language-model SEPO-GRPO (`sepo.training.grpo`): contexts are agent
+    decisions met on-policy, with the hidden state the domain needs; each has an `info_row` (its
+    row in the solver's `decisions()`)."""
+
+    solver: object
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray: ...
+
+    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list: ...
+
+    def training_decision(self, context, rng: np.random.Generator):
+        """The `Decision` (prompt) a context is shown as."""
+
+    def outcome(self, table: np.ndarray, context, decision, action: int) -> tuple[float, float, float]:
+        """(exact expected payoff to go, collusion event, externality event) of `action`."""
+
+    def exact_metrics(self, table: np.ndarray) -> dict: ...
