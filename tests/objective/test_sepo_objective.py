@@ -200,10 +200,10 @@ def test_expected_charge_times_score_is_the_exploitability_gradient_for_the_trai
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
     trainer = TabularSEPOTrainer(TabularSEPOConfig(lambda_e=5.0), tmp_path / "run")
-    assert np.allclose(trainer.opponents, train_pool())
+    assert np.allclose(trainer.env.opponents, train_pool())
     policy = softmax(random_logits(seed))
     charge = trainer.attribution(policy)
-    expected = expected_charge_times_score(policy, trainer.opponents, charge)
+    expected = expected_charge_times_score(policy, trainer.env.opponents, charge)
     target = softmax_exploitability_gradient(policy)
     assert np.abs(target).max() > 1e-2
     assert np.allclose(expected, target, rtol=0, atol=1e-9), np.abs(expected - target).max()
