@@ -21,7 +21,6 @@ Under `rigorous` every (pool, opponent) plays its own independent episodes.
 """
 from __future__ import annotations
 
-import copy
 import zlib
 from dataclasses import dataclass, field
 
@@ -128,7 +127,7 @@ def _opponent(spec: BotSpec, solver, estimate: PolicyEstimate | None, notes, gam
     response = solver.best_response(estimate.table())
     if not estimate.exact:
         notes.append("BestResponse is the exact best response to the estimated policy (its point estimate)")
-    return (lambda: copy.deepcopy(response)), BEST_RESPONSE
+    return (lambda: response), BEST_RESPONSE  # a table: stateless, so every episode may share it
 
 
 def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], estimate: PolicyEstimate | None, notes,

@@ -69,7 +69,7 @@ def boundary_interval(point: float, replicates: np.ndarray, floor: float = 0.0) 
     least the point. Lower end: point − (q97.5 − q2.5), at least `floor`. At the bound the
     plug-in estimate sits about one bootstrap spread above the truth, so subtracting the whole
     spread is what lets the interval reach it; tests/metrics/test_bootstrap.py measures the
-    coverage (about 0.99 at the bound, 0.96 inside, for Kuhn exploitability)."""
+    coverage (about 0.99 at the bound, 0.96 inside, for an exploitability in its tests)."""
     values = np.asarray(replicates, dtype=float)
     values = values[np.isfinite(values)]
     if values.size == 0 or not np.isfinite(point):

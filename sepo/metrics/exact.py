@@ -8,7 +8,8 @@ with one batched call (`action_table`). From a table the solver computes:
 - `evaluate(table)`: the headline value (zero-sum: exploitability = NashConv / 2; general-sum:
   the adversarial gap max_σ E[u_O − u_A] per round), the best responder's payoff, the agent's
   payoff against it, the method, whether it is exact, and a bound on any pruning error;
-- `best_response(table)`: the maximising opponent as a policy that can play;
+- `best_response(table)`: the maximising opponent as a stateless policy that can play (episodes
+  may share one instance);
 - `gradient(table)`: d value / d table with the maximiser held fixed (Danskin), the input of
   SEPO's per-rollout attribution;
 - `own_reach(table)`: the agent's own probability of reaching each information state;

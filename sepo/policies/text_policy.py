@@ -36,7 +36,7 @@ from sepo.policies.replies import Reply, ReplySource, parse_reply
 
 FAILURE_RULES = ("forced", "fallback", "random-legal")
 DEFAULT_SAMPLES = 512
-"""Replies per state for an estimated policy: enough that a scripted agent sampling Kuhn's Nash
+"""Replies per state for an estimated policy: enough that a scripted agent sampling an exact Nash
 equilibrium gets an exploitability interval [0, ≤ 0.02] (tests/policies/test_text_policy.py)."""
 
 

@@ -159,24 +159,45 @@ def test_exact_solver_gradient_is_the_derivative_of_its_value(domain):
     assert numeric == pytest.approx(float((solver.gradient(table) * direction).sum()), abs=1e-6)
 
 
+def _earned(game, agent, opponents, seeds):
+    """Per-episode mean per round of the opponents' payoff and of their lead over the agent."""
+    played = play_episodes(game, agent, opponents, seeds, agent_seed=9)
+    earned = np.array([e.opponent_payoffs.mean() for e in played])
+    lead = np.array([(e.opponent_payoffs - e.agent_payoffs).mean() for e in played])
+    return earned, lead
+
+
+def _bound(samples) -> float:
+    return 4 * samples.std() / np.sqrt(len(samples)) + 1e-9
+
+
 def test_exact_solver_best_response_earns_its_value_and_no_pool_bot_beats_it(domain):
+    """Zero-sum: the best response earns `br_payoff` (= exploitability). General-sum: the
+    maximiser of the gap leads the agent by `value` per round. No pool bot does better on either."""
     game = domain.game()
     solver = solver_for(game)
     if solver is None:
         pytest.skip(f"{domain.name} has no exact solver")
     decisions = solver.decisions()
     keys = tuple(d.info_key for d in decisions)
-    specs = [s for pool in default_pools(domain.name).values() for s in pool if s.name != BEST_RESPONSE]
+    specs = {s.label: s for pool in default_pools(domain.name).values() for s in pool if s.name != BEST_RESPONSE}
+    seeds = list(range(200))
     for label, table in _agents(domain, game, decisions).items():
         result = solver.evaluate(table)
         assert result.value >= -1e-9 and result.pruning_bound >= 0 and result.method
+        assert result.value_name in ("exploitability", "adversarial_gap")
         agent = TabularPolicy(table, keys, name=label)
-        seeds = list(range(400))
-        played = play_episodes(game, agent, [solver.best_response(table) for _ in seeds], seeds, agent_seed=9)
-        earned = np.array([e.opponent_payoffs.mean() for e in played])
-        tolerance = 4 * earned.std() / np.sqrt(len(earned)) + 1e-9
-        assert earned.mean() == pytest.approx(result.br_payoff, abs=tolerance), label
-        for spec in specs:
-            played = play_episodes(game, agent, [spec.build(game) for _ in seeds], seeds, agent_seed=9)
-            earned = np.array([e.opponent_payoffs.mean() for e in played])
-            assert earned.mean() <= result.br_payoff + 4 * earned.std() / np.sqrt(len(earned)) + 1e-9, (label, spec.label)
+        response = solver.best_response(table)
+        earned, lead = _earned(game, agent, [response] * len(seeds), seeds)
+        if result.value_name == "exploitability":
+            assert earned.mean() == pytest.approx(result.br_payoff, abs=_bound(earned)), label
+            assert result.br_payoff == pytest.approx(result.value)
+        else:
+            assert lead.mean() == pytest.approx(result.value, abs=_bound(lead)), label
+        if label != "uniform":
+            continue
+        for spec in specs.values():
+            earned, lead = _earned(game, agent, [spec.build(game) for _ in seeds[:100]], seeds[:100])
+            assert earned.mean() <= result.br_payoff + _bound(earned), (label, spec.label)
+            if result.value_name == "adversarial_gap":
+                assert lead.mean() <= result.value + _bound(lead), (label, spec.label)
