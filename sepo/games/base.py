@@ -174,5 +174,5 @@ class Game(abc.ABC):
 
     @property
     def payoff_scale(self) -> float:
-        """s = 3 / max_payoff, the paper's normalisation of utilities to the IPD scale."""
+        """s = 3 / max_payoff, the paper's normalisation of utilities to its prisoner's-dilemma scale."""
         return 3.0 / self.max_payoff
