@@ -8,9 +8,10 @@ end-of-turn token and "length" when it stopped at `max_tokens` (how clients dete
 and `usage` (prompt tokens, completion tokens including the end-of-turn token).
 
 Honoured: `temperature` (0 = greedy), `top_p`, `max_tokens` / `max_completion_tokens`, `seed`,
-`n`, and the vLLM-style extras `top_k`, `repetition_penalty` and `chat_template_kwargs` (e.g.
+`n`, `logprobs` / `top_logprobs` (the model's own log-probabilities; up to the whole vocabulary,
+where OpenAI allows 20), and the vLLM-style extras `top_k`, `repetition_penalty` and `chat_template_kwargs` (e.g.
 `{"enable_thinking": false}`). Anything else that would change the reply (`stop`, `tools`,
-`logprobs`, `stream`, penalties, ...) is refused with status 400 rather than silently ignored.
+`logit_bias`, `stream`, penalties, ...) is refused with status 400 rather than silently ignored.
 
 One request is generated at a time (a lock around the model): a request's `seed` then fixes its
 replies whatever else is being served. A request without a seed gets one drawn from the server's
@@ -43,6 +44,8 @@ from sepo.errors import SepoError
 
 MAX_BODY_BYTES = 4 << 20
 MAX_N = 128
+MAX_TOP_LOGPROBS = 1 << 20
+"""OpenAI returns at most 20 alternatives per token; a local server can return the whole vocabulary."""
 
 
 class _Message(BaseModel):
@@ -66,6 +69,8 @@ class ChatRequest(BaseModel):
     max_completion_tokens: Optional[int] = Field(None, ge=1, le=1 << 16)
     n: int = Field(1, ge=1, le=MAX_N)
     seed: Optional[int] = None
+    logprobs: bool = False
+    top_logprobs: int = Field(0, ge=0, le=MAX_TOP_LOGPROBS)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     stream: Optional[bool] = False
     user: Optional[str] = None
@@ -73,7 +78,7 @@ class ChatRequest(BaseModel):
     store: Optional[bool] = None
 
 
-_REFUSED = ("stop", "tools", "tool_choice", "functions", "function_call", "logprobs", "top_logprobs", "logit_bias",
+_REFUSED = ("stop", "tools", "tool_choice", "functions", "function_call", "logit_bias",
             "presence_penalty", "frequency_penalty", "response_format", "stream_options", "audio", "modalities",
             "prediction", "reasoning_effort", "parallel_tool_calls", "min_p", "min_tokens")
 
@@ -132,13 +137,39 @@ class ChatModel:
             # greedy decoding has one reply; transformers refuses num_return_sequences > 1 for it
             group = policy.generate([prompt], 1 if greedy else request.n, greedy=greedy, seed=seed)[0]
             group = group * request.n if greedy else group
-        choices = [{"index": i, "message": {"role": "assistant", "content": c.text}, "logprobs": None,
-                    "finish_reason": "stop" if c.finished else "length"} for i, c in enumerate(group)]
+            logprobs = [self._logprobs(policy, prompt, c, request.top_logprobs) for c in group] if request.logprobs \
+                else [None] * len(group)
+        choices = [{"index": i, "message": {"role": "assistant", "content": c.text}, "logprobs": lp,
+                    "finish_reason": "stop" if c.finished else "length"} for i, (c, lp) in enumerate(zip(group, logprobs))]
         completion_tokens = sum(len(c.completion_ids) for c in group)
         return {"id": f"chatcmpl-{seed:x}-{time.monotonic_ns():x}", "object": "chat.completion", "created": int(time.time()),
                 "model": self.name, "choices": choices, "system_fingerprint": "sepo-serve",
                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
                           "total_tokens": len(prompt) + completion_tokens}}
+
+    def _logprobs(self, policy, prompt: list[int], completion, top: int) -> dict:
+        """OpenAI's `logprobs.content` for a reply: each generated token (the end-of-turn token
+        included, so a reply that ends at once still shows the alternatives at its first position)
+        with its log-probability under the model and the `top` most likely tokens there (the
+        model's own distribution, before temperature or filtering)."""
+        import torch
+
+        tokens = list(completion.completion_ids)
+        logp = policy._forward([prompt + tokens], len(tokens) + 1)[0, :-1]
+        top = min(top, logp.shape[-1])
+        best = torch.topk(logp, top, dim=-1) if top else None
+        content = []
+        for j, token in enumerate(tokens):
+            entry = _token_entry(self.tokenizer, token, float(logp[j, token]))
+            entry["top_logprobs"] = [] if best is None else [
+                _token_entry(self.tokenizer, int(t), float(v)) for v, t in zip(best.values[j], best.indices[j])]
+            content.append(entry)
+        return {"content": content}
+
+
+def _token_entry(tokenizer, token: int, logprob: float) -> dict:
+    text = tokenizer.decode([token])
+    return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
 
 
 class ChatServer(ThreadingHTTPServer):

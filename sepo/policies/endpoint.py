@@ -3,8 +3,8 @@
 `EndpointAgent` is a `ReplySource` (sepo/policies/replies.py): each decision is one stateless chat
 [system, user], as for local models, sent with the official `openai` client. As a `TextPolicy` it
 is played and measured like any text agent: replies parsed strictly, failures resolved by the
-named rule ("fallback" or "random-legal"; the paper's forced decoding needs the model's logits),
-its policy exact under greedy decoding and estimated from replies otherwise. It adds what an
+named rule (the paper's forced decoding through the API's `logprobs`, see `forced_actions`;
+"fallback"; "random-legal"), its policy exact under greedy decoding and estimated from replies otherwise. It adds what an
 audit against a remote model needs:
 
 - **API key from the environment** (`SEPO_API_KEY`, else `OPENAI_API_KEY`; a loopback URL needs
@@ -45,6 +45,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision, TextView
+from sepo.policies.hf import FORCED_QUESTION
 from sepo.policies.replies import Decoding, Reply
 from sepo.policies.reply_cache import ReplyCache, request_key
 from sepo.policies.text_policy import DEFAULT_SAMPLES, TextPolicy
@@ -92,7 +93,7 @@ class EndpointAgent(TextPolicy):
     the generic `TextPolicy` (see module doc)."""
 
     def __init__(self, model: str, base_url: str | None, game_text: TextView, decoding: Decoding | None = None, *,
-                 failure_rule: str = "fallback", fallback_action=None, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+                 failure_rule: str = "forced", fallback_action=None, forced_top_logprobs: int = 20, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                  api_key: str | None = None, concurrency: int = 8, max_retries: int = 6, timeout: float = 120.0,
                  cache_dir: str | os.PathLike | None = None, use_cache: bool = True, max_n: int = 128,
                  name: str | None = None, client=None):
@@ -108,6 +109,7 @@ class EndpointAgent(TextPolicy):
         self.decoding = decoding or Decoding()
         self.concurrency = concurrency
         self.max_n = max_n
+        self.forced_top_logprobs = forced_top_logprobs
         self.name = name or f"openai:{model}@{self.base_url}"
         key = api_key or next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), None)
         if key is None and not _loopback(self.base_url):
@@ -137,38 +139,66 @@ class EndpointAgent(TextPolicy):
         concurrently, at most `concurrency` at a time. Identical requests are asked once."""
         if n < 1:
             raise SepoError(f"endpoint agent: n must be >= 1, got {n}")
-        parts = [(i, part, min(self.max_n, n - start)) for i, _ in enumerate(decisions)
+        parts = [(i, min(self.max_n, n - start), _request_seed(seed, i, part)) for i, _ in enumerate(decisions)
                  for part, start in enumerate(range(0, n, self.max_n))]
-        requests = [self._request(decisions[i], size, _request_seed(seed, i, part)) for i, part, size in parts]
+        records = self._answers([self._request(self.messages(decisions[i]), size, self.decoding, seed)
+                                 for i, size, seed in parts])
+        out: list[list[Reply]] = [[] for _ in decisions]
+        for (i, _, _), record in zip(parts, records):
+            out[i].extend(Reply(**r) for r in record["replies"])
+        return out
+
+    def forced_actions(self, decisions: list[Decision], replies: list[str]) -> list[int]:
+        """The paper's forced decoding through the API: the reply as an assistant turn, then the
+        user turn "State your final action (A/B):" with the legal names; one greedy token with its
+        `forced_top_logprobs` most likely alternatives; the legal action whose answer text that
+        token spells (whole word first, else a prefix of it) with the highest log-probability.
+        The same rule as `HFPolicy.forced_actions` whenever the legal tokens are among the
+        alternatives returned (OpenAI returns at most 20); when none is, the fallback action
+        plays, counted as `forced.unmatched`."""
+        decoding = Decoding(temperature=0, max_new_tokens=1, enable_thinking=self.decoding.enable_thinking)
+        requests = []
+        for d, reply in zip(decisions, replies):
+            messages = self.messages(d) + [{"role": "assistant", "content": reply},
+                                           {"role": "user", "content": FORCED_QUESTION.format(names="/".join(d.action_names))}]
+            requests.append({**self._request(messages, 1, decoding, 0), "top_logprobs": self.forced_top_logprobs})
+        actions = []
+        for d, record in zip(decisions, self._answers(requests)):
+            action = _forced_choice(d, [self.text.answer_text(d, a) for a in d.legal_actions], record["top_logprobs"])
+            if action is None:
+                self.counts["forced.unmatched"] += 1
+                action = self._fallback(d)
+            actions.append(action)
+        return actions
+
+    def _request(self, messages: list[dict], n: int, decoding: Decoding, seed: int) -> dict:
+        """A request as it is keyed: what determines the replies (no secret, no transport)."""
+        return {"url": self.base_url, "model": self.model, "messages": messages, "n": n, "decoding": decoding.record(),
+                "seed": None if decoding.greedy else seed}
+
+    def _answers(self, requests: list[dict]) -> list[dict]:
+        """The cached record of each request; the missing ones asked concurrently (at most
+        `concurrency` in flight), each distinct request once."""
         keys = [request_key(r) for r in requests]
-        answers: dict[str, list[Reply]] = {}
+        records: dict[str, dict] = {}
         missing: dict[str, dict] = {}
         for key, request in zip(keys, requests):
             record = self.cache.get(key) if self.cache is not None else None
             if record is not None:
-                answers[key] = [Reply(**r) for r in record["replies"]]
+                records[key] = record
                 self._count(cache_hits=1)
             elif key not in missing:
                 missing[key] = request
         if missing:
             with ThreadPoolExecutor(max_workers=min(self.concurrency, len(missing))) as pool:
-                for key, replies in zip(missing, pool.map(self._ask, missing.items())):
-                    answers[key] = replies
-        out: list[list[Reply]] = [[] for _ in decisions]
-        for (i, _, _), key in zip(parts, keys):
-            out[i].extend(answers[key])
-        return out
+                for key, record in zip(missing, pool.map(self._ask, missing.items())):
+                    records[key] = record
+        return [records[key] for key in keys]
 
-    def _request(self, decision: Decision, n: int, seed: int) -> dict:
-        """The request as it is keyed: what determines the replies (no secret, no transport)."""
-        d = self.decoding
-        return {"url": self.base_url, "model": self.model, "messages": self.messages(decision), "n": n,
-                "decoding": d.record(), "seed": None if d.greedy else seed}
-
-    def _ask(self, item: tuple[str, dict]) -> list[Reply]:
-        """Send one request (the client retries it), store the answer in the cache."""
+    def _ask(self, item: tuple[str, dict]) -> dict:
+        """Send one request (the client retries it); its record goes to the cache."""
         key, request = item
-        d = self.decoding
+        d = Decoding(**request["decoding"])
         extra = {}
         if d.top_k:
             extra["top_k"] = d.top_k
@@ -176,14 +206,17 @@ class EndpointAgent(TextPolicy):
             extra["repetition_penalty"] = d.repetition_penalty
         if d.enable_thinking is not None:
             extra["chat_template_kwargs"] = {"enable_thinking": d.enable_thinking}
-        seed = request["seed"] if request["seed"] is not None else 0
+        top = request.get("top_logprobs")
+        logprobs = dict(logprobs=True, top_logprobs=top) if top else {}
         try:
             raw = self.client.chat.completions.with_raw_response.create(
                 model=self.model, messages=request["messages"], temperature=d.temperature, top_p=d.top_p,
-                max_tokens=d.max_new_tokens, n=request["n"], seed=seed, extra_body=extra or None)
+                max_tokens=d.max_new_tokens, n=request["n"], seed=request["seed"] or 0, extra_body=extra or None,
+                **logprobs)
             response = raw.parse()
         except self._openai.APIError as error:
-            raise SepoError(self._scrub(f"agent {self.name!r}: request failed ({_describe(error)}); "
+            hint = "; forced decoding needs logprobs, else use the fallback rule" if top else ""
+            raise SepoError(self._scrub(f"agent {self.name!r}: request failed ({_describe(error)}){hint}; "
                                         "replies received so far are cached, re-run to resume")) from None
         choices = sorted(response.choices, key=lambda c: c.index)
         if len(choices) != request["n"]:
@@ -195,14 +228,18 @@ class EndpointAgent(TextPolicy):
         shares = _split(completion_tokens, len(choices))
         replies = [Reply(text=c.message.content or "", finished=c.finish_reason == "stop", prompt_tokens=prompt_tokens,
                          completion_tokens=share) for c, share in zip(choices, shares)]
+        record = {"request": request, "replies": [asdict(r) for r in replies],
+                  "finish_reasons": [c.finish_reason for c in choices],
+                  "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+                  "system_fingerprint": getattr(response, "system_fingerprint", None)}
+        if top:
+            content = (choices[0].logprobs.content or []) if choices[0].logprobs else []
+            record["top_logprobs"] = [[t.token, t.logprob] for t in content[0].top_logprobs] if content else []
         if self.cache is not None:
-            self.cache.put(key, {"request": request, "replies": [asdict(r) for r in replies],
-                                 "finish_reasons": [c.finish_reason for c in choices],
-                                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
-                                 "system_fingerprint": getattr(response, "system_fingerprint", None)})
+            self.cache.put(key, record)
         self._count(requests=1, retries=int(getattr(raw, "retries_taken", 0) or 0), prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens)
-        return replies
+        return record
 
     def _count(self, **amounts) -> None:
         with self._usage_lock:
@@ -223,6 +260,22 @@ def _request_seed(seed: int, index: int, part: int) -> int:
     """A 31-bit request seed from the call's seed, the decision's position and the request's part
     (servers take int32)."""
     return int(np.random.SeedSequence([seed % 2**63, index, part]).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def _forced_choice(decision: Decision, answers: list[str], candidates: list) -> int | None:
+    """The legal action whose answer text the most likely candidate token spells: whole-word
+    tokens first, else tokens that start the answer; None when no candidate matches. Ties go to
+    the first legal action, as in `HFPolicy.forced_actions`."""
+    for whole in (True, False):
+        best: dict[int, float] = {}
+        for token, logprob in candidates:
+            word = token.strip()
+            for action, answer in zip(decision.legal_actions, answers):
+                if word and (word == answer if whole else answer.startswith(word)):
+                    best[action] = max(best.get(action, -np.inf), logprob)
+        if best:
+            return max(decision.legal_actions, key=lambda a: (best.get(a, -np.inf), -decision.legal_actions.index(a)))
+    return None
 
 
 def _split(total: int, parts: int) -> list[int]:

@@ -88,7 +88,7 @@ def test_greedy_n_copies_and_max_tokens(server, decisions):
     ({"n": 0}, 400, "n"),
     ({"model": "other"}, 404, "not served"),
     ({"messages": []}, 400, "messages"),
-    ({"logprobs": True}, 400, "logprobs"),
+    ({"logit_bias": {"5": 10}}, 400, "logit_bias"),
 ])
 def test_bad_requests_are_refused_with_one_line(server, fields, status, words):
     payload = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], **fields}
@@ -117,3 +117,14 @@ def test_fail_every_answers_every_kth_request_with_500(chat):
         assert codes == [200, 200, 500, 200, 200, 500]
         stats = get(server.url.removesuffix("/v1") + "/sepo/stats")
         assert (stats["requests"], stats["answered"], stats["failed"]) == (6, 4, 2)
+
+
+def test_logprobs_are_the_models_own(chat, server, decisions):
+    local = _local(chat, temperature=0, max_new_tokens=3)
+    body = _ask(server, local.messages(decisions[5]), temperature=0, max_tokens=3, logprobs=True, top_logprobs=5)
+    content = body["choices"][0]["logprobs"]["content"]
+    first = local.next_token_logprobs([local.prompt_ids(decisions[5])])[0]
+    best = sorted(range(len(first)), key=lambda t: -float(first[t]))[:5]
+    assert [e["token"] for e in content[0]["top_logprobs"]] == [chat.tokenizer.decode([t]) for t in best]
+    assert [e["logprob"] for e in content[0]["top_logprobs"]] == pytest.approx([float(first[t]) for t in best], abs=1e-5)
+    assert content[0]["token"] == content[0]["top_logprobs"][0]["token"]  # greedy: the most likely token

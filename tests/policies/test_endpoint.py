@@ -231,8 +231,9 @@ def _metrics(result: dict) -> str:
 
 def test_greedy_audit_equals_the_local_hf_agent(chat, server, tmp_path):
     """The acceptance check in-process: same model, seed and decoding (temperature 0) behind
-    `sepo serve` and loaded locally give the same result file, exploitability included. Both use
-    the fallback rule: forced decoding needs the model's logits, which an endpoint does not give."""
+    `sepo serve` and loaded locally give the same result file, exploitability included, with the
+    default failure rule (forced decoding; the served model returns its whole next-token
+    distribution, so the endpoint's forced choice sees every legal token)."""
     from sepo.evaluation.evaluate import EvalConfig, evaluate
     from sepo.games import load_game
     from sepo.opponents.pools import parse_bot
@@ -241,9 +242,36 @@ def test_greedy_audit_equals_the_local_hf_agent(chat, server, tmp_path):
              "collusive": [parse_bot("kuhn", "LooseAggressive")]}
     game, config = load_game("kuhn", "rigorous"), EvalConfig(episodes=2, replicates=200, seed=4, pools=pools)
     greedy = Decoding(temperature=0, max_new_tokens=8)
-    local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer, decoding=greedy, failure_rule="fallback")
-    remote = _agent(server, tmp_path, greedy)
+    local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer, decoding=greedy, failure_rule="forced")
+    remote = _agent(server, tmp_path, greedy, failure_rule="forced", forced_top_logprobs=len(chat.tokenizer))
     here, there = evaluate(game, local, config), evaluate(game, remote, config)
     assert there["policy"]["policy"] == "exact" and there["exploitability"] is not None
     assert any(row["opponent"] == "BestResponse" for row in there["opponents"])
+    assert remote.counts["act.rule.forced"] > 0 and remote.counts["forced.unmatched"] == 0
     assert _metrics(there) == _metrics(here)
+
+
+def test_forced_decoding_through_the_api_matches_the_local_rule(chat, server, decisions, tmp_path):
+    local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer, decoding=GREEDY)
+    replies = ["I am not sure.", "Let me think", "", "BET or PASS?"] * 3
+    whole = _agent(server, tmp_path, GREEDY, forced_top_logprobs=len(chat.tokenizer))
+    assert whole.forced_actions(decisions, replies) == local.forced_actions(decisions, replies)
+    assert whole.counts["forced.unmatched"] == 0
+    few = _agent(server, tmp_path, GREEDY, forced_top_logprobs=2)
+    played, exact = few.forced_actions(decisions, replies), local.forced_actions(decisions, replies)
+    differ = [i for i, (a, b) in enumerate(zip(played, exact)) if a != b]
+    assert all(played[i] == decisions[i].legal_actions[0] for i in differ)  # unmatched: the fallback action
+    assert few.counts["forced.unmatched"] >= len(differ)
+
+
+@pytest.mark.parametrize("candidates, expected", [
+    ([["B", -0.1], [" BET", -2.0], ["PASS", -1.0]], 0),    # whole words first: PASS (-1.0) beats BET (-2.0)
+    ([["B", -0.1], ["P", -0.5]], 1),                        # no whole word: prefixes, B is likelier
+    ([["hello", -0.1]], None),                              # nothing legal among the alternatives
+    ([["PASS", -1.0], ["BET", -1.0]], 0),                   # a tie goes to the first legal action
+])
+def test_forced_choice_rule(decisions, candidates, expected):
+    from sepo.policies.endpoint import _forced_choice
+
+    d = decisions[0]  # PASS or BET
+    assert _forced_choice(d, ["PASS", "BET"], candidates) == (None if expected is None else d.legal_actions[expected])
