@@ -306,6 +306,19 @@ class AuctionSolver:
                 future[parent, outcome] = z_now
         return np.concatenate(grads) / self.rounds
 
+    def maximiser_reach(self, table) -> np.ndarray:
+        """Per agent information state, the probability of meeting it against the gap maximiser."""
+        tables = self._round_tables(table)
+        levels, best, *_ = self.solve(table, "gap")
+        opp_reach = self._opponent_reach(levels, best)
+        reach = []
+        for t in range(self.rounds):
+            g, mu, _, _ = levels[t]
+            found = np.zeros(tables[t].shape[:3])
+            np.add.at(found, g, (opp_reach[t][:, None] * mu)[:, :, None] * self.p[None, None, :])
+            reach.append(found.reshape(-1))
+        return np.concatenate(reach)
+
     def _opponent_reach(self, levels, best) -> list[np.ndarray]:
         """Per round and public history, the probability that the (deterministic, value-
         dependent) maximiser made the opponent's bids on the way there."""

@@ -1,11 +1,17 @@
 """The two-bidder auction as a training environment for the exact tabular SEPO trainer.
 
-A group shares its start state: the opponent (uniform over the train pool), the agent's seat and
-every value drawn in the episode (both bidders, all rounds); its rollouts differ in the agent's
-bids, the opponent's own randomness and the tie coins. Rollouts are played with the game's
-rules; collusion and externality come from `events.py` (the one definition evaluation uses).
-The training reach ρ(I) and the exact utility against the train pool come from forward passes
-over the public bid tree with the bot's bids fixed (`exact.FixedOpponent`).
+A group shares its start state: the opponent, the agent's seat and every value drawn in the
+episode (both bidders, all rounds); its rollouts differ in the agent's bids, the opponent's own
+randomness and the tie coins. The opponent is drawn uniformly from the train pool plus one more
+entry, the exact gap maximiser of the current policy (the rigorous exploiter). Why: the
+exploitability attribution can only train states that rollouts visit, and the best response
+steers into histories the train bots never produce (after a high bid, say), whose policy would
+otherwise stay where it started. As in the paper's per-pool credit, exploiter rollouts carry no
+utility; train rollouts' utility is scaled by (n + 1) / n so the expected update is still that
+of s·u − λe·s·e with u against the train pool. Rollouts follow the game's rules; collusion and
+externality come from `events.py` (the one definition evaluation uses). The training reach
+ρ(I) is the mixture's: forward passes over the public bid tree with each bot's bids fixed
+(`exact.FixedOpponent`) and with the maximiser's (`AuctionSolver.maximiser_reach`).
 """
 from __future__ import annotations
 
@@ -33,8 +39,10 @@ class AuctionTrainingEnvironment:
         self.is_collusive = np.array([spec.label in collusive for spec in self.specs])
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
-        """ρ(I): the probability that a rollout against a uniformly drawn train opponent meets I."""
-        return np.mean([fixed.reach(table) for fixed in self.fixed], axis=0)
+        """ρ(I): the probability that a rollout (opponent uniform over the train bots and the
+        gap maximiser) meets I."""
+        reaches = [fixed.reach(table) for fixed in self.fixed] + [self.solver.maximiser_reach(table)]
+        return np.mean(reaches, axis=0)
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         utility = float(np.mean([fixed.agent_payoff(table) for fixed in self.fixed]))
@@ -44,7 +52,9 @@ class AuctionTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         rules = self.game.rules
         rounds = rules.rounds
-        group_opponent = rng.integers(len(self.specs), size=groups)
+        n_bots = len(self.specs)
+        group_opponent = rng.integers(n_bots + 1, size=groups)  # index n_bots: the gap maximiser
+        maximiser = self.solver.best_response(table)
         group_seat = rng.integers(2, size=groups)
         group_values = rng.choice(len(rules.values), p=rules.value_probs, size=(groups, rounds, 2))
         group_of = np.repeat(np.arange(groups), group_size)
@@ -56,7 +66,8 @@ class AuctionTrainingEnvironment:
         for r in range(n):
             g = group_of[r]
             seat = int(group_seat[g])
-            opponent = self.specs[group_opponent[g]].build(self.game)
+            is_bot = group_opponent[g] < n_bots
+            opponent = self.specs[group_opponent[g]].build(self.game) if is_bot else maximiser
             state = self.game.new_initial_state()
             records = []
             for t in range(rounds):
@@ -73,9 +84,9 @@ class AuctionTrainingEnvironment:
                     outcomes = state.chance_outcomes()
                     state.apply_action(outcomes[int(rng.integers(len(outcomes)))][0])
             episode = EpisodeRecord(opponent.name, "train", 0, seat, state.rounds(), records)
-            utility[r] = episode.agent_payoffs.mean()
+            utility[r] = episode.agent_payoffs.mean() * (n_bots + 1) / n_bots if is_bot else 0.0
             found = events("rigorous", episode)
-            if self.is_collusive[group_opponent[g]] and found["collusion_denominator"]:
+            if is_bot and self.is_collusive[group_opponent[g]] and found["collusion_denominator"]:
                 collusion[r] = found["collusion_events"] / found["collusion_denominator"]
             if found["externality_denominator"]:
                 externality[r] = found["externality_events"] / found["externality_denominator"]
