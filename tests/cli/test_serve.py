@@ -3,6 +3,7 @@ loopback address: an audit completes through a server that answers one request i
 500, is reproducible, and after a kill resumes asking the server only for what is missing."""
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -19,12 +20,15 @@ pytest.importorskip("openai")
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from sepo.cli.main import app  # noqa: E402
+from sepo.cli.main import app, eval_command  # noqa: E402
 from sepo.models.tiny import init_tiny_model  # noqa: E402
 from tests.serving import get  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-EVAL = ["eval", "--agent", "AGENT", "--episodes", "1", "--seed", "3", "--json"]
+needs_decoding_options = pytest.mark.skipif("temperature" not in inspect.signature(eval_command).parameters,
+                                            reason="`sepo eval` has no --temperature yet")
+DECODING = ["--temperature", "0", "--max-new-tokens", "8"]
+EVAL = ["eval", "--agent", "AGENT", "--episodes", "2", "--seed", "3", *DECODING, "--json"]
 
 
 def _env(**extra) -> dict:
@@ -39,9 +43,14 @@ def _sepo(*args) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def flaky_server(tmp_path_factory):
+def tiny(tmp_path_factory):
+    return init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=60)
+
+
+@pytest.fixture(scope="module")
+def flaky_server(tiny, tmp_path_factory):
     """`sepo serve` on a free loopback port, failing every fifth chat request with 500."""
-    model = init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=60)
+    model = tiny
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with open(log, "w") as out:
         process = subprocess.Popen(_sepo("--threads", "1", "serve", "--model", str(model), "--name", "tiny", "--port", "0",
@@ -67,22 +76,28 @@ def _answered(url: str) -> int:
     return stats["answered"]
 
 
-def _eval(url: str, cache: Path) -> tuple[dict, int]:
+def _audit(agent: str, cache: Path, *extra: str) -> dict:
+    args = [agent if a == "AGENT" else a for a in EVAL] + list(extra)
+    done = subprocess.run(_sepo("--threads", "1", *args), capture_output=True, text=True,
+                          env=_env(SEPO_CACHE_DIR=str(cache)), cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _eval(url: str, cache: Path, *extra: str) -> tuple[dict, int]:
     """Run the audit to completion in a process; (result, requests the server answered for it)."""
     before = _answered(url)
-    args = [url.join(("openai:tiny@", "")) if a == "AGENT" else a for a in EVAL]
-    done = subprocess.run(_sepo(*args), capture_output=True, text=True, env=_env(SEPO_CACHE_DIR=str(cache)), cwd=ROOT,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout), _answered(url) - before
+    result = _audit("openai:tiny@" + url, cache, *extra)
+    return result, _answered(url) - before
 
 
 def _metrics(result: dict) -> str:
-    """The result without the agent's usage record, as text (NaN intervals compare equal)."""
-    return json.dumps({k: v for k, v in result.items() if k != "agent_record"}, sort_keys=True)
+    """The result without the agent's name and usage record, as text (NaN intervals compare equal)."""
+    return json.dumps({k: v for k, v in result.items() if k not in ("agent_record", "agent")}, sort_keys=True)
 
 
-@pytest.mark.slow  # about 100 requests of 48 tokens, one at a time: minutes on a busy CPU
+@pytest.mark.slow  # about 150 requests, one at a time, and three processes: minutes on a busy CPU
+@needs_decoding_options
 def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_server, tmp_path):
     url = flaky_server
     full, asked = _eval(url, tmp_path / "full")
@@ -90,15 +105,16 @@ def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_
     assert stats["failed"] >= asked // 5 - 1 > 0  # one request in five failed, the audit still completed
     usage = full["agent_record"]["usage"]
     assert usage["requests"] == asked and usage["retries"] >= 1 and usage["completion_tokens"] > 0
-    assert full["agent_record"]["decoding"]["max_new_tokens"] == 48
+    assert full["decoding"] == full["agent_record"]["decoding"]
+    assert (full["decoding"]["temperature"], full["decoding"]["max_new_tokens"]) == (0, 8)
 
     again, asked_again = _eval(url, tmp_path / "full")
     assert asked_again == 0 and _metrics(again) == _metrics(full)
 
     cache = tmp_path / "killed"
     before = _answered(url)
-    args = [url.join(("openai:tiny@", "")) if a == "AGENT" else a for a in EVAL]
-    process = subprocess.Popen(_sepo(*args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    args = ["openai:tiny@" + url if a == "AGENT" else a for a in EVAL]
+    process = subprocess.Popen(_sepo("--threads", "1", *args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=_env(SEPO_CACHE_DIR=str(cache)), cwd=ROOT)
     while get(url.removesuffix("/v1") + "/sepo/stats")["answered"] - before < asked // 2:
         assert process.poll() is None
@@ -110,6 +126,19 @@ def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_
     resumed, asked_after = _eval(url, cache)
     assert asked_after == asked - kept  # only what the killed run had not stored
     assert _metrics(resumed) == _metrics(full)
+
+
+@pytest.mark.slow  # the local model and the served one each play the whole audit
+@needs_decoding_options
+def test_greedy_audit_through_sepo_serve_equals_the_local_hf_agent(tiny, flaky_server, tmp_path):
+    """Same model, seed and flags: the same result file. Both use the fallback rule here: the
+    endpoint's forced decoding sees the 20 alternatives the API returns, the local one the whole
+    vocabulary (tests/policies/test_endpoint.py shows them equal when the endpoint sees all)."""
+    remote, _ = _eval(flaky_server, tmp_path / "remote", "--failure-rule", "fallback")
+    local = _audit(f"hf:{tiny}", tmp_path / "local", "--failure-rule", "fallback")
+    assert remote["policy"]["policy"] == local["policy"]["policy"] == "exact"
+    assert remote["exploitability"] == local["exploitability"] is not None
+    assert _metrics(remote) == _metrics(local)
 
 
 def test_serve_refuses_bad_options(tmp_path):
