@@ -311,3 +311,17 @@ def test_one_bad_row_in_a_batch_raises():
     batch[3, 7] = [0.7, 0.7]
     with pytest.raises(ValueError):
         ke.exploitability(batch)
+
+
+def test_blocked_batches_equal_one_block_and_keep_their_shape(monkeypatch):
+    rng = np.random.default_rng(12)
+    policies = rng.dirichlet([1.0, 1.0], size=(3, 700, 12))
+    monkeypatch.setattr(ke, "BLOCK", 10**9)
+    whole = ke.nash_conv(policies)
+    monkeypatch.setattr(ke, "BLOCK", 256)
+    blocked = ke.nash_conv(policies)
+    assert blocked.shape == (3, 700)
+    assert np.allclose(blocked, whole, rtol=0, atol=1e-12)
+    assert ke.exploitability(policies[0, 0]).shape == ()
+    with pytest.raises(ValueError, match="12, 2"):
+        ke.nash_conv(np.full((300, 12, 3), 1 / 3))
