@@ -136,6 +136,18 @@ def as_history(row: np.ndarray, n_opponent: int) -> History:
     return tuple((int(j) // n_opponent, int(j) % n_opponent) for j in row)
 
 
+def tree_from_levels(stage: StageGame, rounds: int, level_probs: Callable[[int, np.ndarray], np.ndarray],
+                     memory: int | None = None) -> AgentTree:
+    """The whole tree (no pruning) from a vectorised reader: `level_probs(t, histories)` gives the
+    agent's probabilities `[n, nA]` at round t's remembered histories `[n, L]` (joint actions)."""
+    _check(stage, rounds, memory, 0.0)
+    histories = dense_histories(stage, rounds, memory)
+    children = _dense_children(stage, [len(level) for level in histories], rounds)
+    levels = [Level(h, _validated(level_probs(t, h), len(h), stage.shape[0]), c, np.full(len(h), np.nan))
+              for t, (h, c) in enumerate(zip(histories, children))]
+    return AgentTree(stage, rounds, memory, 0.0, levels)
+
+
 def read_agent(stage: StageGame, rounds: int, reader: ProbabilityReader, memory: int | None = None,
                threshold: float = 0.0) -> AgentTree:
     """The agent's probabilities on the states the DP needs. Without pruning, `reader` is called
@@ -212,8 +224,8 @@ class OpponentTable:
                 rows.append({"round": t + 1, "history": ",".join(pairs), "action": name_o[int(action)]})
         return rows
 
-    def policy(self, name: str = "BestResponse") -> "HistoryTable":
-        return HistoryTable(self, name)
+    def policy(self, name: str = "BestResponse", agent_names=None, opponent_names=None) -> "HistoryTable":
+        return HistoryTable(self, name, agent_names, opponent_names)
 
 
 class HistoryTable(Policy):
@@ -222,9 +234,14 @@ class HistoryTable(Policy):
 
     classifier = {"stochastic": False, "memory_depth": None}
 
-    def __init__(self, table: OpponentTable, name: str = "BestResponse"):
+    def __init__(self, table: OpponentTable, name: str = "BestResponse", agent_names: Sequence[str] | None = None,
+                 opponent_names: Sequence[str] | None = None):
         self.table, self.name = table, name
+        self.names = (agent_names, opponent_names)
         self.classifier = {"stochastic": False, "memory_depth": table.memory}
+
+    def to_json(self) -> list[dict]:
+        return self.table.to_json(*self.names)
 
     def action_probabilities(self, decision: Decision) -> dict[int, float]:
         history = tuple((other, own) for own, other in decision.observation["history"])

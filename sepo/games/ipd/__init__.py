@@ -6,7 +6,7 @@ response over the joint-history tree.
 Modules: rules (the game), text (prompts, strict and paper parsers), bots (the paper's bots;
 `axelrod:NAME` through axelrod_bots), pools (the paper's final pools), events (collusion,
 externality, behaviour table), exact (the exact solver over sepo.metrics.repeated), demos (SFT
-mixtures)."""
+mixtures), rollouts and training (vectorised matches, the tabular training environment)."""
 from __future__ import annotations
 
 from sepo.games.registry import Domain, Param, ref
@@ -34,6 +34,7 @@ DOMAIN = Domain(
     frequencies=ref("sepo.games.ipd.events:frequencies"),
     solver=ref("sepo.games.ipd.exact:solver"),
     demos=ref("sepo.games.ipd.demos:mixtures"),
+    agents={"axelrod": ref("sepo.games.ipd.bots:axelrod_agent")},
     demo_opponents=("AlwaysCooperate", "AlwaysDefect", "TFT", "GenerousTFT", "GrimTrigger"),
     round_name="round",
     payoff_name="points",

@@ -151,3 +151,11 @@ def make_bot(name: str, params: dict, game=None):
 
         return AxelrodPlayer(name.split(":", 1)[1], **params)
     raise SepoError(unknown_name("bot", name, [*BOTS, "axelrod:NAME"], " for ipd"))
+
+
+def axelrod_agent(arg: str, game=None):
+    """The agent spec `axelrod:NAME` or `axelrod:NAME(k=v, ...)`."""
+    from sepo.opponents.pools import parse_bot
+
+    spec = parse_bot("ipd", f"axelrod:{arg}")
+    return spec.build(game)

@@ -23,7 +23,8 @@ from sepo.errors import SepoError
 from sepo.games.base import Decision
 from sepo.games.ipd.rules import ACTION_NAMES, LETTERS, IteratedPrisonersDilemma, history_key
 from sepo.metrics.exact import ExactResult, action_table
-from sepo.metrics.repeated import HistoryTable, RepeatedResult, read_agent, solve
+from sepo.games.ipd.rollouts import key_rows
+from sepo.metrics.repeated import AgentTree, HistoryTable, RepeatedResult, dense_histories, read_agent, solve, tree_from_levels
 from sepo.policies.base import Policy
 
 
@@ -73,7 +74,14 @@ class IPDSolver:
         table = np.asarray(table, dtype=float)
         if table.shape != (len(self.keys), 2):
             raise SepoError(f"an IPD action table has shape ({len(self.keys)}, 2), got {table.shape}")
-        return solve(read_agent(self.stage, self.game.rounds, lambda q: table[self._rows(q)], self.game.memory, threshold))
+        if threshold:
+            return solve(read_agent(self.stage, self.game.rounds, lambda q: table[self._rows(q)], self.game.memory, threshold))
+        return solve(self.tree(table))
+
+    def tree(self, table) -> AgentTree:
+        """The agent's table on every DP state (rows found by vectorised key arithmetic)."""
+        return tree_from_levels(self.stage, self.game.rounds, lambda t, h: table[key_rows(h // 2, h % 2, self.game.memory)],
+                                self.game.memory)
 
     # -- the ExactSolver interface ----------------------------------------------------------------
     def evaluate(self, table, threshold: float = 0.0) -> ExactResult:
@@ -89,7 +97,7 @@ class IPDSolver:
 
     def best_response(self, table) -> Policy:
         """The gap-maximising opponent (against it, the pool's exploit score is the gap)."""
-        return HistoryTable(self.solve_table(table).gap_table, name="BestResponse")
+        return HistoryTable(self.solve_table(table).gap_table, "BestResponse", LETTERS, LETTERS)
 
     def gradient(self, table) -> np.ndarray:
         """∂gap/∂table[key, action] with the maximiser held fixed, summed over the states of each key."""
@@ -103,8 +111,7 @@ class IPDSolver:
     def own_reach(self, table) -> np.ndarray:
         """The agent's own probability of the moves leading to each key, summed over the histories
         (and rounds) where the key occurs, each opponent move counted with probability 1."""
-        table = np.asarray(table, dtype=float)
-        tree = read_agent(self.stage, self.game.rounds, lambda q: table[self._rows(q)], self.game.memory)
+        tree = self.tree(np.asarray(table, dtype=float))
         out, reach = np.zeros(len(self.keys)), np.ones(1)
         for t, (rows, level) in enumerate(zip(self._tree_rows(), tree.levels)):
             np.add.at(out, rows, reach)
@@ -114,10 +121,7 @@ class IPDSolver:
         return out
 
     def _tree_rows(self) -> list[np.ndarray]:
-        from sepo.metrics.repeated import as_history, dense_histories
-
-        return [self._rows([(t, as_history(row, 2)) for row in level])
-                for t, level in enumerate(dense_histories(self.stage, self.game.rounds, self.game.memory))]
+        return [key_rows(level // 2, level % 2, self.game.memory) for level in dense_histories(self.stage, self.game.rounds, self.game.memory)]
 
     # -- costly agents, read round by round --------------------------------------------------------
     def evaluate_agent(self, agent: Policy, threshold: float = 0.0) -> tuple[ExactResult, RepeatedResult]:

@@ -91,3 +91,13 @@ def test_unknown_or_unsupported_strategies_are_refused_in_one_line():
         AxelrodPlayer("Probr")
     with pytest.raises(SepoError, match="unknown Axelrod strategy 'Geller'"):
         AxelrodPlayer("Geller")  # cheats by reading its opponent's code: not offered
+
+
+def test_axelrod_agent_spec_with_parameters():
+    from sepo.games import load_game
+    from sepo.policies.specs import load_agent
+
+    agent = load_agent("axelrod:GTFT(p=0.25)", load_game("ipd"))
+    assert agent.name == "axelrod:GTFT(p=0.25)" and agent.classifier["stochastic"]
+    with pytest.raises(SepoError, match="near matches: TitForTat"):
+        load_agent("axelrod:TitForTatt", load_game("ipd"))

@@ -89,3 +89,13 @@ def test_pruned_reading_reads_fewer_prompts_within_its_bound():
     assert len(calls) == game.rounds and sum(calls) < len(solver.keys)
     assert 0 < pruned.pruning_bound and abs(pruned.value - exact.value) <= pruned.pruning_bound
     assert not pruned.exact and "pruned" in pruned.method
+
+
+def test_best_response_table_reads_as_rounds_histories_and_moves():
+    game = load_game("ipd", rounds=3)
+    solver = IPDSolver(game)
+    rows = solver.best_response(action_table(BOTS["TFT"](), solver.decisions())).to_json()
+    assert len(rows) == 1 + 4 + 16
+    by_key = {(r["round"], r["history"]): r["action"] for r in rows}
+    assert all(by_key[(3, history)] == "D" for (r, history) in by_key if r == 3)  # the last round: always defect
+    assert set(by_key.values()) <= {"C", "D"}
