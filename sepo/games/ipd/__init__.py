@@ -34,6 +34,7 @@ DOMAIN = Domain(
     frequencies=ref("sepo.games.ipd.events:frequencies"),
     solver=ref("sepo.games.ipd.exact:solver"),
     demos=ref("sepo.games.ipd.demos:mixtures"),
+    training=ref("sepo.games.ipd.training:IPDTrainingEnvironment"),
     agents={"axelrod": ref("sepo.games.ipd.bots:axelrod_agent")},
     demo_opponents=("AlwaysCooperate", "AlwaysDefect", "TFT", "GenerousTFT", "GrimTrigger"),
     round_name="round",

@@ -1,0 +1,41 @@
+"""The IPD training environment: exact reach and utility against the train pool."""
+import numpy as np
+import pytest
+
+from sepo.evaluation.play import play_episodes
+from sepo.games import load_game
+from sepo.games.ipd.bots import BOTS
+from sepo.games.ipd.training import IPDTrainingEnvironment
+from sepo.opponents.pools import default_pools
+from sepo.policies.tabular import TabularPolicy
+
+
+def test_training_reach_and_exact_utility():
+    game = load_game("ipd", memory=2)
+    pools = default_pools("ipd", "rigorous", game)
+    env = IPDTrainingEnvironment(game, pools["train"], pools["collusive"])
+    rng = np.random.default_rng(0)
+    table = rng.dirichlet([1, 1], size=len(env.keys))
+    reach = env.training_reach(table)
+    assert reach.sum() == pytest.approx(game.rounds)  # one visit per round
+    rollouts = env.rollouts(table, groups=4000, group_size=2, rng=rng)
+    counts = np.bincount(rollouts.states.reshape(-1), minlength=len(env.keys)) / len(rollouts.groups)
+    assert np.all(np.abs(counts - reach) <= 5 * np.sqrt(game.rounds * reach / len(rollouts.groups)) + 1e-9)
+    exact = env.exact_metrics(table)
+    assert abs(rollouts.utility.mean() - exact["utility"]) < 4 * rollouts.utility.std() / np.sqrt(len(rollouts.utility))
+    assert exact["adversarial_gap"] == pytest.approx(env.solver.evaluate(table).value)
+    # against one deterministic opponent the exact utility is the played one
+    tft = TabularPolicy(np.array([[1.0, 0.0] if k == "start" or k[-1] == "C" else [0.0, 1.0] for k in env.keys]), env.keys)
+    assert env.exact_metrics(tft.table)["utility"] == pytest.approx(_tft_vs_pool(game))
+
+
+def _tft_vs_pool(game):
+    """TFT against the train pool, by playing (exact for the deterministic ones) and in closed form for the others."""
+    values = []
+    for name in ("TFT", "GrimTrigger"):
+        episode = play_episodes(game, BOTS["TFT"](), [BOTS[name]()], [0], agent_seed=0)[0]
+        values.append(episode.agent_payoffs.mean())
+    values.append(3.0)  # GenerousTFT never defects first against TFT: all rounds CC
+    # Mixed(0.5): round 1 TFT cooperates (1.5); later TFT copies a fair coin, the Mixed bot flips another: mean 2.25
+    values.append((1.5 + 7 * 2.25) / 8)
+    return float(np.mean(values))
