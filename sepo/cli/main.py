@@ -238,6 +238,8 @@ def exploit_command(
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     protocol: str = typer.Option("rigorous", "--protocol", help="Prompt style the agent is read under: rigorous or paper."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (with the best response's table)."),
+    threshold: float = typer.Option(0.0, "--threshold", help="Prune branches the agent reaches with probability below "
+                                    "this (solvers that read the agent round by round); the error bound is reported."),
     game_params: dict = None,
 ):
     """Exact value of an agent from the game's solver: exploitability (zero-sum) or adversarial gap,
@@ -250,6 +252,20 @@ def exploit_command(
     solver = solver_for(the_game)
     if solver is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
+    if threshold:
+        read_pruned = getattr(solver, "evaluate_agent", None)
+        if read_pruned is None:
+            raise SepoError(f"the {game} solver reads whole tables; --threshold does not apply")
+        if not 0.0 < threshold < 1.0:
+            raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
+        result, response = read_pruned(load_agent(agent, the_game), threshold)
+        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(), "threshold": threshold}
+        if as_json:
+            out["best_response"] = response.to_json()
+            _print_json(out)
+            return
+        _print_exact(agent, game, result)
+        return
     decisions = solver.decisions()
     table = policy_table(load_agent(agent, the_game), decisions)
     if table is None:
@@ -263,6 +279,10 @@ def exploit_command(
             out["best_response"] = response.to_json()
         _print_json(out)
         return
+    _print_exact(agent, game, result)
+
+
+def _print_exact(agent: str, game: str, result) -> None:
     table_out = Table(title=f"{agent} in {game}: exact values ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)

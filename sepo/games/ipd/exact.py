@@ -22,7 +22,7 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.base import Decision
 from sepo.games.ipd.rules import ACTION_NAMES, LETTERS, IteratedPrisonersDilemma, history_key
-from sepo.metrics.exact import ExactResult, action_table
+from sepo.metrics.exact import ExactResult
 from sepo.games.ipd.rollouts import key_rows
 from sepo.metrics.repeated import AgentTree, HistoryTable, RepeatedResult, dense_histories, read_agent, solve, tree_from_levels
 from sepo.policies.base import Policy
@@ -124,14 +124,18 @@ class IPDSolver:
         return [key_rows(level // 2, level % 2, self.game.memory) for level in dense_histories(self.stage, self.game.rounds, self.game.memory)]
 
     # -- costly agents, read round by round --------------------------------------------------------
-    def evaluate_agent(self, agent: Policy, threshold: float = 0.0) -> tuple[ExactResult, RepeatedResult]:
-        """Read `agent` on the tree (one batched call per round when pruning, else one call over all
-        keys) and solve. Prompts that repeat (the same information-state key) are read once."""
+    def evaluate_agent(self, agent: Policy, threshold: float = 0.0) -> tuple[ExactResult, HistoryTable]:
+        """Read the policy `agent` plays (`policy_estimate`: exact, or estimated from its replies for
+        a sampled text agent) on the tree, one batched call per round when pruning, else one call
+        over all keys, and solve. Prompts that repeat (the same information-state key) are read once.
+        Returns the result and the gap-maximising opponent."""
+        from sepo.policies.text_policy import policy_estimate
+
         if threshold == 0.0 or self.game.memory is not None:
             if threshold and self.game.memory is not None:
                 raise SepoError("--threshold needs the full history tree; drop --memory to prune")
-            table = action_table(agent, self.decisions())
-            return self.result(solved := self.solve_table(table)), solved
+            table = policy_estimate(agent, self.decisions()).table()
+            return self._answer(self.solve_table(table))
         states = {(): self.game.new_initial_state()}
 
         def reader(queries):
@@ -140,12 +144,14 @@ class IPDSolver:
                 key = history_key(self.game.remembered(history))
                 if key not in decisions:
                     decisions[key] = self._state_after(states, history).decision(self.agent_player)
-            table = action_table(agent, list(decisions.values()))
+            table = policy_estimate(agent, list(decisions.values())).table()
             rows = {key: i for i, key in enumerate(decisions)}
             return table[[rows[history_key(self.game.remembered(h))] for _, h in queries]]
 
-        solved = solve(read_agent(self.stage, self.game.rounds, reader, None, threshold))
-        return self.result(solved), solved
+        return self._answer(solve(read_agent(self.stage, self.game.rounds, reader, None, threshold)))
+
+    def _answer(self, solved: RepeatedResult) -> tuple[ExactResult, HistoryTable]:
+        return self.result(solved), HistoryTable(solved.gap_table, "BestResponse", LETTERS, LETTERS)
 
     def _state_after(self, states: dict, history: tuple):
         if history not in states:
@@ -156,9 +162,6 @@ class IPDSolver:
             states[history] = child
         return states[history]
 
-    def opponent_table_json(self, solved: RepeatedResult, which: str = "gap") -> list[dict]:
-        table = solved.gap_table if which == "gap" else solved.br_table
-        return table.to_json(LETTERS, LETTERS)
 
 
 def solver(game: IteratedPrisonersDilemma) -> IPDSolver:

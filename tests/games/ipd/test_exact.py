@@ -85,10 +85,10 @@ def test_pruned_reading_reads_fewer_prompts_within_its_bound():
     original = agent.batch_action_probabilities
     agent.batch_action_probabilities = lambda decisions: calls.append(len(decisions)) or original(decisions)
     exact = solver.evaluate(table)
-    pruned, solved = solver.evaluate_agent(agent, threshold=0.02)
+    pruned, response = solver.evaluate_agent(agent, threshold=0.02)
     assert len(calls) == game.rounds and sum(calls) < len(solver.keys)
     assert 0 < pruned.pruning_bound and abs(pruned.value - exact.value) <= pruned.pruning_bound
-    assert not pruned.exact and "pruned" in pruned.method
+    assert not pruned.exact and "pruned" in pruned.method and response.to_json()
 
 
 def test_best_response_table_reads_as_rounds_histories_and_moves():
