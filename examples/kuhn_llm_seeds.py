@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from sepo.training.grpo import KuhnSEPOEnvironment, LLMSEPOConfig, run_llm_sepo
+from sepo.training.grpo import SEPOEnvironment, LLMSEPOConfig, run_llm_sepo
 
 
 def t_interval(values) -> tuple[float, float, float]:
@@ -41,7 +41,7 @@ def main() -> None:
     from sepo.policies.hf import load_hf_model
 
     model, tokenizer, _ = load_hf_model(args.sft, None, device="cpu", dtype="float32")
-    baseline = KuhnSEPOEnvironment(LLMSEPOConfig(model=args.sft), tokenizer, None).measure(model)
+    baseline = SEPOEnvironment(LLMSEPOConfig(model=args.sft), tokenizer, None).measure(model)
     print(f"SFT model: exploitability {baseline['exploitability']:.4f}, utility {baseline['utility_exact']:.4f}")
 
     runs = []
