@@ -20,6 +20,8 @@ and looks for a cycle in the current strategies after a transient.
 """
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -320,7 +322,7 @@ def _replicator(game, start, iterations, dt, records) -> Trajectory:
     return recorder.trajectory("replicator", False, step=dt)
 
 
-def plot_trajectory(game: NormalFormGame, trajectory: Trajectory, path: str | Path) -> Path:
+def plot_trajectory(game: NormalFormGame, trajectory: Trajectory, path: str | Path, stamp: dict | None = None) -> Path:
     """Two panels: each player's current action probabilities over time, and the CE / CCE gaps
     and NashConv of the averages (log scale). Written as PNG with the Agg backend."""
     import matplotlib
@@ -350,6 +352,8 @@ def plot_trajectory(game: NormalFormGame, trajectory: Trajectory, path: str | Pa
     right.set_title("convergence")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
+    try:
+        figure.savefig(path, dpi=110, format="png", metadata={"sepo-run": json.dumps(stamp, sort_keys=True)} if stamp else None)
+    finally:
+        plt.close(figure)
     return path

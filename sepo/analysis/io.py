@@ -15,6 +15,8 @@ import numpy as np
 import yaml
 
 from sepo.analysis.errors import AnalysisInputError
+from sepo.errors import SepoError
+from sepo.inputs import parse_yaml, read_text
 
 SUM_TOLERANCE = 1e-6
 """How far a hand-written probability vector may be from summing to one (it is then renormalised)."""
@@ -24,13 +26,18 @@ def read_data(path: str | Path) -> Any:
     """Parse a YAML or JSON file (chosen by suffix; YAML otherwise)."""
     path = Path(path)
     source = str(path)
-    if not path.is_file():
-        raise AnalysisInputError(source, "file", "no such file")
-    text = path.read_text(encoding="utf-8")
+    if not path.exists() and not path.is_symlink():
+        raise AnalysisInputError(str(path), "file", "no such file")
+    try:
+        text = read_text(path, "input file")
+    except SepoError as error:
+        raise AnalysisInputError(source, "file", str(error)) from None
     try:
         if path.suffix.lower() == ".json":
             return json.loads(text)
-        return yaml.safe_load(text)
+        return parse_yaml(text)
+    except RecursionError:
+        raise AnalysisInputError(source, "file", "nested too deeply") from None
     except (json.JSONDecodeError, yaml.YAMLError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise AnalysisInputError(source, "file", f"not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {first_line}") from None

@@ -21,12 +21,15 @@ Two CSV layouts are read:
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from sepo.analysis.errors import AnalysisInputError
+from sepo.errors import SepoError
+from sepo.inputs import read_text
 from sepo.analysis.normal_form import NormalFormGame
 
 _PAYOFF_PREFIX = "payoff_if_"
@@ -150,9 +153,13 @@ def _counterfactual_history(rows, columns, source: str) -> RegretReport:
 
 def _read_csv(path: str | Path) -> tuple[list[tuple[int, dict[str, str]]], list[str]]:
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise AnalysisInputError(str(path), "file", "no such file")
-    with path.open(newline="", encoding="utf-8") as handle:
+    try:
+        text = read_text(path, "history file")
+    except SepoError as error:
+        raise AnalysisInputError(str(path), "file", str(error)) from None
+    with io.StringIO(text, newline="") as handle:
         reader = csv.DictReader(handle, skipinitialspace=True)
         columns = [c.strip() for c in (reader.fieldnames or [])]
         rows = []

@@ -7,16 +7,22 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from sepo.cli.common import console, err_console, print_json as _print_json, user_errors as _user_errors
+from sepo.cli.common import console, err_console, print_json as _print_json, seed_option, user_errors as _user_errors
 from sepo.games import default_game
 
 app = typer.Typer(help="Equilibrium analysis: games, regret, learning dynamics, collusion stress tests, populations.", no_args_is_help=True)
+
+MAX_ITERATIONS = 10_000_000
+"""Rounds of a learning rule one command may run."""
+MAX_DT = 1.0
+"""Largest replicator time step: beyond it the Euler step leaves the simplex and means nothing."""
 
 ENUMERATION_LIMIT = 200_000
 """Support enumeration is skipped (with a note) beyond this many support pairs."""
@@ -38,13 +44,17 @@ def game_command(
     file: str = typer.Argument(..., help="Normal-form game (YAML/JSON): players, actions, payoffs, optional profile."),
     objective: List[str] = typer.Option(["max-welfare", "min-welfare"], "--objective",
                                         help="CE/CCE objective(s): max-welfare, min-welfare, max:PLAYER, min:PLAYER. Repeatable."),
-    tol: float = typer.Option(1e-9, "--tol", help="Tolerance of the Nash check of the file's profile."),
+    tol: float = typer.Option(1e-9, "--tol", help="Tolerance (finite, >= 0) of the Nash check of the file's profile."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Nash equilibria (all, for two players), zero-sum value, CE/CCE welfare range, and an audit of the file's profile."""
     from sepo.analysis.equilibria import correlated_equilibrium, nash_equilibria_2p, solve_zero_sum
     from sepo.analysis.normal_form import load_game
 
+    if not (math.isfinite(tol) and tol >= 0):
+        from sepo.analysis.errors import AnalysisInputError
+
+        raise AnalysisInputError("--tol", "tol", f"must be a finite number >= 0, got {tol}")
     game = load_game(file)
     report: dict = {"name": game.name, "players": list(game.players),
                     "actions": {p: list(a) for p, a in zip(game.players, game.actions)}}
@@ -164,12 +174,14 @@ def dynamics_command(
     swap: bool = typer.Option(False, "--swap", help="Swap-regret version (Blum-Mansour) of hedge or regret-matching."),
     eta: Optional[float] = typer.Option(None, "--eta", help="Hedge step size (default sqrt(8 ln k / T) / payoff range)."),
     dt: float = typer.Option(0.01, "--dt", help="Replicator time step."),
-    seed: int = typer.Option(0, "--seed", help="Seed of fictitious play's tie-breaking and the replicator's random start."),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Write a PNG of strategies and gaps over time."),
+    seed: int = seed_option("Seed of fictitious play's tie-breaking and the replicator's random start (>= 0)."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write a PNG of strategies and gaps over time (a new file, or this same plot's)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a PNG another sepo command wrote at --plot."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Run a learning rule; report the CE/CCE gaps of average play, NashConv and cycling."""
     from sepo.analysis.dynamics import RULES, plot_trajectory, run_dynamics
+    from sepo.runs import check_output_file, output_file
     from sepo.analysis.errors import AnalysisInputError
     from sepo.analysis.normal_form import load_game
 
@@ -179,15 +191,23 @@ def dynamics_command(
         raise AnalysisInputError("--swap", rule, "the swap-regret version exists for hedge and regret-matching only")
     if iterations < 1:
         raise AnalysisInputError("--iterations", str(iterations), "must be at least 1")
-    if dt <= 0:
-        raise AnalysisInputError("--dt", "dt", f"must be positive, got {dt}")
-    if eta is not None and eta <= 0:
-        raise AnalysisInputError("--eta", "eta", f"must be positive, got {eta}")
+    if iterations > MAX_ITERATIONS:
+        raise AnalysisInputError("--iterations", str(iterations), f"at most {MAX_ITERATIONS:,}")
+    if not math.isfinite(dt) or not 0 < dt <= MAX_DT:
+        raise AnalysisInputError("--dt", "dt", f"must be a finite number in (0, {MAX_DT}], got {dt}")
+    if eta is not None and not (math.isfinite(eta) and eta > 0):
+        raise AnalysisInputError("--eta", "eta", f"must be a finite positive number, got {eta}")
+    plot_config = {"file": str(Path(file).resolve()), "rule": rule, "iterations": iterations, "swap": swap, "eta": eta,
+                   "dt": dt, "seed": seed}
+    if plot is not None:
+        check_output_file(plot, "analyze dynamics", plot_config, overwrite=overwrite, option="--plot")
     game = load_game(file)
     trajectory = run_dynamics(game, rule, iterations, swap=swap, eta=eta, dt=dt, start=game.profile, seed=seed)
     report = trajectory.to_dict(game)
-    if plot:
-        report["plot"] = str(plot_trajectory(game, trajectory, plot))
+    if plot is not None:
+        with output_file(plot, "analyze dynamics", plot_config, overwrite=overwrite, option="--plot") as (tmp, stamp):
+            plot_trajectory(game, trajectory, tmp, stamp)
+        report["plot"] = str(plot)
     if as_json:
         _print_json(report)
         return
@@ -215,7 +235,7 @@ def dynamics_command(
 @_user_errors
 def collusion_command(
     rules_file: str = typer.Argument(..., help="Reward rules (YAML/JSON), e.g. examples/analysis/publication_naive.yaml."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", help="Run seeds 0..N-1 (default: the file's seeds)."),
+    seeds: Optional[int] = typer.Option(None, "--seeds", max=100_000, help="Run seeds 0..N-1 (default: the file's seeds)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Independent epsilon-greedy learners under reward rules: final-window target frequency and exact coalition gain."""
@@ -284,8 +304,8 @@ def population_command(
     more_agents: Optional[List[str]] = typer.Argument(None, help="The rest of the --agents list.", show_default=False),
     game_name: str = typer.Option(default_game(), "--game", help="Domain the agents play in."),
     matrix: Optional[str] = typer.Option(None, "--matrix", help="Instead of agents: a meta-game file with agents and payoffs (row agent vs column agent)."),
-    episodes: int = typer.Option(200, "--episodes", help="Episodes per pair of agents when payoffs must be sampled."),
-    seed: int = typer.Option(0, "--seed", help="Seed of sampled play."),
+    episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per pair of agents when payoffs must be sampled."),
+    seed: int = seed_option("Seed of sampled play (>= 0)."),
     monoculture: float = typer.Option(0.9, "--monoculture", help="Flag monoculture when one agent has at least this share of the Nash mix."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):

@@ -1,33 +1,113 @@
-"""What every `sepo` command shares: consoles, one-line user errors, JSON output."""
+"""What every `sepo` command shares: consoles, one-line user errors, checked options, progress, JSON output."""
 from __future__ import annotations
 
 import functools
 import json
+import math
+import signal
 import sys
+import threading
+from enum import Enum
 
 import numpy as np
 import typer
+from typer._click import exceptions as click  # typer 0.2x vendors click; these are its exceptions
+from typer.core import TyperGroup
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sepo.errors import SepoError
+from sepo.errors import SepoError, brief, one_line
 
 console = Console()
 err_console = Console(stderr=True)
 
+MAX_SEED = 2**32 - 1
+"""Seeds reach torch and transformers, which take 32-bit seeds."""
+
+
+def print_error(message: str) -> None:
+    """One bounded line on stderr."""
+    err_console.print(f"[red]error:[/red] {escape(one_line(message))}", highlight=False, soft_wrap=True)
+
 
 def user_errors(command):
-    """A user's mistake (any `SepoError`) becomes one line on stderr and exit status 2."""
+    """A user's mistake (any `SepoError`) becomes one line on stderr and exit status 2; so does an
+    operating-system refusal (a full disk, a permission) on a path the user named."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except SepoError as error:
-            err_console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
+            print_error(str(error))
+            raise typer.Exit(2) from None
+        except OSError as error:
+            where = f": {brief(str(error.filename), 300)}" if error.filename else ""
+            print_error(f"{error.strerror or type(error).__name__}{where}")
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+def choice_enum(name: str, values) -> type[Enum]:
+    """An Enum of fixed choices, so typer checks them and lists them in --help."""
+    return Enum(name, {value: value for value in values}, type=str)
+
+
+def value_of(choice) -> str:
+    return choice.value if isinstance(choice, Enum) else choice
+
+
+def seed_option(help: str = "Seed of every random draw (>= 0).", default: int = 0):
+    return typer.Option(default, "--seed", min=0, max=MAX_SEED, help=help)
+
+
+def finite(value: float | None, option: str) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise SepoError(f"{option} must be a finite number, got {value}")
+    return value
+
+
+def at_least(value, minimum, option: str, *, strict: bool = False):
+    """`value` >= minimum (> with `strict`), finite; None passes (an unset option)."""
+    if value is None:
+        return None
+    finite(float(value), option)
+    if value < minimum or (strict and value == minimum):
+        raise SepoError(f"{option} must be {'>' if strict else '>='} {minimum:g}, got {brief(value)}")
+    return value
+
+
+def at_most(value, maximum, option: str):
+    if value is not None and value > maximum:
+        raise SepoError(f"{option} must be <= {maximum:g}, got {brief(value)}")
+    return value
+
+
+class _NullProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def add_task(self, *args, **kwargs):
+        return 0
+
+    def update(self, *args, **kwargs):
+        """Progress is not shown (quiet run or no terminal)."""
+
+    def advance(self, *args, **kwargs):
+        """Progress is not shown (quiet run or no terminal)."""
+
+
+def progress(quiet: bool = False):
+    """A progress bar on stderr for long work, gone when it ends; nothing when quiet or piped."""
+    if quiet or not err_console.is_terminal:
+        return _NullProgress()
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=err_console, transient=True)
 
 
 def _jsonable(value):
@@ -39,4 +119,46 @@ def _jsonable(value):
 
 
 def print_json(data) -> None:
-    sys.stdout.write(json.dumps(data, indent=1, default=_jsonable) + "\n")
+    """One JSON object on stdout; NaN and infinity (not JSON) are written as null."""
+    from sepo.runs import json_safe
+
+    plain = json.loads(json.dumps(data, default=_jsonable))
+    sys.stdout.write(json.dumps(json_safe(plain), indent=1, allow_nan=False) + "\n")
+
+
+class SepoGroup(TyperGroup):
+    """The `sepo` program's top-level group: a usage error is one line (exit 2), not a usage box;
+    SIGTERM ends a command through its cleanup (temporary files removed), as Ctrl-C does."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        sys.exit(self._run(lambda: super(SepoGroup, self).main(args, prog_name, complete_var, standalone_mode=False, **extra)))
+
+    @staticmethod
+    def _run(call) -> int:
+        def _terminate(signum, frame):
+            raise KeyboardInterrupt
+
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, _terminate)
+        try:
+            result = call()
+        except click.NoArgsIsHelpError as error:
+            console.print(error.ctx.get_help() if error.ctx else error.format_message())
+            return 0
+        except click.UsageError as error:
+            hint = f" (see `{error.ctx.command_path} --help`)" if error.ctx else ""
+            print_error(error.format_message() + hint)
+            return 2
+        except click.ClickException as error:
+            print_error(error.format_message())
+            return error.exit_code
+        except (typer.Abort, KeyboardInterrupt):
+            print_error("interrupted")
+            return 130
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        return result if isinstance(result, int) else 0

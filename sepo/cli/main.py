@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from sepo.cli.analyze import app as analyze_app
-from sepo.cli.common import console, err_console, print_json as _print_json, user_errors
+from sepo.cli.common import (at_least, choice_enum, console, print_json as _print_json, progress as _progress, SepoGroup,
+                             seed_option, user_errors, value_of)
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, agent_help, game_params_for, with_game_params
 from sepo.cli.serve import serve_command
-from sepo.errors import SepoError
+from sepo.errors import SepoError, brief
+from sepo.games import PROTOCOLS
+from sepo.objective.sepo import PENALTY_MODES, REWARD_SCALINGS
+
+Protocol = choice_enum("Protocol", PROTOCOLS)
+Penalty = choice_enum("Penalty", PENALTY_MODES)
+Scaling = choice_enum("Scaling", REWARD_SCALINGS)
+Arch = choice_enum("Arch", ("qwen2", "llama"))
+ReportTo = choice_enum("ReportTo", ("none", "tensorboard"))
+OVERWRITE_HELP = "Replace an existing run of this command in --out (removes only the files that run wrote)."
 
 app = typer.Typer(
     name="sepo",
@@ -23,20 +34,28 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    cls=SepoGroup,
 )
 app.add_typer(analyze_app, name="analyze")
 app.command("serve")(serve_command)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from sepo import __version__
+
+        console.print(f"sepo {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main_options(
-    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (model play and training); "
-                                          "on a shared machine, the cores that are free."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, max=4096,
+                                          help="CPU threads for torch (model play and training); on a shared machine, the cores that are free."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print sepo's version and exit."),
 ):
     """Train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization."""
     if threads is not None:
-        if threads < 1:
-            raise typer.BadParameter("--threads must be >= 1")
         import torch
 
         torch.set_num_threads(threads)
@@ -51,9 +70,9 @@ AGENT_HELP = agent_help()
 def eval_command(
     agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    protocol: str = typer.Option("rigorous", "--protocol", help="rigorous (exact best responses, per-hand accounting) or paper."),
-    episodes: int = typer.Option(100, "--episodes", help="Episodes per opponent."),
-    seed: int = typer.Option(0, "--seed"),
+    protocol: Protocol = typer.Option("rigorous", "--protocol", help="rigorous (exact best responses, per-round accounting) or paper."),
+    episodes: int = typer.Option(100, "--episodes", min=1, help="Episodes per opponent."),
+    seed: int = seed_option("Seed of the episodes' deals and of the bootstrap (>= 0)."),
     lambda_e: float = typer.Option(2.4, "--lambda-e", help="Safety weight of exploitability."),
     lambda_c: float = typer.Option(2.4, "--lambda-c", help="Safety weight of collusion."),
     lambda_x: float = typer.Option(2.4, "--lambda-x", help="Safety weight of externality."),
@@ -68,11 +87,15 @@ def eval_command(
     from sepo.opponents.pools import load_pools
     from sepo.policies.specs import load_agent
 
+    protocol = value_of(protocol)
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed, lambdas=Lambdas(lambda_e, lambda_c, lambda_x),
                         pools=load_pools(game, pools) if pools else None)
     policy = load_agent(agent, the_game)
-    result = evaluate(the_game, policy, config)
+    with _progress(as_json) as bar:
+        task = bar.add_task(f"eval {agent}", total=None)
+        result = evaluate(the_game, policy, config,
+                          progress=lambda pool, label: bar.update(task, advance=episodes, description=f"{pool}: {label} done"))
     result["agent"] = agent
     if as_json:
         _print_json(result)
@@ -104,60 +127,73 @@ def _help(name: str) -> str:
 @user_errors
 @with_game_params
 def train_command(
-    out: Path = typer.Option(..., "--out", help="Run directory (resumed if it holds a checkpoint)."),
+    out: Path = typer.Option(..., "--out", help="Run folder: created fresh, or resumed if it holds this same run (see docs/runs.md)."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     policy: str = typer.Option("tabular", "--policy", help="tabular, or hf:MODEL for a language model."),
-    penalty: str = typer.Option("per-rollout", "--penalty", help=_help("penalty")),
-    lambda_e: float = typer.Option(0.0, "--lambda-e", help=_help("lambda_e")),
-    lambda_c: float = typer.Option(0.0, "--lambda-c", help=_help("lambda_c")),
-    lambda_x: float = typer.Option(0.0, "--lambda-x", help=_help("lambda_x")),
-    steps: int = typer.Option(None, "--steps", help=_help("steps") + " (2000 tabular, 20 hf)"),
-    seed: int = typer.Option(0, "--seed", help=_help("seed")),
-    groups: int = typer.Option(None, "--groups", help=_help("groups") + " (128 tabular, 8 hf)"),
-    group_size: int = typer.Option(None, "--group-size", help=_help("group_size") + " (8 tabular, 4 hf)"),
-    learning_rate: float = typer.Option(None, "--lr", help=_help("learning_rate") + " (0.05 tabular, 1e-4 hf)"),
-    scale_rewards: str = typer.Option(None, "--scale-rewards", help=_help("scale_rewards") + " (batch tabular, none hf)"),
+    penalty: Penalty = typer.Option("per-rollout", "--penalty", help=_help("penalty")),
+    lambda_e: float = typer.Option(0.0, "--lambda-e", help=_help("lambda_e") + " (>= 0)"),
+    lambda_c: float = typer.Option(0.0, "--lambda-c", help=_help("lambda_c") + " (>= 0)"),
+    lambda_x: float = typer.Option(0.0, "--lambda-x", help=_help("lambda_x") + " (>= 0)"),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help=_help("steps") + " (2000 tabular, 20 hf); part of the run's config"),
+    seed: int = seed_option(_help("seed") + " (>= 0)"),
+    groups: Optional[int] = typer.Option(None, "--groups", min=1, help=_help("groups") + " (128 tabular, 8 hf)"),
+    group_size: Optional[int] = typer.Option(None, "--group-size", min=2, help=_help("group_size") + " (8 tabular, 4 hf)"),
+    learning_rate: Optional[float] = typer.Option(None, "--lr", help=_help("learning_rate") + " (> 0; 0.05 tabular, 1e-4 hf)"),
+    scale_rewards: Optional[Scaling] = typer.Option(None, "--scale-rewards", help=_help("scale_rewards") + " (batch tabular, none hf)"),
     lora: bool = typer.Option(False, "--lora", help="hf: train a LoRA adapter (merged into the saved model)."),
-    beta: float = typer.Option(0.0, "--beta", help="hf: KL coefficient to the starting model."),
+    beta: float = typer.Option(0.0, "--beta", help="hf: KL coefficient to the starting model (>= 0)."),
     gpu: bool = typer.Option(False, "--gpu", help="hf: use the accelerator instead of the CPU."),
-    report_to: str = typer.Option("none", "--report-to", help="hf: TRL/transformers logging integration, e.g. tensorboard."),
+    report_to: ReportTo = typer.Option("none", "--report-to", help="hf: TRL/transformers logging integration."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     game_params: dict = None,
 ):
-    """Train with SEPO or its ablations (constant, none); the run directory resumes after a kill.
+    """Train with SEPO or its ablations (constant, none); the run folder resumes after a kill.
 
     --out receives config.json, checkpoints, metrics.jsonl, the final policy (policy.json, or
-    model/ for hf) and curves.png. Unset options take the trainer config's defaults."""
+    model/ for hf), summary.json and curves.png, listed in its manifest sepo-run.json (docs/runs.md).
+    Unset options take the trainer config's defaults."""
     from sepo.games import get_domain
+    from sepo.runs import open_run
 
-    given = {"game": game, "game_params": game_params_for(game, game_params), "penalty": penalty,
+    hf = policy.startswith("hf:")
+    if not hf and policy != "tabular":
+        raise SepoError(f"unknown --policy {brief(policy)}; use tabular or hf:MODEL")
+    for option, value in (("--lambda-e", lambda_e), ("--lambda-c", lambda_c), ("--lambda-x", lambda_x), ("--beta", beta)):
+        at_least(value, 0, option)
+    at_least(learning_rate, 0, "--lr", strict=True)
+    given = {"game": game, "game_params": game_params_for(game, game_params), "penalty": value_of(penalty),
              "lambda_e": lambda_e, "lambda_c": lambda_c, "lambda_x": lambda_x, "seed": seed, "steps": steps,
-             "groups": groups, "group_size": group_size, "learning_rate": learning_rate, "scale_rewards": scale_rewards}
+             "groups": groups, "group_size": group_size, "learning_rate": learning_rate,
+             "scale_rewards": value_of(scale_rewards) if scale_rewards is not None else None}
     given = {k: v for k, v in given.items() if v is not None}
-    if policy.startswith("hf:"):
+    if hf:
         from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 
-        config = LLMSEPOConfig(model=policy[3:], lora=lora, beta=beta, use_cpu=not gpu, report_to=report_to, **given)
-        summary = run_llm_sepo(config, out)
+        config = LLMSEPOConfig(model=policy[3:], lora=lora, beta=beta, use_cpu=not gpu, report_to=value_of(report_to), **given)
+        summary = run_llm_sepo(config, out, overwrite=overwrite)
+        if summary["extended_from"] is not None:
+            console.print(f"extended the finished run from {summary['extended_from']} to {config.steps} steps "
+                          "(allowed: the LLM trainer's learning rate is constant and its draws are keyed by step)")
         value = summary.get("exact_value", "exploitability")
-        console.print(f"done: {value} {summary.get(value, float('nan')):.4f} (exact, from the model's "
+        console.print(f"done: {summary['steps']} steps; {value} {summary.get(value, float('nan')):.4f} (exact, from the model's "
                       f"reply-scored action table); model at {out / 'model'}")
         return
-    if policy != "tabular":
-        raise SepoError(f"unknown --policy {policy!r}; use tabular or hf:MODEL")
     from sepo.reports.plots import plot_runs
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
-    config = TabularSEPOConfig(**given)
-    trainer = TabularSEPOTrainer(config, out)
-    value = trainer.env.solver.value_name
+    config = TabularSEPOConfig(**given).validate()
     domain = get_domain(game)
-    with _progress(quiet) as progress:
-        task = progress.add_task(f"training {out.name}", total=config.steps)
-        summary = trainer.train(on_step=lambda record: progress.update(task, completed=record["step"] + 1,
-                                                                        description=f"e={record[value]:.4f}"))
-    plot_runs([out], out / "curves.png")
-    console.print(f"done: {summary['steps']} steps; {value} {summary[value]:.5f}, utility vs train pool "
+    with open_run(out, "train", {"policy": "tabular", **asdict(config)}, overwrite=overwrite) as run:
+        trainer = TabularSEPOTrainer(config, run)
+        value = trainer.env.solver.value_name
+        with _progress(quiet) as bar:
+            task = bar.add_task(f"training {out.name}", total=config.steps)
+            summary = trainer.train(on_step=lambda record: bar.update(task, completed=record["step"] + 1,
+                                                                      description=f"e={record[value]:.4f}"))
+        plot_runs([out], run.path("curves.png"))
+    resumed = " (resumed)" if run.resumed and not run.was_complete else " (already complete)" if run.was_complete else ""
+    console.print(f"done: {summary['steps']} steps{resumed}; {value} {summary[value]:.5f}, utility vs train pool "
                   f"{summary['utility']:.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
 
 
@@ -170,64 +206,93 @@ app.add_typer(data_app, name="data")
 @model_app.command("init")
 @user_errors
 def model_init_command(
-    out: Path = typer.Option(..., "--out", help="Directory for the model and tokenizer."),
-    seed: int = typer.Option(0, "--seed"),
-    arch: str = typer.Option("qwen2", "--arch", help="qwen2 or llama"),
+    out: Path = typer.Option(..., "--out", help="Folder for the model and tokenizer (a new folder, or this same model's)."),
+    seed: int = seed_option("Seed of the random weights and the tokenizer's corpus (>= 0)."),
+    arch: Arch = typer.Option("qwen2", "--arch", help="Model architecture."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ):
     """Build the tiny local causal LM (random weights, tokenizer trained on the domains' text)."""
     from sepo.models.tiny import init_tiny_model
+    from sepo.runs import open_run
 
-    if arch not in ("qwen2", "llama"):
-        raise SepoError(f"unknown --arch {arch!r}; use qwen2 or llama")
-    path = init_tiny_model(out, seed=seed, arch=arch)
-    info = json.loads((path / "sepo_tiny.json").read_text())
-    console.print(f"tiny {arch} model with {info['parameters']:,} parameters and a {info['vocab_size']}-token vocabulary at {path}")
+    with open_run(out, "model init", {"seed": seed, "arch": value_of(arch)}, overwrite=overwrite) as run:
+        with run.staged_contents() as tmp:
+            init_tiny_model(tmp, seed=seed, arch=value_of(arch))
+            info = json.loads((tmp / "sepo_tiny.json").read_text())
+        run.complete()
+    console.print(f"tiny {value_of(arch)} model with {info['parameters']:,} parameters and a {info['vocab_size']}-token "
+                  f"vocabulary at {out}")
 
 
 @data_app.command("sft")
 @user_errors
 @with_game_params
 def data_sft_command(
-    out: Path = typer.Option(..., "--out", help="Directory for the Hugging Face dataset."),
+    out: Path = typer.Option(..., "--out", help="Folder for the Hugging Face dataset (a new folder, or this same dataset's)."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     mixture: str = typer.Option("paper", "--mixture", help="A demonstration mixture of the game, e.g. paper."),
-    episodes: int = typer.Option(200, "--episodes", help="Episodes per driving opponent."),
-    seed: int = typer.Option(0, "--seed"),
-    protocol: str = typer.Option("rigorous", "--protocol", help="Prompt style: rigorous or paper."),
+    episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per driving opponent."),
+    seed: int = seed_option("Seed of the traces and of the train/validation split (>= 0)."),
+    protocol: Protocol = typer.Option("rigorous", "--protocol", help="Prompt style."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     game_params: dict = None,
 ):
     """Expert traces as chat examples (system, user, assistant = reason + action), train/validation split."""
-    from sepo.games import check_protocol
+    from sepo.games import get_domain
+    from sepo.runs import open_run
     from sepo.training.sft_data import generate_traces, write_sft_dataset
 
-    check_protocol(protocol)
-    traces = generate_traces(game, mixture, episodes, seed, protocol, **game_params_for(game, game_params))
-    summary = write_sft_dataset(traces, out, seed)
+    domain = get_domain(game)
+    if domain.demos is None:
+        raise SepoError(f"game {game!r} defines no SFT demonstrations")
+    if mixture not in domain.demos():
+        raise SepoError(f"unknown --mixture {brief(mixture)} for {game}; use one of: {', '.join(domain.demos())}")
+    params = game_params_for(game, game_params)
+    config = {"game": game, "game_params": params, "mixture": mixture, "episodes": episodes, "seed": seed,
+              "protocol": value_of(protocol)}
+    with open_run(out, "data sft", config, overwrite=overwrite) as run:
+        with _progress(quiet) as bar:
+            task = bar.add_task("expert traces", total=episodes * len(domain.demo_opponents))
+            traces = generate_traces(game, mixture, episodes, seed, value_of(protocol), on_episode=lambda: bar.advance(task),
+                                     **params)
+        with run.staged_contents() as tmp:
+            summary = write_sft_dataset(traces, tmp, seed)
+        run.complete()
     console.print(f"{summary.examples} examples ({summary.train} train, {summary.validation} validation) at {out}; "
-                  f"by strategy: {summary.by_strategy}")
+                  f"by strategy: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.by_strategy.items())))
 
 
 @app.command("sft")
 @user_errors
 def sft_command(
-    model: str = typer.Option(..., "--model", help="Model directory or hub id."),
-    data: Path = typer.Option(..., "--data", help="Dataset from `sepo data sft`."),
-    out: Path = typer.Option(..., "--out", help="Run directory; the model goes to OUT/model."),
-    epochs: float = typer.Option(2.0, "--epochs"),
-    max_steps: int = typer.Option(-1, "--max-steps", help="Stop after this many steps (overrides epochs)."),
-    batch_size: int = typer.Option(16, "--batch-size"),
-    learning_rate: float = typer.Option(2e-3, "--lr", help="2e-3 suits the tiny model; use about 2e-5 for 4B models."),
+    model: str = typer.Option(..., "--model", help="Model folder or hub id."),
+    data: Path = typer.Option(..., "--data", help="Dataset folder from `sepo data sft`."),
+    out: Path = typer.Option(..., "--out", help="Run folder (created fresh, or resumed if it holds this same run); the model goes to OUT/model."),
+    epochs: float = typer.Option(2.0, "--epochs", help="Passes over the training split (> 0; ignored with --max-steps)."),
+    max_steps: int = typer.Option(-1, "--max-steps", min=-1, help="Stop after this many steps (overrides epochs); -1: use epochs."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Examples per step."),
+    learning_rate: float = typer.Option(2e-3, "--lr", help="Learning rate > 0; 2e-3 suits the tiny model, about 2e-5 4B models."),
     lora: bool = typer.Option(False, "--lora", help="Train a LoRA adapter (merged into the saved model)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = seed_option("Seed of the data order and initialisation (>= 0)."),
     gpu: bool = typer.Option(False, "--gpu", help="Use the accelerator instead of the CPU."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ):
     """Supervised fine-tuning with TRL's SFTTrainer, loss on the assistant replies only; resumes after a kill."""
     from sepo.training.sft import SFTRunConfig, run_sft
 
+    if max_steps == 0:
+        raise SepoError("--max-steps must be >= 1, or -1 to train for --epochs")
     config = SFTRunConfig(model=model, data=str(data), epochs=epochs, max_steps=max_steps, batch_size=batch_size,
                           learning_rate=learning_rate, lora=lora, seed=seed, use_cpu=not gpu)
-    path = run_sft(config, out)
-    console.print(f"SFT model at {path}")
+    with _progress(quiet) as bar:
+        task = bar.add_task("SFT", total=None)
+        result = run_sft(config, out, overwrite=overwrite,
+                         on_log=lambda step, total, loss: bar.update(task, completed=step, total=total,
+                                                                     description=f"SFT loss {loss:.4f}" if loss is not None else "SFT"))
+    loss = f"; final train loss {result.train_loss:.4f}" if result.train_loss is not None else ""
+    console.print(f"done: {result.steps} SFT steps{loss}; model at {result.model}")
 
 
 @app.command("exploit")
@@ -299,18 +364,27 @@ def _print_exact(agent: str, game: str, result) -> None:
 @user_errors
 def frontier_command(
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    runs: Optional[List[Path]] = typer.Option(None, "--run", help="Run directories to place against the frontier."),
-    lambdas: str = typer.Option("0.25,1,4", "--lambdas", help="λe values whose RNR points (p = 1/(1+λe)) to list."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of the frontier."),
+    runs: Optional[List[Path]] = typer.Option(None, "--run", help="Run folders to place against the frontier (repeatable)."),
+    lambdas: str = typer.Option("0.25,1,4", "--lambdas", help="Comma-separated λe >= 0 whose RNR points (p = 1/(1+λe)) to list."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of the frontier (a new file, or this same plot's)."),
     pools: Optional[Path] = typer.Option(None, "--pools", help="Pool file; the frontier is against its train pool."),
-    as_json: bool = typer.Option(False, "--json"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a PNG another sepo command wrote at --plot."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """The restricted-Nash-response frontier: the most utility against the train pool at each exploitability."""
+    from sepo.runs import check_output_file, output_file
+
+    plot_config = {"game": game, "runs": [str(Path(r).resolve()) for r in runs or []], "lambdas": lambdas,
+                   "pools": str(Path(pools).resolve()) if pools else None}
+    if plot is not None:
+        check_output_file(plot, "frontier", plot_config, overwrite=overwrite, option="--plot")  # refuse before computing
     result, frontier = compute_frontier(game, runs or [], lambdas, pools)
-    if plot:
+    if plot is not None:
         from sepo.reports.plots import plot_frontier
 
-        plot_frontier(frontier, plot, [{"label": r["run"], **r} for r in result["runs"]], title=f"{game}: best achievable trade-off")
+        with output_file(plot, "frontier", plot_config, overwrite=overwrite, option="--plot") as (tmp, stamp):
+            plot_frontier(frontier, tmp, [{"label": r["run"], **r} for r in result["runs"]], title=f"{game}: best achievable trade-off",
+                          stamp=stamp)
         result["plot"] = str(plot)
     if as_json:
         _print_json(result)
@@ -339,9 +413,9 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
     try:
         lambda_values = [float(v) for v in lambdas.split(",") if v.strip()]
     except ValueError:
-        raise SepoError(f"--lambdas must be comma-separated numbers, got {lambdas!r}") from None
-    if any(v < 0 for v in lambda_values):
-        raise SepoError(f"--lambdas must be >= 0, got {lambdas!r}")
+        raise SepoError(f"--lambdas must be comma-separated numbers, got {brief(lambdas)}") from None
+    if not lambda_values or any(not math.isfinite(v) or v < 0 for v in lambda_values):
+        raise SepoError(f"--lambdas must be finite numbers >= 0, got {brief(lambdas)}")
     specs = (load_pools(game, pools) if pools else default_pools(game))["train"]
     return domain.frontier([s for s in specs if s.name != BEST_RESPONSE], lambda_values, runs)
 
@@ -349,21 +423,26 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
 @app.command("plot")
 @user_errors
 def plot_command(
-    runs: List[Path] = typer.Argument(..., help="Run directories."),
-    out: Path = typer.Option(..., "--out", help="PNG file to write."),
+    runs: List[Path] = typer.Argument(..., help="Run folders of `sepo train`."),
+    out: Path = typer.Option(..., "--out", help="PNG file to write (a new file, or this same plot's)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a PNG another sepo command wrote at --out."),
 ):
     """Training curves (exact exploitability and utility per step) of several runs in one figure."""
     from sepo.reports.plots import plot_runs
+    from sepo.runs import output_file
 
-    console.print(f"wrote {plot_runs(runs, out)}")
+    with output_file(out, "plot", {"runs": [str(Path(r).resolve()) for r in runs]}, overwrite=overwrite) as (tmp, stamp):
+        plot_runs(runs, tmp, stamp=stamp)
+    console.print(f"wrote {out}")
 
 
 @app.command("demo")
 @user_errors
 def demo_command(
-    out: Path = typer.Option(Path("runs/demo"), "--out", help="Where the demo's runs and plots go."),
-    steps: int = typer.Option(1500, "--steps", help="Training steps per run."),
+    out: Path = typer.Option(Path("runs/demo"), "--out", help="Folder for the demo's runs and plots (new, or this same demo's)."),
+    steps: int = typer.Option(1500, "--steps", min=2, help="Training steps of each training run."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ):
     """A domain end to end: audit reference agents, train SEPO vs payoff-only GRPO, place them on the frontier."""
     from sepo.games import get_domain
@@ -371,28 +450,7 @@ def demo_command(
     domain = get_domain(game)
     if domain.demo is None:
         raise SepoError(f"game {game!r} has no demo")
-    domain.demo(out, steps, console)
-
-
-class _NullProgress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def add_task(self, *args, **kwargs):
-        return 0
-
-    def update(self, *args, **kwargs):
-        """Progress is not shown (quiet run or no terminal)."""
-
-
-def _progress(quiet: bool):
-    if quiet or not sys.stderr.isatty():
-        return _NullProgress()
-    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeRemainingColumn(), console=err_console, transient=True)
+    domain.demo(out, steps, console, overwrite=overwrite)
 
 
 if __name__ == "__main__":

@@ -74,6 +74,10 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     pools = config.pools or default_pools(game.name, config.protocol, game)
     solver = solver_for(game)
     notes: list[str] = []
+    if config.pools and config.protocol == "rigorous" and solver is not None \
+            and not any(spec.name == BEST_RESPONSE for spec in pools.get("exploiter", [])):
+        pools = {**pools, "exploiter": [*pools.get("exploiter", []), BotSpec(game.name, BEST_RESPONSE)]}
+        notes.append("BestResponse added to the pool file's exploiter pool: the rigorous protocol always plays the exact best response")
     episodes: list[EpisodeRecord] = []
     estimate = None
     # the train and collusive pools first: a text agent's policy is read at the prompts it met there

@@ -21,6 +21,9 @@ from sepo.errors import SepoError
 PENALTY_MODES = ("per-rollout", "constant", "none")
 REWARD_SCALINGS = ("batch", "group", "none")
 
+MAX_LAMBDA = 1e6
+"""Largest safety weight: beyond it a penalty swamps any payoff, and rewards overflow to infinity."""
+
 
 @dataclass(frozen=True)
 class Lambdas:
@@ -32,8 +35,8 @@ class Lambdas:
 
     def __post_init__(self):
         for name, value in (("lambda-e", self.e), ("lambda-c", self.c), ("lambda-x", self.x)):
-            if not np.isfinite(value) or value < 0:
-                raise SepoError(f"{name} must be a finite number >= 0, got {value}")
+            if not np.isfinite(value) or not 0 <= value <= MAX_LAMBDA:
+                raise SepoError(f"{name} must be a number in [0, {MAX_LAMBDA:g}], got {value}")
 
 
 def check_penalty_mode(mode: str) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from sepo.errors import SepoError
+from sepo.errors import SepoError, one_line
+from sepo.inputs import parse_yaml, read_text
 from sepo.games.registry import check_protocol, get_domain, unknown_name
 
 BEST_RESPONSE = "BestResponse"
@@ -99,12 +100,11 @@ def default_pools(game: str, protocol: str = "rigorous", instance=None) -> dict[
 def load_pools(game: str, path: str | Path) -> dict[str, list[BotSpec]]:
     """Pools from a YAML/JSON file `{train: [...], exploiter: [...], collusive: [...]}`."""
     path = Path(path)
+    text = read_text(path, "pool file")
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SepoError(f"pool file not found: {path}") from None
+        data = parse_yaml(text)
     except yaml.YAMLError as error:
-        raise SepoError(f"pool file {path} is not valid YAML/JSON: {error}") from None
+        raise SepoError(f"pool file {path} is not valid YAML/JSON: {one_line(str(error), 200)}") from None
     if not isinstance(data, dict):
         raise SepoError(f"pool file {path}: expected a mapping of pool names to bot lists")
     unknown = sorted(set(data) - set(POOL_NAMES))
@@ -118,4 +118,8 @@ def load_pools(game: str, path: str | Path) -> dict[str, list[BotSpec]]:
         pools[name] = [parse_bot(game, entry) for entry in entries]
     if not pools["train"]:
         raise SepoError(f"pool file {path}: the train pool is empty")
+    for name in ("train", "collusive"):
+        if any(spec.name == BEST_RESPONSE for spec in pools[name]):
+            raise SepoError(f"pool file {path}: {BEST_RESPONSE} is computed against the agent under audit; "
+                            f"it belongs in the exploiter pool, not the {name} pool")
     return pools

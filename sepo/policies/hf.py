@@ -82,6 +82,22 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}".strip()
 
 
+def _check_hub_model(repo_id: str) -> None:
+    """A Hub id that is neither cached nor reachable is one clear line, before transformers tries
+    (and retries, printing each attempt) every file of the model."""
+    import huggingface_hub
+
+    if isinstance(huggingface_hub.try_to_load_from_cache(repo_id, "config.json"), str):
+        return
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        raise SepoError(f"cannot load Hugging Face model {repo_id!r}: no such local folder, and it is not in the Hub cache (HF_HUB_OFFLINE is set)")
+    try:
+        huggingface_hub.model_info(repo_id, timeout=10)
+    except Exception as error:  # noqa: BLE001 - unreachable Hub, unknown or gated repo: one line either way
+        raise SepoError(f"cannot load Hugging Face model {repo_id!r}: no such local folder, and the Hub says: "
+                        f"{_one_line(error)}") from None
+
+
 def load_hf_model(
     model_or_path: Any,
     tokenizer: Any = None,
@@ -105,6 +121,8 @@ def load_hf_model(
         if looks_local and not local.is_dir():
             raise SepoError(f"cannot load Hugging Face model {path!r}: no such directory")
         source = tokenizer_source = str(local) if local.is_dir() else path
+        if not local.is_dir():
+            _check_hub_model(path)
         try:
             if local.is_dir() and (local / "adapter_config.json").exists():
                 from peft import AutoPeftModelForCausalLM

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 from pathlib import Path
 
 import matplotlib
@@ -9,39 +11,62 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from sepo.errors import SepoError  # noqa: E402
+from sepo.errors import SepoError, brief  # noqa: E402
+from sepo.runs import FILE_MODE, STAMP_KEY, TMP_PREFIX  # noqa: E402
 from sepo.training.checkpoint import MetricsLog, read_json  # noqa: E402
 
 
 def run_label(run_dir: Path) -> str:
     config = read_json(run_dir / "config.json", "run config")
+    if not isinstance(config, dict) or not isinstance(config.get("penalty"), str) \
+            or not isinstance(config.get("lambda_e"), (int, float)):
+        raise SepoError(f"{run_dir / 'config.json'}: not the config of a `sepo train` run (needs penalty and lambda_e)")
     return f"{run_dir.name}: {config['penalty']}, λe={config['lambda_e']:g}"
 
 
-def plot_runs(run_dirs: list[str | Path], out: str | Path) -> Path:
+def run_curves(run_dir: Path) -> tuple[str, list[int], list[float], list[float]]:
+    """The exact value's name (exploitability or the domain's), steps, that value and the pool
+    utility of a training run, per step; a hole in the history is an error."""
+    if not run_dir.is_dir():
+        raise SepoError(f"run directory not found: {run_dir}")
+    records = [r for r in MetricsLog(run_dir / "metrics.jsonl").read() if not r.get("final")]
+    if not records:
+        raise SepoError(f"{run_dir} has no metrics.jsonl records")
+    value = records[0].get("exact_value", "exploitability")
+    steps, exact, utility = [], [], []
+    for record in records:
+        e, u = record.get(value), record.get("utility", record.get("utility_exact"))
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (e, u)):
+            raise SepoError(f"{run_dir / 'metrics.jsonl'}: step {record['step']} has no finite {brief(value, 40)} and utility "
+                            "(plot draws `sepo train` runs)")
+        if steps and record["step"] != steps[-1] + 1:
+            raise SepoError(f"{run_dir / 'metrics.jsonl'}: steps {steps[-1] + 1}-{record['step'] - 1} are missing")
+        steps.append(record["step"])
+        exact.append(float(e))
+        utility.append(float(u))
+    return str(value), steps, exact, utility
+
+
+def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = None) -> Path:
     """Exploitability (or the domain's exact value) and pool utility against step, one line per
     run, in one figure."""
+    curves = [(run_label(Path(d)), *run_curves(Path(d))) for d in run_dirs]
     fig, (ax_e, ax_u) = plt.subplots(1, 2, figsize=(11, 4))
-    for run_dir in map(Path, run_dirs):
-        records = MetricsLog(run_dir / "metrics.jsonl").read()
-        if not records:
-            raise SepoError(f"{run_dir} has no metrics.jsonl records")
-        steps = [r["step"] for r in records]
-        label = run_label(run_dir)
-        value = records[0].get("exact_value", "exploitability")
-        ax_e.plot(steps, [r[value] for r in records], label=label)
-        ax_u.plot(steps, [r["utility"] for r in records], label=label)
+    for label, value, steps, exact, utility in curves:
+        ax_e.plot(steps, exact, label=label)
+        ax_u.plot(steps, utility, label=label)
+    value = curves[0][1]
     ax_e.set(xlabel="step", ylabel=f"{value.replace('_', ' ')} (exact)", yscale="log", title="Exploitability")
     ax_u.set(xlabel="step", ylabel="utility vs train pool (per round, exact)", title="Utility against the train pool")
     ax_u.legend(fontsize=8)
     ax_e.grid(alpha=0.3)
     ax_u.grid(alpha=0.3)
     fig.tight_layout()
-    return _save(fig, out)
+    return _save(fig, out, stamp)
 
 
 def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None, title: str = "best achievable trade-off",
-                  unit: str = "payoff per round") -> Path:
+                  unit: str = "payoff per round", stamp: dict | None = None) -> Path:
     """The utility-vs-exploitability frontier, its RNR points, and trained policies against it."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     far = max([frontier.epsilons[-1]] + [run["exploitability"] for run in runs or []])
@@ -58,16 +83,22 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None, tit
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    return _save(fig, out)
+    return _save(fig, out, stamp)
 
 
-def _save(fig, out) -> Path:
+def _save(fig, out, stamp: dict | None = None) -> Path:
+    """Write the figure atomically; `stamp` (from `sepo.runs.output_file`) marks it as sepo's."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(out)
+    tmp = out.with_name(f"{TMP_PREFIX}{out.stem}.{os.getpid()}.png")
+    metadata = {STAMP_KEY: json.dumps(stamp, sort_keys=True)} if stamp else None
+    try:
+        fig.savefig(tmp, dpi=120, format="png", metadata=metadata)
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, out)
+    finally:
+        plt.close(fig)
+        if os.path.lexists(tmp):
+            tmp.unlink()
     return out
 
 

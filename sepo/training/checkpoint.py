@@ -2,41 +2,32 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from sepo import runs
 from sepo.errors import SepoError
+from sepo.inputs import read_text
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write `text` to `path` so that readers see the old file or the new one, never a torn one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    runs.atomic_write_text(path, text)
 
 
 def atomic_write_json(path: str | Path, data) -> None:
-    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    runs.atomic_write_json(path, data)
 
 
 def read_json(path: str | Path, what: str = "file"):
     path = Path(path)
+    text = read_text(path, what)
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SepoError(f"{what} not found: {path}") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
         raise SepoError(f"unreadable {what} {path}: {error}") from None
 
 
@@ -52,23 +43,43 @@ def check_same_run(path: str | Path, settings: dict, may_change: tuple[str, ...]
 
 
 class MetricsLog:
-    """Per-step metrics as JSON lines. On resume, lines after the checkpoint step are dropped."""
+    """Per-step metrics as JSON lines, appended as the run goes.
+
+    A kill can tear the last line only; a damaged line anywhere else is an error naming it,
+    never a silent hole in the history."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
-    def truncate_after(self, step: int) -> None:
+    def _records(self) -> list[dict]:
         if not self.path.exists():
-            return
-        kept = []
-        for line in self.path.read_text().splitlines():
+            return []
+        lines = read_text(self.path, "metrics file").splitlines()
+        records = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                break  # a torn last line from a kill
-            if record.get("step", -1) <= step:
-                kept.append(line)
-        atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+                if number == len(lines):
+                    break  # a torn last line from a kill
+                raise SepoError(f"{self.path} line {number} is damaged (not JSON); the run's history has a hole") from None
+            if not isinstance(record, dict) or isinstance(record.get("step"), bool) or not isinstance(record.get("step"), int):
+                raise SepoError(f"{self.path} line {number}: expected a JSON object with an integer 'step'")
+            if records and record["step"] < records[-1]["step"]:
+                raise SepoError(f"{self.path} line {number}: step {record['step']} after step {records[-1]['step']}")
+            records.append(record)
+        return records
+
+    def truncate_after(self, step: int) -> list[dict]:
+        """Keep the records up to `step` (drop what a killed run logged after its checkpoint, and the
+        `final` summary record of a finished run that is being extended)."""
+        if not self.path.exists():
+            return []
+        kept = [r for r in self._records() if r["step"] <= step and not r.get("final")]
+        atomic_write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
+        return kept
 
     def append(self, record: dict) -> None:
         with open(self.path, "a") as handle:
@@ -76,6 +87,4 @@ class MetricsLog:
             handle.flush()
 
     def read(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        return self._records()

@@ -63,8 +63,8 @@ class SEPOConfig:
                 raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
             raise SepoError("group_size must be >= 2: GRPO compares rollouts within a group")
-        if not self.learning_rate > 0:
-            raise SepoError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if not 0 < self.learning_rate < float("inf"):
+            raise SepoError(f"learning_rate must be a finite number > 0, got {self.learning_rate}")
         if not self.train_pool:
             raise SepoError("the train pool is empty")
         return self

@@ -27,6 +27,7 @@ changes it: with TRL, only "group" and "none" keep the `constant` ablation exact
 from __future__ import annotations
 
 import json
+import math
 import os
 import zlib
 from dataclasses import asdict, dataclass, field
@@ -40,7 +41,8 @@ from sepo.games.registry import get_domain
 from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import sepo_rewards
 from sepo.opponents.pools import parse_bot
-from sepo.training.checkpoint import MetricsLog, atomic_write_json, check_same_run
+from sepo.runs import check_out_path, open_run
+from sepo.training.checkpoint import MetricsLog
 from sepo.training.config import SEPOConfig, option
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -73,6 +75,17 @@ class LLMSEPOConfig(SEPOConfig):
         super().validate()
         if get_domain(self.game).llm_training is None:
             raise SepoError(f"game {self.game!r} has no language-model training environment")
+        for name, low, strict in (("beta", 0, False), ("temperature", 0, True), ("invalid_penalty", 0, False)):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < low or (strict and value == low):
+                raise SepoError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value}")
+        for name in ("max_new_tokens", "lora_r", "save_steps"):
+            if getattr(self, name) < 1:
+                raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.seed < 2**32:
+            raise SepoError(f"seed must be in [0, 2**32), got {self.seed}")
+        if self.report_to not in ("none", "tensorboard"):
+            raise SepoError(f"unknown --report-to {self.report_to!r}; use none or tensorboard")
         return self
 
 
@@ -187,65 +200,72 @@ def _global_mean(accelerator, values) -> float:
     return float(accelerator.gather(local).mean())
 
 
-def run_llm_sepo(config: LLMSEPOConfig, out: str | Path) -> dict:
+def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = False) -> dict:
     """Train (resuming from the latest TRL checkpoint in `out/trainer`) and save `out/model`."""
     from datasets import Dataset
-    from transformers import TrainerCallback
+    from transformers import PrinterCallback, TrainerCallback
     from trl import GRPOTrainer
 
     from sepo.policies.hf import load_hf_model
-    from sepo.training.sft import save_final_model
+    from sepo.training.sft import _checkpoint_step, quiet_library_progress, save_final_model
 
     config.validate()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_out_path(out)
+    quiet_library_progress()
+    model_dir = Path(config.model).expanduser()
+    settings = {"policy": "hf", **asdict(config), **({"model": str(model_dir.resolve())} if model_dir.is_dir() else {})}
     args = _grpo_args(config, out)
     main_process = args.process_index == 0  # only process 0 writes run files; all of them read
-    saved = out / "config.json"
-    settings = {"policy": "hf", **asdict(config)}
-    check_same_run(saved, settings)
-    if main_process:
-        atomic_write_json(saved, settings)
     model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
-    log = MetricsLog(out / "metrics.jsonl")
-    env = SEPOEnvironment(config, tokenizer, log)
+    # the learning rate is constant and every draw is keyed by (seed, step): a finished run may grow
+    with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",)) as run:
+        run.write_json("config.json", settings)
+        log = MetricsLog(run.path("metrics.jsonl"))
+        run.path("trainer")
+        resume_step = _checkpoint_step(out / "trainer") if run.resumed else None
+        if main_process:
+            log.truncate_after(resume_step if resume_step is not None else -1)
+        env = SEPOEnvironment(config, tokenizer, log)
 
-    def sepo_reward(prompts, completions, **kwargs):
-        return env.reward(prompts, completions, **kwargs)
+        def sepo_reward(prompts, completions, **kwargs):
+            return env.reward(prompts, completions, **kwargs)
 
-    class _Log(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if not state.is_world_process_zero:
-                return
-            record = {**env.last_step_metrics, **{k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}}
-            record["step"] = state.global_step
-            log.append(record)
+        class _Log(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if not state.is_world_process_zero:
+                    return
+                record = {**env.last_step_metrics, **{k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}}
+                record["step"] = state.global_step
+                log.append(record)
 
-    prompts = [json.dumps({"group": i}) for i in range(config.steps * config.groups)]
-    peft_config = None
-    if config.lora:
-        from peft import LoraConfig
+            def on_save(self, args, state, control, **kwargs):
+                run.commit()
 
-        peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.0,
-                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
-    trainer = GRPOTrainer(model=model, reward_funcs=sepo_reward, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
-                          processing_class=tokenizer, rollout_func=env.rollout, peft_config=peft_config, callbacks=[_Log()])
-    resume = any((out / "trainer").glob("checkpoint-*"))
-    if not resume and main_process:
-        log.truncate_after(-1)
-    trainer.train(resume_from_checkpoint=True if resume else None)
-    accelerator = trainer.accelerator
-    target = out / "model"
-    if accelerator.is_main_process:
-        save_final_model(trainer.model, tokenizer, target)
-    accelerator.wait_for_everyone()
-    final = env.measure(accelerator.unwrap_model(trainer.model))
-    summary = {"model": str(target), "steps": trainer.state.global_step, **{k: v for k, v in final.items() if k != "table"}}
-    if accelerator.is_main_process:
-        log.append({"step": trainer.state.global_step, "final": True, **final})
-        atomic_write_json(out / "summary.json", summary)
-    accelerator.wait_for_everyone()
-    return summary
+        prompts = [json.dumps({"group": i}) for i in range(config.steps * config.groups)]
+        peft_config = None
+        if config.lora:
+            from peft import LoraConfig
+
+            peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.0,
+                                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
+        trainer = GRPOTrainer(model=model, reward_funcs=sepo_reward, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
+                              processing_class=tokenizer, rollout_func=env.rollout, peft_config=peft_config, callbacks=[_Log()])
+        trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; metrics.jsonl keeps them
+        trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+        accelerator = trainer.accelerator
+        target = out / "model"
+        if accelerator.is_main_process:
+            with run.staged("model") as tmp:
+                save_final_model(trainer.model, tokenizer, tmp)
+        accelerator.wait_for_everyone()
+        final = env.measure(accelerator.unwrap_model(trainer.model))
+        summary = {"model": str(target), "steps": trainer.state.global_step, **{k: v for k, v in final.items() if k != "table"}}
+        if accelerator.is_main_process:
+            log.append({"step": trainer.state.global_step, "final": True, **final})
+            run.write_json("summary.json", summary)
+            run.complete()
+        accelerator.wait_for_everyone()
+    return {**summary, "extended_from": run.extended.get("steps", (None,))[0]}
 
 
 def _grpo_args(config: LLMSEPOConfig, out: Path):
@@ -255,7 +275,7 @@ def _grpo_args(config: LLMSEPOConfig, out: Path):
         output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
         num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,
         temperature=config.temperature, max_completion_length=config.max_new_tokens, scale_rewards=config.scale_rewards,
-        use_cpu=config.use_cpu, bf16=False, gradient_checkpointing=False, logging_steps=1, save_strategy="steps",
+        use_cpu=config.use_cpu, bf16=False, logging_steps=1, save_strategy="steps",
         save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
         dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
     )

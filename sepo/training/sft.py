@@ -6,11 +6,14 @@ adapter is merged into the base weights first), loadable as `hf:DIR/model` or `r
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
-from sepo.errors import SepoError
-from sepo.training.checkpoint import MetricsLog, atomic_write_json
+from sepo.errors import SepoError, brief, one_line
+from sepo.runs import check_out_path, open_run
+from sepo.training.checkpoint import MetricsLog
 
 
 @dataclass
@@ -32,45 +35,93 @@ class SFTRunConfig:
     use_cpu: bool = True
 
     def validate(self) -> "SFTRunConfig":
-        if not Path(self.data).exists():
-            raise SepoError(f"SFT data directory not found: {self.data}")
-        if self.batch_size < 1 or self.learning_rate <= 0 or (self.max_steps < 1 and self.epochs <= 0):
-            raise SepoError("batch size, learning rate and epochs (or max steps) must be positive")
+        for name in ("epochs", "learning_rate", "warmup_ratio"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SepoError(f"{_OPTION.get(name, name)} must be a finite number, got {value}")
+        if self.max_steps != -1 and self.max_steps < 1:
+            raise SepoError(f"--max-steps must be >= 1, or -1 to train for --epochs; got {self.max_steps}")
+        if self.max_steps == -1 and not 0 < self.epochs <= 1e6:
+            raise SepoError(f"--epochs must be > 0 (and at most 1e6), got {self.epochs}")
+        if not self.learning_rate > 0:
+            raise SepoError(f"--lr must be > 0, got {self.learning_rate}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise SepoError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        for name in ("batch_size", "lora_r", "max_length", "save_steps"):
+            if getattr(self, name) < 1:
+                raise SepoError(f"{_OPTION.get(name, name)} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.seed < 2**32:
+            raise SepoError(f"--seed must be in [0, 2**32), got {self.seed}")
         return self
+
+    def settings(self) -> dict:
+        """The run's manifest config: local paths made absolute, so a resume from another folder still matches."""
+        settings = asdict(self)
+        settings["data"] = str(Path(self.data).resolve())
+        if Path(self.model).expanduser().is_dir():
+            settings["model"] = str(Path(self.model).expanduser().resolve())
+        return settings
+
+
+_OPTION = {"epochs": "--epochs", "learning_rate": "--lr", "batch_size": "--batch-size", "max_steps": "--max-steps"}
+
+
+@dataclass
+class SFTResult:
+    model: Path
+    steps: int
+    train_loss: float | None
 
 
 def _load_dataset(path: str):
     from datasets import load_from_disk
 
+    folder = Path(path)
+    if not folder.is_dir():
+        raise SepoError(f"--data {brief(path)}: " + ("is a file, not a dataset folder" if folder.exists() else "no such folder"))
+    if not (folder / "dataset_dict.json").is_file():
+        raise SepoError(f"--data {brief(path)} is not a dataset folder (no dataset_dict.json; make one with `sepo data sft`)")
     try:
         data = load_from_disk(path)
-    except (FileNotFoundError, ValueError) as error:
-        raise SepoError(f"cannot read SFT data {path}: {error}") from None
+    except Exception as error:  # noqa: BLE001 - any unreadable dataset (torn, binary junk) is one clear line
+        raise SepoError(f"cannot read SFT data {brief(path)}: {one_line(str(error), 200)}") from None
     for split in ("train", "validation"):
         if split not in data or "messages" not in data[split].column_names:
             raise SepoError(f"SFT data {path} needs '{split}' with a 'messages' column (make it with `sepo data sft`)")
     return data["train"].select_columns(["messages"]), data["validation"].select_columns(["messages"])
 
 
-def run_sft(config: SFTRunConfig, out: str | Path) -> Path:
-    """Train and return the directory of the final model."""
-    from transformers import TrainerCallback
+def quiet_library_progress() -> None:
+    """The datasets map and model-shard progress bars of TRL's preprocessing and saving: sepo shows
+    its own progress (steps, loss), and these would print a dozen bars per run."""
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def _checkpoint_step(trainer_dir: Path) -> int | None:
+    steps = [int(p.name.split("-")[1]) for p in trainer_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
+    return max(steps) if steps else None
+
+
+def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
+            on_log: Callable[[int, int, float | None], None] | None = None, stop_after: int | None = None) -> SFTResult:
+    """Train and save the final model in `out/model`; a run folder of the same config resumes from
+    its latest checkpoint. `on_log(step, total, loss)` follows progress; `stop_after` raises
+    KeyboardInterrupt after that step (a kill, for tests)."""
+    from transformers import PrinterCallback, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
     from sepo.policies.hf import load_hf_model
 
     config.validate()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_path(out)
+    quiet_library_progress()
     train, validation = _load_dataset(config.data)
     model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
-    log = MetricsLog(out / "metrics.jsonl")
-
-    class _Log(TrainerCallback):
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and state.is_world_process_zero:
-                log.append({"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
-
+    out = Path(out)
     args = SFTConfig(
         output_dir=str(out / "trainer"),
         num_train_epochs=config.epochs,
@@ -83,7 +134,6 @@ def run_sft(config: SFTRunConfig, out: str | Path) -> Path:
         assistant_only_loss=True,
         use_cpu=config.use_cpu,
         bf16=False,
-        gradient_checkpointing=False,
         max_length=config.max_length,
         logging_steps=10,
         eval_strategy="steps",
@@ -97,39 +147,54 @@ def run_sft(config: SFTRunConfig, out: str | Path) -> Path:
         disable_tqdm=True,
     )
     main_process = args.process_index == 0  # only process 0 writes run files
-    if main_process:
-        atomic_write_json(out / "sft_config.json", asdict(config))
-    peft_config = None
-    if config.lora:
-        from peft import LoraConfig
+    with open_run(out, "sft", config.settings(), overwrite=overwrite, writer=main_process) as run:
+        run.write_json("sft_config.json", asdict(config))
+        log = MetricsLog(run.path("metrics.jsonl"))
+        run.path("trainer")
+        resume_step = _checkpoint_step(out / "trainer") if run.resumed else None
+        if main_process:
+            log.truncate_after(resume_step if resume_step is not None else -1)
 
-        peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.05,
-                                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
-    trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation,
-                         processing_class=tokenizer, peft_config=peft_config, callbacks=[_Log()])
-    resume = any((out / "trainer").glob("checkpoint-*"))
-    if not resume and main_process:
-        log.truncate_after(-1)
-    trainer.train(resume_from_checkpoint=True if resume else None)
-    if trainer.accelerator.is_main_process:
-        save_final_model(trainer.model, tokenizer, out / "model")
-    trainer.accelerator.wait_for_everyone()
-    return out / "model"
+        class _Log(TrainerCallback):
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs and state.is_world_process_zero:
+                    log.append({"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
+                    if on_log:
+                        on_log(state.global_step, state.max_steps, logs.get("loss"))
+
+            def on_save(self, args, state, control, **kwargs):
+                run.commit()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                if on_log:
+                    on_log(state.global_step, state.max_steps, None)
+                if stop_after is not None and state.global_step >= stop_after:
+                    raise KeyboardInterrupt(f"stopped after step {state.global_step}")
+
+        peft_config = None
+        if config.lora:
+            from peft import LoraConfig
+
+            peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.05,
+                                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
+        trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation,
+                             processing_class=tokenizer, peft_config=peft_config, callbacks=[_Log()])
+        trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; progress and metrics.jsonl show them
+        output = trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+        if trainer.accelerator.is_main_process:
+            with run.staged("model") as tmp:
+                save_final_model(trainer.model, tokenizer, tmp)
+            run.complete()
+        trainer.accelerator.wait_for_everyone()
+    return SFTResult(out / "model", trainer.state.global_step, getattr(output, "training_loss", None))
 
 
 def save_final_model(model, tokenizer, target: Path) -> Path:
-    """Merge any LoRA adapter and save model + tokenizer atomically (written aside, then renamed)."""
-    import shutil
-
+    """Merge any LoRA adapter and save model + tokenizer into the new folder `target`
+    (callers write it aside and rename it into place, see `sepo.runs.RunDir.staged`)."""
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     model.config.use_cache = True  # trainers switch the KV cache off; generation wants it back
-    tmp = target.with_name(target.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if target.exists():
-        shutil.rmtree(target)
-    tmp.rename(target)
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
     return target

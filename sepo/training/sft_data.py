@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -53,9 +54,9 @@ class SFTDataSummary:
 
 
 def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, protocol: str = "rigorous",
-                    **params) -> list[list[dict]]:
+                    on_episode: Callable[[], None] | None = None, **params) -> list[list[dict]]:
     """Chat examples grouped by episode: `episodes` per driving opponent of the domain; the
-    demonstrator takes each seat in turn."""
+    demonstrator takes each seat in turn (`on_episode` is called after each episode)."""
     domain = get_domain(game_name)
     if domain.demos is None:
         raise SepoError(f"game {game_name!r} defines no SFT demonstrations")
@@ -77,25 +78,21 @@ def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, prot
                           [int(rng.integers(2**31))], agent_seed=int(rng.integers(2**31)),
                           agent_player=episode % game.num_players)
             by_episode.append(sink)
+            if on_episode:
+                on_episode()
     return by_episode
 
 
 def write_sft_dataset(by_episode: list[list[dict]], out: str | Path, seed: int, validation_fraction: float = 0.1) -> SFTDataSummary:
-    """Split by episode (no episode in both splits) and save a Hugging Face DatasetDict."""
+    """Split by episode (no episode in both splits) and save a Hugging Face DatasetDict into the
+    folder `out` (new or empty; the caller makes the write atomic, see `sepo.runs`)."""
     from datasets import Dataset, DatasetDict
 
     order = np.random.default_rng([seed, 7]).permutation(len(by_episode))
     cut = max(1, int(round(len(order) * validation_fraction)))
     validation = [ex for i in order[:cut] for ex in by_episode[i]]
     train = [ex for i in order[cut:] for ex in by_episode[i]]
-    out = Path(out)
-    tmp = out.with_name(out.name + ".tmp")
-    DatasetDict({"train": Dataset.from_list(train), "validation": Dataset.from_list(validation)}).save_to_disk(str(tmp))
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
-    tmp.rename(out)
+    DatasetDict({"train": Dataset.from_list(train), "validation": Dataset.from_list(validation)}).save_to_disk(str(out))
     counts: dict = {}
     for example in train + validation:
         counts[example["strategy"]] = counts.get(example["strategy"], 0) + 1

@@ -14,6 +14,7 @@ so a run resumed from its checkpoint is identical to one that was never interrup
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import group_advantages, sepo_rewards
 from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
-from sepo.training.checkpoint import MetricsLog, atomic_write_json, check_same_run, read_json
+from sepo.runs import RunDir, open_run
+from sepo.training.checkpoint import MetricsLog, read_json
 from sepo.training.config import SEPOConfig, option
 
 CHECKPOINT = "checkpoint.json"
@@ -75,11 +77,12 @@ class Adam:
 
 
 class TabularSEPOTrainer:
-    """Runs (or resumes) a tabular SEPO run in `out_dir`."""
+    """Runs (or resumes) a tabular SEPO run in `out` (a folder, or a `RunDir` the caller opened)."""
 
-    def __init__(self, config: TabularSEPOConfig, out_dir: str | Path, init_logits: np.ndarray | None = None):
+    def __init__(self, config: TabularSEPOConfig, out: str | Path | RunDir, init_logits: np.ndarray | None = None):
         self.config = config.validate()
-        self.out = Path(out_dir)
+        self.run = out if isinstance(out, RunDir) else None
+        self.out = out.root if isinstance(out, RunDir) else Path(out)
         domain = get_domain(config.game)
         game = domain.game("rigorous", **config.game_params)
         train = [parse_bot(config.game, entry) for entry in config.train_pool]
@@ -96,25 +99,36 @@ class TabularSEPOTrainer:
         return masked_softmax(self.logits if logits is None else logits, self.legal)
 
     # -- run directory -------------------------------------------------------------------------
-    def _prepare(self) -> None:
-        self.out.mkdir(parents=True, exist_ok=True)
-        config = asdict(self.config)
-        check_same_run(self.out / CONFIG, config)
-        atomic_write_json(self.out / CONFIG, config)
-        if (self.out / CHECKPOINT).exists():
-            state = read_json(self.out / CHECKPOINT, "checkpoint")
+    def settings(self) -> dict:
+        """What the run folder's manifest records: every field that changes the result."""
+        return {"policy": "tabular", **asdict(self.config)}
+
+    def _prepare(self, run: RunDir) -> None:
+        run.write_json(CONFIG, asdict(self.config))
+        run.path(METRICS)
+        checkpoint = self.out / CHECKPOINT
+        if run.resumed and checkpoint.exists():
+            state = read_json(checkpoint, "checkpoint")
             try:
                 self.logits = np.array(state["logits"], dtype=float).reshape(self.legal.shape)
                 self.adam.load(state["adam"])
-                self.step = int(state["step"])
-            except (KeyError, TypeError, ValueError) as error:
-                raise SepoError(f"unreadable checkpoint {self.out / CHECKPOINT}: {error}") from None
-            self.log.truncate_after(self.step - 1)
-        else:
-            self.log.truncate_after(-1)
+                step = state["step"]
+            except (KeyError, TypeError, ValueError, AttributeError) as error:
+                raise SepoError(f"unreadable checkpoint {checkpoint}: {error}") from None
+            if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= self.config.steps:
+                raise SepoError(f"unreadable checkpoint {checkpoint}: step {step!r} is not in 0..{self.config.steps}")
+            if not (np.all(np.isfinite(self.logits)) and np.all(np.isfinite(self.adam.m)) and np.all(np.isfinite(self.adam.v))):
+                raise SepoError(f"unreadable checkpoint {checkpoint}: non-finite numbers")
+            self.step = step
+        kept = [r["step"] for r in self.log.truncate_after(self.step - 1)]
+        if kept != list(range(self.step)):
+            missing = sorted(set(range(self.step)) - set(kept))
+            raise SepoError(f"{self.log.path} lacks steps {missing[0]}-{missing[-1]} before the checkpoint at step {self.step}; "
+                            "the run's history cannot be completed (start a new --out)")
 
-    def _save_checkpoint(self) -> None:
-        atomic_write_json(self.out / CHECKPOINT, {"step": self.step, "logits": self.logits.tolist(), "adam": self.adam.state()})
+    def _save_checkpoint(self, run: RunDir) -> None:
+        run.write_json(CHECKPOINT, {"step": self.step, "logits": self.logits.tolist(), "adam": self.adam.state()})
+        run.commit()
 
     # -- one step ------------------------------------------------------------------------------
     def learning_rate(self, step: int) -> float:
@@ -145,6 +159,8 @@ class TabularSEPOTrainer:
             np.add.at(score, (rollouts.states[:, k], rollouts.actions[:, k]), weight)
             np.add.at(score, rollouts.states[:, k], -weight[:, None] * policy[rollouts.states[:, k]])
         self.logits = self.logits + self.adam.ascent(score / len(rollouts.groups), self.learning_rate(self.step))
+        if not np.all(np.isfinite(self.logits)):
+            raise SepoError(f"training diverged at step {self.step} (non-finite policy logits); lower --lr or the λ weights")
 
         record = {"step": self.step, "reward_mean": float(rewards.mean()), "sampled_utility": float(rollouts.utility.mean()),
                   "sampled_exploit_charge": float(exploit.mean())}
@@ -162,7 +178,13 @@ class TabularSEPOTrainer:
     def train(self, on_step: Callable[[dict], None] | None = None, stop_after: int | None = None) -> dict:
         """Train to `config.steps`, resuming from the run directory's checkpoint if present.
         `stop_after` ends early after that many steps (used to test resumption)."""
-        self._prepare()
+        if self.run is not None:
+            return self._train(self.run, on_step, stop_after)
+        with open_run(self.out, "train", self.settings()) as run:
+            return self._train(run, on_step, stop_after)
+
+    def _train(self, run: RunDir, on_step, stop_after) -> dict:
+        self._prepare(run)
         started, done = time.time(), 0
         while self.step < self.config.steps:
             record = self.train_step()
@@ -172,15 +194,15 @@ class TabularSEPOTrainer:
                 on_step(record)
             done += 1
             if self.step % self.config.checkpoint_every == 0 or self.step == self.config.steps:
-                self._save_checkpoint()
+                self._save_checkpoint(run)
             if stop_after is not None and done >= stop_after:
                 break
         policy = TabularPolicy(self.policy(), self.env.keys, name=f"run:{self.out}")
-        if self.step >= self.config.steps:
-            policy.save(self.out / POLICY)
         summary = {"steps": self.step, "seconds": time.time() - started, **self.exact_metrics(policy.table)}
         if self.step >= self.config.steps:
-            atomic_write_json(self.out / "summary.json", summary)
+            run.write_text(POLICY, json.dumps(policy.to_json(), indent=1))  # key order is the table's row order
+            run.write_json("summary.json", summary)
+            run.complete()
         return summary
 
 

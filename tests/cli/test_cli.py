@@ -34,7 +34,7 @@ def test_eval_nash_agents(agent, value):
     (["eval", "--agent", "bot:Shark"], "unknown bot 'Shark'"),
     (["eval", "--agent", "wizard"], "unknown agent spec 'wizard'"),
     (["eval", "--agent", "nash:0.9"], "alpha"),
-    (["eval", "--agent", "nash", "--protocol", "vibes"], "unknown protocol"),
+    (["eval", "--agent", "nash", "--protocol", "vibes"], "'vibes' is not one of"),
     (["eval", "--agent", "nash", "--lambda-e", "-1"], "lambda-e"),
     (["eval", "--agent", "tabular:/nonexistent.json"], "not found"),
     (["train", "--out", "OUT", "--lambda-e", "-0.5"], "lambda-e"),

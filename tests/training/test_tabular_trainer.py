@@ -80,7 +80,7 @@ def test_unreadable_checkpoint_is_a_clear_error(tmp_path):
     TabularSEPOTrainer(TabularSEPOConfig(steps=3, groups=8), tmp_path / "run").train()
     (tmp_path / "run" / "checkpoint.json").write_text("{not json")
     with pytest.raises(SepoError, match="unreadable checkpoint"):
-        TabularSEPOTrainer(TabularSEPOConfig(steps=6, groups=8), tmp_path / "run").train()
+        TabularSEPOTrainer(TabularSEPOConfig(steps=3, groups=8), tmp_path / "run").train()
 
 
 @pytest.mark.parametrize("overrides, message", [

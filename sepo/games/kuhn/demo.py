@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -14,13 +15,25 @@ from rich.table import Table
 from sepo.evaluation.evaluate import EvalConfig, evaluate
 from sepo.games import load_game
 from sepo.policies.specs import load_agent
-from sepo.reports.plots import plot_frontier, plot_runs, write_json
+from sepo.errors import SepoError
+from sepo.reports.plots import plot_frontier, plot_runs
+from sepo.runs import RunDir, open_run
 from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
 
-def run_demo(out: Path, steps: int, console: Console) -> dict:
-    """The domain's `demo` hook (`sepo demo`)."""
-    out.mkdir(parents=True, exist_ok=True)
+def run_demo(out: Path, steps: int, console: Console, overwrite: bool = False) -> dict:
+    """The domain's `demo` hook (`sepo demo`). Everything goes to the run folder `out` (see
+    `sepo.runs`): one sub-folder per training run."""
+    if steps < 2:
+        raise SepoError(f"--steps must be >= 2, got {steps}")
+    with open_run(out, "demo", {"game": "kuhn", "steps": steps}, overwrite=overwrite) as run:
+        summary = _demo(run, steps, console)
+        run.complete()
+    return summary
+
+
+def _demo(folder: RunDir, steps: int, console: Console) -> dict:
+    out = folder.root
     audit = Table(title="1. Audit (Kuhn, 200 episodes x 6 hands per opponent)")
     for column in ("agent", "protocol", "utility", "exploit_pool", "exploitability (exact)", "safety"):
         audit.add_column(column)
@@ -39,19 +52,18 @@ def run_demo(out: Path, steps: int, console: Console) -> dict:
     runs = {}
     for name, penalty, lam in (("sepo_l5", "per-rollout", 5.0), ("grpo_none", "none", 0.0),
                                ("sepo_l0.25", "per-rollout", 0.25), ("sepo_l1", "per-rollout", 1.0), ("sepo_l4", "per-rollout", 4.0)):
-        run_dir = out / name
         config = TabularSEPOConfig(penalty=penalty, lambda_e=lam, steps=steps, seed=0)
-        with console.status(f"training {name} ({penalty}, λe={lam:g}, {steps} steps)"):
-            runs[name] = TabularSEPOTrainer(config, run_dir).train()
-            plot_runs([run_dir], run_dir / "curves.png")
-    comparison = plot_runs([out / "sepo_l5", out / "grpo_none"], out / "sepo_vs_grpo.png")
-    for name in ("sepo_l5", "grpo_none"):
-        plot_runs([out / "sepo_l5", out / "grpo_none"], out / name / "sepo_vs_grpo.png")
+        folder.path(name)
+        with console.status(f"training {name} ({penalty}, λe={lam:g}, {steps} steps)"), \
+                open_run(out / name, "train", {"policy": "tabular", **asdict(config)}) as sub:
+            runs[name] = TabularSEPOTrainer(config, sub).train()
+            plot_runs([sub.root], sub.path("curves.png"))
+    comparison = plot_runs([out / "sepo_l5", out / "grpo_none"], folder.path("sepo_vs_grpo.png"))
 
     from sepo.cli.main import compute_frontier
 
     frontier_result, frontier = compute_frontier("kuhn", [out / n for n in runs], "0.25,1,4,5", None)
-    plot_frontier(frontier, out / "frontier.png", [{"label": Path(r["run"]).name, **r} for r in frontier_result["runs"]],
+    plot_frontier(frontier, folder.path("frontier.png"), [{"label": Path(r["run"]).name, **r} for r in frontier_result["runs"]],
                   title="Kuhn poker: best achievable trade-off", unit="chips/hand")
     trained = Table(title=f"2-3. Trained from uniform ({steps} steps each); frontier u*(e) by exact LP")
     for column in ("run", "exploitability", "utility vs train pool", "frontier u*(e)", "gap"):
@@ -63,5 +75,5 @@ def run_demo(out: Path, steps: int, console: Console) -> dict:
     console.print(f"Plots: {comparison}, {out / 'frontier.png'}; run directories under {out}/")
     summary = {"audits": {k: {m: v[m] for m in ('utility', 'exploit_pool', 'exploitability', 'safety')} for k, v in audits.items()},
                "runs": frontier_result["runs"]}
-    write_json(out / "demo_summary.json", summary)
+    folder.write_json("demo_summary.json", summary)
     return summary

@@ -1,0 +1,75 @@
+"""Kill and resume, bit-exact: `sepo sft` and `sepo data sft` end where an uninterrupted run ends."""
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from sepo.cli.main import app  # noqa: E402
+from sepo.errors import SepoError  # noqa: E402
+
+
+def _run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], env={"HF_HUB_OFFLINE": "1"})
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    from sepo.models.tiny import init_tiny_model
+
+    root = tmp_path_factory.mktemp("resume")
+    tiny = init_tiny_model(root / "tiny", seed=0, episodes=20, num_hidden_layers=1)
+    assert _run("data", "sft", "--out", root / "data", "--episodes", "4", "--seed", "3").exit_code == 0
+    return tiny, root / "data"
+
+
+def test_data_sft_killed_and_rerun_writes_the_same_bytes(inputs, tmp_path, monkeypatch):
+    _, data = inputs
+    import sepo.training.sft_data as sft_data
+
+    real = sft_data.write_sft_dataset
+
+    def killed(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt  # killed while the dataset was being written into place
+
+    monkeypatch.setattr(sft_data, "write_sft_dataset", killed)
+    assert _run("data", "sft", "--out", tmp_path / "data", "--episodes", "4", "--seed", "3").exit_code == 130
+    assert not (tmp_path / "data").exists()  # nothing half-written is left behind
+    monkeypatch.setattr(sft_data, "write_sft_dataset", real)
+    assert _run("data", "sft", "--out", tmp_path / "data", "--episodes", "4", "--seed", "3").exit_code == 0
+    again = _run("data", "sft", "--out", tmp_path / "data", "--episodes", "4", "--seed", "3")  # the same run: resumed
+    assert again.exit_code == 0
+    ours, reference = _files(tmp_path / "data"), _files(data)
+    arrow = [name for name in reference if name.endswith(".arrow")]
+    assert arrow and all(ours[name] == reference[name] for name in arrow)
+
+
+def test_sft_killed_after_a_checkpoint_resumes_to_the_same_weights(inputs, tmp_path):
+    from safetensors.numpy import load_file
+
+    from sepo.training.sft import SFTRunConfig, run_sft
+
+    tiny, data = inputs
+    config = SFTRunConfig(model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3)
+    whole = run_sft(config, tmp_path / "whole")
+    with pytest.raises(KeyboardInterrupt):
+        run_sft(config, tmp_path / "killed", stop_after=3)  # killed after step 3; the checkpoint is at step 2
+    assert (tmp_path / "killed" / "trainer" / "checkpoint-2").is_dir() and not (tmp_path / "killed" / "model").exists()
+    resumed = run_sft(config, tmp_path / "killed")
+    assert resumed.steps == whole.steps == 6
+    a = load_file(str(whole.model / "model.safetensors"))
+    b = load_file(str(resumed.model / "model.safetensors"))
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    logged = [[json.loads(line)["step"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+              for run in ("whole", "killed")]
+    assert logged[0] == logged[1]  # nothing lost or logged twice across the kill
+    with pytest.raises(SepoError, match="learning_rate 0.003 there, 0.01 here"):
+        run_sft(SFTRunConfig(**{**config.__dict__, "learning_rate": 1e-2}), tmp_path / "killed")
