@@ -159,14 +159,17 @@ def _read_csv(path: str | Path) -> tuple[list[tuple[int, dict[str, str]]], list[
         text = read_text(path, "history file")
     except SepoError as error:
         raise AnalysisInputError(str(path), "file", str(error)) from None
-    with io.StringIO(text, newline="") as handle:
-        reader = csv.DictReader(handle, skipinitialspace=True)
-        columns = [c.strip() for c in (reader.fieldnames or [])]
-        rows = []
-        for line, row in enumerate(reader, start=2):
-            if None in row:
-                raise AnalysisInputError(str(path), f"row {line}", f"has more cells than the {len(columns)} columns of the header")
-            rows.append((line, {k.strip(): (v.strip() if v is not None else "") for k, v in row.items()}))
+    try:
+        with io.StringIO(text, newline="") as handle:
+            reader = csv.DictReader(handle, skipinitialspace=True)
+            columns = [c.strip() for c in (reader.fieldnames or [])]
+            rows = []
+            for line, row in enumerate(reader, start=2):
+                if None in row:
+                    raise AnalysisInputError(str(path), f"row {line}", f"has more cells than the {len(columns)} columns of the header")
+                rows.append((line, {k.strip(): (v.strip() if v is not None else "") for k, v in row.items()}))
+    except csv.Error as error:  # e.g. a cell over the csv module's field size limit
+        raise AnalysisInputError(str(path), "file", f"not readable CSV: {error}") from None
     if not columns:
         raise AnalysisInputError(str(path), "header", "empty file: expected a header row")
     if not rows:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 import os
 import zlib
 from dataclasses import asdict, dataclass, field
@@ -271,12 +272,16 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
 def _grpo_args(config: LLMSEPOConfig, out: Path):
     from trl import GRPOConfig
 
-    return GRPOConfig(
-        output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
-        num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,
-        temperature=config.temperature, max_completion_length=config.max_new_tokens, scale_rewards=config.scale_rewards,
-        use_cpu=config.use_cpu, bf16=False, logging_steps=1, save_strategy="steps",
-        save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
-        dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
-    )
+    with warnings.catch_warnings():
+        # see sepo.training.sft: TRL's config itself reads a deprecated transformers field
+        warnings.filterwarnings("ignore", message="`gradient_checkpointing` is deprecated", category=FutureWarning)
+        args = GRPOConfig(
+            output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
+            num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,
+            temperature=config.temperature, max_completion_length=config.max_new_tokens, scale_rewards=config.scale_rewards,
+            use_cpu=config.use_cpu, bf16=False, logging_steps=1, save_strategy="steps",
+            save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
+            dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
+        )
+    return args
 

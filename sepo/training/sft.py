@@ -7,6 +7,7 @@ adapter is merged into the base weights first), loadable as `hf:DIR/model` or `r
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -122,30 +123,34 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
     train, validation = _load_dataset(config.data)
     model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
     out = Path(out)
-    args = SFTConfig(
-        output_dir=str(out / "trainer"),
-        num_train_epochs=config.epochs,
-        max_steps=config.max_steps,
-        per_device_train_batch_size=config.batch_size,
-        per_device_eval_batch_size=config.batch_size,
-        learning_rate=config.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=config.warmup_ratio,  # transformers 5: a float below 1 is a fraction of the steps
-        assistant_only_loss=True,
-        use_cpu=config.use_cpu,
-        bf16=False,
-        max_length=config.max_length,
-        logging_steps=10,
-        eval_strategy="steps",
-        eval_steps=config.save_steps,
-        save_strategy="steps",
-        save_steps=config.save_steps,
-        save_total_limit=2,
-        report_to="none",
-        dataloader_num_workers=0,
-        seed=config.seed,
-        disable_tqdm=True,
-    )
+    with warnings.catch_warnings():
+        # TRL's config reads transformers' deprecated `gradient_checkpointing` field itself and so warns
+        # on every run, whatever sepo passes: TRL's to fix, silenced here only
+        warnings.filterwarnings("ignore", message="`gradient_checkpointing` is deprecated", category=FutureWarning)
+        args = SFTConfig(
+            output_dir=str(out / "trainer"),
+            num_train_epochs=config.epochs,
+            max_steps=config.max_steps,
+            per_device_train_batch_size=config.batch_size,
+            per_device_eval_batch_size=config.batch_size,
+            learning_rate=config.learning_rate,
+            lr_scheduler_type="cosine",
+            warmup_steps=config.warmup_ratio,  # transformers 5: a float below 1 is a fraction of the steps
+            assistant_only_loss=True,
+            use_cpu=config.use_cpu,
+            bf16=False,
+            max_length=config.max_length,
+            logging_steps=10,
+            eval_strategy="steps",
+            eval_steps=config.save_steps,
+            save_strategy="steps",
+            save_steps=config.save_steps,
+            save_total_limit=2,
+            report_to="none",
+            dataloader_num_workers=0,
+            seed=config.seed,
+            disable_tqdm=True,
+        )
     main_process = args.process_index == 0  # only process 0 writes run files
     with open_run(out, "sft", config.settings(), overwrite=overwrite, writer=main_process) as run:
         run.write_json("sft_config.json", asdict(config))
