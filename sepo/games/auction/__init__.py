@@ -4,7 +4,8 @@ Modules: rules (the game), text (prompts and both parsers), bots (the paper's bi
 (both published pool versions), events (collusion, externality, bid table), equilibria (the
 stage game's Bayes–Nash equilibria and the competitive benchmark), exact (the exact adversarial
 best response by DP over public bid histories), reference (its naive recursive check), demos (SFT
-demonstrators and the paper's mixture), training (the tabular training environment)."""
+demonstrators and the paper's mixture), training and llm_env (the tabular and language-model
+training environments)."""
 from __future__ import annotations
 
 from sepo.games.registry import Domain, Param, ref
@@ -31,6 +32,8 @@ DOMAIN = Domain(
     solver=ref("sepo.games.auction.exact:solver"),
     demos=ref("sepo.games.auction.demos:mixtures"),
     demo_opponents=("AggressiveBid", "TruthfulBid", "ConservativeBid"),
+    training=ref("sepo.games.auction.training:AuctionTrainingEnvironment"),
+    llm_training=ref("sepo.games.auction.llm_env:AuctionLLMEnvironment"),
     round_name="round",
     payoff_name="points",
     simultaneous=True,
