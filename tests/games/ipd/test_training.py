@@ -39,3 +39,19 @@ def _tft_vs_pool(game):
     # Mixed(0.5): round 1 TFT cooperates (1.5); later TFT copies a fair coin, the Mixed bot flips another: mean 2.25
     values.append((1.5 + 7 * 2.25) / 8)
     return float(np.mean(values))
+
+
+def test_sepo_lowers_the_exact_gap_and_the_constant_penalty_is_no_penalty(tmp_path):
+    from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
+
+    def run(penalty, steps=40):
+        config = TabularSEPOConfig(game="ipd", game_params={"memory": 2}, penalty=penalty, lambda_e=5.0, steps=steps,
+                                   groups=32, group_size=4, seed=3)
+        trainer = TabularSEPOTrainer(config, tmp_path / penalty)
+        return trainer.train(), trainer.policy()
+
+    sepo, _ = run("per-rollout")
+    grpo, none_policy = run("none")
+    _, constant_policy = run("constant")
+    assert np.abs(constant_policy - none_policy).max() < 1e-9  # a group-constant penalty cancels
+    assert sepo["adversarial_gap"] < 0.5 * grpo["adversarial_gap"]
