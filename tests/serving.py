@@ -6,7 +6,31 @@ import json
 import threading
 import urllib.request
 
+import pytest
+
+from sepo.games.kuhn.exact import canonical_decisions
+from sepo.games.kuhn.rules import INFO_STATES
 from sepo.models.serve import ChatModel, ChatServer
+from sepo.models.tiny import init_tiny_model
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory):
+    """The tiny model (built locally, seed 0) as a served chat model."""
+    return ChatModel(init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=60), name="tiny", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def server(chat):
+    with running_server(chat) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def decisions():
+    """Kuhn's twelve canonical decisions, in information-state order."""
+    table = canonical_decisions()
+    return [table[key] for key in INFO_STATES]
 
 
 @contextlib.contextmanager

@@ -7,30 +7,9 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions  # noqa: E402
-from sepo.games.kuhn.rules import INFO_STATES  # noqa: E402
 from sepo.games.kuhn.text import KuhnText  # noqa: E402
-from sepo.models.serve import ChatModel  # noqa: E402
-from sepo.models.tiny import init_tiny_model  # noqa: E402
 from sepo.policies.hf import HFPolicy  # noqa: E402
-from tests.serving import get, post, running_server  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def chat(tmp_path_factory):
-    return ChatModel(init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=60), name="tiny", device="cpu")
-
-
-@pytest.fixture(scope="module")
-def server(chat):
-    with running_server(chat) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def decisions():
-    table = kuhn_canonical_decisions()
-    return [table[key] for key in INFO_STATES]
+from tests.serving import chat, decisions, get, post, running_server, server  # noqa: E402,F401 (fixtures)
 
 
 def _local(chat, **decoding):
