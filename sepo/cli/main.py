@@ -95,7 +95,8 @@ def eval_command(
     with _progress(as_json) as bar:
         task = bar.add_task(f"eval {agent}", total=None)
         result = evaluate(the_game, policy, config,
-                          progress=lambda pool, label: bar.update(task, advance=episodes, description=f"{pool}: {label} done"))
+                          progress=lambda pool, label, done, total: bar.update(task, advance=done, total=total,
+                                                                                description=f"{pool}: {label} done"))
     result["agent"] = agent
     if as_json:
         _print_json(result)

@@ -69,7 +69,8 @@ def episode_seed(protocol: str, seed: int, opponent: str, episode: int, pool: st
 
 
 def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> dict:
-    """All metrics of `agent` in `game` as one flat dict (values, plus `ci` and `notes`)."""
+    """All metrics of `agent` in `game` as one flat dict (values, plus `ci` and `notes`).
+    `progress(pool, opponent, episodes_done, episodes_in_all)` is called after each opponent."""
     config.validate()
     pools = config.pools or default_pools(game.name, config.protocol, game)
     solver = solver_for(game)
@@ -80,6 +81,7 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
         notes.append("BestResponse added to the pool file's exploiter pool: the rigorous protocol always plays the exact best response")
     episodes: list[EpisodeRecord] = []
     estimate = None
+    total = config.episodes * sum(len(pools.get(name, [])) for name in ("train", "collusive", "exploiter"))
     # the train and collusive pools first: a text agent's policy is read at the prompts it met there
     for pool_name in ("train", "collusive", "exploiter"):
         if pool_name == "exploiter" and solver is not None:
@@ -96,7 +98,7 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
                 opponent_label=label, pool=pool_name,
             )
             if progress:
-                progress(pool_name, label)
+                progress(pool_name, label, config.episodes, total)
     if estimate is None and solver is not None:
         estimate = _estimate(agent, solver.decisions())
     episodes.sort(key=lambda e: ("train", "exploiter", "collusive").index(e.pool))

@@ -73,3 +73,17 @@ def test_sft_killed_after_a_checkpoint_resumes_to_the_same_weights(inputs, tmp_p
     assert logged[0] == logged[1]  # nothing lost or logged twice across the kill
     with pytest.raises(SepoError, match="learning_rate 0.003 there, 0.01 here"):
         run_sft(SFTRunConfig(**{**config.__dict__, "learning_rate": 1e-2}), tmp_path / "killed")
+
+
+def test_sft_over_a_training_run_is_refused_and_its_metrics_kept(inputs, tmp_path):
+    """Found in issue 7: `sft --out` over a `train` run truncated its metrics.jsonl to two lines.
+    With a real model and real data (nothing else to refuse), the run folder must be refused whole."""
+    tiny, data = inputs
+    run = tmp_path / "trained"
+    assert _run("train", "--out", run, "--steps", "6", "--groups", "2", "--quiet").exit_code == 0
+    before = _files(run)
+    assert len((run / "metrics.jsonl").read_text().splitlines()) >= 6
+    result = _run("sft", "--model", tiny, "--data", data, "--out", run, "--max-steps", "1")
+    assert result.exit_code == 2, result.output
+    assert "sepo train" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert _files(run) == before
