@@ -240,7 +240,7 @@ def data_sft_command(
     game_params: dict = None,
 ):
     """Expert traces as chat examples (system, user, assistant = reason + action), train/validation split."""
-    from sepo.games import get_domain
+    from sepo.games import get_domain, load_game
     from sepo.runs import open_run
     from sepo.training.sft_data import generate_traces, write_sft_dataset
 
@@ -250,6 +250,7 @@ def data_sft_command(
     if mixture not in domain.demos():
         raise SepoError(f"unknown --mixture {brief(mixture)} for {game}; use one of: {', '.join(domain.demos())}")
     params = game_params_for(game, game_params)
+    load_game(game, value_of(protocol), **params)  # the game's own checks, before anything is written or removed
     config = {"game": game, "game_params": params, "mixture": mixture, "episodes": episodes, "seed": seed,
               "protocol": value_of(protocol)}
     with open_run(out, "data sft", config, overwrite=overwrite) as run:

@@ -98,6 +98,21 @@ def test_overwrite_replaces_only_what_the_run_wrote(finished_run, tmp_path):
     assert json.loads((run / "config.json").read_text())["steps"] == 4
 
 
+@pytest.mark.parametrize("command", [
+    ["data", "sft", "--episodes", "1", "--game", "auction", "--values", "--"],
+    ["train", *TINY, "--game", "auction", "--values", "--"],
+])
+def test_overwrite_with_a_bad_game_parameter_removes_nothing(tmp_path, command):
+    """Found by the long fuzz run: `data sft --overwrite` removed its dataset before the game's own
+    parameter checks failed. Every check runs before --overwrite removes anything."""
+    out = tmp_path / "out"
+    assert _run(*command[:2 if command[0] == "data" else 1], "--out", out, *(["--episodes", "1"] if command[0] == "data" else TINY),
+                "--game", "auction").exit_code == 0
+    before = _tree(out)
+    _error(_run(*command, "--out", out, "--overwrite"), "--values")
+    assert _tree(out) == before
+
+
 # ---------------------------------------------------------------------------------- silently wrong
 
 @pytest.mark.parametrize("option, value", [("--lr", "0"), ("--groups", "0"), ("--group-size", "0"), ("--group-size", "1")])
