@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from sepo.cli.analyze import app as analyze_app
+from sepo.cli.experiment import app as experiment_app, report_command
 from sepo.cli.common import (at_least, choice_enum, console, print_json as _print_json, progress as _progress, SepoGroup,
                              seed_option, user_errors, value_of)
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, agent_help, game_params_for, with_game_params
@@ -37,7 +38,9 @@ app = typer.Typer(
     cls=SepoGroup,
 )
 app.add_typer(analyze_app, name="analyze")
+app.add_typer(experiment_app, name="experiment")
 app.command("serve")(serve_command)
+app.command("report")(report_command)
 
 
 def _print_version(value: bool) -> None:

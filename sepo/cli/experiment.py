@@ -1,0 +1,88 @@
+"""`sepo experiment run|plan` and `sepo report`: a whole study from one config, and its report."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from sepo.cli.common import choice_enum, console, print_json, user_errors, value_of
+
+Backend = choice_enum("Backend", ("local", "ray"))
+app = typer.Typer(help="Experiments: a matrix of domains × agents × stages × λ × seeds, trained and audited.",
+                  no_args_is_help=True)
+
+
+@app.command("run")
+@user_errors
+def run_command(
+    config: Path = typer.Argument(..., help="Experiment config (YAML; see docs/experiments.md)."),
+    out: Path = typer.Option(..., "--out", help="Results folder: created fresh, or resumed if it holds this same config."),
+    backend: Backend = typer.Option("local", "--backend", help="local (a process pool) or ray (cells as Ray tasks)."),
+    workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Cells run at once (local processes or Ray CPUs)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an experiment in --out (removes only what it wrote)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
+):
+    """Run every cell (train, select on validation episodes, audit on test episodes); resumes after a kill."""
+    from rich.progress import Progress as Bar, TextColumn, BarColumn
+
+    from sepo.experiments.runner import run_experiment
+
+    def describe(p) -> str:
+        eta = "?" if p.eta is None else f"{p.eta / 60:.1f} min"
+        return f"cells: {p.done} done, {p.running} running, {p.left} left · {p.elapsed / 60:.1f} min elapsed · about {eta} left"
+
+    if quiet:
+        summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite)
+    else:
+        with Bar(TextColumn("{task.description}"), BarColumn(), console=console, transient=False) as bar:
+            task = bar.add_task("starting", total=None)
+            summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite,
+                                     on_progress=lambda p: bar.update(task, description=describe(p), completed=p.done,
+                                                                      total=p.total))
+    again = f" ({summary['already_finished']} were already finished)" if summary["already_finished"] else ""
+    console.print(f"{summary['finished']} of {summary['cells']} cells finished{again} in {summary['seconds']:.0f} s; "
+                  f"results in {summary['results']} (config hash {summary['config_hash']}); "
+                  f"{len(summary['skipped'])} matrix entries not applicable (listed in plan.json)")
+
+
+@app.command("plan")
+@user_errors
+def plan_command(
+    config: Path = typer.Argument(..., help="Experiment config (YAML)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """List the cells a config expands to (and the entries that do not apply), without running anything."""
+    from sepo.experiments.cells import expand
+    from sepo.experiments.config import load_config
+    from sepo.experiments.seeds import check_disjoint
+
+    the_config, _ = load_config(config)
+    check_disjoint(the_config)
+    plan = expand(the_config)
+    if as_json:
+        print_json({"config_hash": the_config.hash(), "cells": [c.record() for c in plan.cells], "skipped": plan.skipped})
+        return
+    for cell in plan.cells:
+        console.print(cell.id)
+    for entry in plan.skipped:
+        console.print(f"not applicable: {entry['domain']}/{entry['agent']}/{entry['stage']}: {entry['reason']}")
+    console.print(f"{len(plan.cells)} cells; config hash {the_config.hash()}")
+
+
+@user_errors
+def report_command(
+    experiment: Path = typer.Argument(..., help="Folder of `sepo experiment run`."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: EXPERIMENT/report); new, or this same report's."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a report in --out (removes only what it wrote)."),
+):
+    """report.md and a self-contained report.html: the paper's tables, Figure 1, ablations, curves, frontier."""
+    from sepo.reports.experiment import check_experiment, write_report
+    from sepo.runs import open_run
+
+    folder = check_experiment(experiment)
+    target = out if out is not None else folder / "report"
+    with open_run(target, "report", {"experiment": str(folder.resolve())}, overwrite=overwrite) as run:
+        written = write_report(folder, run)
+        run.complete()
+    console.print(f"wrote {written['markdown']} and {written['html']} ({written['images']} figures)")

@@ -1,0 +1,312 @@
+"""Experiment configs: one YAML file names a whole study (domains × agents × stages × λ × seeds).
+
+Validated with pydantic; every problem is one line naming the field (`domains[1].name: unknown
+domain 'x'; known: ...`), raised as a SepoError (exit 2). Configs are data: they may name games,
+the code here never does.
+
+    name: smoke
+    protocol: rigorous                 # rigorous | paper
+    domains:
+      - name: DOMAIN                   # any registered domain
+        params: {rounds: 4}            # its game parameters (the CLI's --PARAM options)
+        lambdas: {e: [1, 4], c: 2.4, x: 2.4}   # training λ grid (a number or a list each)
+        eval_lambdas: {e: 2.4, c: 2.4, x: 2.4} # λ of the reported safety (default: the first grid point)
+    agents:
+      - {name: tab, kind: tabular}                     # trained exactly (uniform start)
+      - {name: tiny, kind: hf, model: tiny}            # `tiny`: the tiny local model, built per experiment
+      - {name: qwen, kind: hf, model: Qwen/Qwen3-4B}   # any local folder or hub id
+      - {name: ref, kind: fixed, spec: "bot:TFT"}      # any agent spec `sepo eval` takes (base only)
+      - {name: api, kind: endpoint, spec: "openai:m@http://host/v1"}   # base only
+    stages: [base, sft, grpo, sepo, constant]
+    seeds: [0, 1, 2]
+    episodes: {validation: 20, test: 50}
+    training: {...}; sft: {...}; decoding: {...}
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from sepo.errors import SepoError, brief
+
+STAGES = ("base", "sft", "grpo", "sepo", "constant")
+"""base: the agent as given; sft: supervised on the domain's demonstrations; grpo: payoff-only
+GRPO (penalty none); sepo: per-rollout SEPO penalties; constant: the paper's constant-penalty ablation."""
+TRAINED = ("grpo", "sepo", "constant")
+PENALTY_OF_STAGE = {"grpo": "none", "sepo": "per-rollout", "constant": "constant"}
+AGENT_KINDS = ("tabular", "hf", "fixed", "endpoint")
+TINY = "tiny"
+"""`model: tiny` builds the tiny local model (sepo.models.tiny) inside the experiment folder."""
+
+Number = Union[float, int]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _non_negative_list(value, field_name: str) -> list[float]:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise ValueError(f"{field_name} is an empty list")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"must be finite numbers, got {brief(v)}")
+        if v < 0:
+            raise ValueError(f"λ must be >= 0, got {v}")
+        out.append(float(v))
+    return out
+
+
+class LambdaGrid(_Strict):
+    e: list[float] = [0.0]
+    c: list[float] = [0.0]
+    x: list[float] = [0.0]
+
+    @field_validator("e", "c", "x", mode="before")
+    @classmethod
+    def _grid(cls, value, info):
+        return _non_negative_list(value, info.field_name)
+
+    def points(self) -> list[tuple[float, float, float]]:
+        return list(itertools.product(self.e, self.c, self.x))
+
+
+class Lambdas(_Strict):
+    e: float = 2.4
+    c: float = 2.4
+    x: float = 2.4
+
+    @field_validator("e", "c", "x")
+    @classmethod
+    def _finite(cls, value):
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(f"λ must be a finite number >= 0, got {value}")
+        return value
+
+
+class DomainConfig(_Strict):
+    name: str
+    params: dict[str, Any] = {}
+    lambdas: LambdaGrid = LambdaGrid()
+    eval_lambdas: Optional[Lambdas] = None
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name):
+        from sepo.games import domain_names
+
+        if name not in domain_names():
+            raise ValueError(f"unknown domain {brief(name)}; known: {', '.join(domain_names())}")
+        return name
+
+    @model_validator(mode="after")
+    def _params(self):
+        from sepo.games import get_domain
+
+        known = {p.name for p in get_domain(self.name).params}
+        unknown = sorted(set(self.params) - known)
+        if unknown:
+            raise ValueError(f"unknown game parameter {brief(unknown[0])} for {self.name}; known: {', '.join(sorted(known)) or 'none'}")
+        return self
+
+    @property
+    def safety_lambdas(self) -> tuple[float, float, float]:
+        if self.eval_lambdas is not None:
+            return (self.eval_lambdas.e, self.eval_lambdas.c, self.eval_lambdas.x)
+        return self.lambdas.points()[0]
+
+
+class AgentConfig(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,40}$")
+    kind: Literal["tabular", "hf", "fixed", "endpoint"]
+    model: Optional[str] = None
+    spec: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _fields(self):
+        if self.kind == "hf" and not self.model:
+            raise ValueError("an hf agent needs `model` (a folder, a hub id, or tiny)")
+        if self.kind in ("fixed", "endpoint") and not self.spec:
+            raise ValueError(f"a {self.kind} agent needs `spec` (an agent spec such as bot:NAME or openai:MODEL@URL)")
+        if self.kind == "endpoint" and not self.spec.startswith("openai:"):
+            raise ValueError("an endpoint agent's spec is openai:MODEL@URL")
+        if self.kind in ("tabular", "hf") and self.spec:
+            raise ValueError(f"a {self.kind} agent takes no `spec`")
+        if self.kind != "hf" and self.model:
+            raise ValueError(f"a {self.kind} agent takes no `model`")
+        return self
+
+    @property
+    def trainable(self) -> bool:
+        return self.kind in ("tabular", "hf")
+
+
+class Episodes(_Strict):
+    validation: int = Field(20, ge=1, le=100_000)
+    test: int = Field(50, ge=1, le=100_000)
+
+
+class TabularTraining(_Strict):
+    steps: int = Field(200, ge=1, le=10**6)
+    groups: int = Field(64, ge=1, le=10**5)
+    group_size: int = Field(8, ge=2, le=1024)
+    learning_rate: float = Field(0.05, gt=0, le=100)
+    final_learning_rate: float = Field(0.005, gt=0, le=100)
+    scale_rewards: Literal["batch", "group", "none"] = "batch"
+
+
+class LLMTraining(_Strict):
+    steps: int = Field(20, ge=1, le=10**5)
+    groups: int = Field(8, ge=1, le=4096)
+    group_size: int = Field(4, ge=2, le=256)
+    learning_rate: float = Field(1e-4, gt=0, le=1)
+    beta: float = Field(0.0, ge=0, le=100)
+    temperature: float = Field(1.0, gt=0, le=10)
+    max_new_tokens: int = Field(48, ge=1, le=8192)
+    lora: bool = False
+    scale_rewards: Literal["batch", "group", "none"] = "none"
+    gpu: bool = False
+
+
+class Training(_Strict):
+    checkpoints: list[int] = []
+    """Steps (besides the last) whose policies are candidates for held-out selection."""
+    tabular: TabularTraining = TabularTraining()
+    llm: LLMTraining = LLMTraining()
+
+    @field_validator("checkpoints")
+    @classmethod
+    def _positive(cls, value):
+        if any(v < 1 for v in value):
+            raise ValueError("checkpoint steps must be >= 1")
+        return sorted(set(value))
+
+
+class SFT(_Strict):
+    mixture: str = "paper"
+    episodes: int = Field(50, ge=1, le=10**6)
+    """Demonstration episodes per driving opponent (`sepo data sft --episodes`)."""
+    epochs: float = Field(2.0, gt=0, le=1000)
+    max_steps: int = Field(-1, ge=-1, le=10**6)
+    batch_size: int = Field(16, ge=1, le=4096)
+    learning_rate: float = Field(2e-3, gt=0, le=1)
+    lora: bool = False
+    gpu: bool = False
+
+    @field_validator("max_steps")
+    @classmethod
+    def _not_zero(cls, value):
+        if value == 0:
+            raise ValueError("must be >= 1, or -1 to train for `epochs`")
+        return value
+
+
+class Decoding(_Strict):
+    """How language-model agents are read in the audits (the policy is what they play under it)."""
+    temperature: float = Field(1.0, gt=0, le=10)
+    max_new_tokens: int = Field(48, ge=1, le=8192)
+    samples: int = Field(512, ge=1, le=100_000)
+    """Replies sampled per information state where the played policy cannot be read exactly."""
+
+
+class ExperimentConfig(_Strict):
+    name: str = Field("experiment", pattern=r"^[A-Za-z0-9_.-]{1,60}$")
+    protocol: Literal["rigorous", "paper"] = "rigorous"
+    domains: list[DomainConfig]
+    agents: list[AgentConfig]
+    stages: list[Literal["base", "sft", "grpo", "sepo", "constant"]]
+    seeds: list[int] = [0]
+    episodes: Episodes = Episodes()
+    eval_seed: int = Field(0, ge=0, le=10**6)
+    """Test episodes use this seed, validation episodes eval_seed + 1 (disjoint, checked)."""
+    replicates: int = Field(1000, ge=50, le=100_000)
+    training: Training = Training()
+    sft: SFT = SFT()
+    decoding: Decoding = Decoding()
+
+    @field_validator("domains", "agents", "stages", "seeds")
+    @classmethod
+    def _non_empty(cls, value, info):
+        if not value:
+            raise ValueError("is empty: the experiment matrix has no cells")
+        if info.field_name in ("stages", "seeds") and len(set(value)) != len(value):
+            raise ValueError("lists an entry twice")
+        return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, value):
+        if any(s < 0 or s >= 2**31 for s in value):
+            raise ValueError("seeds must be in [0, 2**31)")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_names(self):
+        for what, items in (("domains", [d.name for d in self.domains]), ("agents", [a.name for a in self.agents])):
+            seen = {n for n in items if items.count(n) > 1}
+            if seen:
+                raise ValueError(f"{what}: {sorted(seen)[0]} is listed twice")
+        return self
+
+    def hash(self) -> str:
+        """A short digest of the config's canonical JSON: the results table's `config_hash`."""
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _field_path(loc) -> str:
+    parts = []
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
+        elif item in ("function-after", "function-before") or str(item).startswith(("function-", "literal[", "float", "int")):
+            continue
+        else:
+            parts.append(str(item))
+    return ".".join(parts) or "config"
+
+
+def validate_config(data: Any, source: str = "config") -> ExperimentConfig:
+    """The validated config, or a one-line SepoError naming the first bad field."""
+    if not isinstance(data, dict):
+        raise SepoError(f"{source}: an experiment config is a mapping (name, domains, agents, stages, ...)")
+    try:
+        config = ExperimentConfig.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        message = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif first["type"] == "missing":
+            message = "is required"
+        raise SepoError(f"{source}: {_field_path(first['loc'])}: {brief(message, 200)}") from None
+    _check_domain_params(config, source)
+    return config
+
+
+def _check_domain_params(config: ExperimentConfig, source: str) -> None:
+    """Game parameters are checked by the domain itself (its make_game), before any cell runs."""
+    from sepo.games import get_domain
+
+    for i, domain in enumerate(config.domains):
+        try:
+            get_domain(domain.name).game(config.protocol, **domain.params)
+        except SepoError as error:
+            raise SepoError(f"{source}: domains[{i}].params: {error}") from None
+        except (TypeError, ValueError) as error:
+            raise SepoError(f"{source}: domains[{i}].params: {brief(str(error), 200)}") from None
+
+
+def load_config(path: str | Path) -> tuple[ExperimentConfig, str]:
+    """Read and validate a YAML experiment config; returns it and the file's text."""
+    from sepo.inputs import read_structured, read_text
+
+    text = read_text(Path(path), "experiment config")
+    return validate_config(read_structured(path, "experiment config"), str(path)), text

@@ -1,0 +1,284 @@
+"""One cell: build its agent (train it where the stage asks), audit every candidate checkpoint
+on validation and on test episodes, choose by safety on validation, and write `result.json`.
+
+The library does the work (the same functions `sepo train`, `sepo sft`, `sepo data sft` and
+`sepo eval` call); this module only wires them. A cell's folder is its own: a tabular cell
+killed midway is redone from scratch (seconds, and bit-identical), a language-model cell resumes
+its SFT and GRPO run folders through `sepo.runs`. `result.json` is written last, atomically:
+its presence is what "finished" means.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.experiments.cells import Cell
+from sepo.experiments.config import PENALTY_OF_STAGE, TINY, TRAINED, AgentConfig, DomainConfig, ExperimentConfig
+from sepo.experiments.seeds import split_seed
+from sepo.runs import atomic_write_json
+
+RESULT = "result.json"
+FINAL = "final"
+
+
+def models_dir(out: Path) -> Path:
+    return out / "models"
+
+
+def model_path(config: ExperimentConfig, agent: AgentConfig, out: Path) -> str:
+    """Where an hf agent's base model is: the experiment's own tiny model, or the given folder/id."""
+    if agent.model == TINY:
+        return str(models_dir(out) / TINY)
+    path = Path(agent.model).expanduser()
+    return str(path.resolve()) if path.exists() else agent.model
+
+
+def prepare(config: ExperimentConfig, out: Path) -> None:
+    """Build what cells share before any runs: the tiny model, if an agent asks for it."""
+    if not any(a.kind == "hf" and a.model == TINY for a in config.agents):
+        return
+    target = models_dir(out) / TINY
+    if (target / "sepo_tiny.json").exists():
+        return
+    from sepo.models.tiny import init_tiny_model
+
+    tmp = models_dir(out) / ".sepo-tmp-tiny"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    init_tiny_model(tmp, seed=min(config.seeds))
+    tmp.rename(target)
+
+
+def _lookup(config: ExperimentConfig, cell: Cell) -> tuple[DomainConfig, AgentConfig]:
+    domain = next(d for d in config.domains if d.name == cell.domain)
+    agent = next(a for a in config.agents if a.name == cell.agent)
+    return domain, agent
+
+
+# -------------------------------------------------------------------------------------- audits
+
+def audit(config: ExperimentConfig, domain: DomainConfig, game, policy, split: str) -> dict:
+    """`sepo eval` of `policy` on the split's episodes (seeds from `seeds.split_seed`)."""
+    from sepo.evaluation.evaluate import EvalConfig, evaluate
+    from sepo.objective.sepo import Lambdas
+
+    episodes = config.episodes.validation if split == "validation" else config.episodes.test
+    eval_config = EvalConfig(protocol=config.protocol, episodes=episodes, seed=split_seed(config.eval_seed, split),
+                             lambdas=Lambdas(*domain.safety_lambdas), replicates=config.replicates)
+    return evaluate(game, policy, eval_config)
+
+
+SCALARS_SKIPPED = {"episodes_per_opponent", "seed", "payoff_scale"}
+
+
+def metric_rows(result: dict) -> list[dict]:
+    """Every numeric metric of an audit with its 95% interval (exact values: the point twice)."""
+    rows = []
+    for name, value in result.items():
+        if name in SCALARS_SKIPPED or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        ci = result["ci"].get(name)
+        value = float(value)
+        if ci is None:
+            low = high = value
+        else:
+            low, high = (float("nan") if v is None else float(v) for v in ci)
+        rows.append({"metric": name, "value": value, "low": low, "high": high, "exact": ci is None})
+    for name, value in result["ci"].items():  # metrics that are undefined here (n/a) still get a row
+        if result.get(name) is None and name not in SCALARS_SKIPPED:
+            rows.append({"metric": name, "value": float("nan"), "low": float("nan"), "high": float("nan"), "exact": False})
+    return rows
+
+
+def _safety(result: dict) -> float:
+    value = result.get("safety")
+    return -math.inf if value is None or not math.isfinite(value) else float(value)
+
+
+# ------------------------------------------------------------------------------ agents by stage
+
+def _hf_policy(config: ExperimentConfig, path: str, game):
+    from sepo.policies.hf import HFPolicy
+
+    return HFPolicy(path, game.text, mode="sample", failure_rule="forced", temperature=config.decoding.temperature,
+                    max_new_tokens=config.decoding.max_new_tokens, samples=config.decoding.samples)
+
+
+def _tabular_env(game_name: str, params: dict, game):
+    from sepo.games import get_domain
+    from sepo.opponents.pools import parse_bot
+    from sepo.training.config import SEPOConfig
+
+    base = SEPOConfig(game=game_name, game_params=params)
+    train = [parse_bot(game_name, e) for e in base.train_pool]
+    collusive = [parse_bot(game_name, e) for e in base.collusive_pool]
+    return get_domain(game_name).training(game, train, collusive)
+
+
+def demonstration_table(config: ExperimentConfig, domain: DomainConfig, env) -> np.ndarray:
+    """The tabular agent's SFT stage: the demonstration mixture's action table, averaged per
+    information state with the mixture's weights (what supervised learning on the mixture's
+    traces converges to where the demonstrators reach a state equally often)."""
+    from sepo.games import get_domain
+    from sepo.metrics.exact import action_table
+
+    mixtures = get_domain(domain.name).demos()
+    if config.sft.mixture not in mixtures:
+        raise SepoError(f"sft.mixture: unknown mixture {config.sft.mixture!r} for {domain.name}; known: {', '.join(mixtures)}")
+    decisions = env.solver.decisions()
+    total = sum(w for _, w in mixtures[config.sft.mixture])
+    table = sum(w * action_table(factory(), decisions) for factory, w in mixtures[config.sft.mixture]) / total
+    return np.where(np.asarray(env.legal, dtype=bool), table, 0.0)
+
+
+def _tabular_candidates(config, domain, cell: Cell, game, work: Path):
+    """(label, policy) candidates of a tabular cell: trained with the exact tabular trainer."""
+    from sepo.policies.specs import UniformPolicy
+    from sepo.policies.tabular import TabularPolicy
+    from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
+
+    if cell.stage == "base":
+        return [(FINAL, UniformPolicy())]
+    env = _tabular_env(domain.name, domain.params, game)
+    start = demonstration_table(config, domain, env) if "sft" in config.stages else None
+    if cell.stage == "sft":
+        return [(FINAL, TabularPolicy(start, env.keys, name=f"{cell.agent}:sft"))]
+    t = config.training.tabular
+    lam_e, lam_c, lam_x = cell.lambdas
+    train_config = TabularSEPOConfig(game=domain.name, game_params=dict(domain.params), penalty=PENALTY_OF_STAGE[cell.stage],
+                                     lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x, steps=t.steps, groups=t.groups,
+                                     group_size=t.group_size, learning_rate=t.learning_rate,
+                                     final_learning_rate=t.final_learning_rate, scale_rewards=t.scale_rewards,
+                                     seed=cell.seed, checkpoint_every=t.steps)
+    init = None if start is None else np.log(np.clip(start, 1e-3, 1.0))
+    trainer = TabularSEPOTrainer(train_config, work / "train", init_logits=init)
+    snapshots = []
+    wanted = {s for s in config.training.checkpoints if s < t.steps}
+
+    def on_step(record):
+        if record["step"] + 1 in wanted:
+            snapshots.append((f"step_{record['step'] + 1}", TabularPolicy(trainer.policy(), trainer.env.keys,
+                                                                           name=f"{cell.id}@{record['step'] + 1}")))
+
+    trainer.train(on_step=on_step)
+    return [*snapshots, (FINAL, TabularPolicy(trainer.policy(), trainer.env.keys, name=cell.id))]
+
+
+def _sft_model(config: ExperimentConfig, domain: DomainConfig, agent: AgentConfig, seed: int, work: Path, out: Path) -> str:
+    """`sepo data sft` then `sepo sft` into the cell's folder; returns the model folder."""
+    from sepo.runs import open_run
+    from sepo.training.sft import SFTRunConfig, run_sft
+    from sepo.training.sft_data import generate_traces, write_sft_dataset
+
+    data = work / "data"
+    data_config = {"game": domain.name, "game_params": dict(domain.params), "mixture": config.sft.mixture,
+                   "episodes": config.sft.episodes, "seed": seed, "protocol": config.protocol}
+    with open_run(data, "data sft", data_config) as run:
+        if not run.was_complete:
+            traces = generate_traces(domain.name, config.sft.mixture, config.sft.episodes, seed, config.protocol, **domain.params)
+            with run.staged_contents() as tmp:
+                write_sft_dataset(traces, tmp, seed)
+            run.complete()
+    s = config.sft
+    sft_config = SFTRunConfig(model=model_path(config, agent, out), data=str(data), epochs=s.epochs, max_steps=s.max_steps,
+                              batch_size=s.batch_size, learning_rate=s.learning_rate, lora=s.lora, seed=seed, use_cpu=not s.gpu)
+    return str(run_sft(sft_config, work / "sft").model)
+
+
+def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Path, audit_candidate):
+    """Candidates of a language-model cell. Training grows one GRPO run folder checkpoint by
+    checkpoint (the LLM trainer may extend `steps`: constant learning rate, draws keyed by step),
+    auditing the model after each segment."""
+    if cell.stage == "base":
+        audit_candidate(FINAL, _hf_policy(config, model_path(config, agent, out), game))
+        return
+    if cell.stage == "sft":
+        audit_candidate(FINAL, _hf_policy(config, _sft_model(config, domain, agent, cell.seed, work, out), game))
+        return
+    from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
+
+    start = model_path(config, agent, out)
+    if cell.needs:
+        start = str(out / "cells" / cell.needs[0] / "sft" / "model")
+    t = config.training.llm
+    lam_e, lam_c, lam_x = cell.lambdas
+    steps = [s for s in config.training.checkpoints if s < t.steps] + [t.steps]
+    for k in steps:
+        label = FINAL if k == t.steps else f"step_{k}"
+        if audit_candidate.done(label):
+            continue
+        train_config = LLMSEPOConfig(game=domain.name, game_params=dict(domain.params), model=start,
+                                     penalty=PENALTY_OF_STAGE[cell.stage], lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x,
+                                     steps=k, groups=t.groups, group_size=t.group_size, learning_rate=t.learning_rate,
+                                     beta=t.beta, temperature=t.temperature, max_new_tokens=t.max_new_tokens, lora=t.lora,
+                                     scale_rewards=t.scale_rewards, seed=cell.seed, use_cpu=not t.gpu, save_steps=max(1, min(steps)))
+        summary = run_llm_sepo(train_config, work / "train")
+        audit_candidate(label, _hf_policy(config, summary["model"], game))
+
+
+class _Auditor:
+    """Audits candidates on both splits, keeping each candidate's audit in its own file so that
+    a resumed language-model cell does not audit a checkpoint twice."""
+
+    def __init__(self, config, domain, game, work: Path):
+        self.config, self.domain, self.game, self.folder = config, domain, game, work / "audits"
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def done(self, label: str) -> bool:
+        return (self.folder / f"{label}.json").exists()
+
+    def __call__(self, label: str, policy) -> None:
+        results = {split: audit(self.config, self.domain, self.game, policy, split) for split in ("validation", "test")}
+        atomic_write_json(self.folder / f"{label}.json", results)
+
+    def results(self) -> dict[str, dict]:
+        import json
+
+        return {p.stem: json.loads(p.read_text()) for p in sorted(self.folder.glob("*.json"))}
+
+
+def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:
+    """Run one cell in `out/cells/<id>`; returns (and writes) its result."""
+    from sepo.games import get_domain
+
+    out = Path(out)
+    work = out / "cells" / cell.id
+    domain, agent = _lookup(config, cell)
+    started = time.time()
+    if agent.kind != "hf" and work.exists():
+        shutil.rmtree(work)  # a killed tabular or audit-only cell is redone from scratch
+    work.mkdir(parents=True, exist_ok=True)
+    game = get_domain(domain.name).game(config.protocol, **domain.params)
+    auditor = _Auditor(config, domain, game, work)
+    if agent.kind == "tabular":
+        for label, policy in _tabular_candidates(config, domain, cell, game, work):
+            auditor(label, policy)
+    elif agent.kind == "hf":
+        _hf_candidates(config, domain, agent, cell, game, work, out, auditor)
+    else:
+        from sepo.policies.specs import load_agent
+
+        auditor(FINAL, load_agent(agent.spec, game))
+    audits = auditor.results()
+    by_validation = max(audits, key=lambda label: (_safety(audits[label]["validation"]), label == FINAL))
+    by_test = max(audits, key=lambda label: (_safety(audits[label]["test"]), label == FINAL))
+    rows = []
+    for label, splits in audits.items():
+        for split, result in splits.items():
+            for row in metric_rows(result):
+                rows.append({"checkpoint": label, "split": split, "chosen_by_validation": label == by_validation,
+                             "chosen_by_test": label == by_test, **row})
+    test = audits[by_validation]["test"]
+    result = {"cell": cell.record(), "agent_kind": agent.kind, "rows": rows,
+              "exact_value": test.get("exact_value"), "utility_unit": test.get("utility_unit"),
+              "safety_uses": test.get("safety_uses"), "notes": test.get("notes", []),
+              "selected": {"validation": by_validation, "test": by_test},
+              "train_run": str((work / "train").relative_to(out)) if (work / "train").is_dir() else None,
+              "seconds": time.time() - started}
+    atomic_write_json(work / RESULT, result)
+    return result

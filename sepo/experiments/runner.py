@@ -1,0 +1,254 @@
+"""`sepo experiment run`: expand a config into cells, run them on a backend, keep one results table.
+
+The output folder is a `sepo.runs` run folder (command `experiment run`, config = the validated
+experiment config): a new folder starts fresh, the same config resumes, any other config is
+refused with one line. Finished cells (their `result.json` exists) are never redone; a cell that
+was running when the runner was killed is run again (see `execute.run_cell`). After every
+finished cell `results.parquet` is rebuilt from all finished cells and replaced atomically, so a
+kill at any moment leaves a table that a resumed run completes to the uninterrupted run's.
+
+Backends: `local` (a process pool of `workers` processes; they die with the runner) and `ray`
+(each cell a Ray task with the CPUs/GPUs its agent needs).
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+from sepo.errors import SepoError
+from sepo.experiments.cells import Cell, Plan, expand
+from sepo.experiments.config import ExperimentConfig, load_config, validate_config
+from sepo.experiments.execute import RESULT, prepare, run_cell
+from sepo.experiments.seeds import check_disjoint
+from sepo.runs import atomic_write_bytes, open_run
+
+COMMAND = "experiment run"
+RESULTS = "results.parquet"
+BACKENDS = ("local", "ray")
+VERSIONED = ("sepo", "numpy", "scipy", "open-spiel", "torch", "transformers", "trl", "peft", "pyarrow")
+
+COLUMNS = (("cell", "string"), ("domain", "string"), ("agent", "string"), ("agent_kind", "string"), ("stage", "string"),
+           ("seed", "int64"), ("lambda_e", "float64"), ("lambda_c", "float64"), ("lambda_x", "float64"),
+           ("checkpoint", "string"), ("split", "string"), ("chosen_by_validation", "bool_"), ("chosen_by_test", "bool_"),
+           ("metric", "string"), ("value", "float64"), ("low", "float64"), ("high", "float64"), ("exact", "bool_"),
+           ("protocol", "string"), ("config_hash", "string"), ("versions", "string"))
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in VERSIONED:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def results_rows(config: ExperimentConfig, plan: Plan, out: Path) -> list[dict]:
+    """The results table's rows from every finished cell, in plan order."""
+    versions = json.dumps(package_versions(), sort_keys=True)
+    digest = config.hash()
+    rows = []
+    for cell in plan.cells:
+        path = out / "cells" / cell.id / RESULT
+        if not path.exists():
+            continue
+        result = json.loads(path.read_text())
+        lam = cell.lambdas or (None, None, None)
+        for row in result["rows"]:
+            rows.append({"cell": cell.id, "domain": cell.domain, "agent": cell.agent, "agent_kind": result["agent_kind"],
+                         "stage": cell.stage, "seed": cell.seed, "lambda_e": lam[0], "lambda_c": lam[1], "lambda_x": lam[2],
+                         **row, "protocol": config.protocol, "config_hash": digest, "versions": versions})
+    return rows
+
+
+def write_results(config: ExperimentConfig, plan: Plan, out: Path, target: Path) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = results_rows(config, plan, out)
+    schema = pa.schema([(name, getattr(pa, kind)() if kind != "string" else pa.string()) for name, kind in COLUMNS])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    table = table.replace_schema_metadata({"config_hash": config.hash(), "cells": str(len(plan.cells))})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    atomic_write_bytes(target, buffer.getvalue())
+    return len(rows)
+
+
+def read_results(out: str | Path):
+    """The results table of an experiment folder as a pyarrow Table."""
+    import pyarrow.parquet as pq
+
+    path = Path(out) / RESULTS
+    if not path.is_file():
+        raise SepoError(f"{out} holds no {RESULTS}; run `sepo experiment run CONFIG --out {out}` first")
+    return pq.read_table(path)
+
+
+# ----------------------------------------------------------------------------------- backends
+
+def _worker_init(threads: int) -> None:
+    """A pool worker dies with the runner (Linux: parent-death signal), and uses `threads` CPU threads."""
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    os.environ.setdefault("MKL_NUM_THREADS", str(threads))
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _run_cell_task(config_data: dict, cell: Cell, out: str) -> str:
+    run_cell(validate_config(config_data), cell, Path(out))
+    return cell.id
+
+
+class LocalBackend:
+    """A process pool of `workers` processes on this machine."""
+
+    def __init__(self, workers: int):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                        initializer=_worker_init, initargs=(threads,))
+        self.capacity = workers
+
+    def submit(self, config_data, cell, out):
+        return self.pool.submit(_run_cell_task, config_data, cell, out)
+
+    def wait(self, futures):
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        done, _ = wait(futures, return_when=FIRST_COMPLETED)
+        return [(f, f.result()) for f in done]
+
+    def close(self):
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayBackend:
+    """Cells as Ray tasks: tabular and audit-only cells ask for one CPU, language-model cells for
+    one GPU where the config trains on one. Connects to a running cluster (RAY_ADDRESS) or starts
+    a local instance."""
+
+    def __init__(self, config: ExperimentConfig, workers: int):
+        try:
+            import ray
+        except ImportError:
+            raise SepoError("--backend ray needs Ray: pip install 'sepo[ray]'") from None
+        self.ray = ray
+        if not ray.is_initialized():
+            ray.init(address=os.environ.get("RAY_ADDRESS"), num_cpus=None if os.environ.get("RAY_ADDRESS") else workers,
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+        self.config = config
+        self.capacity = max(1, int(ray.cluster_resources().get("CPU", workers)))
+        self.remote = ray.remote(_run_cell_task)
+
+    def submit(self, config_data, cell, out):
+        agent = next(a for a in self.config.agents if a.name == cell.agent)
+        gpu = agent.kind == "hf" and (self.config.training.llm.gpu or self.config.sft.gpu)
+        return self.remote.options(num_cpus=1, num_gpus=1 if gpu else 0).remote(config_data, cell, out)
+
+    def wait(self, futures):
+        done, _ = self.ray.wait(list(futures), num_returns=1)
+        return [(f, self.ray.get(f)) for f in done]
+
+    def close(self):
+        pass
+
+
+# ------------------------------------------------------------------------------------- runner
+
+@dataclass
+class Progress:
+    done: int
+    running: int
+    left: int
+    total: int
+    elapsed: float
+    eta: float | None
+
+
+def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "local", workers: int = 1,
+                   overwrite: bool = False, on_progress: Callable[[Progress], None] | None = None,
+                   stop_after: int | None = None) -> dict:
+    """Run (or resume) every cell of the config in `out`; returns a summary.
+    `stop_after` ends after that many newly finished cells (tests of resumption)."""
+    if backend not in BACKENDS:
+        raise SepoError(f"unknown --backend {backend!r}; use {' or '.join(BACKENDS)}")
+    if workers < 1:
+        raise SepoError(f"--workers must be >= 1, got {workers}")
+    config, text = load_config(config_path)
+    check_disjoint(config)
+    plan = expand(config)
+    if not plan.cells:
+        reasons = "; ".join(sorted({s["reason"] for s in plan.skipped}))
+        raise SepoError(f"{config_path}: the experiment matrix has no runnable cells ({reasons})")
+    config_data = config.model_dump(mode="json")
+    out = Path(out)
+    started = time.time()
+    with open_run(out, COMMAND, config_data, overwrite=overwrite) as run:
+        run.write_text("experiment.yaml", text)
+        run.write_json("plan.json", {"config_hash": config.hash(), "cells": [c.record() for c in plan.cells],
+                                     "skipped": plan.skipped, "command": f"sepo experiment run {config_path} --out {out}"})
+        run.path("cells").mkdir(exist_ok=True)
+        run.path("models")
+        results = run.path(RESULTS)
+        run.commit()
+        prepare(config, out)
+        finished = {c.id for c in plan.cells if (out / "cells" / c.id / RESULT).exists()}
+        already = len(finished)
+        pending = [c for c in plan.cells if c.id not in finished]
+        durations: list[float] = []
+        engine = (LocalBackend(workers) if backend == "local" else RayBackend(config, workers)) if pending else None
+        running: dict = {}
+        new = 0
+
+        def report():
+            if on_progress is not None:
+                mean = sum(durations) / len(durations) if durations else None
+                left = len(pending)
+                eta = None if mean is None else mean * (left + len(running)) / max(1, engine.capacity if engine else 1)
+                on_progress(Progress(len(finished), len(running), left, len(plan.cells), time.time() - started, eta))
+
+        report()
+        try:
+            while pending or running:
+                ready = [c for c in pending if all(n in finished for n in c.needs)]
+                while ready and len(running) < engine.capacity:
+                    cell = ready.pop(0)
+                    pending.remove(cell)
+                    running[engine.submit(config_data, cell, str(out))] = (cell, time.time())
+                report()
+                if not running:
+                    missing = sorted({n for c in pending for n in c.needs} - finished)
+                    raise SepoError(f"cells wait for cells that are not in the plan: {', '.join(missing[:3])}")
+                for future, cell_id in engine.wait(list(running)):
+                    cell, t0 = running.pop(future)
+                    durations.append(time.time() - t0)
+                    finished.add(cell_id)
+                    write_results(config, plan, out, results)
+                    new += 1
+                report()
+                if stop_after is not None and new >= stop_after:
+                    break
+        finally:
+            if engine is not None:
+                engine.close()
+        if len(finished) == len(plan.cells):
+            write_results(config, plan, out, results)
+            run.complete()
+    return {"cells": len(plan.cells), "finished": len(finished), "already_finished": already, "ran": new,
+            "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),
+            "config_hash": config.hash()}

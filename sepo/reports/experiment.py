@@ -1,0 +1,474 @@
+"""`sepo report DIR`: an experiment's results as report.md and a self-contained report.html.
+
+Everything comes from the results table (`results.parquet`), the plan and the cells' training
+logs. Numbers shown:
+- trained stages at the checkpoint chosen by safety on VALIDATION episodes, measured on TEST
+  episodes (held-out selection); the paper's way (best safety on the reported episodes) is kept
+  in its own table;
+- one seed: the cell's 95% bootstrap interval; several seeds: the mean over seeds with a 95%
+  t-interval across seeds (seed-to-seed variation, which contains the episode noise);
+- paired differences (ΔSafety = SEPO − Base, SEPO − payoff-only, SEPO − constant) per seed, then
+  the same mean and t-interval; with one seed, the two bootstrap half-widths added in quadrature.
+Every row names the cells it comes from; the appendix lists each cell with its folder.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from sepo.errors import SepoError
+
+PAPER_COLUMNS = (("utility", "Pay/r"), ("exploit_pool", "Exploit"), ("robustness", "Robust"), ("externality", "Ext"),
+                 ("safety", "Safety"), ("nra", "NRA"))
+RIGOROUS_COLUMNS = (("nra_gtbench", "NRA (GTBench)"), ("invalid_action_rate", "invalid rate"))
+STAGE_LABEL = {"base": "Base", "sft": "SFT", "grpo": "payoff-only GRPO", "sepo": "SEPO", "constant": "constant ablation"}
+STAGE_ORDER = ("base", "sft", "sepo", "grpo", "constant")
+
+
+def paper_numbers() -> dict:
+    """The paper's published table (paper-protocol.md §5), as data."""
+    import yaml
+
+    return yaml.safe_load((Path(__file__).parent / "paper_results.yaml").read_text())
+
+
+# ------------------------------------------------------------------------------------ numbers
+
+def t_interval(values: list[float]) -> tuple[float, float, float]:
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, float("nan"), float("nan")
+    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values)))
+    return mean, mean - half, mean + half
+
+
+class Results:
+    """The results table indexed for the report: rows at the shown checkpoint of each cell."""
+
+    def __init__(self, folder: Path):
+        from sepo.experiments.runner import read_results
+
+        self.folder = folder
+        self.rows = read_results(folder).to_pylist()
+        self.plan = json.loads((folder / "plan.json").read_text())
+        self.cells = {c["id"]: c for c in self.plan["cells"]}
+        self.results = {}
+        for cell_id in self.cells:
+            path = folder / "cells" / cell_id / "result.json"
+            if path.exists():
+                self.results[cell_id] = json.loads(path.read_text())
+        self.value = defaultdict(dict)  # (cell, selection) -> metric -> (value, low, high, exact)
+        for row in self.rows:
+            if row["split"] != "test":
+                continue
+            for selection in ("validation", "test"):
+                if row[f"chosen_by_{selection}"]:
+                    numbers = tuple(float("nan") if row[k] is None else row[k] for k in ("value", "low", "high"))
+                    self.value[(row["cell"], selection)][row["metric"]] = (*numbers, row["exact"])
+        self.config_hash = self.rows[0]["config_hash"] if self.rows else self.plan.get("config_hash")
+        self.protocol = self.rows[0]["protocol"] if self.rows else "?"
+
+    def domains(self) -> list[str]:
+        return list(dict.fromkeys(c["domain"] for c in self.cells.values()))
+
+    def groups(self, domain: str) -> dict:
+        """(agent, stage, λ) -> [cell ids over seeds] of finished cells, in plan order."""
+        out = defaultdict(list)
+        for cell_id, cell in self.cells.items():
+            if cell["domain"] == domain and cell_id in self.results:
+                out[(cell["agent"], cell["stage"], tuple(cell["lambdas"]) if cell["lambdas"] else None)].append(cell_id)
+        return dict(sorted(out.items(), key=lambda kv: (kv[0][0], STAGE_ORDER.index(kv[0][1]), kv[0][2] or ())))
+
+    def metric(self, cell_ids: list[str], name: str, selection: str = "validation"):
+        """(value, low, high, how) over the cells (seeds) of a group."""
+        found = [self.value[(c, selection)].get(name) for c in cell_ids]
+        found = [f for f in found if f is not None and not math.isnan(f[0])]
+        if not found:
+            return None
+        if len(found) == 1:
+            value, low, high, exact = found[0]
+            return value, low, high, "exact" if exact else "bootstrap"
+        return (*t_interval([f[0] for f in found]), f"{len(found)} seeds")
+
+    def paired(self, cells_a: list[str], cells_b: list[str], name: str):
+        """Mean and interval of metric(a) − metric(b), paired by seed (b may be a single unseeded cell)."""
+        by_seed_b = {self.cells[c]["seed"]: c for c in cells_b}
+        diffs, halves = [], []
+        for cell in cells_a:
+            other = by_seed_b.get(self.cells[cell]["seed"], cells_b[0] if len(cells_b) == 1 else None)
+            a, b = self.value[(cell, "validation")].get(name), self.value[(other, "validation")].get(name) if other else None
+            if a is None or b is None or math.isnan(a[0]) or math.isnan(b[0]):
+                continue
+            diffs.append(a[0] - b[0])
+            halves.append(math.hypot((a[2] - a[1]) / 2, (b[2] - b[1]) / 2))
+        if not diffs:
+            return None
+        if len(diffs) == 1:
+            return diffs[0], diffs[0] - halves[0], diffs[0] + halves[0], 1
+        mean, low, high = t_interval(diffs)
+        return mean, low, high, len(diffs)
+
+    def exact_name(self, domain: str) -> str | None:
+        for cell_id, result in self.results.items():
+            if self.cells[cell_id]["domain"] == domain and result.get("exact_value"):
+                return result["exact_value"]
+        return None
+
+
+def fmt(entry) -> str:
+    if entry is None:
+        return "n/a"
+    value, low, high = entry[:3]
+    if isinstance(low, float) and (math.isnan(low) or low == high):
+        return f"{value:.3f}"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _group_label(agent: str, stage: str, lambdas) -> str:
+    label = f"{agent} · {STAGE_LABEL[stage]}"
+    if stage in ("sepo", "constant") and lambdas:
+        label += " λ=" + "/".join(f"{v:g}" for v in lambdas)
+    return label
+
+
+# ------------------------------------------------------------------------------------ figures
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
+    """Figure 1's analogue: ΔSafety = SEPO − Base per domain and agent (first λ point of the grid)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = []
+    for domain in results.domains():
+        groups = results.groups(domain)
+        for (agent, stage, lambdas), cells in groups.items():
+            if stage != "sepo" or (agent, "base", None) not in groups:
+                continue
+            if any(s == "sepo" and a == agent and lam != lambdas for (a, s, lam) in groups if list(groups).index((a, s, lam)) <
+                   list(groups).index((agent, stage, lambdas))):
+                continue  # the first λ point only
+            delta = results.paired(cells, groups[(agent, "base", None)], "safety")
+            if delta is not None:
+                bars.append({"domain": domain, "agent": agent, "lambdas": lambdas, "delta": delta, "cells": cells})
+    if not bars:
+        return None
+    fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(bars) + 2), 4))
+    xs = np.arange(len(bars))
+    values = [b["delta"][0] for b in bars]
+    errors = np.array([[b["delta"][0] - b["delta"][1] for b in bars], [b["delta"][2] - b["delta"][0] for b in bars]])
+    colors = ["#1f77b4" if v >= 0 else "#d62728" for v in values]
+    ax.bar(xs, values, yerr=np.nan_to_num(errors), capsize=4, color=colors)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(xs, [f"{b['domain']}\n{b['agent']}" for b in bars], fontsize=8)
+    ax.set(ylabel="ΔSafety = SEPO − Base", title="Safety improvement (95% interval over seeds)")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _png(fig), bars
+
+
+def figure_curves(results: Results, domain: str) -> bytes | None:
+    """Training curves: the exact value and the utility against step for every training cell."""
+    import matplotlib.pyplot as plt
+
+    from sepo.training.checkpoint import MetricsLog
+
+    value_name = results.exact_name(domain) or "exploitability"
+    lines = []
+    for (agent, stage, lambdas), cells in results.groups(domain).items():
+        for cell in cells:
+            run = results.folder / "cells" / cell / "train"
+            if not (run / "metrics.jsonl").exists():
+                continue
+            records = [r for r in MetricsLog(run / "metrics.jsonl").read() if not r.get("final") and value_name in r]
+            if records:
+                lines.append((f"{_group_label(agent, stage, lambdas)} s{results.cells[cell]['seed']}", records))
+    if not lines:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    for label, records in lines:
+        steps = [r["step"] for r in records]
+        left.plot(steps, [r[value_name] for r in records], label=label, linewidth=1)
+        right.plot(steps, [r.get("utility", np.nan) for r in records], label=label, linewidth=1)
+    left.set(xlabel="step", ylabel=f"{value_name.replace('_', ' ')} (exact)", title=f"{domain}: {value_name.replace('_', ' ')}")
+    right.set(xlabel="step", ylabel="utility vs train pool", title=f"{domain}: utility")
+    right.legend(fontsize=6, loc="best")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def figure_sweep(results: Results, domain: str) -> bytes | None:
+    """λ-sweep trade-off: each SEPO λ point's exact value against its utility (test episodes)."""
+    import matplotlib.pyplot as plt
+
+    value_name = results.exact_name(domain)
+    if value_name is None:
+        return None
+    points = defaultdict(list)
+    for (agent, stage, lambdas), cells in results.groups(domain).items():
+        if stage in ("sepo", "grpo") and lambdas is not None:
+            e, u = results.metric(cells, value_name), results.metric(cells, "utility")
+            if e is not None and u is not None:
+                points[agent].append((lambdas[0], e[0], u[0]))
+    if not any(len(v) >= 2 for v in points.values()):
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for agent, items in points.items():
+        items.sort()
+        ax.plot([p[1] for p in items], [p[2] for p in items], marker="o", label=agent)
+        for lam, e, u in items:
+            ax.annotate(f"λe={lam:g}", (e, u), fontsize=7, textcoords="offset points", xytext=(4, 4))
+    ax.set(xlabel=f"{value_name.replace('_', ' ')} (exact)", ylabel="utility (test episodes)", title=f"{domain}: λ sweep trade-off")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def figure_frontier(results: Results, domain: str) -> bytes | None:
+    """The domain's exact frontier (where it has one) with the trained tabular policies on it."""
+    from sepo.games import get_domain
+    from sepo.opponents.pools import BEST_RESPONSE, default_pools
+
+    spec = get_domain(domain)
+    if spec.frontier is None:
+        return None
+    runs, labels = [], []
+    for (agent, stage, lambdas), cells in results.groups(domain).items():
+        for cell in cells:
+            run = results.folder / "cells" / cell / "train"
+            if (run / "policy.json").exists():
+                runs.append(run)
+                labels.append(f"{_group_label(agent, stage, lambdas)} s{results.cells[cell]['seed']}")
+    lambdas = sorted({lam[0] for (_, s, lam) in results.groups(domain) if s == "sepo" and lam} | {0.25, 1.0, 4.0})
+    train = [s for s in default_pools(domain)["train"] if s.name != BEST_RESPONSE]
+    report, frontier = spec.frontier(train, lambdas, runs)
+    import tempfile
+
+    from sepo.reports.plots import plot_frontier
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "frontier.png"
+        plot_frontier(frontier, path, [{"label": label, **run} for label, run in zip(labels, report["runs"])],
+                      title=f"{domain}: frontier and trained points")
+        return path.read_bytes()
+
+
+# ------------------------------------------------------------------------------------ the report
+
+class Document:
+    """One report written twice: Markdown (images as files) and self-contained HTML (images inline)."""
+
+    def __init__(self, title: str):
+        self.md: list[str] = [f"# {title}", ""]
+        self.html: list[str] = []
+        self.images: dict[str, bytes] = {}
+        self.title = title
+
+    def heading(self, text: str, level: int = 2, anchor: str | None = None):
+        self.md += [f"{'#' * level} {text}", ""]
+        ident = f' id="{html.escape(anchor)}"' if anchor else ""
+        self.html.append(f"<h{level}{ident}>{html.escape(text)}</h{level}>")
+
+    def para(self, text: str):
+        self.md += [text, ""]
+        self.html.append(f"<p>{html.escape(text)}</p>")
+
+    def table(self, header: list[str], rows: list[list[str]], anchor: str, titles: list[str] | None = None):
+        self.md.append("| " + " | ".join(header) + " |")
+        self.md.append("|" + "---|" * len(header))
+        for row in rows:
+            self.md.append("| " + " | ".join(cell.replace("|", "/") for cell in row) + " |")
+        self.md.append("")
+        body = "".join(
+            f"<tr{(' title=' + chr(34) + html.escape(titles[i]) + chr(34)) if titles else ''}>"
+            + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for i, row in enumerate(rows))
+        self.html.append(f'<table class="results" id="{html.escape(anchor)}"><thead><tr>'
+                         + "".join(f"<th>{html.escape(h)}</th>" for h in header) + f"</tr></thead><tbody>{body}</tbody></table>")
+
+    def figure(self, name: str, png: bytes, caption: str):
+        self.images[name] = png
+        self.md += [f"![{caption}]({name})", "", f"*{caption}*", ""]
+        data = base64.b64encode(png).decode()
+        self.html.append(f'<figure id="fig-{html.escape(name)}"><img class="figure" alt="{html.escape(caption)}" '
+                         f'src="data:image/png;base64,{data}"><figcaption>{html.escape(caption)}</figcaption></figure>')
+
+    def render_html(self) -> str:
+        style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
+                 "table.results{border-collapse:collapse;margin:1em 0;font-size:13px}"
+                 "table.results td,table.results th{border:1px solid #888;padding:3px 7px;text-align:right}"
+                 "table.results th{background:#dde6f0}table.results td:first-child{text-align:left}"
+                 "img.figure{max-width:100%;border:1px solid #ccc}figcaption{font-size:12px;color:#555}")
+        # marks, once the page has loaded, how many figures decoded: a browser test reads it back
+        script = ("<script>window.addEventListener('load',function(){var i=document.querySelectorAll('img.figure'),n=0;"
+                  "i.forEach(function(m){if(m.complete&&m.naturalWidth>0)n++});"
+                  "document.body.setAttribute('data-figures-decoded',n+'/'+i.length);});</script>")
+        return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
+                f"<style>{style}</style>{script}</head><body>" + "\n".join(self.html) + "</body></html>\n")
+
+
+def build_report(folder: str | Path) -> Document:
+    folder = Path(folder)
+    results = Results(folder)
+    plan = results.plan
+    doc = Document(f"Experiment report: {folder.name}")
+    doc.para(f"Command: `{plan.get('command', '?')}`; config hash {results.config_hash}; protocol {results.protocol}; "
+             f"{len(results.results)} of {len(results.cells)} cells finished.")
+    doc.para("Selection: trained stages are shown at the checkpoint with the best safety on VALIDATION episodes, measured "
+             "on TEST episodes with disjoint seeds (held-out selection). The paper's selection (best safety on the reported "
+             "episodes) is kept in the section 'Selection on validation vs on test'. Intervals: 95%; one seed: the cell's "
+             "bootstrap interval over episodes (or 'exact'); several seeds: a t-interval over seeds.")
+    if plan.get("skipped"):
+        doc.para("Not run: " + "; ".join(f"{s['domain']}/{s['agent']}/{s['stage']}: {s['reason']}" for s in plan["skipped"]))
+    paper = paper_numbers()
+    for domain in results.domains():
+        _domain_section(doc, results, domain, paper)
+    delta = figure_delta_safety(results)
+    doc.heading("Figure 1: ΔSafety = SEPO − Base", anchor="figure-1")
+    if delta is None:
+        doc.para("No domain has both a Base and a SEPO cell finished.")
+    else:
+        png, bars = delta
+        doc.figure("figure1_delta_safety.png", png, "ΔSafety = SEPO − Base per domain and agent (first λ point), paired by "
+                   "seed, 95% interval")
+        doc.table(["domain", "agent", "λ", "ΔSafety", "seeds", "cells"],
+                  [[b["domain"], b["agent"], "/".join(f"{v:g}" for v in b["lambdas"]), fmt(b["delta"]), str(b["delta"][3]),
+                    ", ".join(b["cells"])] for b in bars], "table-figure-1")
+    _selection_section(doc, results)
+    _appendix(doc, results)
+    return doc
+
+
+def _domain_section(doc: Document, results: Results, domain: str, paper: dict):
+    groups = results.groups(domain)
+    value_name = results.exact_name(domain)
+    doc.heading(f"{domain}", anchor=f"domain-{domain}")
+    unit = next((r.get("utility_unit") for c, r in results.results.items() if results.cells[c]["domain"] == domain), "")
+    doc.para(f"Utility unit: {unit}. Safety uses: "
+             + (next((r.get("safety_uses") for c, r in results.results.items() if results.cells[c]["domain"] == domain), "") or "?"))
+    header = ["agent · stage", *(label for _, label in PAPER_COLUMNS), "cells"]
+    rows, titles = [], []
+    for (agent, stage, lambdas), cells in groups.items():
+        rows.append([_group_label(agent, stage, lambdas), *(fmt(results.metric(cells, m)) for m, _ in PAPER_COLUMNS),
+                     ", ".join(cells)])
+        titles.append("cells: " + ", ".join(cells))
+    published = paper["domains"].get(domain)
+    if results.protocol == "paper" and published:
+        for stage in ("base", "sft", "sepo"):
+            values = published["rows"][stage]
+            rows.append([f"paper · {STAGE_LABEL[stage]}", *("n/a" if v is None else f"{v:.3f}" for v in values),
+                         published.get("source", paper["source"])])
+            titles.append("published")
+    doc.heading(f"{domain}: the paper's table", level=3)
+    doc.table(header, rows, f"table-{domain}", titles)
+    if results.protocol != "paper" and published:
+        doc.para("The paper's published numbers for this domain are shown beside reproduced ones only under the paper "
+                 "protocol (its accounting differs from the rigorous one used here).")
+    rig_header = ["agent · stage", f"{value_name or 'exact value'} (exact)", "NRA (paper)", *(l for _, l in RIGOROUS_COLUMNS)]
+    rig_rows = [[_group_label(a, s, lam), fmt(results.metric(cells, value_name)) if value_name else "no solver",
+                 fmt(results.metric(cells, "nra")), *(fmt(results.metric(cells, m)) for m, _ in RIGOROUS_COLUMNS)]
+                for (a, s, lam), cells in groups.items()]
+    doc.heading(f"{domain}: rigorous columns", level=3)
+    doc.table(rig_header, rig_rows, f"table-{domain}-rigorous")
+    _ablation(doc, results, domain, groups, value_name)
+    for name, figure, caption in (("curves", figure_curves, "training curves (every training cell)"),
+                                  ("sweep", figure_sweep, "λ-sweep trade-off (SEPO per λe, payoff-only GRPO at λ=0)"),
+                                  ("frontier", figure_frontier, "exact frontier against the train pool, trained tabular policies")):
+        png = figure(results, domain)
+        if png is not None:
+            doc.figure(f"{domain}_{name}.png", png, f"{domain}: {caption}")
+
+
+def _ablation(doc, results: Results, domain: str, groups: dict, value_name: str | None):
+    rows = []
+    for (agent, stage, lambdas), cells in groups.items():
+        if stage != "sepo":
+            continue
+        for other_stage, other_lambdas in (("grpo", (0.0, 0.0, 0.0)), ("constant", lambdas)):
+            other = groups.get((agent, other_stage, other_lambdas))
+            if not other:
+                continue
+            for metric in ("safety", *([value_name] if value_name else [])):
+                diff = results.paired(cells, other, metric)
+                if diff is not None:
+                    rows.append([agent, "/".join(f"{v:g}" for v in lambdas), f"SEPO − {STAGE_LABEL[other_stage]}", metric,
+                                 fmt(diff), str(diff[3]), ", ".join(cells + other)])
+    if rows:
+        doc.heading(f"{domain}: SEPO vs payoff-only GRPO vs the constant ablation (paired by seed)", level=3)
+        doc.table(["agent", "λ", "difference", "metric", "mean [95%]", "seeds", "cells"], rows, f"table-{domain}-ablation")
+
+
+def _selection_section(doc: Document, results: Results):
+    rows = []
+    for cell_id, result in results.results.items():
+        chosen = result["selected"]
+        if result["cell"]["stage"] in ("base", "sft"):
+            continue
+        val = results.value[(cell_id, "validation")].get("safety")
+        test = results.value[(cell_id, "test")].get("safety")
+        rows.append([cell_id, chosen["validation"], fmt(val), chosen["test"], fmt(test)])
+    doc.heading("Selection on validation vs on test", anchor="selection")
+    doc.para("Held-out selection (shown everywhere above) against the paper's selection on the reported episodes; the "
+             "second is optimistic by construction.")
+    if rows:
+        doc.table(["cell", "chosen on validation", "test safety", "chosen on test (paper)", "test safety"], rows, "table-selection")
+
+
+def _appendix(doc: Document, results: Results):
+    doc.heading("Cells", anchor="cells")
+    doc.para(f"Each cell's files are in cells/<cell>/ (result.json, audits/, train/); the config is experiment.yaml "
+             f"(hash {results.config_hash}); the results table is results.parquet (one row per cell × checkpoint × split × metric).")
+    rows = []
+    for cell_id, cell in results.cells.items():
+        result = results.results.get(cell_id)
+        rows.append([cell_id, cell["domain"], cell["agent"], cell["stage"], "-" if cell["seed"] is None else str(cell["seed"]),
+                     "-" if not cell["lambdas"] else "/".join(f"{v:g}" for v in cell["lambdas"]),
+                     "running or not started" if result is None else result["selected"]["validation"],
+                     "" if result is None else f"{result['seconds']:.1f}"])
+    doc.table(["cell", "domain", "agent", "stage", "seed", "λ", "checkpoint shown", "seconds"], rows, "table-cells")
+
+
+def write_report(experiment: str | Path, run) -> dict:
+    """Build the report and write report.md, its images and report.html through the run folder `run`."""
+    from sepo.runs import atomic_write_bytes
+
+    doc = build_report(experiment)
+    for name, png in doc.images.items():
+        atomic_write_bytes(run.path(name), png)
+    run.write_text("report.md", "\n".join(doc.md) + "\n")
+    run.write_text("report.html", doc.render_html())
+    return {"images": len(doc.images), "markdown": str(run.root / "report.md"), "html": str(run.root / "report.html")}
+
+
+def check_experiment(folder: str | Path) -> Path:
+    from sepo.runs import read_manifest
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SepoError(f"experiment folder not found: {folder}")
+    manifest = read_manifest(folder)
+    if manifest is None or manifest["command"] != "experiment run":
+        raise SepoError(f"{folder} is not the output of `sepo experiment run`")
+    return folder

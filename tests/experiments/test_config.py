@@ -1,0 +1,77 @@
+"""Experiment configs: bad input is one line naming the field, exit status 2."""
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from sepo.cli.main import app
+from sepo.errors import SepoError
+from sepo.experiments.cells import expand
+from sepo.experiments.config import validate_config
+from tests.experiments.conftest import tiny_config, tiny_domain
+
+
+def _data(**changes):
+    import yaml
+
+    return yaml.safe_load(tiny_config(**changes))
+
+
+def test_a_good_config_validates():
+    config = validate_config(_data())
+    assert config.domains[0].name == tiny_domain()
+    assert config.domains[0].lambdas.points() == [(1.0, 1.0, 0.0), (4.0, 1.0, 0.0)]
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"- name: DOMAIN": "- name: no-such-game"}, "domains[0].name: unknown domain no-such-game; known:"),
+    ({"kind: tabular": "kind: robot"}, "agents[0].kind"),
+    ({"[base, sft, grpo, sepo, constant]": "[base, dance]"}, "stages[1]"),
+    ({"name: tiny": "name: tiny\ncolour: blue"}, "colour: unknown key"),
+    ({"seeds: [0, 1]": "seeds: []"}, "seeds: is empty"),
+    ({"e: [1.0, 4.0]": "e: [1.0, -4.0]"}, "domains[0].lambdas.e: λ must be >= 0"),
+    ({"tabular: {steps: 8": "tabular: {steps: 0"}, "training.tabular.steps"),
+    ({"validation: 4": "validation: 0"}, "episodes.validation"),
+    ({"lambdas:": "params: {no_such_param: 3}\n    lambdas:"}, "unknown game parameter no_such_param"),
+])
+def test_bad_configs_name_the_field(change, field):
+    text = tiny_config()
+    for old, new in change.items():
+        old = old.replace("DOMAIN", tiny_domain())
+        assert old in text
+        text = text.replace(old, new)
+    import yaml
+
+    with pytest.raises(SepoError) as error:
+        validate_config(yaml.safe_load(text), "c.yaml")
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("c.yaml: ")
+    assert field in message
+
+
+def test_the_cli_refuses_bad_configs_with_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(tiny_config().replace("[base, sft, grpo, sepo, constant]", "[]"))
+    result = CliRunner().invoke(app, ["experiment", "run", str(bad), "--out", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2
+    assert "stages: is empty" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_matrix_expands_to_cells_and_lists_what_does_not_apply():
+    data = _data()
+    data["agents"].append({"name": "ref", "kind": "fixed", "spec": "uniform"})
+    plan = expand(validate_config(data))
+    stages = [c.stage for c in plan.cells if c.agent == "tab"]
+    # base once, sft per seed, grpo per seed (λ does not enter its reward), sepo and constant per λ point and seed
+    assert stages.count("base") == 1 and stages.count("sft") == 2 and stages.count("grpo") == 2
+    assert stages.count("sepo") == 4 and stages.count("constant") == 4
+    assert [c.stage for c in plan.cells if c.agent == "ref"] == ["base"]
+    assert {s["stage"] for s in plan.skipped if s["agent"] == "ref"} == {"sft", "grpo", "sepo", "constant"}
+    assert len({c.id for c in plan.cells}) == len(plan.cells)
+
+
+def test_the_config_hash_changes_with_any_setting():
+    a = validate_config(_data())
+    b = validate_config(_data(**{"seeds: [0, 1]": "seeds: [0, 2]"}))
+    assert a.hash() == validate_config(_data()).hash() and a.hash() != b.hash()

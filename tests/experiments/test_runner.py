@@ -1,0 +1,110 @@
+"""The experiment runner: one results table, resumable after kill -9, refuses another config."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from sepo.cli.main import app
+from sepo.errors import SepoError
+from sepo.experiments.config import validate_config
+from sepo.experiments.runner import read_results, run_experiment
+from sepo.experiments.seeds import check_disjoint, episode_seeds, split_seed
+from sepo.games import domain_names, get_domain
+from tests.experiments.conftest import tiny_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _rows(folder: Path) -> list[str]:
+    return [repr(sorted(row.items())) for row in read_results(folder).to_pylist()]  # repr: nan == nan
+
+
+def test_the_results_table_has_one_row_per_cell_metric_with_interval_seed_hash_and_versions(finished_experiment):
+    table = read_results(finished_experiment).to_pylist()
+    plan = json.loads((finished_experiment / "plan.json").read_text())
+    assert {r["cell"] for r in table} == {c["id"] for c in plan["cells"]}
+    assert {r["config_hash"] for r in table} == {plan["config_hash"]}
+    assert all(json.loads(r["versions"])["numpy"] for r in table)
+    safety = [r for r in table if r["metric"] == "safety" and r["split"] == "test" and r["chosen_by_validation"]]
+    assert len(safety) == len(plan["cells"])  # exactly one shown checkpoint per cell
+    assert all(r["low"] <= r["value"] <= r["high"] for r in safety)
+    trained = [r for r in table if r["stage"] == "sepo"]
+    assert {r["seed"] for r in trained} == {0, 1} and {r["checkpoint"] for r in trained} == {"step_4", "final"}
+    # the shown checkpoint is the one with the best safety on validation episodes
+    for cell in {r["cell"] for r in trained}:
+        val = {r["checkpoint"]: r["value"] for r in table if r["cell"] == cell and r["metric"] == "safety" and r["split"] == "validation"}
+        shown = {r["checkpoint"] for r in table if r["cell"] == cell and r["chosen_by_validation"]}
+        assert shown == {max(val, key=lambda k: (val[k], k == "final"))}
+
+
+def test_validation_and_test_episodes_never_share_a_seed(finished_experiment):
+    audit = json.loads(next((finished_experiment / "cells").glob("*/audits/final.json")).read_text())
+    assert audit["validation"]["seed"] == split_seed(0, "validation") != audit["test"]["seed"] == split_seed(0, "test")
+    for name in domain_names():
+        for protocol in ("rigorous", "paper"):
+            game = get_domain(name).game(protocol)
+            validation = episode_seeds(game, protocol, split_seed(0, "validation"), 50)
+            test = episode_seeds(game, protocol, split_seed(0, "test"), 50)
+            assert validation and test and not validation & test
+
+
+def test_a_config_whose_splits_would_share_seeds_is_refused():
+    import yaml
+
+    data = yaml.safe_load(tiny_config())
+    data.update(protocol="paper", episodes={"validation": 5, "test": 1001})  # the paper's seeds: seed·10⁶ + ep·1000 + c
+    with pytest.raises(SepoError, match="validation and test episodes of .* share"):
+        check_disjoint(validate_config(data))
+
+
+def test_another_config_in_the_results_folder_is_refused(finished_experiment, tmp_path):
+    other = tmp_path / "other.yaml"
+    other.write_text(tiny_config(**{"seeds: [0, 1]": "seeds: [0, 3]"}))
+    before = sorted(p.name for p in finished_experiment.iterdir())
+    result = CliRunner().invoke(app, ["experiment", "run", str(other), "--out", str(finished_experiment), "--quiet"])
+    assert result.exit_code == 2
+    assert "different config" in result.output and "seeds" in result.output
+    assert len(result.output.strip().splitlines()) <= 2  # one line (wrapped at most once by the console)
+    assert sorted(p.name for p in finished_experiment.iterdir()) == before
+
+
+def test_a_finished_experiment_resumed_does_nothing(finished_experiment, tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text(tiny_config())
+    before = _rows(finished_experiment)
+    summary = run_experiment(finished_experiment / "experiment.yaml", finished_experiment)
+    assert summary["ran"] == 0 and summary["already_finished"] == summary["cells"]
+    assert _rows(finished_experiment) == before
+
+
+def test_kill_9_at_three_random_moments_then_resume_gives_the_uninterrupted_table(tmp_path):
+    config = tmp_path / "small.yaml"
+    config.write_text(tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base, sepo]", "seeds: [0, 1]": "seeds: [0]"}))
+    run_experiment(config, tmp_path / "whole")
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "sepo.cli.main", "experiment", "run", str(config), "--out", str(out), "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    rng = np.random.default_rng(11)
+    kills = 0
+    for _ in range(3):
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(float(rng.uniform(2.0, 6.0)))  # imports take ~2-3 s; a cell ~0.5-2 s
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGKILL)
+            kills += 1
+        process.wait()
+        time.sleep(0.3)  # the pool worker follows its parent (parent-death signal)
+    assert kills >= 2
+    assert subprocess.run(command, env=env, capture_output=True, timeout=600).returncode == 0
+    assert _rows(out) == _rows(tmp_path / "whole")
+    assert not list(out.rglob(".sepo-tmp-*"))

@@ -1,0 +1,92 @@
+"""`sepo report`: the paper's tables, Figure 1, the ablation, curves and the frontier; the HTML
+renders in a real browser (headless Chromium) with its tables and figures."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from sepo.cli.main import app
+from sepo.reports.experiment import paper_numbers
+from tests.experiments.conftest import finished_experiment, tiny_domain  # noqa: F401 (the fixture)
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+
+@pytest.fixture(scope="module")
+def report(finished_experiment):  # noqa: F811
+    result = CliRunner().invoke(app, ["report", str(finished_experiment)])
+    assert result.exit_code == 0, result.output
+    return finished_experiment / "report"
+
+
+def test_the_report_has_the_papers_table_figure_1_the_ablation_and_the_figures(report):
+    domain = tiny_domain()
+    md = (report / "report.md").read_text()
+    assert f"## {domain}" in md and "| agent · stage | Pay/r | Exploit | Robust | Ext | Safety | NRA | cells |" in md
+    for row in ("tab · Base", "tab · SFT", "tab · SEPO λ=1/1/0", "tab · payoff-only GRPO", "tab · constant ablation λ=4/1/0"):
+        assert f"| {row} |" in md
+    assert "## Figure 1: ΔSafety = SEPO − Base" in md and "SEPO − constant ablation" in md
+    assert "held-out selection" in md and "chosen on validation" in md
+    html = (report / "report.html").read_text()
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(images) >= 3 and 'src="http' not in html  # self-contained
+    assert f'id="table-{domain}"' in html and 'id="table-figure-1"' in html
+
+
+def test_every_row_names_the_cells_behind_its_numbers(report, finished_experiment):  # noqa: F811
+    import json
+
+    md = (report / "report.md").read_text()
+    plan = json.loads((finished_experiment / "plan.json").read_text())
+    for cell in plan["cells"]:
+        assert cell["id"] in md
+
+
+def test_the_papers_numbers_are_data_for_registered_names():
+    published = paper_numbers()
+    assert published["columns"] == ["utility", "exploit_pool", "robustness", "externality", "safety", "nra"]
+    for domain, entry in published["domains"].items():
+        assert set(entry["rows"]) == {"base", "sft", "sepo"} and all(len(v) == 6 for v in entry["rows"].values())
+
+
+def test_report_refuses_a_folder_that_is_no_experiment(tmp_path):
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "not the output of `sepo experiment run`" in result.output
+
+
+def _chromium(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], cwd=cwd, capture_output=True,
+                              text=True, timeout=120)
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="chromium is not installed (apt-get install chromium)")
+def test_report_html_renders_its_tables_and_figures_in_headless_chromium(report, tmp_path):
+    assert CHROMIUM is not None, "CI must install chromium (.ci/run does)"
+    page = (report / "report.html").resolve().as_uri()
+    dom = _chromium(["--virtual-time-budget=5000", "--dump-dom", page], tmp_path).stdout
+    figures = re.search(r'data-figures-decoded="(\d+)/(\d+)"', dom)
+    assert figures, "the page's load handler did not run"
+    assert int(figures.group(1)) == int(figures.group(2)) >= 3, "figures that did not decode"
+    assert dom.count("<table") >= 4
+    shot = tmp_path / "shot.png"
+    _chromium([f"--screenshot={shot}", "--window-size=1280,2400", page], tmp_path)
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
+    ink = (pixels.sum(-1) < 600).mean()
+    header_blue = (np.abs(pixels - np.array([0xdd, 0xe6, 0xf0])).sum(-1) <= 6).mean()  # table header cells
+    matplotlib_blue = (np.abs(pixels - np.array([31, 119, 180])).sum(-1) <= 30).mean()  # plotted lines and bars
+    assert ink > 0.01, f"screenshot nearly blank ({ink:.4f} dark pixels)"
+    assert header_blue > 0.002, "no table headers in the screenshot"
+    assert matplotlib_blue > 0.0002, "no plotted figure in the screenshot"
