@@ -97,6 +97,8 @@ class DomainConfig(_Strict):
     params: dict[str, Any] = {}
     lambdas: LambdaGrid = LambdaGrid()
     eval_lambdas: Optional[Lambdas] = None
+    llm: dict[str, Any] = {}
+    """This domain's changes to `training.llm` (the paper trains one game with another lr and β)."""
 
     @field_validator("name")
     @classmethod
@@ -174,6 +176,11 @@ class LLMTraining(_Strict):
     lora: bool = False
     scale_rewards: Literal["batch", "group", "none"] = "none"
     gpu: bool = False
+
+
+def llm_training(config: "ExperimentConfig", domain: DomainConfig) -> "LLMTraining":
+    """`training.llm` with the domain's overrides."""
+    return LLMTraining.model_validate({**config.training.llm.model_dump(), **domain.llm})
 
 
 class Training(_Strict):
@@ -302,6 +309,12 @@ def _check_domain_params(config: ExperimentConfig, source: str) -> None:
             raise SepoError(f"{source}: domains[{i}].params: {error}") from None
         except (TypeError, ValueError) as error:
             raise SepoError(f"{source}: domains[{i}].params: {brief(str(error), 200)}") from None
+        try:
+            llm_training(config, domain)
+        except ValidationError as error:
+            first = error.errors()[0]
+            message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
+            raise SepoError(f"{source}: domains[{i}].llm.{_field_path(first['loc'])}: {brief(message, 200)}") from None
 
 
 def load_config(path: str | Path) -> tuple[ExperimentConfig, str]:

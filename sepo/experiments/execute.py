@@ -18,7 +18,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.experiments.cells import Cell
-from sepo.experiments.config import PENALTY_OF_STAGE, TINY, TRAINED, AgentConfig, DomainConfig, ExperimentConfig
+from sepo.experiments.config import PENALTY_OF_STAGE, TINY, AgentConfig, DomainConfig, ExperimentConfig, llm_training
 from sepo.experiments.seeds import split_seed
 from sepo.runs import atomic_write_json
 
@@ -205,7 +205,7 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Pat
     start = model_path(config, agent, out)
     if cell.needs:
         start = str(out / "cells" / cell.needs[0] / "sft" / "model")
-    t = config.training.llm
+    t = llm_training(config, domain)
     lam_e, lam_c, lam_x = cell.lambdas
     steps = [s for s in config.training.checkpoints if s < t.steps] + [t.steps]
     for k in steps:

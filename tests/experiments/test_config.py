@@ -75,3 +75,22 @@ def test_the_config_hash_changes_with_any_setting():
     a = validate_config(_data())
     b = validate_config(_data(**{"seeds: [0, 1]": "seeds: [0, 2]"}))
     assert a.hash() == validate_config(_data()).hash() and a.hash() != b.hash()
+
+
+def test_the_shipped_configs_validate_and_expand():
+    from pathlib import Path
+
+    from sepo.experiments.config import load_config
+    from sepo.games import domain_names
+
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    smoke, _ = load_config(configs / "smoke.yaml")
+    assert {d.name for d in smoke.domains} == set(domain_names())  # the smoke run covers every registered domain
+    assert expand(smoke).cells
+    import yaml
+
+    data = yaml.safe_load((configs / "paper.yaml").read_text())
+    # domains still being added are refused by name until registered; the rest must validate now
+    data["domains"] = [d for d in data["domains"] if d["name"] in domain_names()]
+    paper = validate_config(data, "paper.yaml")
+    assert paper.protocol == "paper" and paper.training.llm.steps == 100 and paper.training.checkpoints == [25, 50, 75]

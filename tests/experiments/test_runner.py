@@ -108,3 +108,16 @@ def test_kill_9_at_three_random_moments_then_resume_gives_the_uninterrupted_tabl
     assert subprocess.run(command, env=env, capture_output=True, timeout=600).returncode == 0
     assert _rows(out) == _rows(tmp_path / "whole")
     assert not list(out.rglob(".sepo-tmp-*"))
+
+
+def test_the_ray_backend_on_a_local_instance_gives_the_local_backends_table(tmp_path):
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'sepo[ray]'; dev pulls it in)")
+    config = tmp_path / "small.yaml"
+    config.write_text(tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base, sepo]", "seeds: [0, 1]": "seeds: [0]"}))
+    run_experiment(config, tmp_path / "local")
+    try:
+        summary = run_experiment(config, tmp_path / "ray", backend="ray", workers=2)
+    finally:
+        ray.shutdown()
+    assert summary["ran"] == summary["cells"] == 3
+    assert _rows(tmp_path / "ray") == _rows(tmp_path / "local")
