@@ -76,8 +76,10 @@ def expand(config: ExperimentConfig) -> Plan:
     plan = Plan([])
     for domain in config.domains:
         for agent in config.agents:
-            sft_ok = "sft" in config.stages and _why_not(domain, agent, "sft") is None
-            for stage in config.stages:
+            stages = agent.stages or config.stages
+            seeds = agent.seeds or config.seeds
+            sft_ok = "sft" in stages and _why_not(domain, agent, "sft") is None
+            for stage in stages:
                 reason = _why_not(domain, agent, stage)
                 if reason is not None:
                     plan.skipped.append({"domain": domain.name, "agent": agent.name, "stage": stage, "reason": reason})
@@ -87,7 +89,7 @@ def expand(config: ExperimentConfig) -> Plan:
                     continue
                 points = [None] if stage == "sft" else [(0.0, 0.0, 0.0)] if stage == "grpo" else domain.lambdas.points()
                 for lambdas in points:
-                    for seed in config.seeds:
+                    for seed in seeds:
                         needs = ()
                         if stage in TRAINED and agent.kind == "hf" and sft_ok:
                             needs = (cell_id(domain.name, agent.name, "sft", seed),)

@@ -131,6 +131,23 @@ class AgentConfig(_Strict):
     kind: Literal["tabular", "hf", "fixed", "endpoint"]
     model: Optional[str] = None
     spec: Optional[str] = None
+    stages: Optional[list[Literal["base", "sft", "grpo", "sepo", "constant"]]] = None
+    """This agent's stages (default: the experiment's); a language model may run fewer than a tabular agent."""
+    seeds: Optional[list[int]] = None
+    """This agent's training seeds (default: the experiment's)."""
+
+    @field_validator("stages", "seeds")
+    @classmethod
+    def _override(cls, value, info):
+        if value is None:
+            return value
+        if not value:
+            raise ValueError("is empty: leave it out to use the experiment's")
+        if len(set(value)) != len(value):
+            raise ValueError("lists an entry twice")
+        if info.field_name == "seeds" and any(s < 0 or s >= 2**31 for s in value):
+            raise ValueError("seeds must be in [0, 2**31)")
+        return value
 
     @model_validator(mode="after")
     def _fields(self):

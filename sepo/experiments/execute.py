@@ -136,7 +136,7 @@ def demonstration_table(config: ExperimentConfig, domain: DomainConfig, env) -> 
     return np.where(np.asarray(env.legal, dtype=bool), table, 0.0)
 
 
-def _tabular_candidates(config, domain, cell: Cell, game, work: Path):
+def _tabular_candidates(config, domain, agent, cell: Cell, game, work: Path):
     """(label, policy) candidates of a tabular cell: trained with the exact tabular trainer."""
     from sepo.policies.specs import UniformPolicy
     from sepo.policies.tabular import TabularPolicy
@@ -145,7 +145,7 @@ def _tabular_candidates(config, domain, cell: Cell, game, work: Path):
     if cell.stage == "base":
         return [(FINAL, UniformPolicy())]
     env = _tabular_env(domain.name, domain.params, game)
-    start = demonstration_table(config, domain, env) if "sft" in config.stages else None
+    start = demonstration_table(config, domain, env) if "sft" in (agent.stages or config.stages) else None
     if cell.stage == "sft":
         return [(FINAL, TabularPolicy(start, env.keys, name=f"{cell.agent}:sft"))]
     t = config.training.tabular
@@ -256,7 +256,7 @@ def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:
     game = get_domain(domain.name).game(config.protocol, **domain.params)
     auditor = _Auditor(config, domain, game, work)
     if agent.kind == "tabular":
-        for label, policy in _tabular_candidates(config, domain, cell, game, work):
+        for label, policy in _tabular_candidates(config, domain, agent, cell, game, work):
             auditor(label, policy)
     elif agent.kind == "hf":
         _hf_candidates(config, domain, agent, cell, game, work, out, auditor)

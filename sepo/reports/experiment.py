@@ -283,7 +283,7 @@ class Document:
 
     def __init__(self, title: str):
         self.md: list[str] = [f"# {title}", ""]
-        self.html: list[str] = []
+        self.html: list[str] = [f"<h1>{html.escape(title)}</h1>"]
         self.images: dict[str, bytes] = {}
         self.title = title
 
