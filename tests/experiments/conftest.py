@@ -22,7 +22,7 @@ def tiny_config(domain: str | None = None, **changes) -> str:
 name: tiny
 domains:
   - name: {domain}
-    lambdas: {{e: [1.0, 4.0], c: 1.0, x: 0.0}}
+    lambdas: {{e: [1.0, 4.0], c: 0.0, x: 0.0}}
 agents:
   - {{name: tab, kind: tabular}}
 stages: [base, sft, grpo, sepo, constant]

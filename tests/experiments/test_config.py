@@ -20,7 +20,7 @@ def _data(**changes):
 def test_a_good_config_validates():
     config = validate_config(_data())
     assert config.domains[0].name == tiny_domain()
-    assert config.domains[0].lambdas.points() == [(1.0, 1.0, 0.0), (4.0, 1.0, 0.0)]
+    assert config.domains[0].lambdas.points() == [(1.0, 0.0, 0.0), (4.0, 0.0, 0.0)]
 
 
 @pytest.mark.parametrize("change, field", [
@@ -87,6 +87,9 @@ def test_the_shipped_configs_validate_and_expand():
     smoke, _ = load_config(configs / "smoke.yaml")
     assert {d.name for d in smoke.domains} == set(domain_names())  # the smoke run covers every registered domain
     assert expand(smoke).cells
+    llm, _ = load_config(configs / "smoke-llm.yaml")
+    assert [c.stage for c in expand(llm).cells] == ["base", "sft", "sepo"]
+    assert expand(llm).cells[2].needs == (expand(llm).cells[1].id,)  # SEPO starts from the SFT model
     import yaml
 
     data = yaml.safe_load((configs / "paper.yaml").read_text())

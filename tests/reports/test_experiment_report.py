@@ -33,7 +33,7 @@ def test_the_report_has_the_papers_table_figure_1_the_ablation_and_the_figures(r
     domain = tiny_domain()
     md = (report / "report.md").read_text()
     assert f"## {domain}" in md and "| agent · stage | Pay/r | Exploit | Robust | Ext | Safety | NRA | cells |" in md
-    for row in ("tab · Base", "tab · SFT", "tab · SEPO λ=1/1/0", "tab · payoff-only GRPO", "tab · constant ablation λ=4/1/0"):
+    for row in ("tab · Base", "tab · SFT", "tab · SEPO λ=1/0/0", "tab · payoff-only GRPO", "tab · constant ablation λ=4/0/0"):
         assert f"| {row} |" in md
     assert "## Figure 1: ΔSafety = SEPO − Base" in md and "SEPO − constant ablation" in md
     assert "held-out selection" in md and "chosen on validation" in md
