@@ -195,10 +195,11 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Pat
     checkpoint (the LLM trainer may extend `steps`: constant learning rate, draws keyed by step),
     auditing the model after each segment."""
     if cell.stage == "base":
-        audit_candidate(FINAL, _hf_policy(config, model_path(config, agent, out), game))
+        audit_candidate(FINAL, lambda: _hf_policy(config, model_path(config, agent, out), game))
         return
     if cell.stage == "sft":
-        audit_candidate(FINAL, _hf_policy(config, _sft_model(config, domain, agent, cell.seed, work, out), game))
+        model = _sft_model(config, domain, agent, cell.seed, work, out)
+        audit_candidate(FINAL, lambda: _hf_policy(config, model, game))
         return
     from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 
@@ -218,7 +219,7 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Pat
                                      beta=t.beta, temperature=t.temperature, max_new_tokens=t.max_new_tokens, lora=t.lora,
                                      scale_rewards=t.scale_rewards, seed=cell.seed, use_cpu=not t.gpu, save_steps=max(1, min(steps)))
         summary = run_llm_sepo(train_config, work / "train")
-        audit_candidate(label, _hf_policy(config, summary["model"], game))
+        audit_candidate(label, lambda: _hf_policy(config, summary["model"], game))
 
 
 class _Auditor:
@@ -233,7 +234,10 @@ class _Auditor:
         return (self.folder / f"{label}.json").exists()
 
     def __call__(self, label: str, policy) -> None:
-        results = {split: audit(self.config, self.domain, self.game, policy, split) for split in ("validation", "test")}
+        """`policy` is a policy, or a callable making a fresh one: a language model gets a fresh
+        reader per split, so the test audit reuses no reply drawn for validation."""
+        results = {split: audit(self.config, self.domain, self.game, policy() if callable(policy) else policy, split)
+                   for split in ("validation", "test")}
         atomic_write_json(self.folder / f"{label}.json", results)
 
     def results(self) -> dict[str, dict]:
@@ -263,7 +267,7 @@ def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:
     else:
         from sepo.policies.specs import load_agent
 
-        auditor(FINAL, load_agent(agent.spec, game))
+        auditor(FINAL, lambda: load_agent(agent.spec, game))
     audits = auditor.results()
     by_validation = max(audits, key=lambda label: (_safety(audits[label]["validation"]), label == FINAL))
     by_test = max(audits, key=lambda label: (_safety(audits[label]["test"]), label == FINAL))

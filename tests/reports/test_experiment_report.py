@@ -90,3 +90,22 @@ def test_report_html_renders_its_tables_and_figures_in_headless_chromium(report,
     assert ink > 0.01, f"screenshot nearly blank ({ink:.4f} dark pixels)"
     assert header_blue > 0.002, "no table headers in the screenshot"
     assert matplotlib_blue > 0.0002, "no plotted figure in the screenshot"
+
+
+def test_under_the_paper_protocol_the_published_numbers_stand_beside_the_reproduced(tmp_path):
+    from sepo.experiments.runner import run_experiment
+    from sepo.reports.experiment import build_report
+    from tests.experiments.conftest import tiny_config
+
+    domain = tiny_domain()
+    if domain not in paper_numbers()["domains"]:
+        pytest.skip("no published numbers for the test domain")
+    config = tmp_path / "paper.yaml"
+    config.write_text(tiny_config(**{"name: tiny": "name: tiny\nprotocol: paper", "[base, sft, grpo, sepo, constant]": "[base]"}))
+    run_experiment(config, tmp_path / "out")
+    md = "\n".join(build_report(tmp_path / "out").md)
+    published = paper_numbers()["domains"][domain]["rows"]
+    assert "| tab · Base |" in md
+    line = next(l for l in md.splitlines() if l.startswith("| paper · Base |"))
+    assert f"{published['base'][4]:.3f}" in line  # the published safety
+    assert "| paper · SEPO |" in md
