@@ -135,6 +135,8 @@ class AgentConfig(_Strict):
     """This agent's stages (default: the experiment's); a language model may run fewer than a tabular agent."""
     seeds: Optional[list[int]] = None
     """This agent's training seeds (default: the experiment's)."""
+    episodes: Optional["Episodes"] = None
+    """This agent's audit episodes per opponent (default: the experiment's); same seeds, fewer episodes."""
 
     @field_validator("stages", "seeds")
     @classmethod
@@ -239,6 +241,9 @@ class Decoding(_Strict):
     max_new_tokens: int = Field(48, ge=1, le=8192)
     samples: int = Field(512, ge=1, le=100_000)
     """Replies sampled per information state where the played policy cannot be read exactly."""
+
+
+AgentConfig.model_rebuild()
 
 
 class ExperimentConfig(_Strict):

@@ -62,12 +62,13 @@ def _lookup(config: ExperimentConfig, cell: Cell) -> tuple[DomainConfig, AgentCo
 
 # -------------------------------------------------------------------------------------- audits
 
-def audit(config: ExperimentConfig, domain: DomainConfig, game, policy, split: str) -> dict:
+def audit(config: ExperimentConfig, domain: DomainConfig, game, policy, split: str, agent: AgentConfig | None = None) -> dict:
     """`sepo eval` of `policy` on the split's episodes (seeds from `seeds.split_seed`)."""
     from sepo.evaluation.evaluate import EvalConfig, evaluate
     from sepo.objective.sepo import Lambdas
 
-    episodes = config.episodes.validation if split == "validation" else config.episodes.test
+    counts = agent.episodes if agent is not None and agent.episodes is not None else config.episodes
+    episodes = counts.validation if split == "validation" else counts.test
     eval_config = EvalConfig(protocol=config.protocol, episodes=episodes, seed=split_seed(config.eval_seed, split),
                              lambdas=Lambdas(*domain.safety_lambdas), replicates=config.replicates)
     return evaluate(game, policy, eval_config)
@@ -226,8 +227,8 @@ class _Auditor:
     """Audits candidates on both splits, keeping each candidate's audit in its own file so that
     a resumed language-model cell does not audit a checkpoint twice."""
 
-    def __init__(self, config, domain, game, work: Path):
-        self.config, self.domain, self.game, self.folder = config, domain, game, work / "audits"
+    def __init__(self, config, domain, agent, game, work: Path):
+        self.config, self.domain, self.agent, self.game, self.folder = config, domain, agent, game, work / "audits"
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def done(self, label: str) -> bool:
@@ -236,7 +237,7 @@ class _Auditor:
     def __call__(self, label: str, policy) -> None:
         """`policy` is a policy, or a callable making a fresh one: a language model gets a fresh
         reader per split, so the test audit reuses no reply drawn for validation."""
-        results = {split: audit(self.config, self.domain, self.game, policy() if callable(policy) else policy, split)
+        results = {split: audit(self.config, self.domain, self.game, policy() if callable(policy) else policy, split, self.agent)
                    for split in ("validation", "test")}
         atomic_write_json(self.folder / f"{label}.json", results)
 
@@ -258,7 +259,7 @@ def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:
         shutil.rmtree(work)  # a killed tabular or audit-only cell is redone from scratch
     work.mkdir(parents=True, exist_ok=True)
     game = get_domain(domain.name).game(config.protocol, **domain.params)
-    auditor = _Auditor(config, domain, game, work)
+    auditor = _Auditor(config, domain, agent, game, work)
     if agent.kind == "tabular":
         for label, policy in _tabular_candidates(config, domain, agent, cell, game, work):
             auditor(label, policy)

@@ -35,10 +35,12 @@ def check_disjoint(config) -> None:
     """Refuse a config whose validation and test episodes would share a seed in any domain."""
     from sepo.games import get_domain
 
+    counts = [config.episodes, *(a.episodes for a in config.agents if a.episodes is not None)]
+    most_validation, most_test = max(c.validation for c in counts), max(c.test for c in counts)
     for domain in config.domains:
         game = get_domain(domain.name).game(config.protocol, **domain.params)
-        validation = episode_seeds(game, config.protocol, split_seed(config.eval_seed, "validation"), config.episodes.validation)
-        test = episode_seeds(game, config.protocol, split_seed(config.eval_seed, "test"), config.episodes.test)
+        validation = episode_seeds(game, config.protocol, split_seed(config.eval_seed, "validation"), most_validation)
+        test = episode_seeds(game, config.protocol, split_seed(config.eval_seed, "test"), most_test)
         shared = validation & test
         if shared:
             raise SepoError(f"episodes: validation and test episodes of {domain.name} share {len(shared)} seeds "

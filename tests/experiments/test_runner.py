@@ -121,3 +121,13 @@ def test_the_ray_backend_on_a_local_instance_gives_the_local_backends_table(tmp_
         ray.shutdown()
     assert summary["ran"] == summary["cells"] == 3
     assert _rows(tmp_path / "ray") == _rows(tmp_path / "local")
+
+
+def test_an_agents_own_episode_counts_are_checked_for_shared_seeds_too():
+    import yaml
+
+    data = yaml.safe_load(tiny_config())
+    data["protocol"] = "paper"
+    data["agents"].append({"name": "ref", "kind": "fixed", "spec": "uniform", "episodes": {"validation": 1, "test": 1001}})
+    with pytest.raises(SepoError, match="share"):
+        check_disjoint(validate_config(data))
