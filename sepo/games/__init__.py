@@ -10,6 +10,7 @@ from sepo.games.registry import (PROTOCOLS, Domain, Param, check_protocol, defau
 register("kuhn", "sepo.games.kuhn:DOMAIN")
 register("auction", "sepo.games.auction:DOMAIN")
 register("ipd", "sepo.games.ipd:DOMAIN")
+register("negotiation", "sepo.games.negotiation:DOMAIN")
 
 
 def load_game(name: str, protocol: str = "rigorous", **params) -> Game:

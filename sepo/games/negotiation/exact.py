@@ -1,0 +1,170 @@
+"""The exact adversarial best response in split bargaining (the domain's `ExactSolver`).
+
+The agent's behaviour is a table over the game's information states (`game.info_keys()`: every
+joint demand history, K² = 81 joint demands a round for demands 1-9, or the last `memory`
+rounds of it), read from any policy with one batched call at the canonical decisions
+(`decisions()`: each key at the earliest round it occurs). The generic DP of
+`sepo.metrics.repeated` gives the adversarial gap max_σ E[u_O − u_A] per round, the best
+response payoff max_σ E[u_O] per round with the agent's payoff against it, the maximising
+opponent, and ∂gap/∂table with the maximiser held fixed.
+
+With `memory=n` the DP runs on (round, last n rounds) states: exact for any agent that
+remembers at most n rounds (the paper's bots need one), and the gap of the memory-n policy that
+plays like the agent at the canonical decisions otherwise. Language models can instead be read
+round by round (`evaluate_agent(agent, threshold)`), pruning branches below the threshold with
+the error bound reported.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.games.base import Decision
+from sepo.games.negotiation.rules import SplitBargaining
+from sepo.metrics.exact import ExactResult
+from sepo.metrics.repeated import AgentTree, HistoryTable, RepeatedResult, dense_histories, read_agent, solve, tree_from_levels
+from sepo.policies.base import Policy
+
+
+def key_rows(own: np.ndarray, other: np.ndarray, memory: int | None, k: int) -> np.ndarray:
+    """Row of each history's key in `game.info_keys()` order ("start", then every remembered
+    history of length 1, 2, ... in base-k² order); `own`, `other`: [n, t] action indices."""
+    t = own.shape[1]
+    length = t if memory is None else min(t, memory)
+    base = k * k
+    offset = sum(base**l for l in range(length))
+    joint = k * own[:, t - length:] + other[:, t - length:]
+    code = np.zeros(own.shape[0], dtype=np.int64)
+    for column in range(length):
+        code = code * base + joint[:, column]
+    return offset + code
+
+
+class NegotiationSolver:
+    """Exact DP over the joint-demand tree of one split-bargaining game, the agent in seat 0."""
+
+    value_name = "adversarial_gap"
+
+    def __init__(self, game: SplitBargaining, agent_player: int = 0):
+        self.game = game
+        self.agent_player = agent_player
+        self.k = game.num_demands
+        self.stage = game.stage_game(agent_player)
+        self.keys = tuple(game.info_keys())
+        self._row = {key: i for i, key in enumerate(self.keys)}
+        self._decisions: list[Decision] | None = None
+        if game.memory is None:
+            self.method = (f"exact DP over the joint-demand tree ({game.rounds} rounds, {self.k ** 2} joint demands a round, "
+                           f"{len(self.keys)} agent histories)")
+        else:
+            self.method = (f"exact DP over (round, last {game.memory} rounds) states: exact for agents that remember at most "
+                           f"{game.memory} rounds")
+
+    # -- the agent's information states ---------------------------------------------------------
+    def decisions(self) -> list[Decision]:
+        """One decision per information-state key, at the first round where it occurs."""
+        if self._decisions is None:
+            k, memory = self.k, self.game.memory
+            depth = self.game.rounds - 1 if memory is None else min(memory, self.game.rounds - 1)
+            decisions = []
+            for level in dense_histories(self.stage, depth + 1, None):
+                for row in level.tolist():
+                    decisions.append(self.game.decision_after(tuple((j // k, j % k) for j in row), self.agent_player))
+            assert tuple(d.info_key for d in decisions) == self.keys
+            self._decisions = decisions
+        return self._decisions
+
+    def _rows(self, queries) -> np.ndarray:
+        return np.array([self._row[self.game.history_key(self.game.remembered(history))] for _, history in queries], dtype=np.int64)
+
+    def _check(self, table) -> np.ndarray:
+        table = np.asarray(table, dtype=float)
+        if table.shape != (len(self.keys), self.k):
+            raise SepoError(f"a split-bargaining action table has shape ({len(self.keys)}, {self.k}), got {table.shape}")
+        return table
+
+    def tree(self, table) -> AgentTree:
+        """The agent's table on every DP state (rows found by vectorised key arithmetic)."""
+        k, memory = self.k, self.game.memory
+        return tree_from_levels(self.stage, self.game.rounds, lambda t, h: table[key_rows(h // k, h % k, memory, k)], memory)
+
+    def solve_table(self, table, threshold: float = 0.0) -> RepeatedResult:
+        table = self._check(table)
+        if threshold:
+            return solve(read_agent(self.stage, self.game.rounds, lambda q: table[self._rows(q)], self.game.memory, threshold))
+        return solve(self.tree(table))
+
+    # -- the ExactSolver interface ----------------------------------------------------------------
+    def evaluate(self, table, threshold: float = 0.0) -> ExactResult:
+        return self.result(self.solve_table(table, threshold))
+
+    def result(self, solved: RepeatedResult) -> ExactResult:
+        return ExactResult(
+            value=solved.gap, value_name=self.value_name, br_payoff=solved.br_payoff, agent_payoff=solved.br_agent_payoff,
+            method=self.method + (f", branches below agent reach {solved.threshold:g} pruned" if solved.threshold else ""),
+            exact=solved.gap_bound == 0.0, pruning_bound=solved.gap_bound,
+            extra={"br_pruning_bound": solved.br_bound, "agent_payoff_vs_gap_maximiser": solved.gap_agent_payoff,
+                   "opponent_payoff_vs_gap_maximiser": solved.gap_opponent_payoff, "states": solved.states})
+
+    def best_response(self, table) -> Policy:
+        """The gap-maximising opponent (against it, the pool's exploit score is the gap)."""
+        return self._response(self.solve_table(table))
+
+    def _response(self, solved: RepeatedResult) -> HistoryTable:
+        names = self.game.action_names
+        return HistoryTable(solved.gap_table, "BestResponse", [f"{name}-" for name in names], names)
+
+    def gradient(self, table) -> np.ndarray:
+        """∂gap/∂table[key, action] with the maximiser held fixed, summed over the states of each key."""
+        solved = self.solve_table(table)
+        out = np.zeros((len(self.keys), self.k))
+        for rows, grad in zip(self._tree_rows(), solved.gradient):
+            np.add.at(out, rows, grad)
+        return out
+
+    def own_reach(self, table) -> np.ndarray:
+        """The agent's own probability of the demands leading to each key, summed over the
+        histories (and rounds) where the key occurs, each opponent demand counted with probability 1."""
+        tree = self.tree(self._check(table))
+        out, reach = np.zeros(len(self.keys)), np.ones(1)
+        for t, (rows, level) in enumerate(zip(self._tree_rows(), tree.levels)):
+            np.add.at(out, rows, reach)
+            if t + 1 < self.game.rounds:
+                weight = np.repeat((reach[:, None] * level.probs)[:, :, None], self.k, axis=2)
+                reach = np.bincount(level.children.reshape(-1), weights=weight.reshape(-1), minlength=len(tree.levels[t + 1].probs))
+        return out
+
+    def _tree_rows(self) -> list[np.ndarray]:
+        k, memory = self.k, self.game.memory
+        return [key_rows(level // k, level % k, memory, k) for level in dense_histories(self.stage, self.game.rounds, memory)]
+
+    # -- costly agents, read round by round --------------------------------------------------------
+    def evaluate_agent(self, agent: Policy, threshold: float = 0.0) -> tuple[ExactResult, HistoryTable]:
+        """Read the policy `agent` plays (`policy_estimate`: exact, or estimated from a sampled text
+        agent's replies) one batched call per round, not expanding branches the agent reaches with
+        probability below `threshold`, and solve. Returns the result and the gap-maximising opponent."""
+        from sepo.policies.text_policy import policy_estimate
+
+        if threshold == 0.0 or self.game.memory is not None:
+            if threshold and self.game.memory is not None:
+                raise SepoError("--threshold needs the full history tree; drop --memory to prune")
+            table = policy_estimate(agent, self.decisions()).table()
+            solved = self.solve_table(table)
+            return self.result(solved), self._response(solved)
+
+        def reader(queries):
+            decisions = {}
+            for _, history in queries:
+                key = self.game.history_key(history)
+                if key not in decisions:
+                    decisions[key] = self.game.decision_after(history, self.agent_player)
+            table = policy_estimate(agent, list(decisions.values())).table()
+            rows = {key: i for i, key in enumerate(decisions)}
+            return table[[rows[self.game.history_key(h)] for _, h in queries]]
+
+        solved = solve(read_agent(self.stage, self.game.rounds, reader, None, threshold))
+        return self.result(solved), self._response(solved)
+
+
+def solver(game: SplitBargaining) -> NegotiationSolver:
+    return NegotiationSolver(game)
