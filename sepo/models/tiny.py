@@ -9,7 +9,8 @@ exactly like a real model from the Hub, so every command that takes a model id t
 Design points:
 - Byte-level BPE is lossless (any text round-trips, newlines included, so the strict parsers see
   exactly what the model wrote), and every action word of every domain is one token both at the
-  start of a line and after a space; `init_tiny_model` checks that and fails otherwise.
+  start of a line and after a space (a numeral: one token per digit, the space apart, as Qwen2's
+  pre-tokenizer splits digits); `init_tiny_model` checks that and fails otherwise.
 - Line tokens: every line of the system prompts and every line that recurs in the corpus (a
   prompt's state lines, its "Legal actions: ..." line) is added as one ordinary (non-special)
   token, so a whole decision is ~40 tokens instead of ~270 and each state feature is one distinct
@@ -94,9 +95,12 @@ def train_tokenizer(texts: Sequence[str], words: Iterable[str], vocab_size: int 
     if lines:
         tokenizer.add_tokens([AddedToken(line, special=False, normalized=False) for line in lines])
     for word in words:
+        # Qwen2's pre-tokenizer isolates every digit, so a numeral is one token per digit and a
+        # space before it stays a token of its own, as in every Qwen tokenizer
+        length = len(word) if word.isdigit() else 1
         for spelling in (word, " " + word, "\n" + word):
             ids = tokenizer.encode(spelling).ids
-            expected = 1 if spelling == word or spelling.startswith(" ") else 2
+            expected = length if spelling == word else length + 1 if word.isdigit() or spelling.startswith("\n") else 1
             if len(ids) != expected:
                 raise ValueError(
                     f"tiny tokenizer: action word {spelling!r} is not a single token ({ids}); raise vocab_size"
