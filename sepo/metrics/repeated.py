@@ -123,12 +123,11 @@ def _dense_children(stage: StageGame, sizes: list[int], rounds: int) -> list[np.
     k = n_a * n_o
     children = []
     for t, n in enumerate(sizes):
-        codes = np.arange(n)[:, None] * k + np.arange(k)[None, :]
         if t + 1 < rounds:
-            codes = codes % sizes[t + 1]  # a full memory drops its oldest joint action
-        else:
-            codes = np.full_like(codes, -1)  # the last round has no next round
-        children.append(codes.reshape(n, n_a, n_o))
+            codes = (np.arange(n)[:, None] * k + np.arange(k)[None, :]) % sizes[t + 1]  # a full memory drops its oldest joint action
+            children.append(codes.reshape(n, n_a, n_o))
+        else:  # the last round has no next round: a read-only view, no memory (the largest level)
+            children.append(np.broadcast_to(np.int64(-1), (n, n_a, n_o)))
     return children
 
 

@@ -16,7 +16,7 @@ def sft_model(tmp_path_factory):
     from sepo.training.sft_data import generate_traces, write_sft_dataset
 
     root = tmp_path_factory.mktemp("llm")
-    tiny = init_tiny_model(root / "tiny", seed=0)
+    tiny = init_tiny_model(root / "tiny", seed=0, domains=["kuhn"])  # the same model whatever other games are registered
     write_sft_dataset(generate_traces("kuhn", "paper", 20, 0), root / "data", 0)
     return run_sft(SFTRunConfig(model=str(tiny), data=str(root / "data"), epochs=1, learning_rate=3e-3), root / "sft").model
 

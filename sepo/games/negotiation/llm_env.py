@@ -1,0 +1,107 @@
+"""Split bargaining as a per-decision training environment for language-model SEPO.
+
+A training prompt is one decision of the agent met on-policy: matches are played between the
+agent's current action table (the model read at the solver's canonical prompts) and the
+rollout opponents of the tabular environment (the train pool and the current gap maximiser,
+see `training.py`), and every agent decision becomes a context that keeps the whole joint
+history. Its prompt shows that whole history. A completion's payoff to go is the exact
+expectation of the rest of the match given its demand: the opponent's demand this round, then
+the agent's table and the opponent for the remaining rounds, a variance-free stand-in for
+sampling the rest (train opponents' payoffs scaled by (n + 1)/n, none against the maximiser, as
+in the tabular environment). Its collusion is a greedy demand against a collusive partner, its
+externality the round's expected welfare loss (`events.py`). The table is keyed by the game's
+`memory` (1 by default), so the continuation treats the model as the memory-m policy it plays at
+the canonical prompts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sepo.games.negotiation.bots import DemandSpec
+from sepo.games.negotiation.events import greedy_threshold, round_externality
+from sepo.games.negotiation.exact import key_rows
+from sepo.games.negotiation.rollouts import play_matches
+from sepo.games.negotiation.training import MaximiserBot, NegotiationTrainingEnvironment
+
+
+@dataclass(frozen=True)
+class DecisionContext:
+    """One agent decision: its row in the solver's table, the joint history (agent action,
+    opponent action) so far, and the opponent (index into the train pool; n = the maximiser)."""
+
+    info_row: int
+    history: tuple
+    opponent_index: int
+
+
+class NegotiationLLMEnvironment:
+    """Split bargaining's side of language-model SEPO (`Domain.llm_training`)."""
+
+    def __init__(self, game, train_specs, collusive_specs):
+        self.game = game
+        self.tabular = NegotiationTrainingEnvironment(game, train_specs, collusive_specs)
+        self.solver = self.tabular.solver
+        self.spec = DemandSpec.of(game)
+        n = len(self.tabular.opponents)
+        self.weight = np.append(np.full(n, (n + 1) / n), 0.0)
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray:
+        return self.tabular.training_reach(table)
+
+    def exact_metrics(self, table: np.ndarray) -> dict:
+        return {"utility_exact": self.tabular.exact_metrics(table)["utility"]}
+
+    def _opponents(self, table):
+        return [*self.tabular.opponents, MaximiserBot(self.tabular.solved(table), self.game)]
+
+    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+        table = np.asarray(table, dtype=float)
+        rounds = self.game.rounds
+        matches_count = max(1, -(-count // rounds))
+        opponent_of = rng.integers(len(self.weight), size=matches_count)
+        played = play_matches(self.game, table, self._opponents(table), opponent_of, rng.random((matches_count, rounds, 2)))
+        return [DecisionContext(int(played.rows[m, t]), tuple(zip(played.own[m, :t].tolist(), played.other[m, :t].tolist())),
+                                int(opponent_of[m]))
+                for m in range(matches_count) for t in range(rounds)]
+
+    def training_decision(self, context: DecisionContext, rng: np.random.Generator):
+        return self.game.decision_after(context.history, 0)
+
+    def _opponent_probs(self, opponent, history) -> np.ndarray:
+        own = np.array([[o for _, o in history]], dtype=np.int64).reshape(1, len(history)) + self.spec.low
+        other = np.array([[a for a, _ in history]], dtype=np.int64).reshape(1, len(history)) + self.spec.low
+        return opponent.probabilities(own, other, self.spec)[0]
+
+    def _to_go(self, table, opponent, history) -> float:
+        """The agent's expected payoff over the rounds after `history`."""
+        if len(history) >= self.game.rounds:
+            return 0.0
+        k = self.game.num_demands
+        agent = np.array([[a for a, _ in history]], dtype=np.int64).reshape(1, len(history))
+        other = np.array([[o for _, o in history]], dtype=np.int64).reshape(1, len(history))
+        mine = table[key_rows(agent, other, self.game.memory, k)[0]]
+        return sum(p * self._after(table, opponent, history, a) for a, p in enumerate(mine) if p > 0)
+
+    def _after(self, table, opponent, history, action) -> float:
+        stage = self.tabular.stage
+        total = 0.0
+        for o, q in enumerate(self._opponent_probs(opponent, history)):
+            if q > 0:
+                total += q * (stage[action, o] + self._to_go(table, opponent, history + ((action, o),)))
+        return total
+
+    def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
+        """(exact payoff to go, collusion event, expected welfare loss this round) of `action`."""
+        table = np.asarray(table, dtype=float)
+        opponent = self._opponents(table)[context.opponent_index]
+        weight = self.weight[context.opponent_index]
+        value = self._after(table, opponent, context.history, action)
+        probs = self._opponent_probs(opponent, context.history)
+        demands = np.arange(self.game.num_demands) + self.spec.low
+        loss = round_externality(np.full(len(demands), float(action + self.spec.low)), demands.astype(float), self.game.pie,
+                                 self.game.breakdown_cost, None)
+        collusive = context.opponent_index < len(self.tabular.is_collusive) and self.tabular.is_collusive[context.opponent_index]
+        greedy = float(collusive and action + self.spec.low >= greedy_threshold(self.game.pie, "rigorous"))
+        return weight * value, weight * greedy, weight * float(probs @ loss)

@@ -1,0 +1,150 @@
+"""Split bargaining as a training environment for the exact tabular SEPO trainer.
+
+The agent is a table over the game's information states (the last `memory` rounds: 82 keys
+with the default memory 1 and demands 1-9). A group shares its opponent, drawn uniformly from
+the train pool plus one more entry, the exact gap maximiser of the current policy; a rollout is
+one whole match (return from the start, per round). Why the maximiser: the attribution can only
+train states that rollouts visit, and the paper's train bots only ever demand 5, 6 or 8, so the
+states after any other opponent demand, where the maximiser takes its gains, would never be
+trained. As in the paper's per-pool credit, maximiser rollouts carry no utility and train
+rollouts' utility (and events) are scaled by (n + 1)/n, so the expected update is still that of
+s·u − λe·s·e with u against the train pool. Collusion is the greedy-demand rate against a train
+opponent that is also a collusive partner, externality the per-round welfare loss (`events.py`,
+the rigorous definitions). The training reach ρ(I) is the expected number of visits to key I per
+rollout under that mixture, computed exactly by forward passes over (round, last m rounds)
+states (m covers the agent's memory and every bot's), so the per-rollout charge (g − Σπg)/ρ
+makes E[E_r ∇log P(r)] the exact gradient of the adversarial gap.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.games.negotiation.bots import DemandSpec, NegotiationBot
+from sepo.games.negotiation.events import greedy_threshold, round_externality
+from sepo.games.negotiation.exact import NegotiationSolver, key_rows
+from sepo.games.negotiation.rollouts import play_matches
+from sepo.metrics.repeated import RepeatedResult, dense_histories
+from sepo.training.environment import Rollouts
+
+
+def forward_levels(game, stage, opponents: list[NegotiationBot]):
+    """Per round of the (round, last m rounds) states, m the largest memory of the agent's keys and
+    of the bots: the agent's key rows, each bot's demand probabilities [bots, n, K], and each state's
+    child for every joint action [n, K²] (-1 after the last round)."""
+    depths = [bot.classifier.get("memory_depth", np.inf) for bot in opponents]
+    memory = None if game.memory is None or max(depths, default=0) == np.inf else max(game.memory, *map(int, depths), 0)
+    if memory is not None and memory >= game.rounds:
+        memory = None
+    k, spec = game.num_demands, DemandSpec.of(game)
+    histories = dense_histories(stage, game.rounds, memory)
+    levels = []
+    for t, h in enumerate(histories):
+        own, other = h // k, h % k
+        rows = key_rows(own, other, game.memory, k)
+        bots = np.stack([bot.probabilities(other + spec.low, own + spec.low, spec) for bot in opponents]) if opponents else None
+        if t + 1 < game.rounds:
+            children = (np.arange(len(h))[:, None] * k * k + np.arange(k * k)[None, :]) % len(histories[t + 1])
+        else:
+            children = np.full((len(h), k * k), -1)
+        levels.append((rows, bots, children))
+    return levels
+
+
+class NegotiationTrainingEnvironment:
+    def __init__(self, game, train_specs, collusive_specs):
+        self.game = game
+        self.solver = NegotiationSolver(game)
+        self.keys = self.solver.keys
+        self.k = game.num_demands
+        self.legal = np.ones((len(self.keys), self.k), dtype=bool)
+        self.scale = game.payoff_scale
+        self.opponents = [spec.build(game) for spec in train_specs]
+        for spec, bot in zip(train_specs, self.opponents):
+            if not isinstance(bot, NegotiationBot):
+                raise SepoError(f"the tabular split-bargaining trainer plays the domain's bots only; {spec.label!r} is not one")
+        collusive = {spec.label for spec in collusive_specs}
+        self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
+        self.stage = game.stage_payoffs()
+        self._levels = forward_levels(game, self.solver.stage, self.opponents)
+        self._maximiser_levels = forward_levels(game, self.solver.stage, [])
+        self._solved: tuple[bytes, RepeatedResult] | None = None
+
+    def solved(self, table: np.ndarray) -> RepeatedResult:
+        """The exact solution at `table` (kept for the step's several uses)."""
+        table = np.asarray(table, dtype=float)
+        if self._solved is None or self._solved[0] != table.tobytes():
+            self._solved = (table.tobytes(), self.solver.solve_table(table))
+        return self._solved[1]
+
+    def _forward(self, table: np.ndarray, levels, opponents: list[np.ndarray]):
+        """Expected visits per key and expected payoff per round against each opponent, given as
+        its demand probabilities per level ([opponents, n, K] per round)."""
+        visits = np.zeros((len(opponents[0]), len(self.keys)))
+        payoff = np.zeros(len(opponents[0]))
+        reach = np.ones((len(opponents[0]), 1))
+        for t, ((rows, _, children), bots) in enumerate(zip(levels, opponents)):
+            for o in range(len(reach)):
+                np.add.at(visits[o], rows, reach[o])
+            joint = reach[:, :, None, None] * table[rows][None, :, :, None] * bots[:, :, None, :]  # [o, n, a, b]
+            payoff += (joint * self.stage).sum((1, 2, 3))
+            if t + 1 < self.game.rounds:
+                size = len(levels[t + 1][0])
+                flat = joint.reshape(len(reach), -1)
+                reach = np.stack([np.bincount(children.reshape(-1), weights=f, minlength=size) for f in flat])
+        return visits, payoff / self.game.rounds
+
+    def _train_forward(self, table):
+        return self._forward(table, self._levels, [bots for _, bots, _ in self._levels])
+
+    def _maximiser_forward(self, table):
+        choices = self.solved(table).gap_table.actions
+        onehot = [np.eye(self.k)[choice][None] for choice in choices]
+        return self._forward(table, self._maximiser_levels, onehot)
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray:
+        """ρ(I): expected visits per rollout, the opponent uniform over the train bots and the maximiser."""
+        table = np.asarray(table, dtype=float)
+        return np.concatenate([self._train_forward(table)[0], self._maximiser_forward(table)[0]]).mean(0)
+
+    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
+        table = np.asarray(table, dtype=float)
+        n_bots = len(self.opponents)
+        group_opponent = rng.integers(n_bots + 1, size=groups)  # index n_bots: the gap maximiser
+        group_of = np.repeat(np.arange(groups), group_size)
+        opponent_of = group_opponent[group_of]
+        maximiser = MaximiserBot(self.solved(table), self.game)
+        matches = play_matches(self.game, table, [*self.opponents, maximiser], opponent_of,
+                               rng.random((len(group_of), self.game.rounds, 2)))
+        low = self.game.min_demand
+        own, other = matches.own + low, matches.other + low
+        train = (opponent_of < n_bots) * (n_bots + 1) / n_bots
+        externality = train * round_externality(own, other, self.game.pie, self.game.breakdown_cost, None).mean(1)
+        greedy = (own >= greedy_threshold(self.game.pie, "rigorous")).mean(1)
+        collusive = np.append(self.is_collusive, False)[opponent_of]
+        return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of,
+                        train * matches.payoff[:, :, 0].mean(1), np.where(collusive, train * greedy, 0.0), externality)
+
+    def exact_metrics(self, table: np.ndarray) -> dict:
+        table = np.asarray(table, dtype=float)
+        result = self.solver.evaluate(table)
+        return {"utility": float(self._train_forward(table)[1].mean()), result.value_name: result.value,
+                "br_payoff": result.br_payoff}
+
+
+class MaximiserBot(NegotiationBot):
+    """The gap maximiser's table as a vectorised bot for `play_matches`: its demand at each
+    (round, last m rounds) state of the solver."""
+
+    name = "BestResponse"
+    classifier = {"memory_depth": None, "stochastic": False}
+
+    def __init__(self, solved: RepeatedResult, game):
+        self.actions, self.memory, self.k = solved.gap_table.actions, game.memory, game.num_demands
+
+    def probabilities(self, own, other, spec):
+        t = own.shape[1]
+        agent, mine = other - spec.low, own - spec.low  # the table is keyed from the agent's side
+        length = t if self.memory is None else min(t, self.memory)
+        index = key_rows(agent, mine, self.memory, self.k) - sum((self.k * self.k) ** l for l in range(length))
+        return np.eye(self.k)[self.actions[t][index]]
