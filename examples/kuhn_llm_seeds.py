@@ -3,9 +3,11 @@
     .venv/bin/python examples/kuhn_llm_seeds.py --sft runs/kuhn_tiny/sft/model --out runs/seeds [--seeds 0 1 2]
 
 For each seed, trains `per-rollout` (λe = 5) and `none` for `--steps` steps and measures the final
-model's exact exploitability and utility against the train pool (from its scored action table).
-Prints each run, then per method the mean, a 95% t-interval over seeds, and the change relative
-to the SFT model. Writes everything to OUT/seeds.json.
+model's policy as it plays it: the distribution of its parsed action at temperature 1 (the
+training decoding), estimated from `final_samples` replies per state at training prompts, with
+the exact exploitability of that policy, its resampling interval, and the exact utility against
+the train pool. Prints each run, then per method the mean, a 95% t-interval over seeds, and the
+change relative to the SFT model. Writes everything to OUT/seeds.json.
 """
 from __future__ import annotations
 
@@ -35,25 +37,42 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--lambda-e", type=float, default=5.0)
+    parser.add_argument("--table-samples", type=int, default=64, help="replies per state for each step's policy")
+    parser.add_argument("--final-samples", type=int, default=512, help="replies per state for the final measurement")
+    parser.add_argument("--runs-only", action="store_true", help="train the runs only (no SFT baseline, no summary); "
+                        "a later call without it reads the finished runs")
     args = parser.parse_args()
     out = Path(args.out)
-
-    from sepo.policies.hf import load_hf_model
-
-    model, tokenizer, _ = load_hf_model(args.sft, None, device="cpu", dtype="float32")
-    baseline = SEPOEnvironment(LLMSEPOConfig(model=args.sft), tokenizer, None).measure(model)
-    print(f"SFT model: exploitability {baseline['exploitability']:.4f}, utility {baseline['utility_exact']:.4f}")
 
     runs = []
     for seed in args.seeds:
         for penalty, lam in (("per-rollout", args.lambda_e), ("none", 0.0)):
-            config = LLMSEPOConfig(model=args.sft, penalty=penalty, lambda_e=lam, steps=args.steps, seed=seed)
-            summary = run_llm_sepo(config, out / f"{penalty}_seed{seed}")
+            config = LLMSEPOConfig(model=args.sft, penalty=penalty, lambda_e=lam, steps=args.steps, seed=seed,
+                                   table_samples=args.table_samples, final_samples=args.final_samples)
+            run_dir = out / f"{penalty}_seed{seed}"
+            done = run_dir / "summary.json"  # a finished run is read, not retrained
+            summary = json.loads(done.read_text()) if done.exists() else run_llm_sepo(config, run_dir)
             runs.append({"penalty": penalty, "seed": seed, "exploitability": summary["exploitability"],
+                         "exploitability_ci": summary["exploitability_ci"], "policy": summary["policy"],
                          "utility": summary["utility_exact"]})
-            print(f"{penalty:12s} seed {seed}: exploitability {summary['exploitability']:.4f}, utility {summary['utility_exact']:.4f}")
+            low, high = summary["exploitability_ci"]
+            print(f"{penalty:12s} seed {seed}: exploitability {summary['exploitability']:.4f} [{low:.4f}, {high:.4f}] "
+                  f"({summary['policy']}), utility {summary['utility_exact']:.4f}", flush=True)
 
-    report = {"sft": {k: baseline[k] for k in ("exploitability", "utility_exact")}, "runs": runs, "methods": {}}
+    if args.runs_only:
+        return
+
+    from sepo.policies.hf import load_hf_model
+
+    model, tokenizer, _ = load_hf_model(args.sft, None, device="cpu", dtype="float32")
+    baseline = SEPOEnvironment(LLMSEPOConfig(model=args.sft, final_samples=args.final_samples), tokenizer,
+                               None).measure(model)
+    low, high = baseline["exploitability_ci"]
+    print(f"SFT model: exploitability {baseline['exploitability']:.4f} [{low:.4f}, {high:.4f}] ({baseline['policy']}), "
+          f"utility {baseline['utility_exact']:.4f}")
+
+    report = {"sft": {k: baseline[k] for k in ("exploitability", "exploitability_ci", "policy", "utility_exact")},
+              "runs": runs, "methods": {}}
     for penalty in ("per-rollout", "none"):
         e = [r["exploitability"] for r in runs if r["penalty"] == penalty]
         u = [r["utility"] for r in runs if r["penalty"] == penalty]

@@ -18,6 +18,7 @@ from sepo.cli.common import (at_least, choice_enum, console, print_json as _prin
                              seed_option, user_errors, value_of)
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, agent_help, game_params_for, with_game_params
 from sepo.cli.serve import serve_command
+from sepo.cli.text_options import policy_line, text_agent_options, with_decoding
 from sepo.errors import SepoError, brief
 from sepo.games import PROTOCOLS
 from sepo.objective.sepo import PENALTY_MODES, REWARD_SCALINGS
@@ -70,6 +71,7 @@ AGENT_HELP = agent_help()
 @app.command("eval")
 @user_errors
 @with_game_params
+@with_decoding()
 def eval_command(
     agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
@@ -82,8 +84,13 @@ def eval_command(
     pools: Optional[Path] = typer.Option(None, "--pools", help="YAML/JSON file defining train/exploiter/collusive pools."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     game_params: dict = None,
+    decoding: dict = None,
 ):
-    """Audit an agent against a game's opponent pools: metrics with 95% bootstrap intervals."""
+    """Audit an agent against a game's opponent pools: metrics with 95% bootstrap intervals.
+
+    A text agent's policy (behind the exact value, the best response and safety) is the
+    distribution of the action it plays under the decoding given here: exact under greedy
+    decoding, else estimated from --samples replies per state with an interval."""
     from sepo.evaluation.evaluate import EvalConfig, evaluate
     from sepo.games import load_game
     from sepo.objective.sepo import Lambdas
@@ -94,7 +101,7 @@ def eval_command(
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed, lambdas=Lambdas(lambda_e, lambda_c, lambda_x),
                         pools=load_pools(game, pools) if pools else None)
-    policy = load_agent(agent, the_game)
+    policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
     with _progress(as_json) as bar:
         task = bar.add_task(f"eval {agent}", total=None)
         result = evaluate(the_game, policy, config,
@@ -117,6 +124,8 @@ def eval_command(
                           "exact" if ci is None else f"[{ci[0]:.4f}, {ci[1]:.4f}]")
     console.print(table)
     console.print(f"utility unit: {result['utility_unit']}; safety uses {result['safety_uses']}")
+    if result.get("policy"):
+        console.print(policy_line(result["policy"], result.get("decoding")))
     for note in result["notes"]:
         console.print(f"note: {note}")
 
@@ -130,6 +139,7 @@ def _help(name: str) -> str:
 @app.command("train")
 @user_errors
 @with_game_params
+@with_decoding(training=True)
 def train_command(
     out: Path = typer.Option(..., "--out", help="Run folder: created fresh, or resumed if it holds this same run (see docs/runs.md)."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
@@ -150,7 +160,9 @@ def train_command(
     report_to: ReportTo = typer.Option("none", "--report-to", help="hf: TRL/transformers logging integration."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    protocol: Protocol = typer.Option("rigorous", "--protocol", help=_help("protocol")),
     game_params: dict = None,
+    decoding: dict = None,
 ):
     """Train with SEPO or its ablations (constant, none); the run folder resumes after a kill.
 
@@ -169,20 +181,29 @@ def train_command(
     given = {"game": game, "game_params": game_params_for(game, game_params), "penalty": value_of(penalty),
              "lambda_e": lambda_e, "lambda_c": lambda_c, "lambda_x": lambda_x, "seed": seed, "steps": steps,
              "groups": groups, "group_size": group_size, "learning_rate": learning_rate,
-             "scale_rewards": value_of(scale_rewards) if scale_rewards is not None else None}
+             "scale_rewards": value_of(scale_rewards) if scale_rewards is not None else None,
+             "protocol": value_of(protocol)}
     given = {k: v for k, v in given.items() if v is not None}
     if hf:
         from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 
-        config = LLMSEPOConfig(model=policy[3:], lora=lora, beta=beta, use_cpu=not gpu, report_to=value_of(report_to), **given)
+        text = text_agent_options(given["protocol"], seed, **decoding)
+        d = text.decoding
+        config = LLMSEPOConfig(model=policy[3:], lora=lora, beta=beta, use_cpu=not gpu, report_to=value_of(report_to),
+                               temperature=d.temperature, top_p=d.top_p, top_k=d.top_k, max_new_tokens=d.max_new_tokens,
+                               repetition_penalty=d.repetition_penalty, enable_thinking=d.enable_thinking,
+                               **({"table_samples": text.samples} if "samples" in decoding else {}), **given)
         summary = run_llm_sepo(config, out, overwrite=overwrite)
         if summary["extended_from"] is not None:
             console.print(f"extended the finished run from {summary['extended_from']} to {config.steps} steps "
                           "(allowed: the LLM trainer's learning rate is constant and its draws are keyed by step)")
         value = summary.get("exact_value", "exploitability")
-        console.print(f"done: {summary['steps']} steps; {value} {summary.get(value, float('nan')):.4f} (exact, from the model's "
-                      f"reply-scored action table); model at {out / 'model'}")
+        low, high = summary.get(f"{value}_ci", (float("nan"), float("nan")))
+        console.print(f"done: {summary['steps']} steps; {value} {summary.get(value, float('nan')):.4f} [{low:.4f}, {high:.4f}] "
+                      f"of the played policy ({summary.get('policy')}); model at {out / 'model'}")
         return
+    if decoding:
+        raise SepoError(f"--{next(iter(decoding)).replace('_', '-')} applies to language models (--policy hf:MODEL) only")
     from sepo.reports.plots import plot_runs
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
@@ -303,56 +324,76 @@ def sft_command(
 @app.command("exploit")
 @user_errors
 @with_game_params
+@with_decoding()
 def exploit_command(
     agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    protocol: str = typer.Option("rigorous", "--protocol", help="Prompt style the agent is read under: rigorous or paper."),
+    protocol: Protocol = typer.Option("rigorous", "--protocol", help="Prompt style (and, for text agents, default "
+                                      "decoding) the agent is read under: rigorous or paper."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (with the best response's table)."),
     threshold: float = typer.Option(0.0, "--threshold", help="Prune branches the agent reaches with probability below "
                                     "this (solvers that read the agent round by round); the error bound is reported."),
+    seed: int = seed_option("Seed of a text agent's sampled replies (>= 0)."),
     game_params: dict = None,
+    decoding: dict = None,
 ):
     """Exact value of an agent from the game's solver: exploitability (zero-sum) or adversarial gap,
     the best responder's payoff and the agent's payoff against it, the pruning bound and the method."""
+    from sepo.evaluation.evaluate import exact_metrics
     from sepo.games import load_game
     from sepo.metrics.exact import solver_for
-    from sepo.policies.specs import load_agent, policy_table
+    from sepo.policies.specs import load_agent
+    from sepo.policies.text_policy import policy_estimate
 
+    protocol = value_of(protocol)
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
     solver = solver_for(the_game)
     if solver is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
+    policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
+    decoding_record = policy.decoding.record() if getattr(policy, "decoding", None) is not None else None
     if threshold:
         read_pruned = getattr(solver, "evaluate_agent", None)
         if read_pruned is None:
             raise SepoError(f"the {game} solver reads whole tables; --threshold does not apply")
         if not 0.0 < threshold < 1.0:
             raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
-        result, response = read_pruned(load_agent(agent, the_game), threshold)
-        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(), "threshold": threshold}
+        result, response = read_pruned(policy, threshold)
+        record = getattr(policy, "last_estimate", None)
+        record = record.record() if record is not None else {"policy": "exact", "exact": True}
+        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(), "threshold": threshold,
+               "policy": record, "decoding": decoding_record}
         if as_json:
             out["best_response"] = response.to_json()
             _print_json(out)
             return
-        _print_exact(agent, game, result)
+        _print_exact(agent, game, result, record, decoding_record)
         return
     decisions = solver.decisions()
-    table = policy_table(load_agent(agent, the_game), decisions)
-    if table is None:
-        raise SepoError(f"agent {agent!r} cannot give action probabilities, which exact values need")
+    try:
+        estimate = policy_estimate(policy, decisions)
+    except NotImplementedError:
+        raise SepoError(f"agent {agent!r} cannot give action probabilities, which exact values need") from None
+    table = estimate.table()
     result = solver.evaluate(table)
     out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
-           "information_states": len(decisions)}
+           "information_states": len(decisions), "policy": estimate.record(), "decoding": decoding_record}
+    interval = None
+    if not estimate.exact:  # the sampling interval of the estimated policy's value, as `sepo eval` gives it
+        interval = exact_metrics(the_game, estimate, [], solver, seed=seed)["ci"][result.value_name]
+        out["ci"] = {result.value_name: interval}
     if as_json:
         response = solver.best_response(table)
         if hasattr(response, "to_json"):
             out["best_response"] = response.to_json()
         _print_json(out)
         return
-    _print_exact(agent, game, result)
+    _print_exact(agent, game, result, estimate.record(), decoding_record, interval)
 
 
-def _print_exact(agent: str, game: str, result) -> None:
+def _print_exact(agent: str, game: str, result, policy: dict, decoding: dict | None, interval=None) -> None:
+    """The solver's values; the policy table's provenance (exact or estimated) and the solver's
+    exactness (pruning) are separate rows."""
     table_out = Table(title=f"{agent} in {game}: exact values ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)
@@ -361,8 +402,12 @@ def _print_exact(agent: str, game: str, result) -> None:
             *result.extra.items()]
     for name, value in rows:
         table_out.add_row(name, f"{value:.6g}")
-    table_out.add_row("exact", "yes" if result.exact else "no (a lower bound)")
+    if interval is not None:
+        table_out.add_row(f"{result.value_name} 95% interval", f"[{interval[0]:.6g}, {interval[1]:.6g}] (policy sampling)")
+    table_out.add_row("policy table", policy["policy"])
+    table_out.add_row("solver", "exact" if result.exact else "a lower bound (pruned; see pruning bound)")
     console.print(table_out)
+    console.print(policy_line(policy, decoding))
 
 
 @app.command("frontier")

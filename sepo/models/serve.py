@@ -18,7 +18,9 @@ replies whatever else is being served. A request without a seed gets one drawn f
 own seeded generator.
 
 Also: `GET /v1/models` (the one served model), `GET /health`, and `GET /sepo/stats` (requests
-received, answered, failed and stalled, for tests and monitoring). Fault injection for tests:
+received, answered, failed and stalled, for tests and monitoring; `?idle=1&answered=N&timeout=S`
+waits, without polling, until no request is in flight and at least N were answered, or S seconds
+passed). Fault injection for tests:
 `fail_every=k` answers every k-th chat request with status 500, `stall_every=k` holds every k-th
 request `stall_seconds` before answering it (a client with a shorter timeout retries).
 
@@ -29,9 +31,11 @@ for no capability the command uses.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -95,11 +99,26 @@ class ServerStats:
     completions: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
+    """Held to change the counts; every change notifies `wait`ers (`with stats.changing():` ... )."""
 
     def record(self) -> dict:
         with self.lock:
             return {k: v for k, v in self.__dict__.items() if k != "lock"}
+
+    @contextlib.contextmanager
+    def changing(self):
+        """Hold the lock to change counts; waiters are woken afterwards."""
+        with self.lock:
+            yield
+            self.lock.notify_all()
+
+    def wait(self, *, idle: bool = False, answered: int = 0, timeout: float = 60.0) -> dict:
+        """The counts once no request is in flight (`idle`) and at least `answered` were answered,
+        or after `timeout` seconds (the caller checks the counts)."""
+        with self.lock:
+            self.lock.wait_for(lambda: (not idle or self.in_flight == 0) and self.answered >= answered, timeout)
+            return self.record()
 
 
 class ChatModel:
@@ -214,7 +233,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, {"object": "list", "data": [
                 {"id": self.server.chat.name, "object": "model", "created": 0, "owned_by": "sepo"}]})
         if path == "/sepo/stats":
-            return self._send(200, self.server.stats.record())
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            if not query:
+                return self._send(200, self.server.stats.record())
+            try:
+                wait = {"idle": query.get("idle", ["0"])[0] == "1", "answered": int(query.get("answered", ["0"])[0]),
+                        "timeout": min(600.0, float(query.get("timeout", ["60"])[0]))}
+            except ValueError:
+                return self._error(400, "stats: answered must be an integer and timeout a number", "invalid_request_error")
+            return self._send(200, self.server.stats.wait(**wait))
         return self._error(404, f"no route {path!r}", "not_found")
 
     def do_POST(self):
@@ -223,7 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._drain()
             return self._error(404, f"no route {path!r}", "not_found")
         stats = self.server.stats
-        with stats.lock:
+        with stats.changing():
             stats.requests += 1
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
@@ -231,7 +258,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._chat(number)
         finally:
-            with stats.lock:
+            with stats.changing():
                 stats.in_flight -= 1
 
     def _chat(self, number: int):
@@ -240,11 +267,11 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         if self.server.fail_every and number % self.server.fail_every == 0:
-            with stats.lock:
+            with stats.changing():
                 stats.failed += 1
             return self._error(500, f"injected failure (request {number})", "server_error")
         if self.server.stall_every and number % self.server.stall_every == 0:
-            with stats.lock:
+            with stats.changing():
                 stats.stalled += 1
             time.sleep(self.server.stall_seconds)
         try:
@@ -260,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
         if request.stream:
             return self._invalid("stream=true is not supported")
         if request.model != self.server.chat.name:
-            with stats.lock:
+            with stats.changing():
                 stats.invalid += 1
             return self._error(404, f"model {request.model!r} is not served here (serving {self.server.chat.name!r})",
                                "model_not_found")
@@ -272,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.server.log:
                 self.server.log(f"generation failed: {_first_line(error)}")
             return self._error(500, f"generation failed: {_first_line(error)}", "server_error")
-        with stats.lock:
+        with stats.changing():
             stats.answered += 1
             stats.completions += len(response["choices"])
             stats.prompt_tokens += response["usage"]["prompt_tokens"]
@@ -288,7 +315,7 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _invalid(self, message: str):
-        with self.server.stats.lock:
+        with self.server.stats.changing():
             self.server.stats.invalid += 1
         return self._error(400, message, "invalid_request_error")
 

@@ -65,6 +65,18 @@ PAPER_DECODING = Decoding(temperature=0.8, top_p=0.95, top_k=50, max_new_tokens=
 256 new tokens by default; its training also used top-k 50)."""
 
 
+def decoding_for(protocol: str, **overrides) -> Decoding:
+    """The decoding of a command: the paper's under `--protocol paper`, else `Decoding()`
+    (temperature 1, no filters, 48 new tokens), with every option the user gave (not None)
+    replacing the protocol's value."""
+    base = PAPER_DECODING if protocol == "paper" else Decoding()
+    given = {name: value for name, value in overrides.items() if value is not None}
+    unknown = set(given) - set(asdict(base))
+    if unknown:
+        raise SepoError(f"unknown decoding options: {', '.join(sorted(unknown))}")
+    return Decoding(**{**asdict(base), **given})
+
+
 @dataclass(frozen=True)
 class Reply:
     """One generated reply. `finished` is False when generation stopped at the token limit

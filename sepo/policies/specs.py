@@ -20,8 +20,8 @@ from sepo.errors import SepoError
 from sepo.games.base import Decision, Game
 from sepo.games.registry import domain_of
 from sepo.policies.base import Policy
-from sepo.policies.replies import Decoding
 from sepo.policies.tabular import TabularPolicy
+from sepo.policies.text_policy import TextAgentOptions
 
 KINDS = ("uniform", "bot", "tabular", "run", "hf", "openai")
 
@@ -35,8 +35,10 @@ class UniformPolicy(Policy):
         return {a: 1.0 / len(decision.legal_actions) for a in decision.legal_actions}
 
 
-def load_agent(spec: str, game: Game, decoding: Decoding | None = None) -> Policy:
-    """The policy named by `spec` for `game`; a clear error for anything unknown."""
+def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None) -> Policy:
+    """The policy named by `spec` for `game`; a clear error for anything unknown. `text` sets how
+    a text agent (hf:, run: with a model, openai:) decodes, estimates its policy and handles
+    replies that do not parse (default: `TextAgentOptions()`)."""
     kind, _, arg = spec.partition(":")
     domain = domain_of(game)
     if kind in domain.agents:
@@ -53,13 +55,15 @@ def load_agent(spec: str, game: Game, decoding: Decoding | None = None) -> Polic
     if kind == "tabular":
         return _load_tabular(arg, game)
     if kind == "run":
-        return _load_run(Path(arg), game)
+        return _load_run(Path(arg), game, text)
     if kind == "hf":
-        return _hf_agent(arg, game)
+        return _hf_agent(arg, game, text)
     if kind == "openai":
         from sepo.policies.endpoint import EndpointAgent, parse_endpoint_spec
 
-        return EndpointAgent(*parse_endpoint_spec(arg), game.text, decoding)
+        text = text or TextAgentOptions()
+        return EndpointAgent(*parse_endpoint_spec(arg), game.text, text.decoding, failure_rule=text.failure_rule,
+                             samples=text.samples, seed=text.seed)
     kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH",
              "openai:MODEL@URL"]
     raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
@@ -75,17 +79,20 @@ def _load_tabular(path: str, game: Game) -> TabularPolicy:
     return TabularPolicy.load(path, keys_of(decisions), num_actions=max(len(d.legal_actions) for d in decisions))
 
 
-def _hf_agent(path: str, game: Game) -> Policy:
-    """A language model that plays by writing replies (sampled at temperature 1, parsed strictly,
-    failures resolved by forced decoding and counted)."""
+def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None) -> Policy:
+    """A language model that plays by writing replies under the given decoding (default:
+    temperature 1, 48 new tokens), parsed strictly, failures resolved by the named rule (default
+    forced decoding) and counted; its policy is the distribution of the played action."""
     from sepo.policies.hf import HFPolicy
 
-    return HFPolicy(path, game.text, mode="sample", failure_rule="forced", temperature=1.0, max_new_tokens=48)
+    text = text or TextAgentOptions()
+    return HFPolicy(path, game.text, mode="sample", decoding=text.decoding, failure_rule=text.failure_rule,
+                    samples=text.samples, seed=text.seed)
 
 
-def _load_run(run_dir: Path, game: Game) -> Policy:
+def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None) -> Policy:
     if (run_dir / "model").is_dir():
-        return _hf_agent(str(run_dir / "model"), game)
+        return _hf_agent(str(run_dir / "model"), game, text)
     from sepo.training.tabular import load_run_policy
 
     return load_run_policy(run_dir)

@@ -32,12 +32,32 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.base import Decision
 from sepo.policies.base import Choice, Policy, _sample_index
-from sepo.policies.replies import Reply, ReplySource, parse_reply
+from sepo.policies.replies import Decoding, Reply, ReplySource, parse_reply
 
 FAILURE_RULES = ("forced", "fallback", "random-legal")
 DEFAULT_SAMPLES = 512
 """Replies per state for an estimated policy: enough that a scripted agent sampling an exact Nash
 equilibrium gets an exploitability interval [0, ≤ 0.02] (tests/policies/test_text_policy.py)."""
+
+
+@dataclass(frozen=True)
+class TextAgentOptions:
+    """How a command builds any text agent (a local model, an endpoint model): its decoding,
+    the replies per state of its estimated policy, the failure rule, and the seed."""
+
+    decoding: Decoding = field(default_factory=Decoding)
+    samples: int = DEFAULT_SAMPLES
+    failure_rule: str = "forced"
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.failure_rule not in FAILURE_RULES:
+            raise SepoError(f"failure rule must be one of {', '.join(FAILURE_RULES)}; got {self.failure_rule!r}")
+        if self.samples < 1:
+            raise SepoError(f"replies per state must be >= 1, got {self.samples}")
+
+    def record(self) -> dict:
+        return {"decoding": self.decoding.record(), "replies_per_state": self.samples, "failure_rule": self.failure_rule}
 
 
 @dataclass
@@ -124,6 +144,8 @@ class TextPolicy(Policy):
         if samples < 1:
             raise SepoError(f"replies per state must be >= 1, got {samples}")
         self.source = self if source is None else source
+        if source is not None:
+            self.decoding = source.decoding
         if failure_rule == "forced" and not callable(getattr(self.source, "forced_actions", None)):
             raise SepoError(f"{getattr(self.source, 'name', 'this agent')} cannot do forced decoding; "
                             "use failure rule 'fallback' or 'random-legal'")
@@ -138,6 +160,7 @@ class TextPolicy(Policy):
         self.met: dict[str, dict[str, list]] = {}
         self._reply_cache: dict[str, list[Reply]] = {}
         self._last_failed: list[int] = []
+        self.last_estimate: PolicyEstimate | None = None
 
     # ------------------------------------------------------------------ the rules
 
@@ -227,8 +250,12 @@ class TextPolicy(Policy):
 
     def estimate(self, decisions: list[Decision], prompts: Sequence[Sequence[Decision]] | None = None) -> PolicyEstimate:
         """The policy at `decisions` (see module doc). `prompts[i]`, if given, lists the prompts
-        at which state i's replies are drawn (one reply each; repeats allowed)."""
-        decisions = list(decisions)
+        at which state i's replies are drawn (one reply each; repeats allowed). The latest is
+        kept as `last_estimate` (its label goes into outputs that read the agent piecewise)."""
+        self.last_estimate = self._estimate(list(decisions), prompts)
+        return self.last_estimate
+
+    def _estimate(self, decisions: list[Decision], prompts) -> PolicyEstimate:
         if prompts is None:
             groups = self._met_groups(decisions)
             flat = [d for group in groups for d, _ in group]
@@ -294,12 +321,16 @@ class TextPolicy(Policy):
         need: Counter = Counter(keys)
         missing = {key: need[key] - len(self._reply_cache.get(key, [])) for key in need}
         todo = [(key, d) for key, d in dict(zip(keys, prompts)).items() if missing[key] > 0]
-        if todo:
-            width = max(missing[key] for key, _ in todo)
-            seed = int(np.random.SeedSequence([self._estimate_seed, len(self._reply_cache), sum(missing.values())])
-                       .generate_state(1)[0])
-            fresh = self.source.replies([d for _, d in todo], width, seed)
-            for (key, _), group in zip(todo, fresh):
+        # one batched call per distinct number of missing replies, so no prompt gets more replies
+        # than it needs (prompts met at different rates need very different numbers)
+        by_width: dict[int, list] = {}
+        for key, d in todo:
+            by_width.setdefault(missing[key], []).append((key, d))
+        total, cached = sum(max(0, m) for m in missing.values()), len(self._reply_cache)
+        for width, group_todo in sorted(by_width.items()):
+            seed = int(np.random.SeedSequence([self._estimate_seed, cached, total, width]).generate_state(1)[0])
+            fresh = self.source.replies([d for _, d in group_todo], width, seed)
+            for (key, _), group in zip(group_todo, fresh):
                 self._reply_cache.setdefault(key, []).extend(group)
         used: Counter = Counter()
         out = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from sepo.errors import SepoError
-from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode
+from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_collusion_charge, check_penalty_mode
 
 
 def option(default=None, help: str = "", **kwargs):
@@ -39,6 +39,8 @@ class SEPOConfig:
     train_pool: list = option(None, "Train-pool entries (bot specs); default: the domain's paper pool.")
     collusive_pool: list = option(None, "Collusive-pool entries; default: the domain's paper pool.")
     seed: int = option(0, "Seed of every random draw of the run.")
+    protocol: str = option("rigorous", "rigorous, or paper (the paper's decoding for language models, and the "
+                                       "domain's paper accounting of events, e.g. a collusion charge).")
 
     def __post_init__(self):
         from sepo.games.registry import default_game, get_domain
@@ -47,15 +49,19 @@ class SEPOConfig:
             self.game = default_game()
         if self.train_pool is None or self.collusive_pool is None:
             domain = get_domain(self.game)
-            pools = domain.pools("rigorous", domain.game("rigorous", **self.game_params))
+            pools = domain.pools(self.protocol, domain.game(self.protocol, **self.game_params))
             if self.train_pool is None:
                 self.train_pool = list(pools.get("train", []))
             if self.collusive_pool is None:
                 self.collusive_pool = list(pools.get("collusive", []))
 
     def validate(self):
+        from sepo.games.registry import get_domain
+
         check_penalty_mode(self.penalty)
         Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
+        domain = get_domain(self.game)
+        check_collusion_charge(self.protocol, self.lambda_c, domain, domain.game(self.protocol, **self.game_params))
         if self.scale_rewards not in REWARD_SCALINGS:
             raise SepoError(f"unknown reward scaling {self.scale_rewards!r}; use {', '.join(REWARD_SCALINGS)}")
         for name in ("steps", "groups"):

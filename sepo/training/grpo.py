@@ -2,10 +2,13 @@
 has an LLM training environment (`Domain.llm_training`, see `sepo.training.environment`).
 
 Design: per-decision prompts chosen on-policy by a `rollout_func`. Each step:
-  1. Read the model's action table at the solver's information states (its probability of each
-     legal action's canonical reply, one batched forward pass) and compute the exact
-     exploitability attribution at that table (`sepo.objective.attribution`), as the tabular
-     trainer does.
+  1. Read the model's policy at the solver's information states: the distribution of the action
+     it plays under the configured decoding (the one its completions are sampled with), at
+     training prompts, estimated from `table_samples` replies per state (exact under greedy
+     decoding), unparsable replies playing the `fallback` action as they do in step 3. Compute
+     the exact exploitability attribution at that table (`sepo.objective.attribution`), as the
+     tabular trainer does: charges, on-policy decisions and logged values all come from the
+     policy the completions are drawn from.
   2. The domain plays episodes between that table and the train pool; every agent decision met is
      a candidate prompt, so prompts arrive with their on-policy frequency. `groups` of them are
      drawn; each is one GRPO group of `group_size` completions sharing the hidden state.
@@ -37,11 +40,13 @@ from pathlib import Path
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import Decision
 from sepo.games.registry import get_domain
 from sepo.objective.attribution import exploitation_attribution
+from sepo.metrics.bootstrap import boundary_interval
 from sepo.objective.sepo import sepo_rewards
 from sepo.opponents.pools import parse_bot
+from sepo.policies.replies import Decoding, Reply, parse_reply
+from sepo.policies.text_policy import DEFAULT_SAMPLES, PolicyEstimate
 from sepo.runs import check_out_path, open_run
 from sepo.training.checkpoint import MetricsLog
 from sepo.training.config import SEPOConfig, option
@@ -63,6 +68,12 @@ class LLMSEPOConfig(SEPOConfig):
     beta: float = option(0.0, "KL coefficient to the starting model.")
     temperature: float = option(1.0, "Sampling temperature of the completions.")
     max_new_tokens: int = option(48, "Longest completion in tokens.")
+    top_p: float = option(1.0, "Nucleus sampling mass of the completions.")
+    top_k: int = option(0, "Top-k filter of the completions (0 = off).")
+    repetition_penalty: float = option(1.0, "Repetition penalty of the completions.")
+    enable_thinking: bool | None = option(None, "The chat template's enable_thinking switch (None: its default).")
+    table_samples: int = option(64, "Replies per information state for each step's estimate of the played policy.")
+    final_samples: int = option(DEFAULT_SAMPLES, "Replies per information state for the final model's policy.")
     invalid_penalty: float = option(1.0, "Reward subtracted from a completion that does not parse.")
     lora: bool = option(False, "Train a LoRA adapter (merged into the saved model).")
     lora_r: int = option(16, "LoRA rank.")
@@ -83,26 +94,20 @@ class LLMSEPOConfig(SEPOConfig):
         for name in ("max_new_tokens", "lora_r", "save_steps"):
             if getattr(self, name) < 1:
                 raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.table_samples < 1 or self.final_samples < 1:
+            raise SepoError("table_samples and final_samples must be >= 1")
+        self.decoding()
         if not 0 <= self.seed < 2**32:
             raise SepoError(f"seed must be in [0, 2**32), got {self.seed}")
         if self.report_to not in ("none", "tensorboard"):
             raise SepoError(f"unknown --report-to {self.report_to!r}; use none or tensorboard")
         return self
 
-
-def reply_table(policy, decisions: list[Decision]) -> np.ndarray:
-    """`[len(decisions), 2]`: P(action) ∝ P(canonical reply of the action, then end of turn)."""
-    eos = [policy.tokenizer.eos_token_id] if policy.tokenizer.eos_token_id is not None else []
-    prompts, continuations = [], []
-    for decision in decisions:
-        prompt = policy.prompt_ids(decision)
-        for action in decision.legal_actions:
-            prompts.append(prompt)
-            continuations.append(policy._ids(policy.defuse(policy.text.canonical_reply(decision, action))) + eos)
-    scores = np.array([lp.sum() for lp in policy.sequence_logprobs(prompts, continuations)]).reshape(len(decisions), -1)
-    scores -= scores.max(1, keepdims=True)
-    probs = np.exp(scores)
-    return probs / probs.sum(1, keepdims=True)
+    def decoding(self) -> Decoding:
+        """The decoding completions are sampled with, and at which the policy is measured."""
+        return Decoding(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                        max_new_tokens=self.max_new_tokens, repetition_penalty=self.repetition_penalty,
+                        enable_thinking=self.enable_thinking)
 
 
 class SEPOEnvironment:
@@ -114,20 +119,49 @@ class SEPOEnvironment:
         self.tokenizer = tokenizer
         self.log = log
         domain = get_domain(config.game)
-        self.game = domain.game("rigorous", **config.game_params)
+        self.game = domain.game(config.protocol, **config.game_params)
         train = [parse_bot(config.game, e) for e in config.train_pool]
         collusive = [parse_bot(config.game, e) for e in config.collusive_pool]
         self.domain_env = domain.llm_training(self.game, train, collusive)
         self.solver = self.domain_env.solver
         self.scale = self.game.payoff_scale
         self.canonical = self.solver.decisions()
+        self.row_contexts = self._row_contexts()
         self.last_step_metrics: dict = {}
 
-    def policy(self, model):
+    def _row_contexts(self) -> list[list]:
+        """Training contexts at each information state (row of the solver's decisions), met by
+        playing the legal-uniform table against the train pool: the hidden states at which the
+        played policy is read (a row never met is read at its canonical decision)."""
+        table = np.zeros((len(self.canonical), max(len(d.legal_actions) for d in self.canonical)))
+        for i, d in enumerate(self.canonical):
+            table[i, : len(d.legal_actions)] = 1 / len(d.legal_actions)
+        contexts = self.domain_env.sample_contexts(table, 32 * len(self.canonical),
+                                                   np.random.default_rng([self.config.seed, 0xC0E7]))
+        rows: list[list] = [[] for _ in self.canonical]
+        for context in contexts:
+            rows[context.info_row].append(context)
+        return rows
+
+    def policy(self, model, samples: int | None = None):
         from sepo.policies.hf import HFPolicy
 
+        c = self.config
         return HFPolicy(model, self.game.text, mode="sample", tokenizer=self.tokenizer, failure_rule="fallback",
-                        temperature=self.config.temperature, max_new_tokens=self.config.max_new_tokens, device=None)
+                        decoding=c.decoding(), samples=samples or c.table_samples, seed=c.seed, device=None)
+
+    def played_policy(self, policy, samples: int, rng: np.random.Generator) -> PolicyEstimate:
+        """The policy the model plays in training: at each information state, the distribution of
+        the action of `samples` replies at training prompts (drawn from that state's contexts),
+        under the configured decoding, unparsable replies playing the fallback action."""
+        prompts = []
+        for decision, contexts in zip(self.canonical, self.row_contexts):
+            if not contexts:
+                prompts.append([decision] * samples)
+                continue
+            picks = rng.integers(len(contexts), size=samples)
+            prompts.append([self.domain_env.training_decision(contexts[k], rng) for k in picks])
+        return policy.estimate(self.canonical, prompts=prompts)
 
     def table_metrics(self, table: np.ndarray) -> dict:
         result = self.solver.evaluate(table)
@@ -135,15 +169,28 @@ class SEPOEnvironment:
                 **self.domain_env.exact_metrics(table)}
 
     def measure(self, model) -> dict:
-        """Exact metrics of the model's current action table (reply-scored at the solver's states)."""
-        table = reply_table(self.policy(model), self.canonical)
-        return {**self.table_metrics(table), "table": table.tolist()}
+        """Exact metrics of the model's played policy (`played_policy` with `final_samples`
+        replies per state), with the interval of the solver's value when it is estimated."""
+        c = self.config
+        estimate = self.played_policy(self.policy(model, c.final_samples), c.final_samples,
+                                      np.random.default_rng([c.seed, 0xF17A1]))
+        table = estimate.table()
+        metrics = self.table_metrics(table)
+        name = self.solver.value_name
+        if estimate.exact:
+            low = high = metrics[name]
+        else:
+            values = np.array([self.solver.evaluate(t).value for t in estimate.resample(1000, c.seed)])
+            low, high = boundary_interval(metrics[name], values)
+        return {**metrics, f"{name}_ci": [low, high], "table": table.tolist(), "policy": estimate.label,
+                "decoding": c.decoding().record()}
 
     def rollout(self, prompts: list, trainer) -> dict:
         c = self.config
         step = trainer.state.global_step
         policy = self.policy(trainer.accelerator.unwrap_model(trainer.model))
-        table = reply_table(policy, self.canonical)
+        estimate = self.played_policy(policy, c.table_samples, np.random.default_rng([c.seed, step, 0x7AB1E]))
+        table = estimate.table()
         charge = exploitation_attribution(table, self.solver.gradient(table), self.domain_env.training_reach(table))
 
         # Everything a group shares is keyed by (seed, step, prompt), never by position in this
@@ -158,13 +205,13 @@ class SEPOEnvironment:
 
         prompt_ids = [policy.prompt_ids(decisions[p]) for p in prompts]
         seed = int(np.random.default_rng([c.seed, step, trainer.accelerator.process_index, 0x6E4]).integers(2**31))
-        completions = [group[0] for group in policy.generate(prompt_ids, 1, seed=seed)]
+        completions = [group[0] for group in policy.generate(prompt_ids, 1, seed=seed)]  # the same decoding
 
         fields = {k: [] for k in ("utility", "exploit", "collusion", "externality", "invalid", "group")}
         for prompt, completion in zip(prompts, completions):
             context, decision = chosen[prompt], decisions[prompt]
-            parsed = self.game.text.parse(completion.text, decision)
-            action = parsed.action if parsed.ok else decision.legal_actions[0]  # the "fallback" rule
+            parsed = parse_reply(self.game.text, Reply(completion.text, completion.finished), decision)
+            action = parsed.action if parsed.ok else decision.legal_actions[0]  # the "fallback" rule, as in the table
             utility, collusion, externality = self.domain_env.outcome(table, context, decision, action)
             fields["utility"].append(utility)
             fields["exploit"].append(float(charge[context.info_row, decision.legal_actions.index(action)]))
@@ -175,7 +222,8 @@ class SEPOEnvironment:
         self.last_step_metrics = {
             "step": step, **self.table_metrics(table),
             "invalid_rate": _global_mean(trainer.accelerator, fields["invalid"]), "table": table.tolist(),
-        }  # the table this step's rollouts were drawn from (before its update)
+            "policy": estimate.label,
+        }  # the policy this step's rollouts were drawn from (before its update)
         # TRL averages and logs its `_metrics` (to metrics.jsonl, the console and --report-to backends)
         for name in (self.solver.value_name, "utility_exact", "invalid_rate"):
             if name in self.last_step_metrics:
@@ -278,7 +326,9 @@ def _grpo_args(config: LLMSEPOConfig, out: Path):
         args = GRPOConfig(
             output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
             num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,
-            temperature=config.temperature, max_completion_length=config.max_new_tokens, scale_rewards=config.scale_rewards,
+            temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
+            repetition_penalty=config.repetition_penalty, max_completion_length=config.max_new_tokens,
+            scale_rewards=config.scale_rewards,
             use_cpu=config.use_cpu, bf16=False, logging_steps=1, save_strategy="steps",
             save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
             dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,

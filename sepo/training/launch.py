@@ -44,6 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beta", type=float, default=defaults["beta"])
     p.add_argument("--temperature", type=float, default=defaults["temperature"])
     p.add_argument("--max-new-tokens", type=int, default=defaults["max_new_tokens"])
+    p.add_argument("--top-p", type=float, default=defaults["top_p"])
+    p.add_argument("--top-k", type=int, default=defaults["top_k"])
+    p.add_argument("--repetition-penalty", type=float, default=defaults["repetition_penalty"])
+    p.add_argument("--samples", type=int, default=defaults["table_samples"],
+                   help="Replies per information state for each step's policy.")
+    p.add_argument("--final-samples", type=int, default=defaults["final_samples"],
+                   help="Replies per information state for the final model's measured policy.")
+    p.add_argument("--protocol", default=defaults["protocol"], choices=["rigorous", "paper"])
     p.add_argument("--scale-rewards", default=defaults["scale_rewards"], choices=["group", "batch", "none"])
     p.add_argument("--invalid-penalty", type=float, default=defaults["invalid_penalty"])
     p.add_argument("--lora", action="store_true")
@@ -65,7 +73,9 @@ def config_from_args(args: argparse.Namespace):
         steps=args.steps, groups=args.groups, group_size=args.group_size, learning_rate=args.lr, beta=args.beta,
         temperature=args.temperature, max_new_tokens=args.max_new_tokens, scale_rewards=args.scale_rewards,
         invalid_penalty=args.invalid_penalty, lora=args.lora, lora_r=args.lora_r, seed=args.seed,
-        save_steps=args.save_steps, use_cpu=not args.gpu, report_to=args.report_to,
+        save_steps=args.save_steps, use_cpu=not args.gpu, report_to=args.report_to, top_p=args.top_p, top_k=args.top_k,
+        repetition_penalty=args.repetition_penalty, table_samples=args.samples, final_samples=args.final_samples,
+        protocol=args.protocol,
         **({"optimizer": args.optimizer} if hasattr(args, "optimizer") else {}),
     ).validate()
 

@@ -84,7 +84,7 @@ class TabularSEPOTrainer:
         self.run = out if isinstance(out, RunDir) else None
         self.out = out.root if isinstance(out, RunDir) else Path(out)
         domain = get_domain(config.game)
-        game = domain.game("rigorous", **config.game_params)
+        game = domain.game(config.protocol, **config.game_params)
         train = [parse_bot(config.game, entry) for entry in config.train_pool]
         collusive = [parse_bot(config.game, entry) for entry in config.collusive_pool]
         self.env = domain.training(game, train, collusive)

@@ -3,14 +3,13 @@ loopback address: an audit completes through a server that answers one request i
 500, is reproducible, and after a kill resumes asking the server only for what is missing."""
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,13 +19,11 @@ pytest.importorskip("openai")
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from sepo.cli.main import app, eval_command  # noqa: E402
+from sepo.cli.main import app  # noqa: E402
 from sepo.models.tiny import init_tiny_model  # noqa: E402
 from tests.serving import get  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-needs_decoding_options = pytest.mark.skipif("temperature" not in inspect.signature(eval_command).parameters,
-                                            reason="`sepo eval` has no --temperature yet")
 DECODING = ["--temperature", "0", "--max-new-tokens", "8"]
 EVAL = ["eval", "--agent", "AGENT", "--episodes", "2", "--seed", "3", *DECODING, "--json"]
 
@@ -49,17 +46,20 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def flaky_server(tiny, tmp_path_factory):
-    """`sepo serve` on a free loopback port, failing every fifth chat request with 500."""
-    model = tiny
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(_sepo("--threads", "1", "serve", "--model", str(model), "--name", "tiny", "--port", "0",
-                                         "--fail-every", "5"), stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
+    """`sepo serve` on a free loopback port, failing every fifth chat request with 500. Its
+    output is read line by line until it names its address (then drained by a thread)."""
+    process = subprocess.Popen(_sepo("--threads", "1", "serve", "--model", str(tiny), "--name", "tiny", "--port", "0",
+                                     "--fail-every", "5"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=_env(), cwd=ROOT)
     try:
-        deadline = time.monotonic() + 180
-        while not (match := re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text())):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        seen = []
+        for line in process.stdout:
+            seen.append(line)
+            if match := re.search(r"http://127\.0\.0\.1:\d+/v1", line):
+                break
+        else:
+            pytest.fail("sepo serve exited without serving:\n" + "".join(seen))
+        threading.Thread(target=process.stdout.read, daemon=True).start()
         yield match.group(0)
     finally:
         process.send_signal(signal.SIGINT)
@@ -69,10 +69,17 @@ def flaky_server(tiny, tmp_path_factory):
             process.kill()
 
 
+def _stats(url: str, **wait) -> dict:
+    """The server's counts; with `idle=1` / `answered=N` the server answers once they hold (it
+    waits on a condition, no polling)."""
+    query = "&".join(f"{k}={v}" for k, v in {**wait, "timeout": 300}.items()) if wait else ""
+    return get(url.removesuffix("/v1") + "/sepo/stats" + (f"?{query}" if query else ""))
+
+
 def _answered(url: str) -> int:
     """Requests answered so far, once none is in flight (a killed client's last request may still be running)."""
-    while (stats := get(url.removesuffix("/v1") + "/sepo/stats"))["in_flight"]:
-        time.sleep(0.05)
+    stats = _stats(url, idle=1)
+    assert stats["in_flight"] == 0
     return stats["answered"]
 
 
@@ -97,11 +104,10 @@ def _metrics(result: dict) -> str:
 
 
 @pytest.mark.slow  # about 150 requests, one at a time, and three processes: minutes on a busy CPU
-@needs_decoding_options
 def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_server, tmp_path):
     url = flaky_server
     full, asked = _eval(url, tmp_path / "full")
-    stats = get(url.removesuffix("/v1") + "/sepo/stats")
+    stats = _stats(url)
     assert stats["failed"] >= asked // 5 - 1 > 0  # one request in five failed, the audit still completed
     usage = full["agent_record"]["usage"]
     assert usage["requests"] == asked and usage["retries"] >= 1 and usage["completion_tokens"] > 0
@@ -116,9 +122,8 @@ def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_
     args = ["openai:tiny@" + url if a == "AGENT" else a for a in EVAL]
     process = subprocess.Popen(_sepo("--threads", "1", *args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=_env(SEPO_CACHE_DIR=str(cache)), cwd=ROOT)
-    while get(url.removesuffix("/v1") + "/sepo/stats")["answered"] - before < asked // 2:
-        assert process.poll() is None
-        time.sleep(0.05)
+    assert _stats(url, answered=before + asked // 2)["answered"] >= before + asked // 2
+    assert process.poll() is None
     process.kill()
     process.wait()
     kept = sum(1 for line in next(cache.iterdir()).read_text().splitlines() if line.endswith("}"))
@@ -129,7 +134,6 @@ def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_
 
 
 @pytest.mark.slow  # the local model and the served one each play the whole audit
-@needs_decoding_options
 def test_greedy_audit_through_sepo_serve_equals_the_local_hf_agent(tiny, flaky_server, tmp_path):
     """Same model, seed and flags: the same result file. Both use the fallback rule here: the
     endpoint's forced decoding sees the 20 alternatives the API returns, the local one the whole

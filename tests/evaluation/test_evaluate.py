@@ -96,3 +96,37 @@ def test_card_conditioned_frequencies_match_the_policy():
 def test_bad_episode_count_is_refused():
     with pytest.raises(SepoError, match="episodes"):
         _audit("nash", episodes=0)
+
+
+def test_a_sampling_text_agent_is_audited_at_its_played_policy_with_an_interval():
+    """A scripted text agent whose replies (reason line, then the action) sample the Nash
+    equilibrium: the audit's exploitability is that of the played policy, estimated, with an
+    interval that reaches the true value 0; the decoding and the label are in the result."""
+    from tests.policies.test_text_policy import NASH, ScriptedAgent
+
+    from sepo.policies.text_policy import DEFAULT_SAMPLES, TextPolicy
+
+    game = load_game("kuhn")
+    agent = TextPolicy(ScriptedAgent(NASH), failure_rule="fallback", seed=3)
+    result = evaluate(game, agent, EvalConfig(episodes=10, replicates=1000))
+    assert result["policy"]["policy"] == f"estimated ({DEFAULT_SAMPLES} replies per state)"
+    assert result["policy"]["distinct_prompts"] > 12  # read at the prompts met in play, not one per state
+    low, high = result["ci"]["exploitability"]
+    assert low == 0.0 <= result["exploitability"] <= high <= 0.02
+    assert result["decoding"]["temperature"] == 1.0
+    assert "of the estimated" in result["safety_uses"]
+    s_low, s_high = result["ci"]["safety"]
+    assert s_low <= result["safety"] <= s_high
+
+
+def test_paper_protocol_decoding_and_overrides():
+    from sepo.cli.text_options import text_agent_options
+    from sepo.policies.replies import PAPER_DECODING, Decoding
+
+    assert text_agent_options("paper", 0).decoding == PAPER_DECODING
+    assert text_agent_options("rigorous", 0).decoding == Decoding()
+    options = text_agent_options("paper", 0, temperature=0.0, max_new_tokens=512, samples=64)
+    assert options.decoding.greedy and options.decoding.max_new_tokens == 512 and options.decoding.top_p == 0.95
+    assert options.samples == 64 and options.record()["decoding"]["repetition_penalty"] == 1.3
+    with pytest.raises(SepoError):
+        text_agent_options("rigorous", 0, top_p=0.0)

@@ -2,6 +2,8 @@
 seeded sampling), finish_reason tells truncation, decoding fields honoured, bad requests refused."""
 from __future__ import annotations
 
+import urllib.error
+
 import pytest
 
 pytest.importorskip("torch")
@@ -107,3 +109,21 @@ def test_logprobs_are_the_models_own(chat, server, decisions):
     assert [e["token"] for e in content[0]["top_logprobs"]] == [chat.tokenizer.decode([t]) for t in best]
     assert [e["logprob"] for e in content[0]["top_logprobs"]] == pytest.approx([float(first[t]) for t in best], abs=1e-5)
     assert content[0]["token"] == content[0]["top_logprobs"][0]["token"]  # greedy: the most likely token
+
+
+def test_stats_wait_for_answers_without_polling(chat):
+    """`/sepo/stats?answered=N` answers once N requests were answered (a request sent from
+    another thread wakes it); with nothing to wait for it answers at once; a bad query is 400."""
+    import threading
+
+    with running_server(chat) as server:
+        stats_url = server.url.removesuffix("/v1") + "/sepo/stats"
+        assert get(stats_url + "?idle=1&timeout=5")["in_flight"] == 0
+        sender = threading.Thread(target=post, args=(server.url + "/chat/completions", {
+            "model": "tiny", "temperature": 0, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}))
+        sender.start()
+        stats = get(stats_url + "?answered=1&idle=1&timeout=120")
+        sender.join()
+        assert stats["answered"] == 1 and stats["in_flight"] == 0
+        with pytest.raises(urllib.error.HTTPError):
+            get(stats_url + "?answered=many")

@@ -33,7 +33,8 @@ def launched(tmp_path_factory):
     env.pop("CUDA_VISIBLE_DEVICES", None)
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG),
                "-m", "sepo.training.launch", "--model", str(model), "--out", str(out),
-               "--steps", str(STEPS), "--groups", "2", "--group-size", "4", "--max-new-tokens", "24"]
+               "--steps", str(STEPS), "--groups", "2", "--group-size", "4", "--max-new-tokens", "24",
+               "--samples", "4", "--final-samples", "8"]
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     return result, out
 

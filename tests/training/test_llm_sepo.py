@@ -29,7 +29,7 @@ def _weights(run_dir):
 
 def _train(model, out, **overrides):
     config = LLMSEPOConfig(model=str(model), **{"steps": 3, "groups": 2, "group_size": 4, "seed": 1, "lambda_e": 5.0,
-                                                 "lambda_x": 1.0, **overrides})
+                                                 "lambda_x": 1.0, "table_samples": 8, "final_samples": 16, **overrides})
     return run_llm_sepo(config, out)
 
 
@@ -54,6 +54,14 @@ def test_run_directory_metrics_and_exact_exploitability(sft_model, tmp_path):
     assert final["final"] and summary["exploitability"] == pytest.approx(float(kuhn_exact.exploitability(np.array(final["table"]))))
     assert [r["step"] for r in records if "loss" in r] == [1, 2]
     assert all(0.0 <= r["invalid_rate"] <= 1.0 for r in records if "loss" in r)
+    # charges and logged exploitability come from the policy the completions are sampled from
+    assert all(r["policy"] == "estimated (8 replies per state)" for r in records if "loss" in r)
+    assert summary["policy"] == "estimated (16 replies per state)"
+    low, high = summary["exploitability_ci"]
+    assert low <= summary["exploitability"] <= high
+    assert summary["decoding"]["temperature"] == 1.0 and summary["decoding"]["max_new_tokens"] == 48
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["temperature"] == 1.0 and config["table_samples"] == 8
     assert (tmp_path / "run" / "model" / "config.json").exists()
 
 
@@ -65,3 +73,13 @@ def test_killed_run_resumes_from_its_checkpoint(sft_model, tmp_path):
     steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
              if "loss" in json.loads(line)]
     assert steps == [1, 2, 3, 4]
+
+
+def test_training_refuses_kuhn_collusion_under_rigorous_and_greedy_decoding():
+    from sepo.errors import SepoError
+
+    with pytest.raises(SepoError, match="collusion is not applicable"):
+        LLMSEPOConfig(model="m", lambda_c=1.0).validate()
+    LLMSEPOConfig(model="m", lambda_c=1.0, protocol="paper").validate()
+    with pytest.raises(SepoError, match="temperature"):
+        LLMSEPOConfig(model="m", temperature=0.0).validate()

@@ -18,8 +18,10 @@ def _final_logits(tmp_path, name, **overrides):
 
 def test_constant_penalty_gives_the_none_update_exactly(tmp_path):
     none = _final_logits(tmp_path, "none", penalty="none", lambda_e=0.0)
-    constant = _final_logits(tmp_path, "constant", penalty="constant", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0)
-    per_rollout = _final_logits(tmp_path, "per", penalty="per-rollout", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0)
+    constant = _final_logits(tmp_path, "constant", penalty="constant", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0,
+                             protocol="paper")
+    per_rollout = _final_logits(tmp_path, "per", penalty="per-rollout", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0,
+                                protocol="paper")
     assert np.max(np.abs(constant - none)) <= 1e-9
     assert np.max(np.abs(per_rollout - none)) > 1e-2
 
@@ -90,3 +92,12 @@ def test_unreadable_checkpoint_is_a_clear_error(tmp_path):
 def test_bad_settings_are_refused(overrides, message):
     with pytest.raises(SepoError, match=message):
         TabularSEPOConfig(**overrides).validate()
+
+
+def test_kuhn_collusion_charge_is_refused_under_rigorous_and_charged_per_fold_under_paper(tmp_path):
+    from sepo.errors import SepoError
+    from sepo.training.tabular import TabularSEPOConfig
+
+    with pytest.raises(SepoError, match="collusion is not applicable"):
+        TabularSEPOConfig(lambda_c=1.0).validate()
+    TabularSEPOConfig(lambda_c=1.0, protocol="paper").validate()

@@ -96,6 +96,7 @@ class KuhnLLMEnvironment:
         collusive = {spec.label for spec in collusive_specs}
         self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
         self.reach_external = external_reach(self.opponents)
+        self.charge_collusion = game.protocol == "paper"  # Kuhn has no collusion under `rigorous`
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         from sepo.games.kuhn.exact import own_reach
@@ -123,7 +124,8 @@ class KuhnLLMEnvironment:
     def outcome(self, table: np.ndarray, context: DecisionContext, decision: Decision, action: int) -> tuple[float, float, float]:
         """(exact payoff to go, collusion event, externality probability) of `action`."""
         value, big_loss = action_outcomes(table, self.opponents[context.opponent_index], context, action)
-        collusion = float(is_fold(decision.observation, action) and self.is_collusive[context.opponent_index])
+        collusion = float(self.charge_collusion and is_fold(decision.observation, action)
+                          and self.is_collusive[context.opponent_index])
         return value, collusion, big_loss
 
     def exact_metrics(self, table: np.ndarray) -> dict:

@@ -165,6 +165,7 @@ class KuhnPoker(Game):
         if hands < 1:
             raise ValueError(f"kuhn: hands must be >= 1, got {hands}")
         self.hands = hands
+        self.protocol = text_style
         from sepo.games.kuhn.text import KuhnText
 
         self._text = KuhnText(style=text_style)

@@ -2,7 +2,8 @@
 
 A group shares its start state: the opponent (uniform over the train pool), the agent's seat
 and the deal; its rollouts are single hands played by the vectorised rules of `rollouts.py`.
-Collusion is the FOLD rate against a collusive partner and externality a 2-chip loss
+Collusion, under `paper` only, is 1 per FOLD against a collusive partner (as the language-model
+trainer charges it; under `rigorous` Kuhn has no collusion) and externality a 2-chip loss
 (`events.py`); the training reach is the agent's own reach times the pool's and chance's.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ class KuhnTrainingEnvironment:
         collusive = {spec.label for spec in collusive_specs}
         self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
         self.reach_external = kuhn_exact.external_reach(self.opponents)
+        self.charge_collusion = game.protocol == "paper"
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         return kuhn_exact.own_reach(table) * self.reach_external
@@ -38,8 +40,7 @@ class KuhnTrainingEnvironment:
         group_of = np.repeat(np.arange(groups), group_size)
         hands = play_hands(table, self.opponents, group_opponent[group_of], group_seat[group_of], group_deal[group_of],
                            rng.random((len(group_of), 3)))
-        decisions = hands.mask.sum(1)
-        collusion = np.where(self.is_collusive[group_opponent[group_of]], hands.folds / decisions, 0.0)
+        collusion = np.where(self.is_collusive[group_opponent[group_of]] & self.charge_collusion, hands.folds, 0).astype(float)
         externality = is_big_loss(hands.payoff).astype(float)
         return Rollouts(hands.states, hands.actions, hands.mask, group_of, hands.payoff, collusion, externality)
 

@@ -1,0 +1,79 @@
+"""Decoding options of text agents, shared by `eval`, `exploit` and `train`.
+
+`with_decoding` gives a command `--temperature --top-p --top-k --max-new-tokens
+--repetition-penalty --thinking --samples` (and `--failure-rule` where an agent is audited); the
+command receives the ones given as `decoding` (a dict) and builds its settings with
+`text_agent_options(protocol, seed, **decoding)`: the protocol's decoding (`--protocol paper` =
+the paper's), then every option given. They apply to every text agent (hf:, run: with a model,
+openai:) in every domain; other agents ignore them.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Optional
+
+import typer
+
+from sepo.policies.text_policy import DEFAULT_SAMPLES, FAILURE_RULES
+
+_OPTIONS = {
+    "temperature": (Optional[float], "--temperature", "Text agents: sampling temperature, 0 = greedy (default 1; the "
+                    "paper's 0.8 under --protocol paper)."),
+    "top_p": (Optional[float], "--top-p", "Text agents: nucleus sampling mass (default 1; paper 0.95)."),
+    "top_k": (Optional[int], "--top-k", "Text agents: top-k filter, 0 = off (default 0; paper 50)."),
+    "max_new_tokens": (Optional[int], "--max-new-tokens", "Text agents: reply length limit; a reply cut off there is "
+                       "'truncated' (default 48; paper 256)."),
+    "repetition_penalty": (Optional[float], "--repetition-penalty", "Text agents: repetition penalty (default 1; paper 1.3)."),
+    "thinking": (Optional[bool], "--thinking/--no-thinking", "Text agents: the chat template's enable_thinking switch "
+                 "(Qwen 3 style); unset leaves the template's default."),
+}
+_SAMPLES = f"Text agents: replies per information state when the policy is estimated (default {DEFAULT_SAMPLES})."
+_TRAIN_SAMPLES = "hf: replies per information state for the played policy each step's charges and logs use (default 64)."
+_FAILURE_RULE = f"Text agents: rule for replies that do not parse: {' | '.join(FAILURE_RULES)} (default forced)."
+
+
+def with_decoding(training: bool = False):
+    """Add the decoding options to a command, passed on as `decoding` (the options given)."""
+
+    def decorate(command):
+        signature = inspect.signature(command)
+        kept = [p for name, p in signature.parameters.items() if name != "decoding"]
+        options = dict(_OPTIONS, samples=(Optional[int], "--samples", _TRAIN_SAMPLES if training else _SAMPLES))
+        if not training:
+            options["failure_rule"] = (Optional[str], "--failure-rule", _FAILURE_RULE)
+        extra = [inspect.Parameter(f"decoding_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=kind,
+                                   default=typer.Option(None, flag, help=help))
+                 for name, (kind, flag, help) in options.items()]
+
+        @functools.wraps(command)
+        def wrapper(*args, **kwargs):
+            given = {key[len("decoding_"):]: kwargs.pop(key) for key in list(kwargs) if key.startswith("decoding_")}
+            return command(*args, decoding={k: v for k, v in given.items() if v is not None}, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=kept + extra)
+        return wrapper
+
+    return decorate
+
+
+def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None, top_k=None, max_new_tokens=None,
+                       repetition_penalty=None, thinking=None, samples=None, failure_rule=None):
+    """The decoding and estimation settings of a text agent from a command's options."""
+    from sepo.policies.replies import decoding_for
+    from sepo.policies.text_policy import TextAgentOptions
+
+    decoding = decoding_for(protocol, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
+                            repetition_penalty=repetition_penalty, enable_thinking=thinking)
+    return TextAgentOptions(decoding, DEFAULT_SAMPLES if samples is None else samples, failure_rule or "forced", seed)
+
+
+def policy_line(record: dict, decoding: dict | None = None) -> str:
+    """One line saying how the agent's policy table was obtained (`exact` or `estimated (n replies
+    per state)`) and, for a text agent, under which decoding."""
+    line = f"policy table: {record['policy']}"
+    if not record.get("exact") and record.get("replies"):
+        line += f" ({record['states']} states, {record['invalid_replies']} of {record['replies']} replies did not parse)"
+    if decoding:
+        line += "; decoding: " + ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None)
+    return line

@@ -1,0 +1,80 @@
+"""Text agents on the command line: the decoding options reach `eval` and `exploit` in every
+registered domain, and every output says how the agent's policy table was obtained (`exact` or
+`estimated (n replies per state)`), apart from the solver's own exactness (pruning)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from sepo.cli.main import app  # noqa: E402
+from sepo.games import domain_names  # noqa: E402
+from sepo.models.tiny import init_tiny_model  # noqa: E402
+
+SHORT = ["--max-new-tokens", "6"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=20)
+
+
+def _run(*args):
+    result = CliRunner().invoke(app, ["--threads", "1", *args])
+    assert result.exit_code == 0, result.output + result.stderr
+    return result
+
+
+def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
+    sampled = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "1",
+                              "--samples", "3", *SHORT, "--json").stdout)
+    assert sampled["policy"]["policy"] == "estimated (3 replies per state)" and not sampled["policy"]["exact"]
+    assert sampled["exact"] is True  # Kuhn's solver is exact; the table is not
+    low, high = sampled["ci"]["exploitability"]
+    assert low <= sampled["exploitability"] <= high
+    assert (sampled["decoding"]["temperature"], sampled["decoding"]["max_new_tokens"]) == (1.0, 6)
+
+    greedy = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT,
+                             "--json").stdout)
+    assert greedy["policy"]["policy"] == "exact" and "ci" not in greedy
+
+    human = _run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3", *SHORT).stdout
+    assert "estimated (3 replies per state)" in human and "policy table" in human
+    bot = _run("exploit", "--game", "kuhn", "--agent", "bot:NashApprox").stdout
+    assert "policy table: exact" in bot
+
+
+@pytest.mark.parametrize("game", [g for g in ("ipd", "auction") if g in domain_names()])
+def test_decoding_options_reach_text_agents_in_every_domain(tiny, game):
+    """A greedy hf agent in another domain: the exploit output says the table is exact and gives
+    the solver's exactness on its own row; eval records the decoding it was given."""
+    params = {"ipd": ["--rounds", "2"], "auction": ["--rounds", "1"]}[game]
+    result = json.loads(_run("exploit", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT,
+                             *params, "--json").stdout)
+    assert result["policy"]["policy"] == "exact" and result["decoding"]["temperature"] == 0
+    human = _run("exploit", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT, *params).stdout
+    assert "policy table" in human and "solver" in human
+    audit = json.loads(_run("eval", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", "--top-p", "0.9",
+                            *SHORT, *params, "--episodes", "1", "--json").stdout)
+    assert audit["decoding"]["top_p"] == 0.9 and audit["decoding"]["max_new_tokens"] == 6
+    assert audit["policy"]["policy"] == "exact"
+
+
+def test_paper_protocol_puts_the_papers_decoding_on_record(tiny):
+    audit = json.loads(_run("eval", "--game", "kuhn", "--protocol", "paper", "--agent", f"hf:{tiny}", "--episodes", "1",
+                            "--samples", "2", "--max-new-tokens", "6", "--json").stdout)
+    assert audit["decoding"] == {"temperature": 0.8, "top_p": 0.95, "top_k": 50, "max_new_tokens": 6,
+                                 "repetition_penalty": 1.3, "enable_thinking": None}
+
+
+def test_bad_decoding_options_are_one_line_errors():
+    runner = CliRunner()
+    for args in (["--temperature", "-1"], ["--top-p", "0"], ["--samples", "0"], ["--failure-rule", "guess"]):
+        result = runner.invoke(app, ["exploit", "--game", "kuhn", "--agent", "uniform", *args])
+        assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+    result = runner.invoke(app, ["train", "--out", "x", "--policy", "tabular", "--temperature", "0.5"])
+    assert result.exit_code == 2 and "language models" in result.stderr
