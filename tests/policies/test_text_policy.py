@@ -52,12 +52,15 @@ def _decisions():
 NASH = kuhn_exact.nash_policy(1.0 / 3.0)
 
 
-def test_sampled_nash_agent_gets_an_interval_that_contains_zero_and_is_tight():
-    policy = TextPolicy(ScriptedAgent(NASH), failure_rule="fallback", seed=3)
+@pytest.mark.parametrize("seed", range(4))
+def test_sampled_nash_agent_gets_an_interval_that_contains_zero_and_is_tight(seed):
+    """At the default replies per state, for any seed (not one picked): the upper end was <= 0.02
+    in 81.8% of 400 seeds at 512 replies, 96.5% of 200 at 1024 and 200 of 200 at 2048."""
+    policy = TextPolicy(ScriptedAgent(NASH), failure_rule="fallback", seed=seed)
     estimate = policy.estimate(_decisions())
     assert estimate.label == f"estimated ({DEFAULT_SAMPLES} replies per state)" and not estimate.exact
     e = float(kuhn_exact.exploitability(estimate.table()))
-    low, high = boundary_interval(e, kuhn_exact.exploitability(estimate.resample(1000, 0)))
+    low, high = boundary_interval(e, kuhn_exact.exploitability(estimate.resample(1000, seed)))
     assert e > 0  # the plug-in estimate of a sampled policy is biased upward ...
     assert low == 0.0 <= high <= 0.02  # ... and the interval still reaches the true value 0
 
