@@ -405,7 +405,7 @@ def _print_exact(agent: str, game: str, result, policy: dict, decoding: dict | N
     if interval is not None:
         table_out.add_row(f"{result.value_name} 95% interval", f"[{interval[0]:.6g}, {interval[1]:.6g}] (policy sampling)")
     table_out.add_row("policy table", policy["policy"])
-    table_out.add_row("solver", "exact" if result.exact else "a lower bound (pruned; see pruning bound)")
+    table_out.add_row("solver", "exact" if result.exact else "a lower bound (see the method and the pruning bound)")
     console.print(table_out)
     console.print(policy_line(policy, decoding))
 

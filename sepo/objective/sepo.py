@@ -45,15 +45,6 @@ def check_penalty_mode(mode: str) -> str:
     return mode
 
 
-def check_collusion_charge(protocol: str, lambda_c: float, domain, game) -> None:
-    """A two-player zero-sum game has no third party to collude against: under the rigorous
-    protocol collusion is not applicable there and a positive λc is refused (a domain may keep
-    the paper's accounting under `paper`, charged alike by both trainers)."""
-    if protocol == "rigorous" and lambda_c > 0 and domain.zero_sum and game.num_players == 2:
-        raise SepoError(f"--lambda-c {lambda_c:g}: collusion is not applicable in {game.name} (two-player zero-sum) under "
-                        "the rigorous protocol; use --protocol paper for the paper's collusion charge")
-
-
 def sepo_rewards(utility, exploit, collusion, externality, groups, lambdas: Lambdas, scale: float, mode: str) -> np.ndarray:
     """Rewards R_r for a batch of rollouts; `groups[r]` is rollout r's group index."""
     check_penalty_mode(mode)

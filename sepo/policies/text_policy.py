@@ -36,10 +36,11 @@ from sepo.policies.replies import Decoding, Reply, ReplySource, parse_reply
 
 FAILURE_RULES = ("forced", "fallback", "random-legal")
 DEFAULT_SAMPLES = 2048
-"""Replies per state for an estimated policy: enough that a scripted agent sampling Kuhn's Nash
-equilibrium gets an exploitability interval [0, ≤ 0.02] whatever the seed (measured: upper end
-≤ 0.02 in 81.8% of 400 seeds at 512 replies, 96.5% of 200 at 1024, 200 of 200 at 2048, largest
-0.0167; tests/policies/test_text_policy.py). On the tiny CPU model one reply costs about 10 ms."""
+"""Replies per state for an estimated policy: enough that a scripted agent sampling a known
+equilibrium (tests/policies/test_text_policy.py) gets an exploitability interval [0, ≤ 0.02]
+whatever the seed (measured: upper end ≤ 0.02 in 81.8% of 400 seeds at 512 replies, 96.5% of
+200 at 1024, 200 of 200 at 2048, largest 0.0167). On the tiny CPU model one reply costs about
+10 ms."""
 
 
 @dataclass(frozen=True)

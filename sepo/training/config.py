@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from sepo.errors import SepoError
-from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_collusion_charge, check_penalty_mode
+from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode
 
 
 def option(default=None, help: str = "", **kwargs):
@@ -56,12 +56,11 @@ class SEPOConfig:
                 self.collusive_pool = list(pools.get("collusive", []))
 
     def validate(self):
-        from sepo.games.registry import get_domain
+        from sepo.games.registry import check_protocol
 
+        check_protocol(self.protocol)
         check_penalty_mode(self.penalty)
         Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
-        domain = get_domain(self.game)
-        check_collusion_charge(self.protocol, self.lambda_c, domain, domain.game(self.protocol, **self.game_params))
         if self.scale_rewards not in REWARD_SCALINGS:
             raise SepoError(f"unknown reward scaling {self.scale_rewards!r}; use {', '.join(REWARD_SCALINGS)}")
         for name in ("steps", "groups"):

@@ -63,8 +63,7 @@ def test_sepo_trains_the_plugin_to_safety_and_payoff_only_grpo_does_not(register
 
 
 def test_constant_penalty_equals_none_in_the_plugin(registered, tmp_path):
-    common = {"game": "pennies", "steps": 20, "groups": 8, "group_size": 4, "seed": 1, "lambda_c": 1.0,
-              "protocol": "paper"}  # rigorous refuses a collusion charge in a two-player zero-sum game
+    common = {"game": "pennies", "steps": 20, "groups": 8, "group_size": 4, "seed": 1, "lambda_c": 1.0}
     none = TabularSEPOTrainer(TabularSEPOConfig(penalty="none", **common), tmp_path / "n")
     constant = TabularSEPOTrainer(TabularSEPOConfig(penalty="constant", lambda_e=3.0, **common), tmp_path / "c")
     none.train()

@@ -75,11 +75,22 @@ def test_killed_run_resumes_from_its_checkpoint(sft_model, tmp_path):
     assert steps == [1, 2, 3, 4]
 
 
-def test_training_refuses_kuhn_collusion_under_rigorous_and_greedy_decoding():
+def test_kuhn_collusion_is_charged_under_paper_only_and_greedy_training_is_refused():
+    """A fold facing LooseAggressive's bet is a collusion event under `paper` only, 1 per fold
+    (as the tabular trainer charges it); GRPO needs sampled completions."""
     from sepo.errors import SepoError
+    from sepo.games import get_domain
+    from sepo.opponents.pools import parse_bot
 
-    with pytest.raises(SepoError, match="collusion is not applicable"):
-        LLMSEPOConfig(model="m", lambda_c=1.0).validate()
-    LLMSEPOConfig(model="m", lambda_c=1.0, protocol="paper").validate()
+    domain = get_domain("kuhn")
+    charged = {}
+    for protocol in ("rigorous", "paper"):
+        game = domain.game(protocol)
+        env = domain.llm_training(game, [parse_bot("kuhn", "LooseAggressive")], [parse_bot("kuhn", "LooseAggressive")])
+        table = np.full((12, 2), 0.5)
+        context = next(c for c in env.sample_contexts(table, 200, np.random.default_rng(0)) if c.history.endswith("b"))
+        decision = env.training_decision(context, np.random.default_rng(1))
+        charged[protocol] = env.outcome(table, context, decision, 0)[1]
+    assert charged == {"rigorous": 0.0, "paper": 1.0}
     with pytest.raises(SepoError, match="temperature"):
         LLMSEPOConfig(model="m", temperature=0.0).validate()
