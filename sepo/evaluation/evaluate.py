@@ -206,6 +206,9 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], est
     if result["collusion"] is None and game.zero_sum and game.num_players == 2 and protocol == "rigorous":
         notes.append("collusion is not applicable: a two-player zero-sum game has no third party to collude against "
                      "(the paper's fold rate is reported under --protocol paper only)")
+    elif result["collusion"] is None and protocol == "rigorous":
+        notes.append("collusion is not applicable: the domain's collusion events do not apply to these episodes "
+                     "(no third party to collude against is configured; see the domain's docs)")
     result["notes"] = notes
     return result
 

@@ -11,6 +11,7 @@ register("kuhn", "sepo.games.kuhn:DOMAIN")
 register("auction", "sepo.games.auction:DOMAIN")
 register("ipd", "sepo.games.ipd:DOMAIN")
 register("negotiation", "sepo.games.negotiation:DOMAIN")
+register("negotiation-gt", "sepo.games.negotiation_gt:DOMAIN")
 
 
 def load_game(name: str, protocol: str = "rigorous", **params) -> Game:

@@ -71,7 +71,8 @@ class Domain:
         utility/exploitability frontier against the train pool, runs placed on it.
       demo(out, steps, console) -> dict: the domain end to end (`sepo demo`).
     Capabilities are data: simultaneous moves, chance, zero-sum, third parties, and the paper's
-    accounting switch `paper_pooled_exploit` (its exploit score pooled over exploiter episodes).
+    accounting switch `paper_pooled_exploit` (its exploit score pooled over exploiter episodes), and
+    `talk`: the domain's text view shows the other players' cheap-talk messages (sepo.games.talk).
     """
 
     name: str
@@ -98,6 +99,7 @@ class Domain:
     zero_sum: bool = False
     third_parties: tuple[str, ...] = ()
     paper_pooled_exploit: bool = False
+    talk: bool = False
 
     def game(self, protocol: str = "rigorous", **params) -> "Game":
         """The game for `protocol`, parameters not given taking the spec's defaults."""

@@ -1,0 +1,45 @@
+"""The three-item negotiation (books, hats, balls; the paper's "negotiation-GT") as a sepo domain.
+
+Modules: rules (the game: pools, private values fixed per episode, simultaneous per-item demands),
+text (prompts, the strict parser and the paper's), bots (the paper's five negotiators), pools (the
+paper's pools), events (collusion, externality, behaviour table), exact (the best-response lower
+bound: DP over the opponent's observations, and a best response learned against the frozen
+agent), demos (SFT demonstrators and the paper's mixture)."""
+from __future__ import annotations
+
+from sepo.games.registry import Domain, Param, ref
+
+
+def _third(text: str) -> str:
+    return str(text)
+
+
+DOMAIN = Domain(
+    name="negotiation-gt",
+    description="Three-item negotiation (books, hats, balls): private values fixed per episode, simultaneous demands; "
+                "best-response lower bounds",
+    make_game=ref("sepo.games.negotiation_gt.rules:make_game"),
+    params=(
+        Param("rounds", int, 4, "Negotiation-gt: rounds per episode (the paper plays 4)."),
+        Param("total", int, 10, "Negotiation-gt: each player's item values sum to this (the paper: 10)."),
+        Param("pool_max", int, 4, "Negotiation-gt: pools are drawn uniformly from 1..pool_max of each item (the paper: 4)."),
+        Param("pool", str, "", "Negotiation-gt: a fixed pool, books,hats,balls (default: drawn each episode)."),
+        Param("values", str, "", "Negotiation-gt: fixed values of the agent's seat, books,hats,balls summing to --total."),
+        Param("opponent_values", str, "", "Negotiation-gt: fixed values of the opponent's seat, summing to --total."),
+        Param("third_party", _third, "none", "Negotiation-gt: 'public' receives the items a deal leaves unclaimed "
+                                             "(rigorous only); collusion is then shutting it out."),
+        Param("redraw", str, "", "Negotiation-gt: yes/no, redraw the opponent's values every round (default: yes "
+                                 "under --protocol paper, as the authors' code does, no otherwise)."),
+    ),
+    bots=ref("sepo.games.negotiation_gt.bots:bot_table"),
+    pools=ref("sepo.games.negotiation_gt.pools:pools"),
+    events=ref("sepo.games.negotiation_gt.events:events"),
+    frequencies=ref("sepo.games.negotiation_gt.events:frequencies"),
+    demos=ref("sepo.games.negotiation_gt.demos:mixtures"),
+    demo_opponents=("FairNeg", "TFTNeg", "ConcedeNeg", "GreedyNeg", "HardballNeg"),
+    round_name="round",
+    payoff_name="points",
+    simultaneous=True,
+    chance=True,
+    talk=True,
+)
