@@ -82,6 +82,10 @@ def eval_command(
     lambda_c: float = typer.Option(2.4, "--lambda-c", help="Safety weight of collusion."),
     lambda_x: float = typer.Option(2.4, "--lambda-x", help="Safety weight of externality."),
     pools: Optional[Path] = typer.Option(None, "--pools", help="YAML/JSON file defining train/exploiter/collusive pools."),
+    talk: bool = typer.Option(False, "--talk", help="Cheap talk: players exchange short messages before each decision "
+                              "(games with a talk channel; messages are quoted data, see docs/talk.md)."),
+    pool: Optional[str] = typer.Option(None, "--pool", help="Run one named pool instead of the audit: 'injection' (the "
+                                       "prompt-injection suite: how often hostile messages change the agent's action or format)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     game_params: dict = None,
     decoding: dict = None,
@@ -98,10 +102,15 @@ def eval_command(
     from sepo.policies.specs import load_agent
 
     protocol = value_of(protocol)
+    if pool is not None and pool != "injection":
+        raise SepoError(f"unknown --pool {pool!r}; the named pool is: injection (the audit's pools come from --pools)")
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed, lambdas=Lambdas(lambda_e, lambda_c, lambda_x),
-                        pools=load_pools(game, pools) if pools else None)
+                        pools=load_pools(game, pools) if pools else None, talk=talk)
     policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
+    if pool == "injection":
+        _injection(the_game, policy, agent, config, as_json)
+        return
     with _progress(as_json) as bar:
         task = bar.add_task(f"eval {agent}", total=None)
         result = evaluate(the_game, policy, config,
@@ -114,7 +123,7 @@ def eval_command(
     table = Table(title=f"{agent} in {game} ({protocol} protocol, {episodes} episodes per opponent)")
     for column in ("metric", "value", "95% CI"):
         table.add_column(column)
-    for name in ("utility", "utility_exact", "exploitability", "adversarial_gap", "nash_conv", "br_payoff",
+    for name in ("utility", "utility_exact", "exploitability", "adversarial_gap", "adversarial_gap_lower_bound", "nash_conv", "br_payoff",
                  "agent_payoff_vs_br", "pruning_bound", "exploit_pool", "collusion", "externality",
                  "safety", "nra", "nra_gtbench", "robustness", "welfare", "invalid_action_rate"):
         if name in result:
@@ -128,6 +137,29 @@ def eval_command(
         console.print(policy_line(result["policy"], result.get("decoding")))
     for note in result["notes"]:
         console.print(f"note: {note}")
+
+
+def _injection(the_game, policy, agent: str, config, as_json: bool) -> None:
+    from sepo.evaluation.injection import injection_audit
+
+    base = config.pools["train"][0] if config.pools else None
+    result = injection_audit(the_game, policy, protocol=config.protocol, episodes=config.episodes, seed=config.seed, base=base)
+    result["agent"] = agent
+    if as_json:
+        _print_json(result)
+        return
+    table = Table(title=f"{agent} in {the_game.name}: prompt-injection pool (base opponent {result['base_opponent']}, "
+                        f"{config.episodes} episodes per message)")
+    for column in ("message", "decisions", "action changed", "format changed"):
+        table.add_column(column)
+    for name, row in [("control (benign)", result["control"]), *result["attacks"].items()]:
+        table.add_row(name, str(row["decisions"]), *("n/a" if row[k] is None else
+                                                     f"{row[k]:.3f} [{row['ci'][k][0]:.3f}, {row['ci'][k][1]:.3f}]"
+                                                     for k in ("action_changed", "format_changed")))
+    console.print(table)
+    verdict = "FLAGGED" if result["flagged"] else "not flagged"
+    console.print(f"{verdict}: worst attack {result['worst_attack']} changes play {result['worst_excess_change_rate']:.3f} "
+                  f"more often than the control message (threshold {result['threshold']})")
 
 
 def _help(name: str) -> str:
@@ -259,6 +291,8 @@ def data_sft_command(
     episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per driving opponent."),
     seed: int = seed_option("Seed of the traces and of the train/validation split (>= 0)."),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help="Prompt style."),
+    talk: bool = typer.Option(False, "--talk", help="Opponents talk (their lines; in half of the episodes a hostile "
+                              "message of the injection suite) and the demonstrations ignore it (games with a talk channel)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     game_params: dict = None,
@@ -277,11 +311,15 @@ def data_sft_command(
     load_game(game, value_of(protocol), **params)  # the game's own checks, before anything is written or removed
     config = {"game": game, "game_params": params, "mixture": mixture, "episodes": episodes, "seed": seed,
               "protocol": value_of(protocol)}
+    if talk:
+        if not domain.talk:
+            raise SepoError(f"game {game!r} has no cheap-talk channel; --talk does not apply to it")
+        config["talk"] = True
     with open_run(out, "data sft", config, overwrite=overwrite) as run:
         with _progress(quiet) as bar:
             task = bar.add_task("expert traces", total=episodes * len(domain.demo_opponents))
             traces = generate_traces(game, mixture, episodes, seed, value_of(protocol), on_episode=lambda: bar.advance(task),
-                                     **params)
+                                     talk=talk, **params)
         with run.staged_contents() as tmp:
             summary = write_sft_dataset(traces, tmp, seed)
         run.complete()
@@ -340,7 +378,7 @@ def exploit_command(
     """Exact value of an agent from the game's solver: exploitability (zero-sum) or adversarial gap,
     the best responder's payoff and the agent's payoff against it, the pruning bound and the method."""
     from sepo.evaluation.evaluate import exact_metrics
-    from sepo.games import load_game
+    from sepo.games import get_domain, load_game
     from sepo.metrics.exact import solver_for
     from sepo.policies.specs import load_agent
     from sepo.policies.text_policy import policy_estimate
@@ -348,6 +386,17 @@ def exploit_command(
     protocol = value_of(protocol)
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
     solver = solver_for(the_game)
+    search = get_domain(game).lower_bound
+    if solver is None and search is not None:
+        result, response = search(the_game, load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding)))
+        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict()}
+        if as_json:
+            if hasattr(response, "to_json"):
+                out["best_response"] = response.to_json()
+            _print_json(out)
+            return
+        _print_exact(agent, game, result)
+        return
     if solver is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
     policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))

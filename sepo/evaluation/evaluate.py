@@ -49,6 +49,7 @@ class EvalConfig:
     lambdas: Lambdas = field(default_factory=lambda: PAPER_LAMBDAS)
     pools: dict | None = None
     replicates: int = 1000
+    talk: bool = False
 
     def validate(self) -> "EvalConfig":
         check_protocol(self.protocol)
@@ -72,6 +73,13 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     """All metrics of `agent` in `game` as one flat dict (values, plus `ci` and `notes`).
     `progress(pool, opponent, episodes_done, episodes_in_all)` is called after each opponent."""
     config.validate()
+    channel = None
+    if config.talk:
+        from sepo.games.talk import TalkChannel, special_tokens_of
+
+        if not domain_of(game).talk:
+            raise SepoError(f"game {game.name!r} has no cheap-talk channel; --talk does not apply to it")
+        channel = TalkChannel(special_tokens=special_tokens_of(agent))
     pools = config.pools or default_pools(game.name, config.protocol, game)
     solver = solver_for(game)
     notes: list[str] = []
@@ -82,12 +90,17 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     episodes: list[EpisodeRecord] = []
     estimate = None
     total = config.episodes * sum(len(pools.get(name, [])) for name in ("train", "collusive", "exploiter"))
+    searched: dict = {}  # the domain's lower-bound search, where it has no exact solver
     # the train and collusive pools first: a text agent's policy is read at the prompts it met there
     for pool_name in ("train", "collusive", "exploiter"):
         if pool_name == "exploiter" and solver is not None:
             estimate = _estimate(agent, solver.decisions())
         for spec in pools.get(pool_name, []):
-            opponent_factory, label = _opponent(spec, solver, estimate, notes, game)
+            if spec.name == BEST_RESPONSE and solver is None and domain_of(game).lower_bound is not None:
+                searched["result"], response = domain_of(game).lower_bound(game, agent)
+                opponent_factory, label = (lambda: response), BEST_RESPONSE
+            else:
+                opponent_factory, label = _opponent(spec, solver, estimate, notes, game)
             if opponent_factory is None:
                 continue
             pool_key = "" if config.protocol == "paper" else pool_name
@@ -95,7 +108,7 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
             episodes += play_episodes(
                 game, agent, [_seat_opponents(game, opponent_factory) for _ in seeds], seeds,
                 agent_seed=episode_seed(config.protocol, config.seed, "agent:" + label, 0, pool_key),
-                opponent_label=label, pool=pool_name,
+                opponent_label=label, pool=pool_name, talk=channel,
             )
             if progress:
                 progress(pool_name, label, config.episodes, total)
@@ -103,8 +116,17 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
         estimate = _estimate(agent, solver.decisions())
     episodes.sort(key=lambda e: ("train", "exploiter", "collusive").index(e.pool))
     result = summarize(game, config, episodes, estimate, notes, solver=solver, pools=pools)
+    if "result" in searched:
+        found = searched["result"]
+        result.update({f"{found.value_name}_lower_bound": found.value, "lower_bound_method": found.method,
+                       "lower_bound_exact": found.exact, "lower_bound_extra": dict(found.extra)})
+        if not found.exact and "ci_low" in found.extra:
+            result["ci"][f"{found.value_name}_lower_bound"] = [found.extra["ci_low"], found.extra["ci_high"]]
+        notes.append(f"BestResponse is the domain's strongest lower-bound search ({found.method}); exploit_pool includes it")
     decoding = getattr(agent, "decoding", None)
     result["decoding"] = decoding.record() if decoding is not None else None
+    if channel is not None:
+        result["talk"] = dict(channel.counts)
     if callable(getattr(agent, "record", None)):  # e.g. an endpoint agent: token usage, cache
         result["agent_record"] = agent.record()
     return result

@@ -6,6 +6,11 @@ opponent policy (one policy per episode for all other seats, or a mapping seat -
 simultaneous node the opponents' actions are collected first, then the agent's, and the joint
 action is applied. Chance and the opponents draw from the episode's own generator (seeded per
 episode), the agent from one generator per batch, so the same seeds give the same episodes.
+
+Cheap talk (`talk=TalkChannel(...)`, for domains with `Domain.talk`): before the decisions of
+each round every player's policy may send a message (`sepo.games.talk`); it is cleaned by the
+channel and attached, as data, to the other players' decisions of that round. The game state
+never sees it.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
+from sepo.games import talk as talk_channel
 from sepo.games.base import CHANCE, SIMULTANEOUS, Game, RoundResult
 from sepo.policies.base import Choice, Policy
 
@@ -63,9 +69,10 @@ Opponents = Union[Policy, Mapping[int, Policy]]
 
 
 def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], seeds: list[int], *, agent_seed: int,
-                  opponent_label: str = "", pool: str = "", agent_player: int = 0, keep_text: bool = False) -> list[EpisodeRecord]:
+                  opponent_label: str = "", pool: str = "", agent_player: int = 0, keep_text: bool = False,
+                  talk: "talk_channel.TalkChannel | None" = None) -> list[EpisodeRecord]:
     """Play one episode per seed, episode i against `opponents[i]` (a policy for every other
-    seat, or a mapping from seat to policy)."""
+    seat, or a mapping from seat to policy); with `talk`, the players' messages are exchanged."""
     states = [game.new_initial_state() for _ in seeds]
     rngs = [np.random.default_rng(seed) for seed in seeds]
     agent_rng = np.random.default_rng(agent_seed)
@@ -75,6 +82,19 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
         policy.reset()
     agent.reset()
     pending_joint: dict[int, dict[int, int]] = {}
+    said: dict[int, tuple[int, dict[int, str | None]]] = {}  # episode -> (round, seat -> message)
+
+    def decide(i: int, player: int):
+        """`player`'s decision in episode i, with the other players' messages of this round."""
+        decision = states[i].decision(player)
+        if talk is None:
+            return decision
+        this_round = len(states[i].rounds())
+        if said.get(i, (None,))[0] != this_round:
+            speakers = {p: (agent if p == agent_player else seat_policies[i][p]) for p in states[i].acting_players()}
+            said[i] = (this_round, {p: talk.clean(talk_channel.message_of(s, states[i].decision(p)))
+                                    for p, s in speakers.items()})
+        return talk_channel.with_messages(decision, [m for p, m in sorted(said[i][1].items()) if p != player])
 
     while True:
         waiting = []
@@ -90,20 +110,20 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
                     joint = pending_joint.setdefault(i, {})
                     for other in state.acting_players():
                         if other != agent_player and other not in joint:
-                            joint[other] = _opponent_action(seat_policies[i], state, other, rngs[i])
+                            joint[other] = _opponent_action(seat_policies[i], decide(i, other), rngs[i])
                     if agent_player in state.acting_players():
                         waiting.append(i)
                         break
                     state.apply_actions(_joint_list(pending_joint.pop(i), state))
                     continue
                 if player != agent_player:
-                    state.apply_action(_opponent_action(seat_policies[i], state, player, rngs[i]))
+                    state.apply_action(_opponent_action(seat_policies[i], decide(i, player), rngs[i]))
                     continue
                 waiting.append(i)
                 break
         if not waiting:
             break
-        decisions = [states[i].decision(agent_player) for i in waiting]
+        decisions = [decide(i, agent_player) for i in waiting]
         choices = agent.act(decisions, agent_rng)
         for i, decision, choice in zip(waiting, decisions, choices):
             records[i].decisions.append(_record(states[i], decision, choice, keep_text))
@@ -134,8 +154,8 @@ class _Everyone(dict):
         return self.policy
 
 
-def _opponent_action(policies, state, player: int, rng: np.random.Generator) -> int:
-    return policies[player].act([state.decision(player)], rng)[0].action
+def _opponent_action(policies, decision, rng: np.random.Generator) -> int:
+    return policies[decision.player].act([decision], rng)[0].action
 
 
 def _joint_list(joint: dict[int, int], state) -> list[int]:

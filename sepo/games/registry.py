@@ -59,6 +59,9 @@ class Domain:
         `axelrod:NAME`); raise SepoError for an unknown name.
       solver(game) -> ExactSolver (sepo.metrics.exact) or None; absent => audits report pool
         lower bounds only.
+      lower_bound(game, agent) -> (ExactResult, opponent Policy): for games too large for an exact
+        solver, the strongest best-response lower bound on the agent's value the domain can find,
+        its method named in the result (`sepo exploit` and the rigorous exploiter pool use it).
       frequencies(episodes) -> {"<name>/<key>": value}: the domain's behaviour table.
       demos() -> {mixture name: [(factory, weight), ...]} and demo_opponents: SFT traces.
       agents: {kind: factory(arg, game) -> Policy}: agent specs only this domain defines
@@ -84,6 +87,7 @@ class Domain:
     params: tuple[Param, ...] = ()
     make_bot: Callable[[str, dict, "Game | None"], "Policy"] | None = None
     solver: Callable[["Game"], Any] | None = None
+    lower_bound: Callable[..., Any] | None = None
     frequencies: Callable[[list], dict] | None = None
     demos: Callable[[], Mapping[str, Sequence]] | None = None
     demo_opponents: tuple[str, ...] = ()
@@ -121,6 +125,8 @@ class Domain:
             raise SepoError(unknown_name("bot", name, table, f" for {self.name}"))
         try:
             return table[name](**params)
+        except SepoError:
+            raise
         except (TypeError, ValueError) as error:
             raise SepoError(f"bad parameters {params} for bot {name!r}: {error}") from None
 

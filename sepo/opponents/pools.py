@@ -2,8 +2,9 @@
 
 A pool entry is a bot name with optional parameters, written `NashApprox` or
 `NashApprox(alpha=0.2)` (or, in YAML/JSON, `{bot: NashApprox, alpha: 0.2}`). The special entry
-`BestResponse` is the exact best response to the agent under evaluation: the rigorous protocol
-adds it to the `exploiter` pool of every domain with an exact solver, so a zero exploit score
+`BestResponse` is the exact best response to the agent under evaluation (or, where the game is
+too large, the domain's strongest lower-bound search): the rigorous protocol adds it to the
+`exploiter` pool of every domain with an exact solver or a lower-bound search, so a zero exploit score
 means no profitable deviation exists. Bot names and the paper's pools come from the domain spec.
 """
 from __future__ import annotations
@@ -92,7 +93,7 @@ def default_pools(game: str, protocol: str = "rigorous", instance=None) -> dict[
     instance = instance if instance is not None else domain.game(protocol)
     data = domain.pools(protocol, instance)
     pools = {name: [parse_bot(game, e) for e in data.get(name, [])] for name in POOL_NAMES}
-    if protocol == "rigorous" and domain.solver is not None:
+    if protocol == "rigorous" and (domain.solver is not None or domain.lower_bound is not None):
         pools["exploiter"].append(BotSpec(game, BEST_RESPONSE))
     return pools
 

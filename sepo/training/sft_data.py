@@ -54,10 +54,17 @@ class SFTDataSummary:
 
 
 def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, protocol: str = "rigorous",
-                    on_episode: Callable[[], None] | None = None, **params) -> list[list[dict]]:
+                    on_episode: Callable[[], None] | None = None, talk: bool = False, **params) -> list[list[dict]]:
     """Chat examples grouped by episode: `episodes` per driving opponent of the domain; the
-    demonstrator takes each seat in turn (`on_episode` is called after each episode)."""
+    demonstrator takes each seat in turn (`on_episode` is called after each episode). With
+    `talk`, the opponents talk (their own lines, and in half of the episodes a message of the
+    prompt-injection suite), and the demonstrations, which never read messages, show play that
+    ignores them."""
+    from sepo.games import talk as talk_module
+
     domain = get_domain(game_name)
+    if talk and not domain.talk:
+        raise SepoError(f"game {game_name!r} has no cheap-talk channel; --talk does not apply to it")
     if domain.demos is None:
         raise SepoError(f"game {game_name!r} defines no SFT demonstrations")
     mixtures = domain.demos()
@@ -74,9 +81,13 @@ def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, prot
             rng = np.random.default_rng([seed, code, episode])
             strategy = strategies[int(rng.choice(len(strategies), p=np.array(weights) / sum(weights)))]()
             sink: list = []
-            play_episodes(game, _Demonstrator(strategy, game, sink), [domain.build_bot(opponent_name, {}, game)],
+            opponent = domain.build_bot(opponent_name, {}, game)
+            if talk and rng.random() < 0.5:
+                attacks = sorted(talk_module.INJECTION_SUITE)
+                opponent = talk_module.Injecting(opponent, attacks[int(rng.integers(len(attacks)))])
+            play_episodes(game, _Demonstrator(strategy, game, sink), [opponent],
                           [int(rng.integers(2**31))], agent_seed=int(rng.integers(2**31)),
-                          agent_player=episode % game.num_players)
+                          agent_player=episode % game.num_players, talk=talk_module.TalkChannel() if talk else None)
             by_episode.append(sink)
             if on_episode:
                 on_episode()

@@ -131,7 +131,7 @@ def test_paper_pools_parse(domain, protocol):
     pools = default_pools(domain.name, protocol)
     assert pools["train"]
     has_best_response = any(spec.name == BEST_RESPONSE for spec in pools["exploiter"])
-    assert has_best_response == (protocol == "rigorous" and domain.solver is not None)
+    assert has_best_response == (protocol == "rigorous" and (domain.solver is not None or domain.lower_bound is not None))
 
 
 def _agents(domain, game, decisions):

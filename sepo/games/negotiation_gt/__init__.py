@@ -23,7 +23,7 @@ DOMAIN = Domain(
         Param("rounds", int, 4, "Negotiation-gt: rounds per episode (the paper plays 4)."),
         Param("total", int, 10, "Negotiation-gt: each player's item values sum to this (the paper: 10)."),
         Param("pool_max", int, 4, "Negotiation-gt: pools are drawn uniformly from 1..pool_max of each item (the paper: 4)."),
-        Param("pool", str, "", "Negotiation-gt: a fixed pool, books,hats,balls (default: drawn each episode)."),
+        Param("items", str, "", "Negotiation-gt: a fixed item pool, books,hats,balls (default: drawn each episode)."),
         Param("values", str, "", "Negotiation-gt: fixed values of the agent's seat, books,hats,balls summing to --total."),
         Param("opponent_values", str, "", "Negotiation-gt: fixed values of the opponent's seat, summing to --total."),
         Param("third_party", _third, "none", "Negotiation-gt: 'public' receives the items a deal leaves unclaimed "
@@ -35,6 +35,7 @@ DOMAIN = Domain(
     pools=ref("sepo.games.negotiation_gt.pools:pools"),
     events=ref("sepo.games.negotiation_gt.events:events"),
     frequencies=ref("sepo.games.negotiation_gt.events:frequencies"),
+    lower_bound=ref("sepo.games.negotiation_gt.exact:lower_bound"),
     demos=ref("sepo.games.negotiation_gt.demos:mixtures"),
     demo_opponents=("FairNeg", "TFTNeg", "ConcedeNeg", "GreedyNeg", "HardballNeg"),
     round_name="round",

@@ -19,6 +19,7 @@ class NegotiationBot(Policy):
 
     name = "NegotiationBot"
     memory = 0
+    reads = ("own", "other")
     classifier: dict = {}
     line: str | None = None
 
@@ -64,6 +65,7 @@ class TFTNeg(NegotiationBot):
 
     name = "TFTNeg"
     memory = 1
+    reads = ("other",)  # only the other's last demand
     classifier = {"stochastic": False, "uses_values": False, "reacts": True}
     line = "I will leave you exactly what you left me."
 

@@ -77,7 +77,7 @@ class NegotiationRules:
                 raise SepoError(f"{name} must be an integer >= {low}, got {value!r}")
         if self.pool is not None:
             if any(p < 1 or p > self.pool_max for p in self.pool):
-                raise SepoError(f"--pool must hold 1..{self.pool_max} of each item (--pool-max), got {list(self.pool)}")
+                raise SepoError(f"--items must hold 1..{self.pool_max} of each item (--pool-max), got {list(self.pool)}")
         for flag, values in (("--values", self.values), ("--opponent-values", self.opponent_values)):
             if values is None:
                 continue
@@ -100,7 +100,7 @@ class NegotiationRules:
         return d1, d2, d3
 
     def legal(self, pool) -> tuple[int, ...]:
-        return tuple(self.encode(d) for d in itertools.product(*(range(p + 1) for p in pool)))
+        return _legal(self.pool_max, tuple(pool))
 
     def pools(self) -> list[tuple[tuple[int, ...], float]]:
         if self.pool is not None:
@@ -117,6 +117,17 @@ class NegotiationRules:
 
 def name_of(demand) -> str:
     return "[" + ", ".join(str(int(d)) for d in demand) + "]"
+
+
+@lru_cache(maxsize=None)
+def _legal(pool_max: int, pool: tuple[int, ...]) -> tuple[int, ...]:
+    base = pool_max + 1
+    return tuple((a * base + b) * base + c for a, b, c in itertools.product(*(range(p + 1) for p in pool)))
+
+
+@lru_cache(maxsize=None)
+def _names(pool: tuple[int, ...]) -> tuple[str, ...]:
+    return tuple(name_of(d) for d in itertools.product(*(range(p + 1) for p in pool)))
 
 
 @lru_cache(maxsize=None)
@@ -163,7 +174,7 @@ def make_decision(game: "NegotiationGame", player: int, pool, values, history, f
         game=game.name, player=player,
         info_key=history_key(round_index, pool, values, history),
         legal_actions=rules.legal(pool),
-        action_names=tuple(name_of(d) for d in itertools.product(*(range(p + 1) for p in pool))),
+        action_names=_names(tuple(pool)),
         observation={"round": round_index + 1, "rounds": rules.rounds, "items": ITEMS, "pool": tuple(pool),
                      "values": tuple(values), "first_values": tuple(first_values or values), "total": rules.total,
                      "history": tuple(history), "my_payoffs": tuple(my_payoffs),
@@ -290,7 +301,7 @@ class NegotiationGame(Game):
 
 
 def make_game(protocol: str = "rigorous", rounds: int = PAPER_ROUNDS, total: int = PAPER_TOTAL, pool_max: int = PAPER_POOL_MAX,
-              pool=None, values=None, opponent_values=None, third_party: bool = False, redraw: str = "") -> NegotiationGame:
+              items=None, values=None, opponent_values=None, third_party: bool = False, redraw: str = "") -> NegotiationGame:
     """The domain's game factory. `--protocol paper` redraws the opponent's values every round
     (the authors' code), with a warning; `redraw` ("yes"/"no") overrides that in either protocol."""
     if redraw not in ("", "yes", "no"):
@@ -302,7 +313,7 @@ def make_game(protocol: str = "rigorous", rounds: int = PAPER_ROUNDS, total: int
         third_party = third_party == PUBLIC
     if third_party and protocol == "paper":
         raise SepoError("--third-party public is a rigorous-protocol option; the paper's game has no third party")
-    rules = NegotiationRules(rounds=rounds, total=total, pool_max=pool_max, pool=parse_triple(pool, "pool size", "--pool"),
+    rules = NegotiationRules(rounds=rounds, total=total, pool_max=pool_max, pool=parse_triple(items, "pool size", "--items"),
                              values=parse_triple(values, "value", "--values"),
                              opponent_values=parse_triple(opponent_values, "value", "--opponent-values"),
                              redraw_opponent_values=redraw_values, third_party=bool(third_party))

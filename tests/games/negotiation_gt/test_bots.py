@@ -10,7 +10,7 @@ POOL, VALUES, OTHER = (2, 3, 4), (4, 3, 3), (1, 1, 8)
 
 
 def _demands(agent, opponent, pool=POOL, values=VALUES, other=OTHER, rounds=4):
-    game = load_game("negotiation-gt", pool=",".join(map(str, pool)), values=",".join(map(str, values)),
+    game = load_game("negotiation-gt", items=",".join(map(str, pool)), values=",".join(map(str, values)),
                      opponent_values=",".join(map(str, other)), rounds=rounds)
     episode = play_episodes(game, agent, [opponent], [0], agent_seed=0)[0]
     return [r.info["demands"] for r in episode.rounds]

@@ -13,8 +13,8 @@ runner = CliRunner()
     (["--values", "4,3,2"], "sum to 9, not the stated total 10"),
     (["--values", "4,3,3", "--total", "12"], "sum to 10, not the stated total 12"),
     (["--opponent-values", "1,1,1"], "sum to 3, not the stated total 10"),
-    (["--pool", "1,2"], "3 numbers, got 2"),
-    (["--pool", "1,2,3,1"], "3 numbers, got 4"),
+    (["--items", "1,2"], "3 numbers, got 2"),
+    (["--items", "1,2,3,1"], "3 numbers, got 4"),
 ])
 def test_bad_negotiation_parameters_exit_2_with_one_line(args, message):
     result = runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--episodes", "1", *args])

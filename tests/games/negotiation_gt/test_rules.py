@@ -53,7 +53,7 @@ def test_the_papers_redraw_changes_opponent_values_and_warns():
 
 
 def test_deal_pays_demands_times_own_values_and_breakdown_pays_nothing():
-    game = load_game("negotiation-gt", pool="2,1,3", values="4,3,3", opponent_values="1,1,8")
+    game = load_game("negotiation-gt", items="2,1,3", values="4,3,3", opponent_values="1,1,8")
     state = game.new_initial_state()
     while state.is_chance_node():
         state.apply_action(state.chance_outcomes()[0][0])
@@ -68,7 +68,7 @@ def test_deal_pays_demands_times_own_values_and_breakdown_pays_nothing():
 
 
 def test_legal_demands_are_those_within_the_pool():
-    game = load_game("negotiation-gt", pool="1,4,2")
+    game = load_game("negotiation-gt", items="1,4,2")
     state = game.new_initial_state()
     while state.is_chance_node():
         state.apply_action(0)
@@ -78,7 +78,7 @@ def test_legal_demands_are_those_within_the_pool():
 
 
 def test_third_party_gets_the_unclaimed_items():
-    game = load_game("negotiation-gt", pool="2,2,2", third_party="public")
+    game = load_game("negotiation-gt", items="2,2,2", third_party="public")
     played = _episode(game, 3, FairNeg(), HardballNeg())  # [1,1,1] + [1,1,1] claims everything
     assert all(r.third_party["public"] == 0.0 and r.info["deal"] for r in played.rounds)
     played = _episode(game, 3, FairNeg(), FairNeg())
@@ -88,9 +88,9 @@ def test_third_party_gets_the_unclaimed_items():
 @pytest.mark.parametrize("params, message", [
     ({"values": "4,3,2"}, "sum to 9, not the stated total 10"),
     ({"opponent_values": "5,5,5"}, "sum to 15, not the stated total 10"),
-    ({"pool": "1,2"}, "3 numbers, got 2"),
-    ({"pool": "1,2,3,4"}, "3 numbers, got 4"),
-    ({"pool": "1,5,2"}, "--pool must hold 1..4"),
+    ({"items": "1,2"}, "3 numbers, got 2"),
+    ({"items": "1,2,3,4"}, "3 numbers, got 4"),
+    ({"items": "1,5,2"}, "--items must hold 1..4"),
     ({"rounds": 0}, "--rounds must be an integer >= 1"),
     ({"values": "a,b,c"}, "comma-separated integers"),
 ])

@@ -9,7 +9,7 @@ from sepo.games import load_game
 def _decision(protocol="rigorous", history_rounds=0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        game = load_game("negotiation-gt", protocol, pool="2,3,4", values="4,3,3", opponent_values="1,1,8")
+        game = load_game("negotiation-gt", protocol, items="2,3,4", values="4,3,3", opponent_values="1,1,8")
     state = game.new_initial_state()
     while state.is_chance_node():
         state.apply_action(0)

@@ -1,0 +1,105 @@
+"""The best-response lower bounds: the DP is exact for agents that declare their memory (checked
+against brute-force enumeration of opponent strategies), its maximiser earns its value in play,
+and the learned best response is a valid lower bound."""
+import itertools
+
+import numpy as np
+import pytest
+
+from sepo.games import load_game
+from sepo.games.negotiation_gt.bots import BOTS, ConcedeNeg, FairNeg, GreedyNeg, TFTNeg
+from sepo.games.negotiation_gt.exact import DPSearch, dp_best_response, learned_best_response, lower_bound
+from sepo.games.negotiation_gt.rules import make_decision, paper_value_distribution
+
+
+def _dp(game, bot):
+    search = DPSearch(game, bot.memory, bot.reads)
+    search.expand(bot)
+    return search.solve()["gap"]
+
+
+def _brute_force(game, bot):
+    """max over every deterministic opponent strategy (a demand per round as a function of the
+    agent's earlier demands), by enumeration, of E[u_O - u_A] per round; values fixed for the
+    opponent, the agent's drawn from the paper's distribution."""
+    rules = game.rules
+    pool = rules.pool
+    Y = list(itertools.product(*(range(p + 1) for p in pool)))
+    w = np.array(rules.opponent_values)
+    agents = [(np.array(v), p) for v, p in rules.value_distribution(rules.values)]
+
+    def agent_demand(v, history):
+        decision = make_decision(game, 0, pool, tuple(int(x) for x in v), history)
+        return bot.demand(decision.observation)
+
+    def best(history_by_v, t):
+        """history_by_v: {v index: history}; returns max over this round's y (and later ones) of the gap."""
+        if t == rules.rounds:
+            return 0.0
+        groups = {}
+        for i, history in history_by_v.items():
+            groups.setdefault(tuple((a, y) for a, y, _ in history), []).append(i)
+        total = 0.0
+        for _, members in groups.items():  # the opponent sees the agent's demands: one choice per group
+            options = []
+            for y in Y:
+                value, following = 0.0, {}
+                for i in members:
+                    v, p = agents[i]
+                    a = agent_demand(v, history_by_v[i])
+                    deal = rules.deal(pool, a, y)
+                    value += p * ((np.dot(y, w) - np.dot(a, v)) if deal else 0.0)
+                    following[i] = history_by_v[i] + ((tuple(a), y, deal),)
+                options.append(value + best(following, t + 1))
+            total += max(options)
+        return total
+
+    return best({i: () for i in range(len(agents))}, 0) / rules.rounds
+
+
+@pytest.mark.parametrize("bot, items", [(FairNeg(), "1,2,2"), (ConcedeNeg(), "2,1,2"), (TFTNeg(), "1,1,2"), (GreedyNeg(), "1,2,1")])
+def test_dp_equals_brute_force_over_two_rounds(bot, items):
+    game = load_game("negotiation-gt", rounds=2, items=items, opponent_values="2,3,5")
+    assert _dp(game, bot) == pytest.approx(_brute_force(game, bot), abs=1e-9)
+
+
+def test_hardball_cannot_be_exploited_and_fair_can():
+    game = load_game("negotiation-gt", items="2,3,4")
+    assert _dp(game, BOTS["HardballNeg"]()) == pytest.approx(0.0)
+    assert _dp(game, FairNeg()) > 1.0
+
+
+@pytest.mark.parametrize("name", ["TFTNeg", "GreedyNeg"])
+def test_the_maximiser_earns_the_dp_value_in_play(name):
+    game = load_game("negotiation-gt", items="2,2,3")
+    result, opponent = dp_best_response(game, BOTS[name](), episodes=300)
+    assert result.exact
+    low, high = result.extra["measured_ci_low"], result.extra["measured_ci_high"]
+    assert result.extra["measured_gap"] == pytest.approx(result.value, abs=high - low + 1e-9)  # within ~4 standard errors
+
+
+def test_redrawn_opponent_values_leave_a_bots_gap_unchanged():
+    """The bots never react to the opponent's values, so redrawing them every round (the paper's
+    version) changes neither the maximiser's per-round options nor its expected gap."""
+    fixed = load_game("negotiation-gt", items="2,2,3", redraw="no")
+    with pytest.warns(UserWarning):
+        redrawn = load_game("negotiation-gt", "paper", items="2,2,3")
+    for bot in (GreedyNeg(), TFTNeg()):
+        assert _dp(fixed, bot) == pytest.approx(_dp(redrawn, bot))
+
+
+def test_learned_best_response_is_a_lower_bound_with_its_method():
+    game = load_game("negotiation-gt", items="2,3,4")
+    exact = _dp(game, GreedyNeg())
+    learned, _ = learned_best_response(game, GreedyNeg(), episodes=200)
+    assert not learned.exact and "learned best response" in learned.method
+    width = learned.extra["ci_high"] - learned.extra["ci_low"]
+    assert learned.value <= exact + width  # a lower bound, up to ~4 standard errors of its measurement
+    combined, _ = lower_bound(game, TFTNeg(), episodes=50)
+    assert combined.exact and "DP over the opponent's observations" in combined.method
+
+
+def test_value_distribution_probabilities_match_the_dp_prior():
+    game = load_game("negotiation-gt", items="1,1,1")
+    search = DPSearch(game, 0)
+    assert search.pv.sum() == pytest.approx(1.0) and len(search.pv) == len(paper_value_distribution(10))
