@@ -37,6 +37,7 @@ DOMAIN = Domain(
     frequencies=ref("sepo.games.negotiation_gt.events:frequencies"),
     lower_bound=ref("sepo.games.negotiation_gt.exact:lower_bound"),
     demos=ref("sepo.games.negotiation_gt.demos:mixtures"),
+    llm_training=ref("sepo.games.negotiation_gt.llm_env:environment"),
     demo_opponents=("FairNeg", "TFTNeg", "ConcedeNeg", "GreedyNeg", "HardballNeg"),
     round_name="round",
     payoff_name="points",

@@ -23,6 +23,9 @@ from sepo.games import talk
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.negotiation_gt.rules import ITEMS, name_of
 
+ACTION_WORDS = ("[", "]")
+"""A demand is written as a bracketed triple of numerals; the tiny model's tokenizer keeps the
+brackets single tokens (numerals are split into digits by every Qwen-style pre-tokenizer)."""
 _THINK_END = "</think>"
 _BRACKET = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
 _LABELLED = (re.compile(r"books?\s*[:=]\s*(\d+)\D{0,12}?hats?\s*[:=]\s*(\d+)\D{0,12}?balls?\s*[:=]\s*(\d+)", re.I),
