@@ -17,7 +17,7 @@ from sepo.policies.base import Choice, Policy
 from sepo.policies.replies import Decoding, Reply
 from sepo.policies.text_policy import TextPolicy
 
-TALKING_GAMES = ["negotiation-gt"]
+TALKING_GAMES = ["negotiation-gt", "negotiation"]
 
 
 def _base(game_name, game):

@@ -45,4 +45,5 @@ DOMAIN = Domain(
     round_name="round",
     payoff_name="points",
     simultaneous=True,
+    talk=True,
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from sepo.games import talk
 from sepo.games.base import Decision, ParseResult, TextView
 
 _THINK_END = "</think>"
@@ -77,6 +78,7 @@ class NegotiationText(TextView):
             lines.append(f"Scores so far — you: {obs['my_score']:g}, opponent: {obs['opponent_score']:g}")
         else:
             lines.append("This is the first round. No history yet.")
+        lines += talk.prompt_lines(obs)  # cheap talk (--talk): the opponent's message, quoted as data
         lines += ["", f"How many points do you demand ({self._range()})?"]
         return "\n".join(lines)
 
