@@ -105,6 +105,61 @@ class State(abc.ABC):
     def clone(self) -> "State": ...
 
 
+class RepeatedMatchState(State):
+    """A two-player match of `game.rounds` rounds of simultaneous moves, the joint actions kept
+    oldest first. A subclass is the stage game: `decision(player)` and `play_round(a0, a1)`."""
+
+    words = "action"
+    """What one move is called in the game's errors ("demand", ...)."""
+
+    def __init__(self, game: "Game"):
+        self._game = game
+        self._history: list[tuple[int, int]] = []
+        self._rounds: list[RoundResult] = []
+
+    @abc.abstractmethod
+    def play_round(self, a0: int, a1: int) -> RoundResult:
+        """The result of one round in which player 0 plays `a0` and player 1 `a1` (checked legal)."""
+
+    @abc.abstractmethod
+    def legal(self, action: int) -> bool: ...
+
+    def num_players(self) -> int:
+        return 2
+
+    def current_player(self) -> int:
+        return TERMINAL if len(self._history) >= self._game.rounds else SIMULTANEOUS
+
+    def apply_action(self, action: int) -> None:
+        raise ValueError(f"{self._game.name}: both players move at once; "
+                         f"use apply_actions([{self.words} of player 0, {self.words} of player 1])")
+
+    def apply_actions(self, actions) -> None:
+        if self.is_terminal():
+            raise ValueError(f"{self._game.name}: the match is over; no {self.words} can be applied")
+        a0, a1 = (int(a) for a in actions)
+        if not (self.legal(a0) and self.legal(a1)):
+            raise ValueError(f"{self._game.name}: illegal actions {actions!r}; {self.legal_description()}")
+        result = self.play_round(a0, a1)
+        self._history.append((a0, a1))
+        self._rounds.append(result)
+
+    def legal_description(self) -> str:
+        return "see the game's legal actions"
+
+    def rounds(self) -> list[RoundResult]:
+        return list(self._rounds)
+
+    def history(self) -> list[tuple[int, int]]:
+        return list(self._history)
+
+    def clone(self) -> "RepeatedMatchState":
+        copy = type(self)(self._game)
+        copy._history = list(self._history)
+        copy._rounds = list(self._rounds)
+        return copy
+
+
 class TextView(abc.ABC):
     """The language interface of a game: what an LLM reads and how its reply is parsed."""
 

@@ -41,6 +41,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from sepo.games.base import Decision
+from sepo.metrics.exact import ExactResult
 from sepo.policies.base import Policy
 
 History = tuple[tuple[int, int], ...]
@@ -266,6 +267,15 @@ class RepeatedResult:
     states: int
     threshold: float
     memory: int | None
+
+    def exact_result(self, method: str, value_name: str) -> ExactResult:
+        """The solver-interface view: the gap, its pruning bound and the method that found it."""
+        return ExactResult(
+            value=self.gap, value_name=value_name, br_payoff=self.br_payoff, agent_payoff=self.br_agent_payoff,
+            method=method + (f", branches below agent reach {self.threshold:g} pruned" if self.threshold else ""),
+            exact=self.gap_bound == 0.0, pruning_bound=self.gap_bound,
+            extra={"br_pruning_bound": self.br_bound, "agent_payoff_vs_gap_maximiser": self.gap_agent_payoff,
+                   "opponent_payoff_vs_gap_maximiser": self.gap_opponent_payoff, "states": self.states})
 
     def summary(self) -> dict:
         return {"adversarial_gap": self.gap, "pruning_bound": self.gap_bound, "br_payoff": self.br_payoff,

@@ -88,12 +88,7 @@ class IPDSolver:
         return self.result(self.solve_table(table, threshold))
 
     def result(self, solved: RepeatedResult) -> ExactResult:
-        return ExactResult(
-            value=solved.gap, value_name=self.value_name, br_payoff=solved.br_payoff, agent_payoff=solved.br_agent_payoff,
-            method=self.method + (f", branches below agent reach {solved.threshold:g} pruned" if solved.threshold else ""),
-            exact=solved.gap_bound == 0.0, pruning_bound=solved.gap_bound,
-            extra={"br_pruning_bound": solved.br_bound, "agent_payoff_vs_gap_maximiser": solved.gap_agent_payoff,
-                   "opponent_payoff_vs_gap_maximiser": solved.gap_opponent_payoff, "states": solved.states})
+        return solved.exact_result(self.method, self.value_name)
 
     def best_response(self, table) -> Policy:
         """The gap-maximising opponent (against it, the pool's exploit score is the gap)."""

@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView
+from sepo.games.base import Decision, Game, RepeatedMatchState, RoundResult, TextView
 
 COOPERATE, DEFECT = 0, 1
 ACTIONS = (COOPERATE, DEFECT)
@@ -128,19 +128,8 @@ class Payoffs:
         return isinstance(other, Payoffs) and np.array_equal(self.matrix, other.matrix)
 
 
-class IPDState(State):
+class IPDState(RepeatedMatchState):
     """One match: the joint actions so far."""
-
-    def __init__(self, game: "IteratedPrisonersDilemma"):
-        self._game = game
-        self._history: list[tuple[int, int]] = []
-        self._rounds: list[RoundResult] = []
-
-    def num_players(self) -> int:
-        return 2
-
-    def current_player(self) -> int:
-        return TERMINAL if len(self._history) >= self._game.rounds else SIMULTANEOUS
 
     def decision(self, player: int) -> Decision:
         history = tuple((joint[player], joint[1 - player]) for joint in self._history)
@@ -156,30 +145,15 @@ class IPDState(State):
                          "my_score": own, "opponent_score": other, "payoffs": self._game.payoffs.rstp(player)},
         )
 
-    def apply_action(self, action: int) -> None:
-        raise ValueError("ipd: both players move at once; use apply_actions([action of player 0, action of player 1])")
+    def legal(self, action: int) -> bool:
+        return action in ACTIONS
 
-    def apply_actions(self, actions) -> None:
-        if self.is_terminal():
-            raise ValueError("ipd: the match is over; no action can be applied")
-        a0, a1 = (int(a) for a in actions)
-        if a0 not in ACTIONS or a1 not in ACTIONS:
-            raise ValueError(f"ipd: illegal actions {actions!r}; legal actions are 0 (cooperate) and 1 (defect)")
-        self._history.append((a0, a1))
+    def legal_description(self) -> str:
+        return "legal actions are 0 (cooperate) and 1 (defect)"
+
+    def play_round(self, a0: int, a1: int) -> RoundResult:
         m = self._game.payoffs.matrix[a0, a1]
-        self._rounds.append(RoundResult(payoffs=(float(m[0]), float(m[1])), info={"actions": (a0, a1)}))
-
-    def rounds(self) -> list[RoundResult]:
-        return list(self._rounds)
-
-    def history(self) -> list[tuple[int, int]]:
-        return list(self._history)
-
-    def clone(self) -> "IPDState":
-        copy = IPDState(self._game)
-        copy._history = list(self._history)
-        copy._rounds = list(self._rounds)
-        return copy
+        return RoundResult(payoffs=(float(m[0]), float(m[1])), info={"actions": (a0, a1)})
 
 
 class IteratedPrisonersDilemma(Game):

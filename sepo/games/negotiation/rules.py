@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView
+from sepo.games.base import Decision, Game, RepeatedMatchState, RoundResult, TextView
 
 PAPER = {"pie": 10, "min_demand": 1, "max_demand": 9, "rounds": 4}
 PAPER_VERSIONS = ("writeup", "code")
@@ -44,50 +44,25 @@ def _whole(value, what: str, low: int | None = None) -> int:
     return int(value)
 
 
-class NegotiationState(State):
+class NegotiationState(RepeatedMatchState):
     """One match: the joint demands (as action indices) so far."""
 
-    def __init__(self, game: "SplitBargaining"):
-        self._game = game
-        self._history: list[tuple[int, int]] = []
-        self._rounds: list[RoundResult] = []
-
-    def num_players(self) -> int:
-        return 2
-
-    def current_player(self) -> int:
-        return TERMINAL if len(self._history) >= self._game.rounds else SIMULTANEOUS
+    words = "demand"
 
     def decision(self, player: int) -> Decision:
         return self._game.decision_after(tuple((joint[player], joint[1 - player]) for joint in self._history), player)
 
-    def apply_action(self, action: int) -> None:
-        raise ValueError("negotiation: both players demand at once; use apply_actions([demand of player 0, demand of player 1])")
+    def legal(self, action: int) -> bool:
+        return 0 <= action < self._game.num_demands
 
-    def apply_actions(self, actions) -> None:
-        if self.is_terminal():
-            raise ValueError("negotiation: the match is over; no demand can be applied")
-        a0, a1 = (int(a) for a in actions)
-        k = self._game.num_demands
-        if not (0 <= a0 < k and 0 <= a1 < k):
-            raise ValueError(f"negotiation: illegal actions {actions!r}; legal actions are 0..{k - 1} "
-                             f"(demands {self._game.min_demand}..{self._game.max_demand})")
-        self._history.append((a0, a1))
+    def legal_description(self) -> str:
+        return (f"legal actions are 0..{self._game.num_demands - 1} "
+                f"(demands {self._game.min_demand}..{self._game.max_demand})")
+
+    def play_round(self, a0: int, a1: int) -> RoundResult:
         d0, d1 = self._game.demand(a0), self._game.demand(a1)
         u0, u1 = self._game.payoffs(d0, d1)
-        self._rounds.append(RoundResult(payoffs=(u0, u1), info={"actions": (a0, a1), "demands": (d0, d1), "deal": d0 + d1 <= self._game.pie}))
-
-    def rounds(self) -> list[RoundResult]:
-        return list(self._rounds)
-
-    def history(self) -> list[tuple[int, int]]:
-        return list(self._history)
-
-    def clone(self) -> "NegotiationState":
-        copy = NegotiationState(self._game)
-        copy._history = list(self._history)
-        copy._rounds = list(self._rounds)
-        return copy
+        return RoundResult(payoffs=(u0, u1), info={"actions": (a0, a1), "demands": (d0, d1), "deal": d0 + d1 <= self._game.pie})
 
 
 class SplitBargaining(Game):
