@@ -168,7 +168,10 @@ class TextPolicy(Policy):
     # ------------------------------------------------------------------ the rules
 
     def _fallback(self, decision: Decision) -> int:
-        action = self.fallback_action(decision) if self.fallback_action else decision.legal_actions[0]
+        """The 'fallback' rule's action: the one given, else the domain's own (its text view's
+        `fallback_action`, e.g. a paper's fixed default demand), else the first legal action."""
+        rule = self.fallback_action or getattr(getattr(self.source, "text", None), "fallback_action", None)
+        action = rule(decision) if rule else decision.legal_actions[0]
         if action not in decision.legal_actions:
             raise SepoError(f"{self.name}: fallback action {action!r} is not legal at {decision.info_key!r}")
         return action

@@ -76,3 +76,25 @@ def test_reason_describes_the_state_without_a_demand():
     game, decision = _decision("rigorous", 1)
     reason = game.text.reason(decision)
     assert "[" not in reason and "worth 29 to me" in reason and "a deal" in reason
+
+
+def test_the_fallback_rule_plays_the_papers_one_of_each():
+    """A reply that does not parse is played as the domain's own fallback, [1, 1, 1] clamped into
+    the pool, under the 'fallback' failure rule (the paper returns it directly), and counted."""
+    from sepo.policies.replies import Decoding, Reply
+    from sepo.policies.text_policy import TextPolicy
+
+    game, decision = _decision("paper")
+
+    class Confused:
+        name, text, decoding = "confused", game.text, Decoding()
+
+        def replies(self, decisions, n, seed):
+            return [[Reply("I am not sure.", True)] * n for _ in decisions]
+
+    policy = TextPolicy(Confused(), failure_rule="fallback", samples=4)
+    estimate = policy.estimate([decision])
+    played = {a: p for a, p in estimate.probabilities[0].items() if p > 0}
+    assert played == {game.text.fallback_action(decision): pytest.approx(1.0)}
+    assert game.rules.decode(next(iter(played))) == (1, 1, 1)
+    assert policy.counts["estimate.no_action"] == 4
