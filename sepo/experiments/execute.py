@@ -103,11 +103,21 @@ def _safety(result: dict) -> float:
 
 # ------------------------------------------------------------------------------ agents by stage
 
+def audit_decoding(config: ExperimentConfig):
+    """The decoding language models are audited and trained with: the protocol's (the paper's
+    top-p 0.95, top-k 50 and repetition penalty 1.3 under `paper`), with the config's temperature
+    and token limit."""
+    from sepo.policies.replies import decoding_for
+
+    return decoding_for(config.protocol, temperature=config.decoding.temperature,
+                        max_new_tokens=config.decoding.max_new_tokens)
+
+
 def _hf_policy(config: ExperimentConfig, path: str, game):
     from sepo.policies.hf import HFPolicy
 
-    return HFPolicy(path, game.text, mode="sample", failure_rule="forced", temperature=config.decoding.temperature,
-                    max_new_tokens=config.decoding.max_new_tokens, samples=config.decoding.samples)
+    return HFPolicy(path, game.text, mode="sample", failure_rule="forced", decoding=audit_decoding(config),
+                    samples=config.decoding.samples)
 
 
 def _tabular_env(game_name: str, params: dict, game):
@@ -214,7 +224,9 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Pat
         label = FINAL if k == t.steps else f"step_{k}"
         if audit_candidate.done(label):
             continue
-        train_config = LLMSEPOConfig(game=domain.name, game_params=dict(domain.params), model=start,
+        filters = audit_decoding(config)
+        train_config = LLMSEPOConfig(game=domain.name, game_params=dict(domain.params), model=start, protocol=config.protocol,
+                                     top_p=filters.top_p, top_k=filters.top_k, repetition_penalty=filters.repetition_penalty,
                                      penalty=PENALTY_OF_STAGE[cell.stage], lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x,
                                      steps=k, groups=t.groups, group_size=t.group_size, learning_rate=t.learning_rate,
                                      beta=t.beta, temperature=t.temperature, max_new_tokens=t.max_new_tokens, lora=t.lora,

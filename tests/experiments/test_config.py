@@ -98,3 +98,21 @@ def test_the_shipped_configs_validate_and_expand():
     data["domains"] = [d for d in data["domains"] if d["name"] in domain_names()]
     paper = validate_config(data, "paper.yaml")
     assert paper.protocol == "paper" and paper.training.llm.steps == 100 and paper.training.checkpoints == [25, 50, 75]
+
+
+@pytest.mark.parametrize("protocol, top_p, penalty", [("rigorous", 1.0, 1.0), ("paper", 0.95, 1.3)])
+def test_language_models_are_audited_and_trained_under_the_protocols_decoding(protocol, top_p, penalty, monkeypatch):
+    """Under `paper` the audits and the LLM trainer use the paper's filters (top-p 0.95, top-k 50,
+    repetition penalty 1.3) and the trainer charges the paper's terms; the config's temperature and
+    token limit stay the config's."""
+    import sepo.policies.hf as hf
+    from sepo.experiments import execute
+
+    config = validate_config({**_data(), "protocol": protocol})
+    decoding = execute.audit_decoding(config)
+    assert (decoding.top_p, decoding.repetition_penalty) == (top_p, penalty)
+    assert (decoding.temperature, decoding.max_new_tokens) == (config.decoding.temperature, config.decoding.max_new_tokens)
+    built = {}
+    monkeypatch.setattr(hf, "HFPolicy", lambda *args, **kwargs: built.update(kwargs))
+    execute._hf_policy(config, "model", type("G", (), {"text": None})())
+    assert built["decoding"] == decoding
