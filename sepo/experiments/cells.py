@@ -58,6 +58,8 @@ def _why_not(domain: DomainConfig, agent: AgentConfig, stage: str) -> str | None
     from sepo.games import get_domain
 
     spec = get_domain(domain.name)
+    if agent.kind == "tabular" and spec.training is None:  # its table's rows are the training environment's states
+        return f"{domain.name} has no tabular training environment"
     if stage == "base":
         return None
     if not agent.trainable:
