@@ -195,6 +195,10 @@ class LLMTraining(_Strict):
     lora: bool = False
     scale_rewards: Literal["batch", "group", "none"] = "none"
     gpu: bool = False
+    table_samples: int = Field(64, ge=1, le=100_000)
+    """Replies per information state for each step's estimate of the played policy."""
+    final_samples: int | None = Field(None, ge=1, le=100_000)
+    """Replies per state for the trained model's logged policy (None: `decoding.samples`, as the audits)."""
 
 
 def llm_training(config: "ExperimentConfig", domain: DomainConfig) -> "LLMTraining":

@@ -230,7 +230,8 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Pat
                                      penalty=PENALTY_OF_STAGE[cell.stage], lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x,
                                      steps=k, groups=t.groups, group_size=t.group_size, learning_rate=t.learning_rate,
                                      beta=t.beta, temperature=t.temperature, max_new_tokens=t.max_new_tokens, lora=t.lora,
-                                     scale_rewards=t.scale_rewards, seed=cell.seed, use_cpu=not t.gpu, save_steps=max(1, min(steps)))
+                                     scale_rewards=t.scale_rewards, seed=cell.seed, use_cpu=not t.gpu, save_steps=max(1, min(steps)),
+                                     table_samples=t.table_samples, final_samples=t.final_samples or config.decoding.samples)
         summary = run_llm_sepo(train_config, work / "train")
         audit_candidate(label, lambda: _hf_policy(config, summary["model"], game))
 
