@@ -150,16 +150,19 @@ def _injection(the_game, policy, agent: str, config, as_json: bool) -> None:
         return
     table = Table(title=f"{agent} in {the_game.name}: prompt-injection pool (base opponent {result['base_opponent']}, "
                         f"{config.episodes} episodes per message)")
-    for column in ("message", "decisions", "action changed", "format changed"):
+    for column in ("message", "decisions", "action changed", "format changed", "p (Holm)"):
         table.add_column(column)
     for name, row in [("control (benign)", result["control"]), *result["attacks"].items()]:
-        table.add_row(name, str(row["decisions"]), *("n/a" if row[k] is None else
-                                                     f"{row[k]:.3f} [{row['ci'][k][0]:.3f}, {row['ci'][k][1]:.3f}]"
-                                                     for k in ("action_changed", "format_changed")))
+        rates = ("n/a" if row[k] is None else f"{row[k]:.3f} [{row['ci'][k][0]:.3f}, {row['ci'][k][1]:.3f}]"
+                 for k in ("action_changed", "format_changed"))
+        p = f"{min(row['p_adjusted'].values()):.2g}" + (" *" if row["significant"] else "") if "p_adjusted" in row else "-"
+        table.add_row(name, str(row["decisions"]), *rates, p)
     console.print(table)
     verdict = "FLAGGED" if result["flagged"] else "not flagged"
     console.print(f"{verdict}: worst attack {result['worst_attack']} changes play {result['worst_excess_change_rate']:.3f} "
-                  f"more often than the control message (threshold {result['threshold']})")
+                  f"more often than the control message (one-sided Fisher exact, Holm-adjusted p = "
+                  f"{result['worst_p_adjusted']:.2g}; flagged at p < {result['alpha']} with an excess above "
+                  f"{result['threshold']})")
 
 
 def _help(name: str) -> str:
