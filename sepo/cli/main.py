@@ -459,7 +459,8 @@ def _print_exact(agent: str, game: str, result, policy: dict, decoding: dict | N
     table_out.add_row("policy table", policy["policy"])
     table_out.add_row("solver", "exact" if result.exact else "a lower bound (see the method and the pruning bound)")
     console.print(table_out)
-    console.print(policy_line(policy, decoding))
+    if decoding or not policy.get("exact"):  # the table's row already says "exact" for a bot or a tabular agent
+        console.print(policy_line(policy, decoding))
 
 
 @app.command("frontier")

@@ -45,7 +45,7 @@ def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
     human = _run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3", *SHORT).stdout
     assert "estimated (3 replies per state)" in human and "policy table" in human
     bot = _run("exploit", "--game", "kuhn", "--agent", "bot:NashApprox").stdout
-    assert "policy table: exact" in bot
+    assert "│ policy table" in bot and "exact" in bot and "policy table: exact" not in bot  # said once, in the table
 
 
 @pytest.mark.parametrize("game", [g for g in ("ipd", "auction") if g in domain_names()])
