@@ -20,12 +20,24 @@ GAME_HELP = f"Game to play: {', '.join(domain_names())}."
 
 
 def _registered_params() -> dict:
-    """{param name: (Param, [domains that take it])} over every registered domain."""
+    """{param name: [(domain, Param), ...]} over every registered domain."""
     found: dict = {}
     for name in domain_names():
         for param in get_domain(name).params:
-            found.setdefault(param.name, (param, []))[1].append(name)
+            found.setdefault(param.name, []).append((name, param))
     return found
+
+
+def _help(owners: list) -> str:
+    """One option's help: each domain's own wording and default (they differ, e.g. `--rounds`)."""
+    wordings: dict = {}
+    for domain, param in owners:
+        text = param.help
+        if text.lower().startswith(f"{domain}: "):
+            text = text[len(domain) + 2:]
+        default = "" if param.default in (None, "") else f"; default {param.default}"
+        wordings.setdefault(text[:1].upper() + text[1:].rstrip(".") + default, []).append(domain)
+    return " | ".join(f"{', '.join(domains)}: {text}" for text, domains in wordings.items())
 
 
 def with_game_params(command):
@@ -33,10 +45,10 @@ def with_game_params(command):
     signature = inspect.signature(command)
     kept = [p for name, p in signature.parameters.items() if name != "game_params"]
     extra = []
-    for name, (param, owners) in _registered_params().items():
+    for name, owners in _registered_params().items():
         extra.append(inspect.Parameter(
             f"game_param_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-            default=typer.Option(None, param.flag, help=f"{param.help} [{', '.join(owners)}; default {param.default}]")))
+            default=typer.Option(None, owners[0][1].flag, help=_help(owners))))
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
