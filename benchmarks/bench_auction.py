@@ -22,8 +22,6 @@ Absolute numbers depend on the machine; compare ratios measured in the same run.
 from __future__ import annotations
 
 import argparse
-import platform
-import time
 
 import numpy as np
 
@@ -33,15 +31,7 @@ from sepo.games.auction.reference import naive_best_response
 from sepo.games.auction.rules import make_game
 from sepo.metrics.exact import action_table
 from sepo.policies.tabular import TabularPolicy
-
-
-def best_of(repeats, fn):
-    times, value = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), value
+from timing import best_of, machine_line
 
 
 def random_agent(solver, seed=0):
@@ -56,7 +46,7 @@ def main():
     parser.add_argument("--max-rounds", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"python {platform.python_version()} on {platform.machine()}, numpy {np.__version__}")
+    print(machine_line())
 
     print("\n1. DP vs naive recursive reference (paper rules, rigorous payoffs, memory 1)")
     print(f"{'rounds':>6} {'agent':>16} {'gap':>10} {'DP s':>10} {'naive s':>10} {'naive/DP':>9}")

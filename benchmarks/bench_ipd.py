@@ -28,9 +28,7 @@ Absolute numbers depend on the machine; compare ratios measured in the same run.
 from __future__ import annotations
 
 import argparse
-import platform
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -41,18 +39,10 @@ from sepo.games.ipd.bots import BOTS
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import play_matches
 from sepo.metrics.repeated import gap_value, solve
+from timing import best_of, machine_line
 
 PAIRS = [("TFT", "AlwaysDefect", "TitForTat", "Defector"), ("GrimTrigger", "AlternatingDefect", "Grudger", "CyclerDC"),
          ("TFT", "GrimTrigger", "TitForTat", "Grudger"), ("AlwaysCooperate", "TFT", "Cooperator", "TitForTat")]
-
-
-def best_of(repeats, fn):
-    times, value = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), value
 
 
 def matches(args):
@@ -174,7 +164,7 @@ def main():
                         help="largest full-history tree (12 rounds: 5.6M states in the last round, several GB)")
     parser.add_argument("--skip-llm", action="store_true")
     args = parser.parse_args()
-    print(f"python {platform.python_version()} on {platform.machine()}, numpy {np.__version__}")
+    print(machine_line())
     matches(args)
     dp(args)
     if not args.skip_llm:

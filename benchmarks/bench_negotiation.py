@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import platform
-import time
 
 import numpy as np
 
@@ -36,15 +34,7 @@ from sepo.games.negotiation.bots import BOTS
 from sepo.games.negotiation.exact import NegotiationSolver
 from sepo.metrics.exact import action_table
 from sepo.metrics.repeated import gap_value, solve
-
-
-def best_of(repeats, fn):
-    times, value = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), value
+from timing import best_of, machine_line
 
 
 def dp(args):
@@ -150,7 +140,7 @@ def main():
     parser.add_argument("--openspiel-max-rounds", type=int, default=2)
     parser.add_argument("--skip-reading", action="store_true")
     args = parser.parse_args()
-    print(f"python {platform.python_version()} on {platform.machine()}, numpy {np.__version__}")
+    print(machine_line())
     reference = dp(args)
     openspiel(args, reference)
     if not args.skip_reading:
