@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import List, Optional
@@ -52,6 +53,18 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """sepo's own warnings (a paper quirk reproduced, a dropped cache entry) as one line for a user;
+    other libraries' warnings keep Python's format, which says where they come from."""
+    if category.__module__.startswith("sepo") or filename.startswith(str(Path(__file__).parents[1])):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 @app.callback()
 def main_options(
     threads: Optional[int] = typer.Option(None, "--threads", min=1, max=4096,
@@ -59,6 +72,7 @@ def main_options(
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print sepo's version and exit."),
 ):
     """Train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization."""
+    warnings.showwarning = _show_warning
     if threads is not None:
         import torch
 

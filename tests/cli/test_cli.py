@@ -1,5 +1,7 @@
 """The command line: JSON output, clean one-line errors for bad input, resumable training."""
 import json
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -98,3 +100,11 @@ def test_every_command_has_help():
     for command in ([], ["eval"], ["train"], ["frontier"], ["plot"], ["demo"], ["analyze"]):
         result = _run(*command, "--help")
         assert result.exit_code == 0 and "Usage" in result.output
+
+
+def test_a_reproduced_paper_quirk_is_one_warning_line_not_a_python_traceback_line():
+    result = subprocess.run([sys.executable, "-m", "sepo.cli.main", "eval", "--game", "negotiation-gt", "--protocol", "paper",
+                             "--agent", "bot:FairNeg", "--episodes", "1", "--json"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "warning: negotiation-gt: the opponent's private values are redrawn every round" in result.stderr
+    assert "PaperRedrawWarning" not in result.stderr and "registry.py" not in result.stderr
