@@ -10,7 +10,10 @@ episode), the agent from one generator per batch, so the same seeds give the sam
 Cheap talk (`talk=TalkChannel(...)`, for domains with `Domain.talk`): before the decisions of
 each round every player's policy may send a message (`sepo.games.talk`); it is cleaned by the
 channel and attached, as data, to the other players' decisions of that round. The game state
-never sees it.
+never sees it. The agent's messages are asked for all waiting episodes at once (one batched
+`write_messages` call per round for a language-model agent), before any opponent of the round
+acts; an agent decision does not show the agent its own message (each decision is one stateless
+chat, as in training), and its record keeps it (`DecisionRecord.message`).
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ class DecisionRecord:
     parse_status: str = "ok"
     rule: str | None = None
     text: str | None = None
+    message: str | None = None
+    """The message the agent sent this round (cheap talk), as delivered."""
 
 
 @dataclass
@@ -83,6 +88,16 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
     agent.reset()
     pending_joint: dict[int, dict[int, int]] = {}
     said: dict[int, tuple[int, dict[int, str | None]]] = {}  # episode -> (round, seat -> message)
+    agent_said: dict[int, tuple[int, object]] = {}  # episode -> (round, the agent's message, not yet cleaned)
+    agent_talks = talk is not None and talk_channel.talks(agent)
+
+    def needs_agent_message(i: int) -> bool:
+        """Whether episode i waits for the agent's message of this round (asked in one batch)."""
+        if not agent_talks:
+            return False
+        this_round = len(states[i].rounds())
+        return (said.get(i, (None,))[0] != this_round and agent_player in states[i].acting_players()
+                and agent_said.get(i, (None,))[0] != this_round)
 
     def decide(i: int, player: int):
         """`player`'s decision in episode i, with the other players' messages of this round."""
@@ -91,13 +106,17 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
             return decision
         this_round = len(states[i].rounds())
         if said.get(i, (None,))[0] != this_round:
-            speakers = {p: (agent if p == agent_player else seat_policies[i][p]) for p in states[i].acting_players()}
-            said[i] = (this_round, {p: talk.clean(talk_channel.message_of(s, states[i].decision(p)))
-                                    for p, s in speakers.items()})
+            said[i] = (this_round, {})
+            for p in states[i].acting_players():
+                if p == agent_player:
+                    spoken = agent_said.pop(i, (this_round, None))[1] if agent_talks else None
+                else:
+                    spoken = talk_channel.message_of(seat_policies[i][p], states[i].decision(p))
+                said[i][1][p] = talk.clean(spoken)
         return talk_channel.with_messages(decision, [m for p, m in sorted(said[i][1].items()) if p != player])
 
     while True:
-        waiting = []
+        waiting, speaking = [], []
         for i, state in enumerate(states):
             while not state.is_terminal():
                 player = state.current_player()
@@ -106,6 +125,9 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
                     probs = np.array([p for _, p in outcomes])
                     state.apply_action(outcomes[_draw(probs, rngs[i])][0])
                     continue
+                if needs_agent_message(i):
+                    speaking.append(i)
+                    break
                 if player == SIMULTANEOUS:
                     joint = pending_joint.setdefault(i, {})
                     for other in state.acting_players():
@@ -121,12 +143,18 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
                     continue
                 waiting.append(i)
                 break
+        if speaking:  # the agent's messages first, one batched call; then every episode moves on
+            spoken = talk_channel.messages_of(agent, [states[i].decision(agent_player) for i in speaking])
+            for i, message in zip(speaking, spoken):
+                agent_said[i] = (len(states[i].rounds()), message)
+            continue
         if not waiting:
             break
         decisions = [decide(i, agent_player) for i in waiting]
         choices = agent.act(decisions, agent_rng)
         for i, decision, choice in zip(waiting, decisions, choices):
-            records[i].decisions.append(_record(states[i], decision, choice, keep_text))
+            records[i].decisions.append(_record(states[i], decision, choice, keep_text,
+                                                said[i][1].get(agent_player) if i in said else None))
             if states[i].current_player() == SIMULTANEOUS:
                 joint = pending_joint.pop(i)
                 joint[agent_player] = choice.action
@@ -162,7 +190,7 @@ def _joint_list(joint: dict[int, int], state) -> list[int]:
     return [joint[p] for p in range(state.num_players())]
 
 
-def _record(state, decision, choice: Choice, keep_text: bool) -> DecisionRecord:
+def _record(state, decision, choice: Choice, keep_text: bool, message: str | None) -> DecisionRecord:
     return DecisionRecord(
         round=len(state.rounds()),
         info_key=decision.info_key,
@@ -172,6 +200,7 @@ def _record(state, decision, choice: Choice, keep_text: bool) -> DecisionRecord:
         parse_status=choice.parse_status,
         rule=choice.rule,
         text=choice.text if keep_text else None,
+        message=message,
     )
 
 

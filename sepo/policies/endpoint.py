@@ -137,13 +137,18 @@ class EndpointAgent(TextPolicy):
         """`n` replies per decision: requests of at most `max_n` replies each, their seeds drawn
         from `seed`, the decision's position and the request's part; cached; uncached requests run
         concurrently, at most `concurrency` at a time. Identical requests are asked once."""
+        return self.chat_replies([self.messages(d) for d in decisions], n, seed)
+
+    def chat_replies(self, chats: Sequence[list[dict]], n: int, seed: int) -> list[list[Reply]]:
+        """`n` replies per chat (e.g. a cheap-talk message turn) under the decoding, through the
+        same cache and concurrency as `replies`: the key holds the chat itself, so a message
+        request never shares a key with an action request."""
         if n < 1:
             raise SepoError(f"endpoint agent: n must be >= 1, got {n}")
-        parts = [(i, min(self.max_n, n - start), _request_seed(seed, i, part)) for i, _ in enumerate(decisions)
+        parts = [(i, min(self.max_n, n - start), _request_seed(seed, i, part)) for i, _ in enumerate(chats)
                  for part, start in enumerate(range(0, n, self.max_n))]
-        records = self._answers([self._request(self.messages(decisions[i]), size, self.decoding, seed)
-                                 for i, size, seed in parts])
-        out: list[list[Reply]] = [[] for _ in decisions]
+        records = self._answers([self._request(list(chats[i]), size, self.decoding, s) for i, size, s in parts])
+        out: list[list[Reply]] = [[] for _ in chats]
         for (i, _, _), record in zip(parts, records):
             out[i].extend(Reply(**r) for r in record["replies"])
         return out

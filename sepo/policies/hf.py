@@ -547,6 +547,15 @@ class HFPolicy(TextPolicy):
 
     # ------------------------------------------------------------------ the reply source
 
+    def chat_replies(self, chats: Sequence[list[dict[str, str]]], n: int, seed: int) -> list[list[Reply]]:
+        """`n` replies per chat (e.g. a cheap-talk message turn) under the decoding, in batched
+        `generate` calls; special-token strings in the chat are defused as in every prompt."""
+        if not chats:
+            return []
+        prompts = [self.render([{**m, "content": self.defuse(m["content"])} for m in chat]) for chat in chats]
+        groups = self.generate(prompts, n, seed=seed)
+        return [[Reply(c.text, c.finished, len(c.prompt_ids), len(c.completion_ids)) for c in group] for group in groups]
+
     def replies(self, decisions: Sequence[Decision], n: int, seed: int) -> list[list[Reply]]:
         """`n` replies per decision under the decoding, in batched `generate` calls."""
         if not decisions:

@@ -20,6 +20,12 @@ is then the mixture over the prompts met at that information state (hand number,
 ...), weighted by how often each was met, and replies are drawn at those prompts. A state never
 met is read at the prompt of the decision passed in. Every estimate says which it is: `exact` or
 `estimated (n replies per state)`.
+
+Cheap talk: when the game's message channel is on, a text agent whose source can answer any chat
+(`chat_replies`: local and endpoint models) writes one message per round in a turn of its own
+(`write_messages`, batched): the prompt of `sepo.games.talk.message_chat`, one reply under the
+same decoding as its actions, read by `talk.parse_message`. The message seeds come from the
+agent's seed and a count of message calls, so the same seeds give the same messages.
 """
 from __future__ import annotations
 
@@ -163,6 +169,7 @@ class TextPolicy(Policy):
         self.met: dict[str, dict[str, list]] = {}
         self._reply_cache: dict[str, list[Reply]] = {}
         self._last_failed: list[int] = []
+        self._message_calls = 0
         self.last_estimate: PolicyEstimate | None = None
 
     # ------------------------------------------------------------------ the rules
@@ -219,6 +226,28 @@ class TextPolicy(Policy):
                 self.counts[f"act.rule.{self.failure_rule}"] += 1
                 choices.append(Choice(rule_actions[i], reply.text, p.status, self.failure_rule))
         return choices
+
+    def write_messages(self, decisions: list[Decision]) -> list:
+        """This round's message at each decision (`talk.Written`), from one batched call: the
+        message turn's chat, one reply each under the agent's decoding, the message rule. A
+        source that cannot answer a free chat stays silent (None)."""
+        from sepo.games import talk
+
+        chat_replies = getattr(self.source, "chat_replies", None)
+        if not decisions or not callable(chat_replies):
+            return [None] * len(decisions)
+        self._message_calls += 1
+        seed = int(np.random.SeedSequence([self._estimate_seed, 0x3E55A6E, self._message_calls]).generate_state(1)[0])
+        chats = [talk.message_chat(self.source.text, d) for d in decisions]
+        written = [talk.parse_message(group[0].text, group[0].finished) for group in chat_replies(chats, 1, seed)]
+        for w in written:
+            self.counts[f"message.{w.status}"] += 1
+        return written
+
+    def message(self, decision: Decision) -> str | None:
+        """The message this agent sends at `decision` (None: nothing); see `write_messages`."""
+        written = self.write_messages([decision])[0]
+        return None if written is None else written.message
 
     def _meet(self, decision: Decision) -> None:
         key = self.source.text.user_prompt(decision)

@@ -6,6 +6,11 @@ paper) against each driving opponent. Every decision becomes one chat example:
 Unlike the paper's canned strings, the reply is the text view's `canonical_reply`, whose reason
 is written from the state itself, so it can never contradict the state. The mixtures and the
 driving opponents are the domain's (`Domain.demos`, `Domain.demo_opponents`).
+
+With cheap talk (`talk=True`) every round also gives one example of the message turn
+(`sepo.games.talk.message_chat`): the assistant writes `MESSAGE: <the strategy's own line>`, or
+`MESSAGE: none` for a strategy without one, so a model trained on the data writes messages in
+the form the message rule reads.
 """
 from __future__ import annotations
 
@@ -43,6 +48,16 @@ class _Demonstrator(Policy):
                 {"role": "assistant", "content": reply},
             ], "strategy": self.strategy.name, "info_key": decision.info_key})
         return [Choice(c.action, text=None) for c in choices]
+
+    def message(self, decision):
+        """The strategy's own line (cheap talk), and the message turn's chat example."""
+        from sepo.games import talk
+
+        line = talk.message_of(self.strategy, decision)
+        self.sink.append({"messages": [*talk.message_chat(self.game.text, decision),
+                                       {"role": "assistant", "content": f"{talk.MESSAGE_PREFIX} {line or 'none'}"}],
+                          "strategy": self.strategy.name, "info_key": decision.info_key})
+        return line
 
 
 @dataclass

@@ -78,3 +78,18 @@ def test_bad_decoding_options_are_one_line_errors():
         assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
     result = runner.invoke(app, ["train", "--out", "x", "--policy", "tabular", "--temperature", "0.5"])
     assert result.exit_code == 2 and "language models" in result.stderr
+
+
+def test_a_language_model_agent_writes_messages_in_eval_with_talk(tiny):
+    """`sepo eval --talk` with an hf: agent: the model writes one message reply per round and
+    episode (batched), each counted in the output's talk block as a message, silence or a parse
+    failure; the same seed gives the same counts."""
+    args = ("eval", "--game", "negotiation", "--rounds", "2", "--talk", "--agent", f"hf:{tiny}", "--episodes", "1",
+            "--temperature", "1", "--samples", "2", *SHORT, "--json")
+    first, second = (json.loads(_run(*args).stdout) for _ in range(2))
+    talk, opponents = first["talk"], first["opponents"]
+    assert talk["model_replies"] == 2 * len(opponents)  # one message reply per round of every episode
+    sent = talk["model_replies"] - talk["parse_failures"] - talk["model_silent"]
+    talking_bots = [o for o in opponents if o["opponent"] != "BestResponse"]  # every paper bot has a line
+    assert talk["messages"] == 2 * len(talking_bots) + sent
+    assert second["talk"] == talk

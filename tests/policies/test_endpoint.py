@@ -254,3 +254,29 @@ def test_forced_choice_rule(decisions, candidates, expected):
 
     d = decisions[0]  # PASS or BET
     assert _forced_choice(d, ["PASS", "BET"], candidates) == (None if expected is None else d.legal_actions[expected])
+
+
+def test_message_requests_go_through_the_endpoint_and_its_cache_apart_from_actions(chat, server, tmp_path):
+    """Cheap talk: an `openai:` agent writes its message through the same endpoint and cache; the
+    key holds the message chat, so message and action requests never collide; greedy messages
+    equal the local model's; a re-run reads them from the cache."""
+    from sepo.games import load_game
+    from sepo.games.talk import MESSAGE_INSTRUCTION, message_chat
+
+    game = load_game("negotiation")
+    decisions = [game.decision_after(((a, 4),), 0) for a in range(3)]
+    agent = EndpointAgent("tiny", server.url, game.text, GREEDY, cache_dir=tmp_path / "cache", failure_rule="fallback")
+    before = _answered(server)
+    written = agent.write_messages(decisions)
+    agent.replies(decisions, 1, seed=0)
+    assert _answered(server) - before == 2 * len(decisions)  # message and action requests: distinct keys
+    records = [json.loads(line) for line in agent.cache.path.read_text().splitlines()]
+    asked = [r["request"]["messages"][-1]["content"] for r in records]
+    assert sum(MESSAGE_INSTRUCTION.split(" (")[0] in text for text in asked) == len(decisions)
+    local = HFPolicy(chat.model, game.text, mode="sample", tokenizer=chat.tokenizer, temperature=0, max_new_tokens=24)
+    expected = local.generate([local.render(message_chat(game.text, d)) for d in decisions], 1, greedy=True)
+    assert [w.reply for w in written] == [e[0].text for e in expected]
+    again = EndpointAgent("tiny", server.url, game.text, GREEDY, cache_dir=tmp_path / "cache", failure_rule="fallback")
+    before = _answered(server)
+    assert again.write_messages(decisions) == written and _answered(server) == before
+    assert again.record()["usage"]["cache_hits"] == len(decisions)

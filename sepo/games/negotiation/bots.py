@@ -11,6 +11,10 @@ number of past rounds it needs besides the round index, and `stochastic`) and on
 are `[n, t]` arrays of past demands in points, `spec` the game's `DemandSpec`; it returns the
 probability of each demand, `[n, K]`. The same rule serves play, fast batched rollouts, the
 exact solver and the trainers.
+
+Cheap talk (`--talk`): each bot says its `line` before every round (a pool entry may give another,
+`{bot: Fair, message: "..."}`); the lines state only what the bot does, and no demand ever reads
+a message.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sepo.games.base import Decision
+from sepo.games.talk import check_message
 from sepo.policies.base import Policy
 
 
@@ -62,6 +67,14 @@ class NegotiationBot(Policy):
 
     name = "NegotiationBot"
     classifier: dict = {}
+    line: str | None = None
+
+    def __init__(self, message: str | None = None):
+        if message is not None:
+            self.line = check_message(message)
+
+    def message(self, decision: Decision) -> str | None:
+        return self.line
 
     @abc.abstractmethod
     def probabilities(self, own: np.ndarray, other: np.ndarray, spec: DemandSpec) -> np.ndarray:
@@ -101,24 +114,28 @@ class Fair(FixedShare):
     """Demands half the pie (5 of 10)."""
 
     name, share = "Fair", 0.5
+    line = "Let us split the points evenly."
 
 
 class Balanced(FixedShare):
     """Demands 60% of the pie (6 of 10)."""
 
     name, share = "Balanced", 0.6
+    line = "I would like a little more than half."
 
 
 class Selfish(FixedShare):
     """Demands 70% of the pie (7 of 10)."""
 
     name, share = "Selfish", 0.7
+    line = "I need most of the points."
 
 
 class Hardball(FixedShare):
     """Demands 80% of the pie (8 of 10)."""
 
     name, share = "Hardball", 0.8
+    line = "Take it or leave it: I am not moving."
 
 
 def _broke_down(own: np.ndarray, other: np.ndarray, spec: DemandSpec) -> np.ndarray:
@@ -132,6 +149,7 @@ class Concede(NegotiationBot):
     """Demands 60% of the pie (6 of 10), and half (5) in the round after a breakdown."""
 
     name = "Concede"
+    line = "I ask for a bit more than half, and I come down to half after a breakdown."
     classifier = {"memory_depth": 1, "stochastic": False}
 
     def probabilities(self, own, other, spec):
@@ -144,6 +162,7 @@ class ReciprocalBalanced(NegotiationBot):
     demanded 70% (7) or more."""
 
     name = "ReciprocalBalanced"
+    line = "I ask for a bit more than half, and I back off if you get greedy."
     classifier = {"memory_depth": 1, "stochastic": False}
 
     def probabilities(self, own, other, spec):
@@ -158,6 +177,7 @@ class ConcedeStep(NegotiationBot):
     its own last demand, but not below 30% (3)."""
 
     name = "ConcedeStep"
+    line = "I will come down a point after every breakdown."
     classifier = {"memory_depth": 1, "stochastic": False}
 
     def probabilities(self, own, other, spec):
@@ -172,6 +192,7 @@ class Complement(NegotiationBot):
     left (pie minus it), inside the range."""
 
     name = "Complement"
+    line = "I leave you what you left me last round."
     classifier = {"memory_depth": 1, "stochastic": False}
 
     def probabilities(self, own, other, spec):
@@ -184,6 +205,7 @@ class RandomMiddle(NegotiationBot):
     """The paper's demonstrator "Random 3-7": uniform over 30%..70% of the pie, each round."""
 
     name = "RandomMiddle"
+    line = "I will ask for something between a third and two thirds."
     classifier = {"memory_depth": 0, "stochastic": True}
 
     def probabilities(self, own, other, spec):
