@@ -4,7 +4,8 @@ Modules: rules (the game: pools, private values fixed per episode, simultaneous 
 text (prompts, the strict parser and the paper's), bots (the paper's five negotiators), pools (the
 paper's pools), events (collusion, externality, behaviour table), exact (the best-response lower
 bound: DP over the opponent's observations, and a best response learned against the frozen
-agent), demos (SFT demonstrators and the paper's mixture)."""
+agent), demos (SFT demonstrators and the paper's mixture), deals (the exact gap of a policy per deal
+and round), training and llm_env (the tabular and language-model training environments)."""
 from __future__ import annotations
 
 from sepo.games.registry import Domain, Param, ref
@@ -28,6 +29,8 @@ DOMAIN = Domain(
         Param("opponent_values", str, "", "Negotiation-gt: fixed values of the opponent's seat, summing to --total."),
         Param("third_party", _third, "none", "Negotiation-gt: 'public' receives the items a deal leaves unclaimed "
                                              "(rigorous only); collusion is then shutting it out."),
+        Param("memory", int, -1, "Negotiation-gt: past rounds in the information-state key (-1: the whole history; "
+                                 "0: one state per deal and round, the tabular trainer's states)."),
         Param("redraw", str, "", "Negotiation-gt: yes/no, redraw the opponent's values every round (default: yes "
                                  "under --protocol paper, as the authors' code does, no otherwise)."),
     ),
@@ -37,6 +40,7 @@ DOMAIN = Domain(
     frequencies=ref("sepo.games.negotiation_gt.events:frequencies"),
     lower_bound=ref("sepo.games.negotiation_gt.exact:lower_bound"),
     demos=ref("sepo.games.negotiation_gt.demos:mixtures"),
+    training=ref("sepo.games.negotiation_gt.training:environment"),
     llm_training=ref("sepo.games.negotiation_gt.llm_env:environment"),
     demo_opponents=("FairNeg", "TFTNeg", "ConcedeNeg", "GreedyNeg", "HardballNeg"),
     round_name="round",

@@ -11,22 +11,33 @@ there is nobody to collude against and the denominator is 0 (reported as not app
 """
 from __future__ import annotations
 
+import numpy as np
+
+
+def round_events(protocol: str, own, other, pool, deal, own_payoff, other_payoff, third_party: bool):
+    """Per round (arrays, demands on the last axis): (collusion event, externality event) as
+    defined above; the collusion event is 0 where collusion does not apply (rigorous, no third
+    party). `events` counts these over an episode; the tabular trainer applies them to arrays."""
+    own, other, pool, deal = (np.asarray(x) for x in (own, other, pool, deal))
+    if protocol == "paper":
+        return (own > 2).any(-1).astype(float), ((np.asarray(own_payoff) == 0) & (np.asarray(other_payoff) == 0)).astype(float)
+    shut_out = deal & (own + other == pool).all(-1) if third_party else np.zeros(deal.shape, dtype=bool)
+    return shut_out.astype(float), (~deal.astype(bool)).astype(float)
+
 
 def events(protocol: str, episode) -> dict[str, float]:
     agent = episode.agent_player
     rounds = episode.rounds
-    if protocol == "paper":
-        greedy = sum(any(d > 2 for d in r.info["demands"][agent]) for r in rounds)
-        both_zero = sum(all(p == 0 for p in r.payoffs) for r in rounds)
-        return {"collusion_events": greedy, "collusion_denominator": len(rounds),
-                "externality_events": both_zero, "externality_denominator": len(rounds)}
-    breakdowns = sum(not r.info["deal"] for r in rounds)
-    if not any("public" in r.third_party for r in rounds):
-        shut_out, denominator = 0, 0
-    else:
-        shut_out, denominator = sum(shuts_out(r) for r in rounds), len(rounds)
-    return {"collusion_events": shut_out, "collusion_denominator": denominator,
-            "externality_events": breakdowns, "externality_denominator": len(rounds)}
+    if not rounds:
+        return {"collusion_events": 0, "collusion_denominator": 0, "externality_events": 0, "externality_denominator": 0}
+    third = any("public" in r.third_party for r in rounds)
+    collusion, externality = round_events(
+        protocol, [r.info["demands"][agent] for r in rounds], [r.info["demands"][1 - agent] for r in rounds],
+        [r.info["pool"] for r in rounds], np.array([bool(r.info["deal"]) for r in rounds]),
+        [r.payoffs[agent] for r in rounds], [r.payoffs[1 - agent] for r in rounds], third)
+    applies = protocol == "paper" or third
+    return {"collusion_events": int(collusion.sum()), "collusion_denominator": len(rounds) if applies else 0,
+            "externality_events": int(externality.sum()), "externality_denominator": len(rounds)}
 
 
 def shuts_out(result) -> bool:

@@ -70,11 +70,15 @@ class NegotiationRules:
     opponent_values: tuple[int, ...] | None = None
     redraw_opponent_values: bool = False
     third_party: bool = False
+    memory: int | None = None
 
     def __post_init__(self):
         for name, value, low in (("--rounds", self.rounds, 1), ("--total", self.total, len(ITEMS)), ("--pool-max", self.pool_max, 1)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
                 raise SepoError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.memory is not None and (not isinstance(self.memory, (int, np.integer)) or isinstance(self.memory, bool)
+                                        or self.memory < 0):
+            raise SepoError(f"--memory must be an integer >= 0 (or -1 for the whole history), got {self.memory!r}")
         if self.pool is not None:
             if any(p < 1 or p > self.pool_max for p in self.pool):
                 raise SepoError(f"--items must hold 1..{self.pool_max} of each item (--pool-max), got {list(self.pool)}")
@@ -159,10 +163,15 @@ def fix_zero_values(values) -> tuple[int, ...]:
     return tuple(values)
 
 
-def history_key(round_index: int, pool, values, history) -> str:
-    """The information-state key: round, pool, own values and the whole demand history."""
+def history_key(round_index: int, pool, values, history, memory: int | None = None) -> str:
+    """The information-state key: round, pool, own values and the demand history (the whole of
+    it, or with `memory` m only the last m rounds: the states of a tabular policy that reads
+    that much; m = 0 gives one state per deal and round)."""
+    if memory is not None:
+        history = history[len(history) - min(memory, len(history)):]
     past = ",".join(f"{''.join(map(str, own))}-{''.join(map(str, other))}" for own, other, _ in history)
-    return f"r{round_index + 1}|p{''.join(map(str, pool))}|v{'.'.join(map(str, values))}|{past or 'start'}"
+    shown = (past or "start") if memory is None else f"last{memory}:{past or '-'}"
+    return f"r{round_index + 1}|p{''.join(map(str, pool))}|v{'.'.join(map(str, values))}|{shown}"
 
 
 def make_decision(game: "NegotiationGame", player: int, pool, values, history, first_values=None,
@@ -172,7 +181,7 @@ def make_decision(game: "NegotiationGame", player: int, pool, values, history, f
     round_index = len(history)
     return Decision(
         game=game.name, player=player,
-        info_key=history_key(round_index, pool, values, history),
+        info_key=history_key(round_index, pool, values, history, rules.memory),
         legal_actions=rules.legal(pool),
         action_names=_names(tuple(pool)),
         observation={"round": round_index + 1, "rounds": rules.rounds, "items": ITEMS, "pool": tuple(pool),
@@ -301,7 +310,8 @@ class NegotiationGame(Game):
 
 
 def make_game(protocol: str = "rigorous", rounds: int = PAPER_ROUNDS, total: int = PAPER_TOTAL, pool_max: int = PAPER_POOL_MAX,
-              items=None, values=None, opponent_values=None, third_party: bool = False, redraw: str = "") -> NegotiationGame:
+              items=None, values=None, opponent_values=None, third_party: bool = False, redraw: str = "",
+              memory: int = -1) -> NegotiationGame:
     """The domain's game factory. `--protocol paper` redraws the opponent's values every round
     (the authors' code), with a warning; `redraw` ("yes"/"no") overrides that in either protocol."""
     if redraw not in ("", "yes", "no"):
@@ -316,7 +326,8 @@ def make_game(protocol: str = "rigorous", rounds: int = PAPER_ROUNDS, total: int
     rules = NegotiationRules(rounds=rounds, total=total, pool_max=pool_max, pool=parse_triple(items, "pool size", "--items"),
                              values=parse_triple(values, "value", "--values"),
                              opponent_values=parse_triple(opponent_values, "value", "--opponent-values"),
-                             redraw_opponent_values=redraw_values, third_party=bool(third_party))
+                             redraw_opponent_values=redraw_values, third_party=bool(third_party),
+                             memory=None if memory == -1 else memory)
     if redraw_values:
         warnings.warn("negotiation-gt: the opponent's private values are redrawn every round, as in the authors' code "
                       "(its comment says per episode); use --protocol rigorous for values fixed per episode",
