@@ -207,6 +207,10 @@ def train_command(
     beta: float = typer.Option(0.0, "--beta", help="hf: KL coefficient to the starting model (>= 0)."),
     gpu: bool = typer.Option(False, "--gpu", help="hf: use the accelerator instead of the CPU."),
     report_to: ReportTo = typer.Option("none", "--report-to", help="hf: TRL/transformers logging integration."),
+    talk: bool = typer.Option(False, "--talk", help="hf: cheap talk in the training prompts (games with a talk channel): "
+                              "the opponents' lines and hostile messages; the agent's own messages are not trained (docs/talk.md)."),
+    talk_injection: Optional[float] = typer.Option(None, "--talk-injection", help="hf, with --talk: share of training "
+                                                   "prompts carrying a hostile message of the injection suite (0-1, default 0.25)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help=_help("protocol")),
@@ -233,6 +237,15 @@ def train_command(
              "scale_rewards": value_of(scale_rewards) if scale_rewards is not None else None,
              "protocol": value_of(protocol)}
     given = {k: v for k, v in given.items() if v is not None}
+    if talk_injection is not None and not talk:
+        raise SepoError("--talk-injection applies with --talk only")
+    if talk and not get_domain(game).talk:
+        raise SepoError(f"game {game!r} has no cheap-talk channel; --talk does not apply to it")
+    if talk and not hf:
+        raise SepoError("--talk trains language models only (--policy hf:MODEL): a tabular policy reads only the "
+                        "information state, which no message changes")
+    if talk:
+        given.update(talk=True, **({"talk_injection": talk_injection} if talk_injection is not None else {}))
     if hf:
         from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 

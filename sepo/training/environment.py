@@ -54,7 +54,13 @@ class TabularEnvironment(Protocol):
 class LLMEnvironment(Protocol):
     """A domain's side of language-model SEPO-GRPO (`sepo.training.grpo`): contexts are agent
     decisions met on-policy, with the hidden state the domain needs; each has an `info_row` (its
-    row in the solver's `decisions()`)."""
+    row in the solver's `decisions()`).
+
+    Optional, for cheap talk (`sepo train --talk`): `context_opponent(context)` returns the
+    context's opponent policy and that opponent's own decision this round, `(policy, decision)`,
+    or None when the opponent has no policy that talks (e.g. a computed best response); the
+    trainer shows its `message(decision)` in the prompt. Without the hook, prompts not carrying an
+    injected message carry the benign control message."""
 
     solver: object
 

@@ -23,6 +23,13 @@ stateless chat, so training on the same prompts keeps training and evaluation id
 the exact attribution is per decision anyway. (`examples/trl_grpo_tiny.py --mode multi-turn`
 shows the `env_mask` route, which TRL also supports.)
 
+Cheap talk (`talk`, games with `Domain.talk`): every training prompt also carries the opponent's
+message of that round (`TrainingTalk`): a hostile message of the prompt-injection suite in a
+`talk_injection` share of the prompts, otherwise the opponent's own line, so the model learns to
+play from the state and to ignore instructions in messages. The agent's own messages are not
+trained: against scripted opponents that never read messages, a message cannot change a payoff,
+so GRPO has no signal for it (the run's config records `agent_messages_trained: false`).
+
 Reward scaling defaults to "none" (Dr. GRPO): per-group std scaling weights prompts unequally
 and moves the optimum. TRL's "batch" std is taken over raw rewards, so a per-group constant
 changes it: with TRL, only "group" and "none" keep the `constant` ablation exact.
@@ -78,6 +85,10 @@ class LLMSEPOConfig(SEPOConfig):
     lora: bool = option(False, "Train a LoRA adapter (merged into the saved model).")
     lora_r: int = option(16, "LoRA rank.")
     save_steps: int = option(5, "Steps between TRL checkpoints.")
+    talk: bool = option(False, "Cheap talk in the training prompts (games with a talk channel): each carries the "
+                               "opponent's message of that round; the agent's own messages are not trained.")
+    talk_injection: float = option(0.25, "With talk: the share of training prompts whose opponent message is a hostile "
+                                         "one from the prompt-injection suite (0 to 1); the rest carry the opponent's own line.")
     use_cpu: bool = option(True, "Train on the CPU instead of the accelerator.")
     report_to: str = option("none", "TRL/transformers logging integration, e.g. tensorboard.")
 
@@ -99,15 +110,76 @@ class LLMSEPOConfig(SEPOConfig):
         self.decoding()
         if not 0 <= self.seed < 2**32:
             raise SepoError(f"seed must be in [0, 2**32), got {self.seed}")
+        if not (isinstance(self.talk_injection, (int, float)) and 0 <= self.talk_injection <= 1):
+            raise SepoError(f"--talk-injection must be a share from 0 to 1, got {self.talk_injection}")
+        if self.talk and not get_domain(self.game).talk:
+            raise SepoError(f"game {self.game!r} has no cheap-talk channel; --talk does not apply to it")
         if self.report_to not in ("none", "tensorboard"):
             raise SepoError(f"unknown --report-to {self.report_to!r}; use none or tensorboard")
         return self
+
+    def settings(self) -> dict:
+        """The run's recorded config: every field; the talk fields only when talk is on (so runs
+        without talk keep the config they always had), then with the fact that the agent's own
+        messages are not trained."""
+        settings = asdict(self)
+        if not self.talk:
+            del settings["talk"], settings["talk_injection"]
+        else:
+            settings["agent_messages_trained"] = False
+        return settings
 
     def decoding(self) -> Decoding:
         """The decoding completions are sampled with, and at which the policy is measured."""
         return Decoding(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
                         max_new_tokens=self.max_new_tokens, repetition_penalty=self.repetition_penalty,
                         enable_thinking=self.enable_thinking)
+
+
+TALK_NOTE = ("cheap talk: training prompts carry the opponent's message of the round (a hostile one from the "
+             "prompt-injection suite in a talk_injection share of them, else the opponent's own line); the agent's own "
+             "messages are not trained, since against scripted opponents that never read messages a message cannot "
+             "change a payoff, so GRPO has no signal for it")
+
+
+class TrainingTalk:
+    """The opponent's message in each training prompt (`--talk`).
+
+    For each context, after its decision is drawn (`training_decision(context, rng)`), one more
+    draw from the same generator: with probability `injection`, a hostile message drawn uniformly
+    from `INJECTION_SUITE`; otherwise the context opponent's own line, from the environment's
+    optional hook `context_opponent(context) -> (policy, its decision) | None` (silence for an
+    opponent without a line); for an environment without the hook, the benign control message.
+    The message is cleaned by the channel (the model's tokenizer's special tokens included) and
+    attached as data (`talk.with_messages`), exactly as in play."""
+
+    def __init__(self, environment, injection: float, special_tokens=()):
+        from sepo.games import talk
+
+        self.talk = talk
+        self.environment = environment
+        self.injection = injection
+        self.channel = talk.TalkChannel(special_tokens=tuple(special_tokens))
+        self.attacks = sorted(talk.INJECTION_SUITE)
+        self.counts = {"prompts": 0, "injected": 0, "own_line": 0, "silent": 0}
+
+    def opponent_message(self, context, rng: np.random.Generator) -> tuple[str | None, str]:
+        """(the raw message, where it came from: injected, own_line or silent)."""
+        if rng.random() < self.injection:
+            return self.talk.INJECTION_SUITE[self.attacks[int(rng.integers(len(self.attacks)))]], "injected"
+        hook = getattr(self.environment, "context_opponent", None)
+        if not callable(hook):
+            return self.talk.BENIGN_MESSAGE, "own_line"
+        found = hook(context)
+        line = self.talk.message_of(*found) if found is not None else None
+        return line, "own_line" if line else "silent"
+
+    def decision(self, context, rng: np.random.Generator):
+        decision = self.environment.training_decision(context, rng)
+        message, source = self.opponent_message(context, rng)
+        self.counts["prompts"] += 1
+        self.counts[source] += 1
+        return self.talk.with_messages(decision, [self.channel.clean(message)])
 
 
 class SEPOEnvironment:
@@ -123,11 +195,23 @@ class SEPOEnvironment:
         train = [parse_bot(config.game, e) for e in config.train_pool]
         collusive = [parse_bot(config.game, e) for e in config.collusive_pool]
         self.domain_env = domain.llm_training(self.game, train, collusive)
+        self.talk = None
+        if config.talk:
+            from sepo.games.talk import special_tokens_of
+
+            self.talk = TrainingTalk(self.domain_env, config.talk_injection, special_tokens_of(self))
         self.solver = self.domain_env.solver
         self.scale = self.game.payoff_scale
         self.canonical = self.solver.decisions()
         self.row_contexts = self._row_contexts()
         self.last_step_metrics: dict = {}
+
+    def training_decision(self, context, rng: np.random.Generator):
+        """The prompt a context is shown as: the domain's decision, with the opponent's message
+        of the round under `--talk`."""
+        if self.talk is not None:
+            return self.talk.decision(context, rng)
+        return self.domain_env.training_decision(context, rng)
 
     def _row_contexts(self) -> list[list]:
         """Training contexts at each information state (row of the solver's decisions), met by
@@ -160,7 +244,7 @@ class SEPOEnvironment:
                 prompts.append([decision] * samples)
                 continue
             picks = rng.integers(len(contexts), size=samples)
-            prompts.append([self.domain_env.training_decision(contexts[k], rng) for k in picks])
+            prompts.append([self.training_decision(contexts[k], rng) for k in picks])
         return policy.estimate(self.canonical, prompts=prompts)
 
     def table_metrics(self, table: np.ndarray) -> dict:
@@ -198,10 +282,11 @@ class SEPOEnvironment:
         group_keys = list(dict.fromkeys(prompts))
         candidates = self.domain_env.sample_contexts(table, 4 * c.groups + 8, np.random.default_rng([c.seed, step, 0x5E90]))
         chosen, decisions = {}, {}
+        before = dict(self.talk.counts) if self.talk is not None else {}
         for key in group_keys:
             rng = np.random.default_rng([c.seed, step, zlib.crc32(key.encode())])
             chosen[key] = candidates[int(rng.integers(len(candidates)))]
-            decisions[key] = self.domain_env.training_decision(chosen[key], rng)
+            decisions[key] = self.training_decision(chosen[key], rng)
 
         prompt_ids = [policy.prompt_ids(decisions[p]) for p in prompts]
         seed = int(np.random.default_rng([c.seed, step, trainer.accelerator.process_index, 0x6E4]).integers(2**31))
@@ -224,6 +309,8 @@ class SEPOEnvironment:
             "invalid_rate": _global_mean(trainer.accelerator, fields["invalid"]), "table": table.tolist(),
             "policy": estimate.label,
         }  # the policy this step's rollouts were drawn from (before its update)
+        if self.talk is not None:  # this step's groups: how many prompts carried an injected message
+            self.last_step_metrics.update({f"talk_{k}": self.talk.counts[k] - before[k] for k in ("prompts", "injected")})
         # TRL averages and logs its `_metrics` (to metrics.jsonl, the console and --report-to backends)
         for name in (self.solver.value_name, "utility_exact", "invalid_rate"):
             if name in self.last_step_metrics:
@@ -251,6 +338,7 @@ def _global_mean(accelerator, values) -> float:
 
 def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = False) -> dict:
     """Train (resuming from the latest TRL checkpoint in `out/trainer`) and save `out/model`."""
+    config.validate()  # bad settings are one line, before the training libraries load
     from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback
     from trl import GRPOTrainer
@@ -262,13 +350,13 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     out = check_out_path(out)
     quiet_library_progress()
     model_dir = Path(config.model).expanduser()
-    settings = {"policy": "hf", **asdict(config), **({"model": str(model_dir.resolve())} if model_dir.is_dir() else {})}
+    settings = {"policy": "hf", **config.settings(), **({"model": str(model_dir.resolve())} if model_dir.is_dir() else {})}
     args = _grpo_args(config, out)
     main_process = args.process_index == 0  # only process 0 writes run files; all of them read
     model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
     # the learning rate is constant and every draw is keyed by (seed, step): a finished run may grow
     with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",)) as run:
-        run.write_json("config.json", settings)
+        run.write_json("config.json", {**settings, **({"talk_note": TALK_NOTE} if config.talk else {})})
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
         resume_step = _checkpoint_step(out / "trainer") if run.resumed else None

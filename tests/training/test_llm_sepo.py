@@ -94,3 +94,23 @@ def test_kuhn_collusion_is_charged_under_paper_only_and_greedy_training_is_refus
     assert charged == {"rigorous": 0.0, "paper": 1.0}
     with pytest.raises(SepoError, match="temperature"):
         LLMSEPOConfig(model="m", temperature=0.0).validate()
+
+
+def test_training_with_talk_runs_records_it_and_refuses_other_talk_settings_on_resume(sft_model, tmp_path):
+    """`--talk` in split bargaining: one step runs; the run's config records the talk settings and
+    that the agent's own messages are not trained; the step's prompts carry messages; resuming with
+    other talk settings (or none) is refused like any other config change."""
+    from sepo.errors import SepoError
+
+    talk = {"game": "negotiation", "game_params": {"rounds": 2}, "talk": True, "talk_injection": 0.5, "steps": 1,
+            "groups": 2, "group_size": 2, "table_samples": 1, "final_samples": 1, "max_new_tokens": 8}
+    _train(sft_model, tmp_path / "run", **talk)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["talk"], config["talk_injection"], config["agent_messages_trained"]) == (True, 0.5, False)
+    assert "not trained" in config["talk_note"]
+    step = next(json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+                if "loss" in json.loads(line))
+    assert step["talk_prompts"] == 2 and 0 <= step["talk_injected"] <= 2
+    for other in ({"talk_injection": 0.25}, {"talk": False}):
+        with pytest.raises(SepoError, match="talk"):
+            _train(sft_model, tmp_path / "run", **{**talk, **other})

@@ -69,6 +69,14 @@ class NegotiationLLMEnvironment:
     def training_decision(self, context: DecisionContext, rng: np.random.Generator):
         return self.game.decision_after(context.history, 0)
 
+    def context_opponent(self, context: DecisionContext):
+        """Cheap talk (`sepo train --talk`): the context's train-pool opponent and its own decision
+        this round; None against the gap maximiser, which has no line."""
+        if context.opponent_index >= len(self.tabular.opponents):
+            return None
+        mirrored = tuple((other, own) for own, other in context.history)
+        return self.tabular.opponents[context.opponent_index], self.game.decision_after(mirrored, 1)
+
     def _opponent_probs(self, opponent, history) -> np.ndarray:
         own = np.array([[o for _, o in history]], dtype=np.int64).reshape(1, len(history)) + self.spec.low
         other = np.array([[a for a, _ in history]], dtype=np.int64).reshape(1, len(history)) + self.spec.low

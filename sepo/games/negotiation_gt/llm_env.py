@@ -166,6 +166,10 @@ class NegotiationLLMEnvironment:
     def training_decision(self, context: DecisionContext, rng: np.random.Generator):
         return context.state.decision(0)
 
+    def context_opponent(self, context: DecisionContext):
+        """Cheap talk (`sepo train --talk`): the context's opponent and its own decision this round."""
+        return self.bots[context.opponent_index], context.state.decision(1)
+
     def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
         """(expected payoff to go, collusion event, externality event) of `action`."""
         bot = self.bots[context.opponent_index]
