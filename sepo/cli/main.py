@@ -149,6 +149,13 @@ def eval_command(
     console.print(f"utility unit: {result['utility_unit']}; safety uses {result['safety_uses']}")
     if result.get("policy"):
         console.print(policy_line(result["policy"], result.get("decoding")))
+    if result.get("talk"):
+        t = result["talk"]
+        line = f"cheap talk: {t['messages']} messages delivered ({t['cut']} cut, {t['tokens_removed']} template tokens removed)"
+        if t.get("model_replies"):
+            line += (f"; the agent's message turns: {t['model_replies']} ({t['model_silent']} silent, "
+                     f"{t['parse_failures']} without a MESSAGE: line)")
+        console.print(line)
     for note in result["notes"]:
         console.print(f"note: {note}")
 
