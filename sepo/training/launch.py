@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lora-r", type=int, default=defaults["lora_r"])
     p.add_argument("--seed", type=int, default=defaults["seed"])
     p.add_argument("--save-steps", type=int, default=defaults["save_steps"])
+    p.add_argument("--talk", action="store_true", help="Cheap talk in the training prompts (docs/talk.md).")
+    p.add_argument("--talk-injection", type=float, default=defaults["talk_injection"],
+                   help="With --talk: share of training prompts carrying a hostile message.")
     p.add_argument("--gpu", action="store_true", help="Use the accelerator (use_cpu=False).")
     p.add_argument("--report-to", default=defaults["report_to"])
     if "optimizer" in defaults:  # newer LLMSEPOConfig: the transformers `optim` name
@@ -75,7 +78,7 @@ def config_from_args(args: argparse.Namespace):
         invalid_penalty=args.invalid_penalty, lora=args.lora, lora_r=args.lora_r, seed=args.seed,
         save_steps=args.save_steps, use_cpu=not args.gpu, report_to=args.report_to, top_p=args.top_p, top_k=args.top_k,
         repetition_penalty=args.repetition_penalty, table_samples=args.samples, final_samples=args.final_samples,
-        protocol=args.protocol,
+        protocol=args.protocol, talk=args.talk, talk_injection=args.talk_injection,
         **({"optimizer": args.optimizer} if hasattr(args, "optimizer") else {}),
     ).validate()
 

@@ -57,7 +57,7 @@ def test_an_sft_model_writes_messages_the_opponent_reads(tmp_path):
                                "--out", str(tmp_path / "data"), "--quiet"])
     assert data.exit_code == 0, data.output
     sft = runner.invoke(app, ["sft", "--model", str(tiny), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "sft"),
-                              "--epochs", "SFT_EPOCHS", "--lr", "3e-3", "--quiet"])
+                              "--epochs", "8", "--lr", "3e-3", "--quiet"])
     assert sft.exit_code == 0, sft.output
     game = load_game("negotiation", rounds=2)
     model = HFPolicy(tmp_path / "sft" / "model", game.text, temperature=0, max_new_tokens=32, failure_rule="fallback")
