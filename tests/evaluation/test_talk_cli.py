@@ -60,14 +60,14 @@ def test_an_sft_model_writes_messages_the_opponent_reads(tmp_path):
                               "--epochs", "8", "--lr", "3e-3", "--quiet"])
     assert sft.exit_code == 0, sft.output
     game = load_game("negotiation", rounds=2)
-    model = HFPolicy(tmp_path / "sft" / "model", game.text, temperature=0, max_new_tokens=32, failure_rule="fallback")
+    model = HFPolicy(tmp_path / "sft" / "model", game.text, temperature=0, max_new_tokens=96, failure_rule="fallback")
     listener = Recorder()
     play_episodes(game, model, [listener] * 4, [0, 1, 2, 3], agent_seed=0, talk=TalkChannel(special_tokens=special_tokens_of(model)))
     heard = [d.observation["talk"][0] for d in listener.seen if d.observation.get("talk")]
     assert heard, model.counts
     result = runner.invoke(app, ["eval", "--game", "negotiation", "--rounds", "2", "--talk", "--agent",
                                  f"hf:{tmp_path / 'sft' / 'model'}", "--episodes", "1", "--temperature", "0",
-                                 "--max-new-tokens", "32", "--json"])
+                                 "--max-new-tokens", "96", "--json"])
     assert result.exit_code == 0, result.output
     talk = json.loads(result.stdout)["talk"]
     assert talk["model_replies"] - talk["parse_failures"] - talk["model_silent"] > 0
