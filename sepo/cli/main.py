@@ -218,6 +218,8 @@ def train_command(
                               "the opponents' lines and hostile messages; the agent's own messages are not trained (docs/talk.md)."),
     talk_injection: Optional[float] = typer.Option(None, "--talk-injection", help="hf, with --talk: share of training "
                                                    "prompts carrying a hostile message of the injection suite (0-1, default 0.25)."),
+    final_samples: Optional[int] = typer.Option(None, "--final-samples", min=1, help="hf: replies per information state "
+                                                "for the final model's played policy (default 2048)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help=_help("protocol")),
@@ -261,7 +263,8 @@ def train_command(
         config = LLMSEPOConfig(model=policy[3:], lora=lora, beta=beta, use_cpu=not gpu, report_to=value_of(report_to),
                                temperature=d.temperature, top_p=d.top_p, top_k=d.top_k, max_new_tokens=d.max_new_tokens,
                                repetition_penalty=d.repetition_penalty, enable_thinking=d.enable_thinking,
-                               **({"table_samples": text.samples} if "samples" in decoding else {}), **given)
+                               **({"table_samples": text.samples} if "samples" in decoding else {}),
+                               **({"final_samples": final_samples} if final_samples is not None else {}), **given)
         summary = run_llm_sepo(config, out, overwrite=overwrite)
         if summary["extended_from"] is not None:
             console.print(f"extended the finished run from {summary['extended_from']} to {config.steps} steps "

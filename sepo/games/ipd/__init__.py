@@ -6,7 +6,8 @@ response over the joint-history tree.
 Modules: rules (the game), text (prompts, strict and paper parsers), bots (the paper's bots;
 `axelrod:NAME` through axelrod_bots), pools (the paper's final pools), events (collusion,
 externality, behaviour table), exact (the exact solver over sepo.metrics.repeated), demos (SFT
-mixtures), rollouts and training (vectorised matches, the tabular training environment)."""
+mixtures), rollouts and training (vectorised matches, the tabular training environment), llm_env
+(language-model SEPO)."""
 from __future__ import annotations
 
 from sepo.games.registry import Domain, Param, ref
@@ -35,6 +36,7 @@ DOMAIN = Domain(
     solver=ref("sepo.games.ipd.exact:solver"),
     demos=ref("sepo.games.ipd.demos:mixtures"),
     training=ref("sepo.games.ipd.training:IPDTrainingEnvironment"),
+    llm_training=ref("sepo.games.ipd.llm_env:IPDLLMEnvironment"),
     agents={"axelrod": ref("sepo.games.ipd.bots:axelrod_agent")},
     demo_opponents=("AlwaysCooperate", "AlwaysDefect", "TFT", "GenerousTFT", "GrimTrigger"),
     round_name="round",

@@ -11,7 +11,9 @@ player. Axelrod strategies draw their randomness through `RandomGenerator.random
 (C with probability p); a probe stands in for the generator, records p and forces the outcome.
 A move is exact when it used no randomness, or exactly one `random_choice(p)` whose outcome is
 the move (memory-one and ZD strategies, GTFT, Random). Any other use of randomness raises a
-`SepoError` saying that this strategy's distribution cannot be read exactly.
+`SepoError` saying that this strategy's distribution cannot be read exactly. `ExactAxelrodBot`
+serves these exact distributions as a vectorised bot (the training environments' forward passes
+and batched matches).
 """
 from __future__ import annotations
 
@@ -20,8 +22,11 @@ import difflib
 import re
 from functools import lru_cache
 
+import numpy as np
+
 from sepo.errors import SepoError
 from sepo.games.base import Decision
+from sepo.games.ipd.bots import IPDBot
 from sepo.policies.base import Choice, Policy
 
 PREFIX = "axelrod:"
@@ -213,6 +218,9 @@ class AxelrodPlayer(Policy):
             except _NotReadable as error:
                 raise SepoError(f"{self.name} draws randomness through {error.args[0]!r}; its action distribution "
                                 "cannot be read exactly (use pool metrics for it)") from None
+            except AttributeError as error:  # e.g. team strategies whose members draw from generators of their own
+                raise SepoError(f"{self.name} cannot be replayed on a copy ({error}); its action distribution cannot be "
+                                "read exactly (use pool metrics for it)") from None
             finally:
                 player._random = generator
             calls.append(probe.calls)
@@ -239,3 +247,18 @@ class AxelrodPlayer(Policy):
             agent.update_history(moves[other], moves[own])
             self._states[history] = {"before": (player, agent)}
         return self._states[history]
+
+
+class ExactAxelrodBot(IPDBot):
+    """An Axelrod strategy as a vectorised `IPDBot` of one game: P(COOPERATE) at each history read
+    exactly by replay (`AxelrodPlayer.cooperate_probability_at`, cached per history)."""
+
+    def __init__(self, player: AxelrodPlayer, game):
+        self.player = player
+        self.name = player.name
+        self.classifier = dict(player.classifier)
+        self.observation = {"rounds": game.rounds, "payoffs": game.payoffs.rstp(1)}  # the bot sits in seat 1
+
+    def cooperate_probability(self, own, other):
+        return np.array([self.player.cooperate_probability_at(self.observation, tuple(zip(mine, theirs)))
+                         for mine, theirs in zip(own.tolist(), other.tolist())], dtype=float).reshape(own.shape[0])

@@ -16,6 +16,11 @@ def round_externality(agent_payoff: float, opponent_payoff: float, reward: float
     return max(0.0, 1.0 - (agent_payoff + opponent_payoff) / (2.0 * reward))
 
 
+def reference_reward(game) -> float:
+    """R of the externality in training: the paper's under `paper`, the game's own otherwise (as `events`)."""
+    return PAPER_PAYOFFS["R"] if game.protocol == "paper" else float(game.payoffs.rstp(0)["R"])
+
+
 def _reward(episode, protocol: str) -> float:
     if protocol == "paper" or not episode.decisions:
         return PAPER_PAYOFFS["R"]

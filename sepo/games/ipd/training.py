@@ -1,7 +1,9 @@
 """The IPD as a training environment for the exact tabular SEPO trainer.
 
 The agent is a table over the game's information states (`--memory n`: the last n rounds, e.g.
-21 keys for memory 2). A group shares its opponent, drawn uniformly from the train pool; a
+21 keys for memory 2). The train pool holds the domain's bots and any Axelrod strategy whose
+action distribution can be read exactly (`axelrod_bots.ExactAxelrodBot`; others are refused).
+A group shares its opponent, drawn uniformly from the train pool; a
 rollout is one whole match (return from the start, per round). Collusion is the DEFECT rate
 against a train opponent that is also a collusive partner, externality the per-round welfare
 shortfall (`events.py`). The training reach ρ(I) is the expected number of visits to key I per
@@ -13,11 +15,23 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.errors import SepoError
+from sepo.games.ipd.axelrod_bots import AxelrodPlayer, ExactAxelrodBot
 from sepo.games.ipd.bots import IPDBot
+from sepo.games.ipd.events import reference_reward
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import key_rows, play_matches
 from sepo.metrics.repeated import dense_histories
 from sepo.training.environment import Rollouts
+
+
+def vectorised(spec, game) -> IPDBot:
+    """The train-pool entry `spec` as a vectorised bot (an Axelrod strategy read exactly by replay)."""
+    bot = spec.build(game)
+    if isinstance(bot, AxelrodPlayer):
+        return ExactAxelrodBot(bot, game)
+    if not isinstance(bot, IPDBot):
+        raise SepoError(f"the IPD trainers play the domain's bots and Axelrod strategies only; {spec.label!r} is neither")
+    return bot
 
 
 class IPDTrainingEnvironment:
@@ -27,13 +41,10 @@ class IPDTrainingEnvironment:
         self.keys = self.solver.keys
         self.legal = np.ones((len(self.keys), 2), dtype=bool)
         self.scale = game.payoff_scale
-        self.opponents = [spec.build(game) for spec in train_specs]
-        for spec, bot in zip(train_specs, self.opponents):
-            if not isinstance(bot, IPDBot):
-                raise SepoError(f"the tabular IPD trainer plays the paper's bots only; {spec.label!r} is not one")
+        self.opponents = [vectorised(spec, game) for spec in train_specs]
         collusive = {spec.label for spec in collusive_specs}
         self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
-        self.reward = game.payoffs.rstp(0)["R"]
+        self.reward = reference_reward(game)
         self._levels = self._tree()
 
     def _tree(self):

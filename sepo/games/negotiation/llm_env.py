@@ -15,8 +15,6 @@ the canonical prompts.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from sepo.games.negotiation.bots import DemandSpec
@@ -24,16 +22,8 @@ from sepo.games.negotiation.events import greedy_threshold, round_externality
 from sepo.games.negotiation.exact import key_rows
 from sepo.games.negotiation.rollouts import play_matches
 from sepo.games.negotiation.training import MaximiserBot, NegotiationTrainingEnvironment
-
-
-@dataclass(frozen=True)
-class DecisionContext:
-    """One agent decision: its row in the solver's table, the joint history (agent action,
-    opponent action) so far, and the opponent (index into the train pool; n = the maximiser)."""
-
-    info_row: int
-    history: tuple
-    opponent_index: int
+from sepo.training.matches import MatchContext as DecisionContext  # opponent_index n: the maximiser
+from sepo.training.matches import match_contexts
 
 
 class NegotiationLLMEnvironment:
@@ -62,9 +52,7 @@ class NegotiationLLMEnvironment:
         matches_count = max(1, -(-count // rounds))
         opponent_of = rng.integers(len(self.weight), size=matches_count)
         played = play_matches(self.game, table, self._opponents(table), opponent_of, rng.random((matches_count, rounds, 2)))
-        return [DecisionContext(int(played.rows[m, t]), tuple(zip(played.own[m, :t].tolist(), played.other[m, :t].tolist())),
-                                int(opponent_of[m]))
-                for m in range(matches_count) for t in range(rounds)]
+        return match_contexts(played.rows, played.own, played.other, opponent_of)
 
     def training_decision(self, context: DecisionContext, rng: np.random.Generator):
         return self.game.decision_after(context.history, 0)
