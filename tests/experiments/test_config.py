@@ -91,6 +91,10 @@ def test_the_shipped_configs_validate_and_expand():
     tabular = {c.domain for c in plan.cells if c.agent == "tabular"}
     assert tabular == {n for n in domain_names() if get_domain(n).training is not None}
     assert {c.domain for c in plan.cells if c.agent == "tiny"} == set(domain_names())
+    # and the tiny model's SEPO cells wherever the domain has a language-model training environment (every domain now)
+    llm_domains = {n for n in domain_names() if get_domain(n).llm_training is not None}
+    assert {c.domain for c in plan.cells if c.agent == "tiny" and c.stage == "sepo"} == llm_domains
+    assert "ipd" in llm_domains
     llm, _ = load_config(configs / "smoke-llm.yaml")
     assert [c.stage for c in expand(llm).cells] == ["base", "sft", "sepo"]
     assert expand(llm).cells[2].needs == (expand(llm).cells[1].id,)  # SEPO starts from the SFT model

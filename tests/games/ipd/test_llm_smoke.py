@@ -1,12 +1,15 @@
-"""The IPD end to end with the tiny local model: SFT on the reciprocal mixture, then two steps of
-`sepo train --game ipd --policy hf:MODEL` (SEPO-GRPO); the logged gap is the solver's at the
-logged table, and the same seed gives the same metrics."""
+"""The IPD end to end with the tiny local model (slow: 40 s to 2 min on the shared 2-core machine):
+SFT on the reciprocal mixture, then two steps of `sepo train --game ipd --policy hf:MODEL`
+(SEPO-GRPO), twice; the logged gap is the solver's at the logged table, and the same seed gives
+the same metrics."""
 import json
 
 import numpy as np
 import pytest
 
 pytest.importorskip("trl")
+
+pytestmark = pytest.mark.slow
 
 ARGS = ["--game", "ipd", "--rounds", "3", "--memory", "1", "--steps", "2", "--groups", "2", "--group-size", "2",
         "--lambda-e", "5", "--lambda-x", "1.8", "--max-new-tokens", "16", "--samples", "4", "--final-samples", "8", "--seed", "3", "--quiet"]
@@ -39,7 +42,7 @@ def test_two_steps_of_llm_sepo_from_the_cli_twice(sft_model, tmp_path):
 
     runner = CliRunner()
     for name in ("a", "b"):
-        result = runner.invoke(app, ["train", "--policy", f"hf:{sft_model}", "--out", str(tmp_path / name), *ARGS])
+        result = runner.invoke(app, ["--threads", "1", "train", "--policy", f"hf:{sft_model}", "--out", str(tmp_path / name), *ARGS])
         assert result.exit_code == 0, result.output
         assert "adversarial_gap" in result.output
     first, second = _metrics(tmp_path / "a"), _metrics(tmp_path / "b")
