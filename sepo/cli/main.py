@@ -428,14 +428,16 @@ def exploit_command(
     solver = solver_for(the_game)
     search = get_domain(game).lower_bound
     if solver is None and search is not None:
-        result, response = search(the_game, load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding)))
-        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict()}
+        played = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
+        decoding_record = played.decoding.record() if getattr(played, "decoding", None) is not None else None
+        result, response = search(the_game, played)
+        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(), "decoding": decoding_record}
         if as_json:
             if hasattr(response, "to_json"):
                 out["best_response"] = response.to_json()
             _print_json(out)
             return
-        _print_exact(agent, game, result)
+        _print_exact(agent, game, result, decoding=decoding_record)
         return
     if solver is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
@@ -480,10 +482,10 @@ def exploit_command(
     _print_exact(agent, game, result, estimate.record(), decoding_record, interval)
 
 
-def _print_exact(agent: str, game: str, result, policy: dict, decoding: dict | None, interval=None) -> None:
+def _print_exact(agent: str, game: str, result, policy: dict | None = None, decoding: dict | None = None, interval=None) -> None:
     """The solver's values; the policy table's provenance (exact or estimated) and the solver's
     exactness (pruning) are separate rows."""
-    table_out = Table(title=f"{agent} in {game}: exact values ({result.method})")
+    table_out = Table(title=f"{agent} in {game}: {'exact values' if result.exact else 'a lower bound'} ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)
     rows = [(result.value_name, result.value), ("best-response payoff", result.br_payoff),
@@ -493,11 +495,16 @@ def _print_exact(agent: str, game: str, result, policy: dict, decoding: dict | N
         table_out.add_row(name, f"{value:.6g}")
     if interval is not None:
         table_out.add_row(f"{result.value_name} 95% interval", f"[{interval[0]:.6g}, {interval[1]:.6g}] (policy sampling)")
-    table_out.add_row("policy table", policy["policy"])
+    if policy is None:  # a search that plays the agent rather than reading a table of it
+        table_out.add_row("agent", "played by the search (no policy table read)")
+    else:
+        table_out.add_row("policy table", policy["policy"])
     table_out.add_row("solver", "exact" if result.exact else "a lower bound (see the method and the pruning bound)")
     console.print(table_out)
-    if decoding or not policy.get("exact"):  # the table's row already says "exact" for a bot or a tabular agent
+    if policy is not None and (decoding or not policy.get("exact")):  # the row already says "exact" for a bot or table
         console.print(policy_line(policy, decoding))
+    elif decoding:
+        console.print("decoding: " + ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None))
 
 
 @app.command("frontier")

@@ -108,3 +108,10 @@ def test_a_reproduced_paper_quirk_is_one_warning_line_not_a_python_traceback_lin
     assert result.returncode == 0, result.stderr
     assert "warning: negotiation-gt: the opponent's private values are redrawn every round" in result.stderr
     assert "PaperRedrawWarning" not in result.stderr and "registry.py" not in result.stderr
+
+
+def test_exploit_prints_a_lower_bound_search_without_json():
+    """The negotiation-gt search plays the agent (no table): the human output has no policy-table row."""
+    result = _run("exploit", "--game", "negotiation-gt", "--rounds", "1", "--agent", "bot:FairNeg")
+    assert result.exit_code == 0, result.output
+    assert "adversarial_gap" in result.stdout and "played by the search" in result.stdout
