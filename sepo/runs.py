@@ -69,8 +69,21 @@ def check_out_path(out: str | Path, option: str = "--out") -> Path:
     return Path(os.path.normpath(text))  # "a/b/.." is "a", as the user will read it
 
 
+def _flat(config: dict, prefix: str = "") -> dict:
+    """Nested settings as dotted keys ({'game_params': {'pie': 10}} -> {'game_params.pie': 10}), so
+    that a difference names the setting that differs."""
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def describe_difference(saved: dict, config: dict, limit: int = 4) -> str:
     """'steps 2000 there, 1000 here; seed ...' for the fields that differ."""
+    saved, config = _flat(saved), _flat(config)
     keys = sorted(set(saved) | set(config))
     changed = [k for k in keys if saved.get(k) != config.get(k)]
     parts = [f"{k} {brief(saved.get(k, 'unset'), 40)} there, {brief(config.get(k, 'unset'), 40)} here" for k in changed[:limit]]

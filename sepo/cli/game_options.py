@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from sepo.errors import SepoError
+from sepo.errors import SepoError, brief
 from sepo.games import default_game, domain_names, get_domain
 
 DEFAULT_GAME = default_game()
@@ -68,10 +68,17 @@ def game_params_for(game: str, raw: dict) -> dict:
         if name not in params:
             allowed = ", ".join(p.flag for p in domain.params) or "none"
             raise SepoError(f"--{name.replace('_', '-')} does not apply to game {game!r}; its parameters: {allowed}")
+        flag = params[name].flag
+        if not text.strip():
+            raise SepoError(f"{flag} is empty; leave it out for the default ({params[name].default!r})")
+        if not text.isascii():  # int() reads other scripts' digits ('５' is 5): a typo should not pass as a number
+            raise SepoError(f"{flag} {brief(text)}: use ASCII characters")
         try:
-            out[name] = params[name].type(text)
+            value = params[name].type(text)
         except (TypeError, ValueError) as error:
-            raise SepoError(f"{params[name].flag} {text!r}: {error}") from None
+            raise SepoError(f"{flag} {text!r}: {error}") from None
+        if value != params[name].default:  # a default said out loud is the same game (and the same run to resume)
+            out[name] = value
     return out
 
 

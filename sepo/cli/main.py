@@ -288,7 +288,8 @@ def train_command(
             task = bar.add_task(f"training {out.name}", total=config.steps)
             summary = trainer.train(on_step=lambda record: bar.update(task, completed=record["step"] + 1,
                                                                       description=f"e={record[value]:.4f}"))
-        plot_runs([out], run.path("curves.png"))
+        if not run.was_complete:
+            plot_runs([out], run.path("curves.png"))
     resumed = " (resumed)" if run.resumed and not run.was_complete else " (already complete)" if run.was_complete else ""
     console.print(f"done: {summary['steps']} steps{resumed}; {value} {summary[value]:.5f}, utility vs train pool "
                   f"{summary['utility']:.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")

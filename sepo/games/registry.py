@@ -24,6 +24,11 @@ if TYPE_CHECKING:  # pragma: no cover
 PROTOCOLS = ("rigorous", "paper")
 
 
+MAX_ROUNDS = 10_000
+"""The most rounds a repeated game may have: play keeps every round of every episode in memory
+(100,000 rounds of split bargaining took more than 3.6 GB)."""
+
+
 @dataclass(frozen=True)
 class Param:
     """A game parameter the CLI exposes as `--<name>` (underscores become dashes).
@@ -113,6 +118,10 @@ class Domain:
         if unknown:
             allowed = ", ".join(sorted(known)) or "none"
             raise SepoError(f"game {self.name!r} takes no parameter {unknown[0]!r}; its parameters: {allowed}")
+        rounds = params.get("rounds")
+        if isinstance(rounds, int) and rounds > MAX_ROUNDS:
+            raise SepoError(f"--rounds {rounds} is above the most sepo plays, {MAX_ROUNDS:,} (episodes are held in memory "
+                            "round by round)")
         return self.make_game(protocol=protocol, **{k: v for k, v in params.items() if v is not None})
 
     def build_bot(self, name: str, params: dict | None = None, game: "Game | None" = None) -> "Policy":

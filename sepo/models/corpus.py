@@ -10,6 +10,8 @@ domain only needs to be registered (and, if it has special answer words, to list
 """
 from __future__ import annotations
 
+import warnings
+
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -68,9 +70,11 @@ def domain_corpus(
 
     names = domain_names() if domains is None else list(domains)
     texts: list[str] = ["".join(load_game(name).text.vocabulary() for name in names) + SHARED_WORDS]
-    for index, name in enumerate(names):
-        for protocol in (PROTOCOLS if protocols is None else protocols):
-            texts.extend(game_texts(load_game(name, protocol=protocol), episodes=episodes, seed=seed + 1000 * index))
+    with warnings.catch_warnings():  # a paper quirk's warning is for a user who plays that protocol, not for a vocabulary
+        warnings.simplefilter("ignore", UserWarning)
+        for index, name in enumerate(names):
+            for protocol in (PROTOCOLS if protocols is None else protocols):
+                texts.extend(game_texts(load_game(name, protocol=protocol), episodes=episodes, seed=seed + 1000 * index))
     return texts
 
 
@@ -98,7 +102,9 @@ def system_prompts(domains: Iterable[str] | None = None) -> list[str]:
     from sepo.games import PROTOCOLS, domain_names, load_game
 
     names = domain_names() if domains is None else list(domains)
-    return list(dict.fromkeys(load_game(n, protocol=p).text.system_prompt() for n in names for p in PROTOCOLS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return list(dict.fromkeys(load_game(n, protocol=p).text.system_prompt() for n in names for p in PROTOCOLS))
 
 
 def action_words(domains: Iterable[str] | None = None) -> list[str]:

@@ -103,9 +103,12 @@ class TabularSEPOTrainer:
         """What the run folder's manifest records: every field that changes the result."""
         return {"policy": "tabular", **asdict(self.config)}
 
-    def _prepare(self, run: RunDir) -> None:
-        run.write_json(CONFIG, asdict(self.config))
-        run.path(METRICS)
+    def _prepare(self, run: RunDir, read_only: bool = False) -> None:
+        """Restore the checkpoint and check the metrics history up to it (cutting steps logged after
+        it, unless `read_only`: a finished run's files are only read)."""
+        if not read_only:
+            run.write_json(CONFIG, asdict(self.config))
+            run.path(METRICS)
         checkpoint = self.out / CHECKPOINT
         if run.resumed and checkpoint.exists():
             state = read_json(checkpoint, "checkpoint")
@@ -120,7 +123,10 @@ class TabularSEPOTrainer:
             if not (np.all(np.isfinite(self.logits)) and np.all(np.isfinite(self.adam.m)) and np.all(np.isfinite(self.adam.v))):
                 raise SepoError(f"unreadable checkpoint {checkpoint}: non-finite numbers")
             self.step = step
-        kept = [r["step"] for r in self.log.truncate_after(self.step - 1)]
+        if read_only:
+            kept = [r["step"] for r in self.log.read() if r["step"] <= self.step - 1 and not r.get("final")]
+        else:
+            kept = [r["step"] for r in self.log.truncate_after(self.step - 1)]
         if kept != list(range(self.step)):
             missing = sorted(set(range(self.step)) - set(kept))
             raise SepoError(f"{self.log.path} lacks steps {missing[0]}-{missing[-1]} before the checkpoint at step {self.step}; "
@@ -184,7 +190,10 @@ class TabularSEPOTrainer:
             return self._train(run, on_step, stop_after)
 
     def _train(self, run: RunDir, on_step, stop_after) -> dict:
-        self._prepare(run)
+        finished = run.was_complete and (self.out / "summary.json").exists()
+        self._prepare(run, read_only=finished)
+        if finished:  # a finished run is checked and read, never rewritten
+            return read_json(self.out / "summary.json", "run summary")
         started, done = time.time(), 0
         while self.step < self.config.steps:
             record = self.train_step()

@@ -115,3 +115,32 @@ def test_exploit_prints_a_lower_bound_search_without_json():
     result = _run("exploit", "--game", "negotiation-gt", "--rounds", "1", "--agent", "bot:FairNeg")
     assert result.exit_code == 0, result.output
     assert "adversarial_gap" in result.stdout and "played by the search" in result.stdout
+
+
+def _folder_bytes(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_a_finished_run_resumed_with_a_default_said_out_loud_is_left_byte_identical(tmp_path):
+    out = tmp_path / "run"
+    base = ["train", "--game", "negotiation", "--rounds", "2", "--steps", "2", "--groups", "2", "--group-size", "2",
+            "--quiet", "--out", str(out)]
+    assert _run(*base).exit_code == 0
+    before = _folder_bytes(out)
+    again = _run(*base, "--pie", "10", "--breakdown-cost", "0")
+    assert again.exit_code == 0 and "already complete" in again.stdout, again.output
+    assert _folder_bytes(out) == before  # summary.json keeps the real training time; nothing is rewritten
+    other = _run(*base, "--pie", "12", "--max-demand", "11")
+    assert other.exit_code == 2 and "game_params.pie unset there, 12 here" in other.output
+    assert _folder_bytes(out) == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--redraw", ""], "--redraw is empty"),
+    (["--items", " "], "--items is empty"),
+    (["--rounds", "\uff15"], "--rounds \uff15: use ASCII characters"),
+    (["--rounds", "100000"], "above the most sepo plays, 10,000"),
+])
+def test_game_parameters_that_only_look_valid_are_refused(args, message):
+    result = _run("eval", "--game", "negotiation-gt", "--agent", "bot:FairNeg", "--episodes", "1", *args)
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
