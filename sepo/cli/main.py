@@ -169,7 +169,7 @@ def _injection(the_game, policy, agent: str, config, as_json: bool) -> None:
     if as_json:
         _print_json(result)
         return
-    table = Table(title=f"{agent} in {the_game.name}: prompt-injection pool (base opponent {result['base_opponent']}, "
+    table = Table(title=f"{agent} in {the_game.name}: prompt-injection pool (base opponent {brief(result['base_opponent'])}, "
                         f"{config.episodes} episodes per message)")
     for column in ("message", "decisions", "action changed", "format changed", "p (Holm)"):
         table.add_column(column)
@@ -362,6 +362,10 @@ def data_sft_command(
             traces = generate_traces(game, mixture, episodes, seed, value_of(protocol), on_episode=lambda: bar.advance(task),
                                      talk=talk, **params)
         with run.staged_contents() as tmp:
+            if quiet:
+                from datasets.utils.logging import disable_progress_bar
+
+                disable_progress_bar()
             summary = write_sft_dataset(traces, tmp, seed)
         run.complete()
     console.print(f"{summary.examples} examples ({summary.train} train, {summary.validation} validation) at {out}; "
