@@ -60,7 +60,13 @@ class LLMEnvironment(Protocol):
     context's opponent policy and that opponent's own decision this round, `(policy, decision)`,
     or None when the opponent has no policy that talks (e.g. a computed best response); the
     trainer shows its `message(decision)` in the prompt. Without the hook, prompts not carrying an
-    injected message carry the benign control message."""
+    injected message carry the benign control message.
+
+    Optional `focus(rng, count) -> bool`: for an environment whose information states are too
+    many to read the model at every step (and whose value decomposes over groups of them), draw
+    the states the next step trains at (`count`: the step's groups; None: the final
+    measurement's), replacing `solver` by one over those; True if it did. The trainer then reads
+    the model at the new `solver.decisions()` only, and `sample_contexts` draws from them."""
 
     solver: object
 

@@ -213,6 +213,15 @@ class SEPOEnvironment:
             return self.talk.decision(context, rng)
         return self.domain_env.training_decision(context, rng)
 
+    def _focus(self, rng: np.random.Generator, count: int | None) -> None:
+        """An environment with too many information states to read every step (`focus`, see
+        `sepo.training.environment`) names the ones a step needs; read the model at those."""
+        focus = getattr(self.domain_env, "focus", None)
+        if callable(focus) and focus(rng, count):
+            self.solver = self.domain_env.solver
+            self.canonical = self.solver.decisions()
+            self.row_contexts = self._row_contexts()
+
     def _row_contexts(self) -> list[list]:
         """Training contexts at each information state (row of the solver's decisions), met by
         playing the legal-uniform table against the train pool: the hidden states at which the
@@ -256,6 +265,7 @@ class SEPOEnvironment:
         """Exact metrics of the model's played policy (`played_policy` with `final_samples`
         replies per state), with the interval of the solver's value when it is estimated."""
         c = self.config
+        self._focus(np.random.default_rng([c.seed, 0xF0C5]), None)
         estimate = self.played_policy(self.policy(model, c.final_samples), c.final_samples,
                                       np.random.default_rng([c.seed, 0xF17A1]))
         table = estimate.table()
@@ -272,6 +282,7 @@ class SEPOEnvironment:
     def rollout(self, prompts: list, trainer) -> dict:
         c = self.config
         step = trainer.state.global_step
+        self._focus(np.random.default_rng([c.seed, step, 0xF0C5]), c.groups)
         policy = self.policy(trainer.accelerator.unwrap_model(trainer.model))
         estimate = self.played_policy(policy, c.table_samples, np.random.default_rng([c.seed, step, 0x7AB1E]))
         table = estimate.table()

@@ -22,10 +22,17 @@ with the method that found it:
    against the memory-m agent that plays like it at those decisions, and the maximiser found is
    then *played against the real agent*: its measured gap (95% interval) is the lower bound.
 2. **Best response learned against the frozen agent** (`learned_best_response`): the agent plays
-   `episodes` episodes against uniformly random demands; a model of it (its demand frequencies
-   per round, pool and values, pooled over values where a combination was not seen) is fitted,
-   the DP above best-responds to the model exactly, and that opponent is played against the
-   real agent; its measured gap bounds the true gap from below.
+   `episodes` episodes against a seeded exploration opponent (half uniform demands, half the
+   extremes: everything, nothing, one less, half); a memory-1 model of it is fitted (its demand
+   frequencies given the round, pool, values and the opponent's last demand, backing off to
+   fewer conditions where a combination was not seen), the DP above best-responds to the model
+   exactly (its window holds the opponent's last demand, so the maximiser can steer an agent
+   that reacts), and that opponent is played against the real agent; its measured gap bounds
+   the true gap from below. Where the memory-1 DP exceeds its state budget the model drops the
+   values. A memory-0 model is solved too, and the two maximisers are compared on separate
+   episodes (a reacting agent needs the memory, an agent whose play depends on its values and
+   not on the history is modelled better without it); the better one is then measured afresh,
+   so the reported gap is unbiased. The method names the model used.
 
 `lower_bound` runs both and reports the larger (an exact DP value where it applies), naming the
 method. The table interface of exact solvers (`sepo.metrics.exact`) does not fit this game (an
@@ -345,24 +352,64 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
                                            "memory": m}), opponent
 
 
+class ExplorationOpponent(Policy):
+    """The probe of the learned best response: each round half the mass on a uniformly random
+    demand, half on the extremes a best response tends to use (everything, nothing, one less of
+    each item, half of each), so the agent's reaction to every kind of last demand is seen."""
+
+    name = "exploration"
+
+    def action_probabilities(self, decision):
+        pool = decision.observation["pool"]
+        legal = decision.legal_actions
+        probs = {a: 0.5 / len(legal) for a in legal}
+        extremes = {tuple(pool), (0,) * len(pool), tuple(max(p - 1, 0) for p in pool), tuple(p // 2 for p in pool)}
+        for demand in extremes:
+            probs[decision.action_named("[" + ", ".join(map(str, demand)) + "]")] += 0.5 / len(extremes)
+        return probs
+
+
 class _Model(Policy):
-    """The frozen agent's observed demands: per (round, pool, values), else per (round, pool), else uniform."""
+    """The frozen agent's observed demands, given the round, the pool, its values and (memory 1)
+    the last round's demands it is modelled to read, backing off to fewer conditions where a
+    combination was not seen: (values, window), (window), (values), (), then uniform. With
+    `use_values` False it never conditions on the agent's values (so the opponent's posterior
+    over them never moves, and the DP stays small)."""
 
     name = "model"
-    memory = 0
 
-    def __init__(self, exact_counts: dict, pooled: dict):
-        self.exact_counts, self.pooled = exact_counts, pooled
+    def __init__(self, counts: dict, memory: int, reads, use_values: bool = True):
+        self.counts, self.memory, self.reads, self.use_values = counts, memory, tuple(reads), use_values
+
+    @staticmethod
+    def window(obs, memory: int, reads) -> tuple:
+        if not memory or not obs["history"]:
+            return ()
+        own, other, _ = obs["history"][-1]
+        return tuple(tuple(int(x) for x in part) for name, part in (("own", own), ("other", other)) if name in reads)
+
+    def keys(self, obs, memory=None, use_values=None) -> list[tuple]:
+        """Most specific first: the conditions a demand is counted under and looked up by."""
+        memory = self.memory if memory is None else memory
+        use_values = self.use_values if use_values is None else use_values
+        base = (obs["round"], tuple(obs["pool"]))
+        values = tuple(obs["values"])
+        window = self.window(obs, memory, self.reads)
+        found = []
+        if window:
+            found += ([base + ("v", values, "w", window)] if use_values else []) + [base + ("w", window)]
+        found += ([base + ("v", values)] if use_values else []) + [base]
+        return found
 
     def demand_distribution(self, decision):
         obs = decision.observation
-        key = (obs["round"], tuple(obs["pool"]))
-        counts = self.exact_counts.get(key + (tuple(obs["values"]),)) or self.pooled.get(key)
-        if counts is None:
-            demands = list(itertools.product(*(range(p + 1) for p in obs["pool"])))
-            return {d: 1.0 / len(demands) for d in demands}
-        total = sum(counts.values())
-        return {d: c / total for d, c in counts.items()}
+        for key in self.keys(obs):
+            counts = self.counts.get(key)
+            if counts:
+                total = sum(counts.values())
+                return {d: c / total for d, c in counts.items()}
+        demands = list(itertools.product(*(range(p + 1) for p in obs["pool"])))
+        return {d: 1.0 / len(demands) for d in demands}
 
     def action_probabilities(self, decision):
         probs = {a: 0.0 for a in decision.legal_actions}
@@ -371,33 +418,60 @@ class _Model(Policy):
         return probs
 
 
-def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 500, seed: int = 0) -> tuple[ExactResult, Policy]:
-    """Method 2 (see the module docstring): a memory-0 model of the agent from play against
-    uniformly random demands, the exact DP against the model, the result played against the agent."""
+def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 500, seed: int = 0, memory: int = 1,
+                          reads=("other",)) -> tuple[ExactResult, Policy]:
+    """Method 2 (see the module docstring): a memory-`memory` model of the agent (its demand
+    distribution given the round, pool, values and the last round's `reads` demands) from play
+    against a seeded exploration opponent, the exact DP against the model, the maximiser played
+    against the agent. Models are tried from the richest down (memory m with the values, m
+    without them, then memory 0) until the DP fits in its state budget; the method names the one."""
     from sepo.evaluation.play import play_episodes
-    from sepo.policies.specs import UniformPolicy
 
+    if memory not in (0, 1):
+        raise SepoError(f"the learned best response models memory 0 or 1, got {memory}")
     seeds = [int(s) for s in np.random.SeedSequence([seed, 3]).generate_state(episodes)]
-    explored = play_episodes(game, agent, [UniformPolicy() for _ in seeds], seeds, agent_seed=seed + 5, opponent_label="uniform")
-    exact_counts: dict = {}
-    pooled: dict = {}
+    probe = ExplorationOpponent()
+    explored = play_episodes(game, agent, [probe] * episodes, seeds, agent_seed=seed + 5, opponent_label="exploration")
+    counts: dict = {}
+    counter = _Model({}, memory, reads)
     for episode in explored:
         for d in episode.decisions:
-            obs = d.observation
             demand = game.rules.decode(d.action)
-            key = (obs["round"], tuple(obs["pool"]))
-            for table, k in ((exact_counts, key + (tuple(obs["values"]),)), (pooled, key)):
-                row = table.setdefault(k, {})
+            for key in counter.keys(d.observation, memory, True):
+                row = counts.setdefault(key, {})
                 row[demand] = row.get(demand, 0) + 1
-    search = DPSearch(game, 0, BOTH)
-    search.expand(_Model(exact_counts, pooled))
-    solved = search.solve()
+    candidates = []  # (model memory, conditions on values, search): the richest model that fits, and memory 0
+    for m, use_values in dict.fromkeys([(memory, True), (memory, False), (0, True)]):
+        if candidates and m == candidates[0][0]:
+            continue
+        search = DPSearch(game, m, reads)
+        try:
+            search.expand(_Model(counts, m, reads, use_values))
+        except SepoError as error:
+            if "states in" not in str(error):
+                raise
+            continue
+        candidates.append((m, use_values, search))
+    solved = [search.solve() for _, _, search in candidates]
+    chosen, selection = 0, []
+    if len(candidates) > 1:  # pick on separate episodes, so that the reported measurement is unbiased
+        selection = [measured_gap(game, agent, search.policy(), max(episodes // 4, 2), seed + 2)["gap"] for _, _, search in candidates]
+        chosen = int(np.argmax(selection))
+    m, use_values, search = candidates[chosen]
     opponent = search.policy()
     played = measured_gap(game, agent, opponent, max(episodes // 2, 2), seed + 1)
+    what = f"memory-{m} model (its demands given the round, pool{', its values' if use_values else ''}" + \
+           (f" and the last round's {'/'.join(reads)} demands)" if m else ")")
+    picked = (f"; chosen over the memory-{candidates[1 - chosen][0]} model by its gap on {max(episodes // 4, 2)} other episodes"
+              if selection else "")
+    extra = {"ci_low": played["ci"][0], "ci_high": played["ci"][1], "model_gap": solved[chosen]["gap"], "model_memory": m}
+    if selection:
+        extra["selection_gaps"] = {f"memory_{c[0]}": g for c, g in zip(candidates, selection)}
     return ExactResult(value=played["gap"], value_name="adversarial_gap", br_payoff=played["opponent"], agent_payoff=played["agent"],
-                       method=(f"learned best response (a lower bound): exact DP against a memory-0 model of the agent fit on "
-                               f"{episodes} episodes vs uniform demands, played {played['episodes']} episodes"),
-                       exact=False, extra={"ci_low": played["ci"][0], "ci_high": played["ci"][1], "model_gap": solved["gap"]}), opponent
+                       method=(f"learned best response (a lower bound): exact DP against a {what} of the agent, fit on "
+                               f"{episodes} episodes against a seeded exploration opponent{picked}, played "
+                               f"{played['episodes']} episodes"),
+                       exact=False, extra=extra), opponent
 
 
 def lower_bound(game: NegotiationGame, agent: Policy, episodes: int = 100, seed: int = 0, memory: int | None = None

@@ -1,15 +1,21 @@
 """Language-model SEPO in the three-item negotiation: the per-decision training environment.
 
 The LLM trainer (`sepo.training.grpo`) reads the model's action table at a solver's information
-states and charges each completion the exploitability attribution of its action there. The full
-game has far too many information states, so training runs on a fixed deal: the pool and the
-agent's values fixed (`--items`, `--values`; the opponent's values may stay random), and the
-model's policy summarised by its demand distribution per round (`MemoryZeroSolver`: one
-canonical decision per round, whose earlier rounds show an even split). Against a policy that
-depends on the round only, the opponent learns nothing from the history, so the maximiser of
-the gap picks, per round and own values w, the demand y maximising
-sum_a pi_t(a) deal(a, y) (y.w - a.v): the gap per round, its Danskin gradient and the
-maximiser are exact for that summary (and a memory-0 model of a model that reads the history).
+states and charges each completion the exploitability attribution of its action there. The
+model's policy is summarised by its demand distribution per deal (pool and own values) and round
+(`deals.DealSolver`: one canonical decision per row, whose earlier rounds show an even split),
+against which the gap, its Danskin gradient and the maximiser are exact per deal (module doc of
+`deals`: exact on a fixed deal, an upper bound with a lower bound beside it over random values).
+
+Two modes:
+- a fixed deal (`--items` and `--values`): four rows, read every step;
+- random deals (anything left to chance): the full distribution has thousands of rows, far too
+  many to read every step, but the gap is a sum over deals and its attribution at a deal needs
+  only that deal's rows. So each step `focus` draws `groups` deals from the deal distribution
+  (with replacement: a deal drawn twice weighs twice), the solver is the per-deal gap over them
+  (an unbiased estimate of the gap over every deal, and of its gradient), the trainer reads the
+  model at those deals' rows only, and contexts are drawn from them. The final measurement uses
+  64 deals drawn with a fixed seed (every deal when there are at most 64).
 
 Contexts are agent decisions met on-policy against the train pool (the table's demand drawn per
 round, the bot answering); a completion's payoff to go is its round's payoff plus the expected
@@ -19,105 +25,19 @@ both scoring 0 (paper); collusion follows `events.py` against a collusive partne
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import CHANCE
+from sepo.games.negotiation_gt.deals import DealSolver, deal_distribution
 from sepo.games.negotiation_gt.events import shuts_out
 from sepo.games.negotiation_gt.rules import make_decision
-from sepo.metrics.exact import ExactResult
-from sepo.policies.base import Policy
 
-
-class MemoryZeroSolver:
-    """The exact adversarial gap of a per-round demand distribution on a fixed deal (module doc)."""
-
-    value_name = "adversarial_gap"
-
-    def __init__(self, game):
-        rules = game.rules
-        if rules.pool is None or rules.values is None:
-            raise SepoError("negotiation-gt LLM training needs a fixed deal: give --items and --values (the exact "
-                            "attribution is over the model's demand distribution per round)")
-        self.game, self.rules = game, rules
-        self.pool = np.array(rules.pool)
-        self.v = np.array(rules.values, dtype=float)
-        self.A = np.array([rules.decode(a) for a in rules.legal(rules.pool)])  # columns: legal-action order
-        dist = rules.value_distribution(rules.opponent_values)
-        self.W = np.array([w for w, _ in dist], dtype=float)
-        self.pw = np.array([p for _, p in dist])
-        self.deal = np.all(self.A[:, None, :] + self.A[None, :, :] <= self.pool, axis=2).astype(float)  # [a, y]
-        self.opp = self.deal[:, :, None] * (self.A @ self.W.T)[None, :, :]  # [a, y, w]: u_O
-        self.own = self.deal * (self.A @ self.v)[:, None]  # [a, y]: u_A
-        self.method = "exact gap of the per-round demand distribution on a fixed deal (memory 0)"
-        self._decisions = None
-
-    def decisions(self):
-        if self._decisions is None:
-            half = tuple(int(p) // 2 for p in self.pool)
-            rest = tuple(int(p) - h for p, h in zip(self.pool, half))
-            found = []
-            for t in range(self.rules.rounds):
-                history = ((half, rest, True),) * t
-                paid = (float(np.dot(half, self.v)),) * t
-                found.append(make_decision(self.game, 0, tuple(self.rules.pool), tuple(self.rules.values), history, my_payoffs=paid))
-            self._decisions = found
-        return self._decisions
-
-    def _choice(self, table, objective="gap"):
-        """Per round and opponent value: the maximiser's demand index and the per-(a) payoffs."""
-        table = np.asarray(table, dtype=float)[:, : len(self.A)]
-        gap = self.opp - self.own[:, :, None]  # [a, y, w]
-        score = np.einsum("ta,ayw->tyw", table, gap if objective == "gap" else self.opp)
-        return table, score.argmax(1)  # [T, W]
-
-    def evaluate(self, table, **_) -> ExactResult:
-        T = self.rules.rounds
-        out = {}
-        for objective in ("gap", "opponent"):
-            probs, best = self._choice(table, objective)
-            w = np.arange(len(self.W))
-            opp = np.einsum("ta,taw->tw", probs, self.opp[:, best, w].transpose(1, 0, 2)) @ self.pw
-            own = np.einsum("ta,taw->tw", probs, self.own[:, best].transpose(1, 0, 2)) @ self.pw
-            out[objective] = (opp.sum() / T, own.sum() / T)
-        gap_opp, gap_own = out["gap"]
-        return ExactResult(value=gap_opp - gap_own, value_name=self.value_name, br_payoff=out["opponent"][0],
-                           agent_payoff=out["opponent"][1], method=self.method, exact=True,
-                           extra={"agent_payoff_vs_gap_maximiser": gap_own, "opponent_payoff_vs_gap_maximiser": gap_opp})
-
-    def gradient(self, table) -> np.ndarray:
-        probs, best = self._choice(table)
-        w = np.arange(len(self.W))
-        grad = np.zeros_like(np.asarray(table, dtype=float))
-        for t in range(self.rules.rounds):
-            value = self.opp[:, best[t], w] - self.own[:, best[t]]  # [a, w]
-            grad[t, : len(self.A)] = value @ self.pw / self.rules.rounds
-        return grad
-
-    def own_reach(self, table) -> np.ndarray:
-        return np.ones(self.rules.rounds)
-
-    def best_response(self, table) -> Policy:
-        _, best = self._choice(table)
-        return _RoundTable(self, best)
-
-
-class _RoundTable(Policy):
-    """The maximiser: a demand per round and own value vector."""
-
-    name = "BestResponse"
-    classifier = {"stochastic": False}
-
-    def __init__(self, solver: MemoryZeroSolver, best):
-        self.solver, self.best = solver, best
-
-    def action_probabilities(self, decision):
-        obs = decision.observation
-        w = [tuple(int(x) for x in w) for w in self.solver.W].index(tuple(obs["values"]))
-        target = self.solver.rules.encode(self.solver.A[self.best[obs["round"] - 1, w]])
-        return {a: float(a == target) for a in decision.legal_actions}
+FINAL_DEALS = 64
+"""Deals the final measurement of a random-deal run reads the model at."""
 
 
 @dataclass
@@ -125,22 +45,46 @@ class DecisionContext:
     info_row: int
     opponent_index: int
     state: object
+    deal: int = 0
 
 
 class NegotiationLLMEnvironment:
     """The domain's side of language-model SEPO (`Domain.llm_training`)."""
 
     def __init__(self, game, train_specs, collusive_specs):
-        self.game = game
-        self.solver = MemoryZeroSolver(game)
+        self.game, self.rules = game, game.rules
+        self.all_deals = deal_distribution(self.rules)
+        self.fixed = len(self.all_deals) == 1
         self.specs = list(train_specs)
         self.bots = [spec.build(game) for spec in self.specs]
         collusive = {spec.label for spec in collusive_specs}
         self.is_collusive = [spec.label in collusive for spec in self.specs]
-        self.columns = list(game.rules.legal(game.rules.pool))
+        self._pool_index = {pool: i for i, (pool, _) in enumerate(self.rules.pools())}
+        self._values_index = {v: i for i, (v, _) in enumerate(self.rules.value_distribution(self.rules.values))}
+        self.solver = DealSolver(game, self.all_deals if self.fixed else self._draw(np.random.default_rng(0), 1))
+
+    def _draw(self, rng: np.random.Generator, count: int) -> list:
+        """`count` deals drawn from the deal distribution, a repeated deal weighing its count."""
+        p = np.array([w for _, _, w in self.all_deals])
+        drawn = np.bincount(rng.choice(len(self.all_deals), p=p / p.sum(), size=count), minlength=len(self.all_deals))
+        return [(pool, values, float(n)) for (pool, values, _), n in zip(self.all_deals, drawn) if n]
+
+    def focus(self, rng: np.random.Generator, count: int | None) -> bool:
+        """Draw the deals the next step trains at (`count`, the step's groups), or with `count`
+        None the final measurement's; the solver and the contexts then refer to their rows.
+        False on a fixed deal (its rows are always read)."""
+        if self.fixed:
+            return False
+        if count is None:
+            deals = self.all_deals if len(self.all_deals) <= FINAL_DEALS else \
+                [(pool, values, 1.0) for pool, values, _ in self._draw(rng, FINAL_DEALS)]
+        else:
+            deals = self._draw(rng, max(1, count))
+        self.solver = DealSolver(self.game, deals)
+        return True
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
-        return np.ones(self.game.rules.rounds)
+        return np.repeat(self.solver.weight, self.rules.rounds)
 
     def _play_to_round(self, state, rng):
         while state.current_player() == CHANCE:
@@ -148,16 +92,32 @@ class NegotiationLLMEnvironment:
             state.apply_action(outcomes[rng.choice(len(outcomes), p=[p for _, p in outcomes])][0])
         return state
 
+    def _start(self, deal: int, rng):
+        """An episode on the solver's deal `deal` (the opponent's values drawn)."""
+        pool, values, _ = self.solver.deals[deal]
+        state = self.game.new_initial_state()
+        state.apply_action(self._pool_index[tuple(pool)])
+        state.apply_action(self._values_index[tuple(values)])
+        return self._play_to_round(state, rng)
+
+    def _demand(self, table, deal: int, t: int, rng) -> int:
+        pool = self.solver.deals[deal][0]
+        columns = self.rules.legal(pool)
+        row = table[self.solver.row(deal, t), : len(columns)]
+        return columns[int(rng.choice(len(row), p=row / row.sum()))]
+
     def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+        """Agent decisions met on-policy: episodes on the solver's deals (drawn with their
+        weights) against the train bots, the agent's demand drawn from its row each round."""
         contexts = []
-        rounds = self.game.rules.rounds
+        rounds = self.rules.rounds
         for _ in range(max(1, -(-count // rounds))):
             index = int(rng.integers(len(self.bots)))
-            state = self._play_to_round(self.game.new_initial_state(), rng)
+            deal = int(rng.choice(len(self.solver.deals), p=self.solver.weight))
+            state = self._start(deal, rng)
             for t in range(rounds):
-                contexts.append(DecisionContext(t, index, state.clone()))
-                row = table[t, : len(self.columns)]
-                own = self.columns[int(rng.choice(len(row), p=row / row.sum()))]
+                contexts.append(DecisionContext(self.solver.row(deal, t), index, state.clone(), deal))
+                own = self._demand(table, deal, t, rng)
                 other = self.bots[index].act([state.decision(1)], rng)[0].action
                 state.apply_actions((own, other))
                 state = self._play_to_round(state, rng)
@@ -184,9 +144,10 @@ class NegotiationLLMEnvironment:
         else:
             externality = float(not result.info["deal"])
             collusion = float(self.is_collusive[context.opponent_index] and bool(self.game.rules.third_party) and shuts_out(result))
-        return result.payoffs[0] + self._to_go(table, state, bot, np.random.default_rng(context.info_row)), collusion, externality
+        to_go = self._to_go(table, state, bot, np.random.default_rng(context.info_row), context.deal)
+        return result.payoffs[0] + to_go, collusion, externality
 
-    def _to_go(self, table, state, bot, rng, samples: int = 16) -> float:
+    def _to_go(self, table, state, bot, rng, deal: int = 0, samples: int = 16) -> float:
         """The agent's expected payoff over the rounds left (exact for bots that read at most the
         agent's last demand; else a mean over sampled continuations)."""
         rules = self.game.rules
@@ -194,37 +155,38 @@ class NegotiationLLMEnvironment:
             return 0.0
         if getattr(bot, "memory", None) in (0, 1) and tuple(getattr(bot, "reads", ())) in (("other",), ("own", "other")) \
                 and (bot.memory == 0 or tuple(bot.reads) == ("other",)):
-            return self._exact_to_go(table, state, bot)
+            return self._exact_to_go(table, state, bot, deal)
         total = 0.0
         for _ in range(samples):
             s = state.clone()
             while len(s.rounds()) < rules.rounds:
                 s = self._play_to_round(s, rng)
-                row = table[len(s.rounds()), : len(self.columns)]
-                own = self.columns[int(rng.choice(len(row), p=row / row.sum()))]
+                own = self._demand(table, deal, len(s.rounds()), rng)
                 s.apply_actions((own, bot.act([s.decision(1)], rng)[0].action))
                 total += s.rounds()[-1].payoffs[0]
         return total / samples
 
-    def _exact_to_go(self, table, state, bot) -> float:
+    def _exact_to_go(self, table, state, bot, deal: int) -> float:
         """Forward over the agent's previous demand (all a memory-0/other-reading bot reacts to)."""
         rules = self.game.rules
-        s = self.solver
+        pool, values, _ = self.solver.deals[deal]
+        A = np.array(list(itertools.product(*(range(p + 1) for p in pool))))
+        own = np.all(A[:, None, :] + A[None, :, :] <= np.array(pool), axis=2) * (A @ np.array(values))[:, None]  # [a, y]
         start = len(state.rounds())
-        last = np.zeros(len(s.A))
-        last[s.A.tolist().index(list(state.rounds()[-1].info["demands"][0]))] = 1.0
+        last = np.zeros(len(A))
+        last[A.tolist().index(list(state.rounds()[-1].info["demands"][0]))] = 1.0
         seen = state.decision(1).observation["history"]  # the bot's side: (own, agent's, deal)
         total = 0.0
         for t in range(start, rules.rounds):
-            probs = table[t, : len(s.A)]
-            answers = np.zeros(len(s.A), dtype=int)  # the bot's demand index given the agent's previous demand
+            probs = table[self.solver.row(deal, t), : len(A)]
+            answers = np.zeros(len(A), dtype=int)  # the bot's demand index given the agent's previous demand
             padded = seen + (seen[-1],) * (t - len(seen))
             for i in np.nonzero(last > 0)[0]:
-                history = padded[:-1] + ((padded[-1][0], tuple(int(x) for x in s.A[i]), padded[-1][2]),)
-                view = make_decision(self.game, 1, tuple(rules.pool), tuple(state.values[1]), history,
+                history = padded[:-1] + ((padded[-1][0], tuple(int(x) for x in A[i]), padded[-1][2]),)
+                view = make_decision(self.game, 1, tuple(pool), tuple(state.values[1]), history,
                                      first_values=state.first_values[1])
-                answers[i] = s.A.tolist().index(list(rules.decode(max(bot.action_probabilities(view).items(), key=lambda kv: kv[1])[0])))
-            payoff = s.own[:, answers]  # [a now, previous a]
+                answers[i] = A.tolist().index(list(rules.decode(max(bot.action_probabilities(view).items(), key=lambda kv: kv[1])[0])))
+            payoff = own[:, answers]  # [a now, previous a]
             total += float(probs @ payoff @ last)
             last = probs.copy()
         return total

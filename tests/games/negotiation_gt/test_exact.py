@@ -103,3 +103,22 @@ def test_value_distribution_probabilities_match_the_dp_prior():
     game = load_game("negotiation-gt", items="1,1,1")
     search = DPSearch(game, 0)
     assert search.pv.sum() == pytest.approx(1.0) and len(search.pv) == len(paper_value_distribution(10))
+
+
+class _Reactive(TFTNeg):
+    """TFT's rule without its declared memory: a search must find out what it reacts to."""
+
+    memory = "undeclared"
+
+
+def test_memory_one_learned_best_response_beats_memory_zero_against_an_agent_that_reacts():
+    """The agent answers the opponent's last demand; a memory-0 model averages its answers over
+    the probe's demands, a memory-1 model learns them, and the DP against it steers the agent.
+    Everything is fixed and deterministic, so both measured gaps are exact (intervals are points)."""
+    game = load_game("negotiation-gt", items="2,2,3", values="4,3,3", opponent_values="3,3,4")
+    zero, _ = learned_best_response(game, _Reactive(), episodes=200, memory=0)
+    one, _ = learned_best_response(game, _Reactive(), episodes=200)
+    assert "memory-1 model" in one.method and "memory-0 model" in zero.method
+    assert one.extra["ci_low"] == pytest.approx(one.value) and zero.extra["ci_high"] == pytest.approx(zero.value)
+    assert one.value > zero.value + 1.0
+    assert one.value == pytest.approx(_dp(game, TFTNeg()))  # the memory-1 model is TFT: its exact gap

@@ -1,5 +1,6 @@
 """The language-model training environment: the fixed-deal solver is exact (the DP agrees, the
-gradient is the derivative), payoffs to go are exact for the paper's bots (Monte Carlo agrees)."""
+gradient is the derivative), payoffs to go are exact for the paper's bots (Monte Carlo agrees),
+and over random deals each step focuses on drawn deals whose per-deal gap is the full solver's."""
 import numpy as np
 import pytest
 
@@ -12,7 +13,8 @@ from sepo.policies.base import Policy
 
 
 def _env(**params):
-    game = load_game("negotiation-gt", items="2,2,3", values="4,3,3", **params)
+    params = {"items": "2,2,3", "values": "4,3,3", **params}
+    game = load_game("negotiation-gt", **{k: v for k, v in params.items() if v is not None})
     specs = [parse_bot("negotiation-gt", b) for b in ("FairNeg", "TFTNeg", "ConcedeNeg")]
     return NegotiationLLMEnvironment(game, specs, specs[:1])
 
@@ -30,7 +32,7 @@ class PerRound(Policy):
 def test_fixed_deal_solver_agrees_with_the_dp_and_its_gradient_is_the_derivative():
     env = _env()
     solver, rng = env.solver, np.random.default_rng(0)
-    table = rng.dirichlet(np.ones(len(solver.A)), size=4)
+    table = rng.dirichlet(np.ones(solver.width), size=4)
     search = DPSearch(env.game, 0)
     search.expand(PerRound(table))
     assert solver.evaluate(table).value == pytest.approx(search.solve()["gap"], abs=1e-9)
@@ -41,10 +43,18 @@ def test_fixed_deal_solver_agrees_with_the_dp_and_its_gradient_is_the_derivative
     assert len(solver.decisions()) == 4
 
 
+def _table(env, seed):
+    legal = env.solver.legal_mask()
+    table = np.where(legal, np.random.default_rng(seed).gamma(1.0, size=legal.shape), 0.0)
+    return table / table.sum(1, keepdims=True)
+
+
 @pytest.mark.parametrize("index", [0, 1, 2])
-def test_exact_payoff_to_go_matches_sampled_continuations(index):
-    env = _env()
-    table = np.random.default_rng(1).dirichlet(np.ones(len(env.solver.A)), size=4)
+@pytest.mark.parametrize("deals", ["fixed", "random"])
+def test_exact_payoff_to_go_matches_sampled_continuations(index, deals):
+    env = _env() if deals == "fixed" else _env(items=None, values=None)
+    env.focus(np.random.default_rng(5), 3)
+    table = _table(env, 1)
     contexts = env.sample_contexts(table, 8, np.random.default_rng(2))[1:2]
     for context in contexts:
         context.opponent_index = index
@@ -55,13 +65,35 @@ def test_exact_payoff_to_go_matches_sampled_continuations(index):
         bot = env.bots[index]
         state.apply_actions((action, bot.act([state.decision(1)], np.random.default_rng(0))[0].action))
         unread = type("Unread", (), {"act": bot.act})()  # no declared memory: the sampled path
-        sampled = state.rounds()[-1].payoffs[0] + env._to_go(table, state, unread, np.random.default_rng(3), samples=1500)
+        sampled = state.rounds()[-1].payoffs[0] + env._to_go(table, state, unread, np.random.default_rng(3), context.deal,
+                                                              samples=1500)
         assert exact == pytest.approx(sampled, abs=1.5)
 
 
-def test_training_needs_a_fixed_deal():
-    with pytest.raises(SepoError, match="needs a fixed deal"):
-        NegotiationLLMEnvironment(load_game("negotiation-gt"), [parse_bot("negotiation-gt", "FairNeg")], [])
+def test_random_deals_focus_on_drawn_deals_whose_gap_is_the_full_solvers():
+    from sepo.games.negotiation_gt.deals import DealSolver
+
+    env = _env(items="2,2,3", values=None)
+    full = DealSolver(env.game)
+    assert not env.fixed and len(full.deals) == 36
+    assert env.focus(np.random.default_rng(0), 12) and not _env().focus(np.random.default_rng(0), 12)
+    solver = env.solver
+    counts = np.array([w for _, _, w in solver.deals])
+    assert counts.sum() == 12 and len(solver.decisions()) == 4 * len(solver.deals)
+    table = _table(env, 3)
+    where = [next(i for i, (p, v, _) in enumerate(full.deals) if (p, v) == (pool, values)) for pool, values, _ in solver.deals]
+    full_table = _table(type("E", (), {"solver": full})(), 4)
+    for k, i in enumerate(where):
+        full_table[i * 4:(i + 1) * 4] = table[k * 4:(k + 1) * 4]
+    per_deal = full._solve(full_table)["gap"].reshape(-1, 4).sum(1) / 4
+    assert solver.evaluate(table).value == pytest.approx(float(counts @ per_deal[where] / counts.sum()))
+    contexts = env.sample_contexts(table, 40, np.random.default_rng(1))
+    assert {c.deal for c in contexts} <= set(range(len(solver.deals)))
+    assert all(c.info_row == solver.row(c.deal, len(c.state.rounds())) for c in contexts)
+    assert all(env.training_decision(c, None).observation["pool"] == solver.deals[c.deal][0] for c in contexts)
+    reach = env.training_reach(table)
+    assert reach.shape == (len(solver.decisions()),) and reach.sum() == pytest.approx(4.0)
+    assert env.focus(np.random.default_rng(0), None) and len(env.solver.deals) == 36  # the final measurement: every deal
 
 
 @pytest.mark.slow
@@ -80,3 +112,26 @@ def test_llm_sepo_smoke(tmp_path):
     summary = run_llm_sepo(LLMSEPOConfig(model=str(model), game="negotiation-gt", game_params=params, steps=2, groups=2,
                                          group_size=2, seed=0, lambda_e=1.0), tmp_path / "run")
     assert summary["steps"] == 2 and summary["adversarial_gap"] >= 0
+
+
+@pytest.mark.slow
+def test_llm_sepo_over_random_deals(tmp_path):
+    """Two SEPO-GRPO steps of the tiny model over random pools and values: each step reads the
+    model at the drawn deals only, the logged gap is the focused solver's on the logged table."""
+    pytest.importorskip("trl")
+    import json
+
+    from sepo.models.tiny import init_tiny_model
+    from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
+
+    tiny = init_tiny_model(tmp_path / "tiny", seed=0)
+    params = {"rounds": 2, "pool_max": 2, "total": 4}  # 8 pools x 3 value vectors
+    summary = run_llm_sepo(LLMSEPOConfig(model=str(tiny), game="negotiation-gt", game_params=params, steps=2, groups=2,
+                                         group_size=2, seed=0, lambda_e=1.0, table_samples=4, final_samples=2,
+                                         max_new_tokens=12), tmp_path / "run")
+    assert summary["steps"] == 2 and summary["adversarial_gap"] >= summary["gap_lower_bound"] >= 0
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if "table" in r and not r.get("final")]
+    assert steps and all(len(r["table"]) in (2, 4) for r in steps)  # one or two deals drawn, two rounds each
+    final = [r for r in records if r.get("final")][0]
+    assert len(final["table"]) == 24 * 2 and final["deals"] == 24  # every deal
