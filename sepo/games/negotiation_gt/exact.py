@@ -53,6 +53,10 @@ from sepo.policies.base import Policy
 
 MAX_STATES = 60_000
 """Most DP states per round (summed over pools) before the search gives up on a memory."""
+LEARNED_MAX_STATES = 15_000
+"""The same for the learned best response's models (a larger model falls back to a smaller one:
+on the full game a memory-1 model that splits the posterior over values by its sparse counts
+would otherwise cost minutes per agent)."""
 BOTH = ("own", "other")
 
 
@@ -440,11 +444,11 @@ def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 
             for key in counter.keys(d.observation, memory, True):
                 row = counts.setdefault(key, {})
                 row[demand] = row.get(demand, 0) + 1
-    candidates = []  # (model memory, conditions on values, search): the richest model that fits, and memory 0
-    for m, use_values in dict.fromkeys([(memory, True), (memory, False), (0, True)]):
-        if candidates and m == candidates[0][0]:
+    candidates = []  # (model memory, conditions on values, search): per memory the richest model that fits
+    for m, use_values in dict.fromkeys([(memory, True), (memory, False), (0, True), (0, False)]):
+        if any(m == c[0] for c in candidates):
             continue
-        search = DPSearch(game, m, reads)
+        search = DPSearch(game, m, reads, max_states=LEARNED_MAX_STATES)
         try:
             search.expand(_Model(counts, m, reads, use_values))
         except SepoError as error:
