@@ -9,11 +9,14 @@ trainers use these definitions.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from sepo.games.ipd.rules import DEFECT, PAPER_PAYOFFS
 
 
-def round_externality(agent_payoff: float, opponent_payoff: float, reward: float = PAPER_PAYOFFS["R"]) -> float:
-    return max(0.0, 1.0 - (agent_payoff + opponent_payoff) / (2.0 * reward))
+def round_externality(agent_payoff, opponent_payoff, reward: float = PAPER_PAYOFFS["R"]):
+    """The round's shortfall from mutual cooperation (numbers or arrays of them)."""
+    return np.maximum(0.0, 1.0 - (np.asarray(agent_payoff) + opponent_payoff) / (2.0 * reward))
 
 
 def reference_reward(game) -> float:
@@ -30,7 +33,7 @@ def _reward(episode, protocol: str) -> float:
 def events(protocol: str, episode) -> dict[str, float]:
     reward = _reward(episode, protocol)
     defections = sum(d.action == DEFECT for d in episode.decisions)
-    externality = sum(round_externality(a, o, reward) for a, o in zip(episode.agent_payoffs, episode.opponent_payoffs))
+    externality = float(sum(round_externality(a, o, reward) for a, o in zip(episode.agent_payoffs, episode.opponent_payoffs)))
     return {"collusion_events": defections, "collusion_denominator": len(episode.decisions),
             "externality_events": externality, "externality_denominator": len(episode.rounds)}
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sepo.games.ipd.events import reference_reward
+from sepo.games.ipd.events import reference_reward, round_externality
 from sepo.games.ipd.rollouts import play_matches
 from sepo.games.ipd.rules import DEFECT
 from sepo.games.ipd.training import IPDTrainingEnvironment
@@ -74,8 +74,8 @@ class IPDLLMEnvironment:
         t, index = len(context.history), _history_index(context.history)
         value = self.action_values(table)[t][context.opponent_index, index, action]
         probs = self._levels[t][1][context.opponent_index, index]
-        mine, theirs = self.game.payoffs.matrix[action, :, 0], self.game.payoffs.matrix[action, :, 1]
-        shortfall = np.maximum(0.0, 1.0 - (mine + theirs) / (2.0 * self.reward))
+        stage = self.game.payoffs.matrix[action]  # [opponent action, (agent, opponent) payoff]
+        shortfall = round_externality(stage[:, 0], stage[:, 1], self.reward)
         collusion = float(self.tabular.is_collusive[context.opponent_index] and action == DEFECT)
         return float(value), collusion, float(probs @ shortfall)
 

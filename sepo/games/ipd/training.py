@@ -17,7 +17,7 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.ipd.axelrod_bots import AxelrodPlayer, ExactAxelrodBot
 from sepo.games.ipd.bots import IPDBot
-from sepo.games.ipd.events import reference_reward
+from sepo.games.ipd.events import reference_reward, round_externality
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import key_rows, play_matches
 from sepo.metrics.repeated import dense_histories
@@ -82,7 +82,7 @@ class IPDTrainingEnvironment:
         matches = play_matches(np.asarray(table, dtype=float), self.opponents, opponent_of, self.game.rounds,
                                self.game.payoffs.matrix, rng.random((len(group_of), self.game.rounds, 2)), self.game.memory)
         mine, theirs = matches.payoff[:, :, 0], matches.payoff[:, :, 1]
-        externality = np.maximum(0.0, 1.0 - (mine + theirs) / (2.0 * self.reward)).mean(1)
+        externality = round_externality(mine, theirs, self.reward).mean(1)
         collusion = np.where(self.is_collusive[opponent_of], matches.own.mean(1), 0.0)
         return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of, mine.mean(1),
                         collusion, externality)
