@@ -50,6 +50,7 @@ from sepo.errors import SepoError
 from sepo.games.negotiation_gt.rules import NegotiationGame, make_decision
 from sepo.metrics.exact import ExactResult
 from sepo.policies.base import Policy
+from sepo.policies.tabular import TabularPolicy
 
 MAX_STATES = 60_000
 """Most DP states per round (summed over pools) before the search gives up on a memory."""
@@ -333,6 +334,8 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
     """Method 1 (see the module docstring). Exact when the agent declares that it reads at most
     `memory` rounds (the paper's bots); otherwise the measured gap of the maximiser found."""
     declared = getattr(agent, "memory", "undeclared")
+    if declared == "undeclared" and isinstance(agent, TabularPolicy) and game.rules.memory is not None:
+        declared = game.rules.memory  # its rows are the game's memory-m keys: it reads the last m rounds, nothing else
     exact = isinstance(declared, int)
     m = declared if exact else (0 if memory is None else memory)
     reads = getattr(agent, "reads", BOTH)
@@ -351,7 +354,8 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
                                               "measured_ci_high": played["ci"][1], "memory": m}), opponent
     return ExactResult(value=played["gap"], value_name="adversarial_gap", br_payoff=played["opponent"],
                        agent_payoff=played["agent"],
-                       method=method + f"; a lower bound: the maximiser for the memory-{m} model, played {episodes} episodes",
+                       method=method + f"; an estimated lower bound: the maximiser for the memory-{m} model played "
+                                       f"{episodes} episodes against the agent (mean and 95% interval)",
                        exact=False, extra={"ci_low": played["ci"][0], "ci_high": played["ci"][1], "model_gap": solved["gap"],
                                            "memory": m}), opponent
 

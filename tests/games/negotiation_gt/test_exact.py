@@ -122,3 +122,19 @@ def test_memory_one_learned_best_response_beats_memory_zero_against_an_agent_tha
     assert one.extra["ci_low"] == pytest.approx(one.value) and zero.extra["ci_high"] == pytest.approx(zero.value)
     assert one.value > zero.value + 1.0
     assert one.value == pytest.approx(_dp(game, TFTNeg()))  # the memory-1 model is TFT: its exact gap
+
+
+def test_a_memory_zero_table_gets_the_exact_dp_not_a_sampled_estimate():
+    """A tabular agent in a --memory 0 game reads only (deal, round): the search is exact for it, and
+    equals the trainer's own exact value on a fixed deal (sampled play was the headline before)."""
+    from sepo.games.negotiation_gt.training import DealSolver
+    from sepo.policies.tabular import TabularPolicy
+
+    game = load_game("negotiation-gt", items="2,1,3", values="4,3,3", memory=0, rounds=2)
+    solver = DealSolver(game)
+    table = np.random.default_rng(0).dirichlet(np.ones(solver.legal_mask().shape[1]), size=len(solver.decisions()))
+    table = table * solver.legal_mask()
+    table /= table.sum(1, keepdims=True)
+    agent = TabularPolicy(table, [d.info_key for d in solver.decisions()])
+    result, _ = dp_best_response(game, agent, episodes=20)
+    assert result.exact and result.value == pytest.approx(solver.evaluate(table).value, abs=1e-9)
