@@ -18,19 +18,9 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-from scipy import stats
 
+from sepo.reports.experiment import t_interval
 from sepo.training.grpo import SEPOEnvironment, LLMSEPOConfig, run_llm_sepo
-
-
-def t_interval(values) -> tuple[float, float, float]:
-    values = np.asarray(values, dtype=float)
-    mean = float(values.mean())
-    if len(values) < 2:
-        return mean, float("nan"), float("nan")
-    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
-    return mean, mean - half, mean + half
 
 
 def game_params(game: str, pairs: list[str]) -> dict:
