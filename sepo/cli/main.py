@@ -271,8 +271,11 @@ def train_command(
                           "(allowed: the LLM trainer's learning rate is constant and its draws are keyed by step)")
         value = summary.get("exact_value", "exploitability")
         low, high = summary.get(f"{value}_ci", (float("nan"), float("nan")))
-        console.print(f"done: {summary['steps']} steps; {value} {summary.get(value, float('nan')):.4f} [{low:.4f}, {high:.4f}] "
-                      f"of the played policy ({summary.get('policy')}); model at {out / 'model'}")
+        complete = " (already complete)" if summary.get("already_complete") else ""
+        console.print(f"done: {summary['steps']} steps{complete}; {value} {summary.get(value, float('nan')):.4f} "
+                      f"[{low:.4f}, {high:.4f}] of the played policy ({summary.get('policy')}; replies that do not parse "
+                      f"play the {summary.get('failure_rule', 'fallback')} rule, as in training: `sepo eval --failure-rule "
+                      f"fallback` reads the same policy); model at {out / 'model'}")
         return
     if decoding:
         raise SepoError(f"--{next(iter(decoding)).replace('_', '-')} applies to language models (--policy hf:MODEL) only")

@@ -41,7 +41,7 @@ import math
 import warnings
 import os
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +55,7 @@ from sepo.opponents.pools import parse_bot
 from sepo.policies.replies import Decoding, Reply, parse_reply
 from sepo.policies.text_policy import DEFAULT_SAMPLES, PolicyEstimate
 from sepo.runs import check_out_path, open_run
-from sepo.training.checkpoint import MetricsLog
+from sepo.training.checkpoint import MetricsLog, read_json
 from sepo.training.config import SEPOConfig, option
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -277,7 +277,7 @@ class SEPOEnvironment:
             values = np.array([self.solver.evaluate(t).value for t in estimate.resample(1000, c.seed)])
             low, high = boundary_interval(metrics[name], values)
         return {**metrics, f"{name}_ci": [low, high], "table": table.tolist(), "policy": estimate.label,
-                "decoding": c.decoding().record()}
+                "failure_rule": "fallback", "decoding": c.decoding().record()}
 
     def rollout(self, prompts: list, trainer) -> dict:
         c = self.config
@@ -367,6 +367,8 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
     # the learning rate is constant and every draw is keyed by (seed, step): a finished run may grow
     with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",)) as run:
+        if run.was_complete and not run.extended and (out / "summary.json").exists():  # read, never rewritten
+            return {**read_json(out / "summary.json", "run summary"), "extended_from": None, "already_complete": True}
         run.write_json("config.json", {**settings, **({"talk_note": TALK_NOTE} if config.talk else {})})
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
@@ -413,7 +415,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
             run.write_json("summary.json", summary)
             run.complete()
         accelerator.wait_for_everyone()
-    return {**summary, "extended_from": run.extended.get("steps", (None,))[0]}
+    return {**summary, "extended_from": run.extended.get("steps", (None,))[0], "already_complete": False}
 
 
 def _grpo_args(config: LLMSEPOConfig, out: Path):

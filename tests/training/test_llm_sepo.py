@@ -114,3 +114,8 @@ def test_training_with_talk_runs_records_it_and_refuses_other_talk_settings_on_r
     for other in ({"talk_injection": 0.25}, {"talk": False}):
         with pytest.raises(SepoError, match="talk"):
             _train(sft_model, tmp_path / "run", **{**talk, **other})
+    before = {p.relative_to(tmp_path): (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    again = _train(sft_model, tmp_path / "run", **talk)  # the same finished run: read, never rewritten
+    assert again["already_complete"]
+    after = {p.relative_to(tmp_path): (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    assert after == before
