@@ -76,7 +76,8 @@ def game_params_for(game: str, raw: dict) -> dict:
         try:
             value = params[name].type(text)
         except (TypeError, ValueError) as error:
-            raise SepoError(f"{flag} {text!r}: {error}") from None
+            expected = {int: "an integer", float: "a number"}.get(params[name].type)
+            raise SepoError(f"{flag} {text!r}: " + (f"expected {expected}" if expected else str(error))) from None
         if value != params[name].default:  # a default said out loud is the same game (and the same run to resume)
             out[name] = value
     return out

@@ -294,7 +294,9 @@ def train_command(
         if not run.was_complete:
             plot_runs([out], run.path("curves.png"))
     resumed = " (resumed)" if run.resumed and not run.was_complete else " (already complete)" if run.was_complete else ""
-    console.print(f"done: {summary['steps']} steps{resumed}; {value} {summary[value]:.5f}, utility vs train pool "
+    if summary.get("value_exact") == 0.0:  # a domain whose trained value is a bound says so in its metrics
+        value += " (an upper bound, not exact)" if summary.get("value_upper_bound") else " (a bound, not exact)"
+    console.print(f"done: {summary['steps']} steps{resumed}; {value} {summary[value.split(' ')[0]]:.5f}, utility vs train pool "
                   f"{summary['utility']:.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
 
 

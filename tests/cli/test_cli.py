@@ -140,6 +140,7 @@ def test_a_finished_run_resumed_with_a_default_said_out_loud_is_left_byte_identi
     (["--items", " "], "--items is empty"),
     (["--rounds", "\uff15"], "--rounds \uff15: use ASCII characters"),
     (["--rounds", "100000"], "above the most sepo plays, 10,000"),
+    (["--memory", "abc"], "--memory 'abc': expected an integer"),
 ])
 def test_game_parameters_that_only_look_valid_are_refused(args, message):
     result = _run("eval", "--game", "negotiation-gt", "--agent", "bot:FairNeg", "--episodes", "1", *args)

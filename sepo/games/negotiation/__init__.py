@@ -15,7 +15,10 @@ from sepo.games.registry import Domain, Param, ref
 
 
 def _memory(text: str):
-    return "full" if str(text).lower() in ("none", "full") else int(text)
+    try:
+        return "full" if str(text).lower() in ("none", "full") else int(text)
+    except ValueError:
+        raise ValueError("expected an integer >= 0 or 'full'") from None
 
 
 DOMAIN = Domain(

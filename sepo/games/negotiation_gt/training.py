@@ -131,6 +131,7 @@ class NegotiationGTTrainingEnvironment:
     def exact_metrics(self, table: np.ndarray) -> dict:
         result = self.solver.evaluate(table)
         return {"utility": self.utility(table), result.value_name: result.value, "br_payoff": result.br_payoff,
+                "value_exact": float(result.exact), "value_upper_bound": float(not result.exact),
                 **{k: v for k, v in result.extra.items() if k == "gap_lower_bound"}}
 
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:

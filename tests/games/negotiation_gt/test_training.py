@@ -133,3 +133,11 @@ def test_deal_solver_rows_cover_every_deal():
     assert sum(p for _, _, p in solver.deals) == pytest.approx(1.0)
     keys = [d.info_key for d in solver.decisions()[:4]]
     assert len(set(keys)) == 4 and keys[0].endswith("last0:-")
+
+
+def test_the_trained_value_says_whether_it_is_exact_or_an_upper_bound():
+    fixed, drawn = _env(items="2,1,2", values="4,3,3", rounds=2), _env(items="2,1,2", rounds=2)
+    assert fixed.exact_metrics(_random_table(fixed, 0))["value_exact"] == 1.0
+    metrics = drawn.exact_metrics(_random_table(drawn, 0))
+    assert (metrics["value_exact"], metrics["value_upper_bound"]) == (0.0, 1.0)
+    assert metrics["gap_lower_bound"] <= metrics["adversarial_gap"]
