@@ -15,7 +15,8 @@ Two modes:
   (with replacement: a deal drawn twice weighs twice), the solver is the per-deal gap over them
   (an unbiased estimate of the gap over every deal, and of its gradient), the trainer reads the
   model at those deals' rows only, and contexts are drawn from them. The final measurement uses
-  64 deals drawn with a fixed seed (every deal when there are at most 64).
+  64 deals drawn with a fixed seed, a deal drawn twice weighing twice (every deal when there are at most
+  64; the logged `deals` counts the distinct ones).
 
 Contexts are agent decisions met on-policy against the train pool (the table's demand drawn per
 round, the bot answering); a completion's payoff to go is its round's payoff plus the expected
@@ -76,8 +77,7 @@ class NegotiationLLMEnvironment:
         if self.fixed:
             return False
         if count is None:
-            deals = self.all_deals if len(self.all_deals) <= FINAL_DEALS else \
-                [(pool, values, 1.0) for pool, values, _ in self._draw(rng, FINAL_DEALS)]
+            deals = self.all_deals if len(self.all_deals) <= FINAL_DEALS else self._draw(rng, FINAL_DEALS)
         else:
             deals = self._draw(rng, max(1, count))
         self.solver = DealSolver(self.game, deals)
