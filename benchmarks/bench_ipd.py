@@ -39,7 +39,7 @@ from sepo.games.ipd.bots import BOTS
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import play_matches
 from sepo.metrics.repeated import gap_value, solve
-from timing import best_of, machine_line
+from timing import best_of, machine_line, openspiel_br_value
 
 PAIRS = [("TFT", "AlwaysDefect", "TitForTat", "Defector"), ("GrimTrigger", "AlternatingDefect", "Grudger", "CyclerDC"),
          ("TFT", "GrimTrigger", "TitForTat", "Grudger"), ("AlwaysCooperate", "TFT", "Cooperator", "TitForTat")]
@@ -103,28 +103,6 @@ def dp(args):
     print(f"OpenSpiel Python best response, same 8-round memory-2 agent: {t_os:.3f} s (value {value:.6f} = ours); "
           f"ratio OpenSpiel / sepo solve: {t_os / t_ours:.0f}")
 
-
-def openspiel_br_value(solver, table):
-    import pyspiel
-    from open_spiel.python import policy as os_policy
-    from open_spiel.python.algorithms import best_response
-
-    stage = solver.stage
-    rounds = solver.game.rounds
-    matrix = pyspiel.create_matrix_game("pd", "pd", ["C", "D"], ["C", "D"], stage.agent.tolist(), stage.opponent.tolist())
-    game = pyspiel.convert_to_turn_based(pyspiel.create_repeated_game(matrix, {"num_repetitions": rounds, "recall": rounds}))
-
-    class Agent(os_policy.Policy):
-        def __init__(self):
-            super().__init__(game, [0, 1])
-
-        def action_probabilities(self, state, player_id=None):
-            actions = state.history()
-            history = tuple((actions[i], actions[i + 1]) for i in range(0, len(actions) - 1, 2))
-            row = solver._rows([(len(history), history)])[0]
-            return {0: float(table[row, 0]), 1: float(table[row, 1])}
-
-    return best_response.BestResponsePolicy(game, 1, Agent()).value(game.new_initial_state()) / rounds
 
 
 def llm(args):

@@ -34,7 +34,7 @@ from sepo.games.negotiation.bots import BOTS
 from sepo.games.negotiation.exact import NegotiationSolver
 from sepo.metrics.exact import action_table
 from sepo.metrics.repeated import gap_value, solve
-from timing import best_of, machine_line
+from timing import best_of, machine_line, openspiel_br_value
 
 
 def dp(args):
@@ -98,28 +98,6 @@ def brute_force(game, agent):
             best_gap, best_br = max(best_gap, gap), max(best_br, br)
     return best_gap, best_br
 
-
-def openspiel_br_value(solver, table):
-    import pyspiel
-    from open_spiel.python import policy as os_policy
-    from open_spiel.python.algorithms import best_response
-
-    stage, rounds, k = solver.stage, solver.game.rounds, solver.k
-    names = [str(d) for d in solver.game.action_names]
-    matrix = pyspiel.create_matrix_game("split", "split", names, names, stage.agent.tolist(), stage.opponent.tolist())
-    game = pyspiel.convert_to_turn_based(pyspiel.create_repeated_game(matrix, {"num_repetitions": rounds, "recall": rounds}))
-
-    class Agent(os_policy.Policy):
-        def __init__(self):
-            super().__init__(game, [0, 1])
-
-        def action_probabilities(self, state, player_id=None):
-            actions = state.history()
-            history = tuple((actions[i], actions[i + 1]) for i in range(0, len(actions) - 1, 2))
-            row = solver._rows([(len(history), history)])[0]
-            return dict(enumerate(table[row].tolist()))
-
-    return best_response.BestResponsePolicy(game, 1, Agent()).value(game.new_initial_state()) / rounds
 
 
 def reading(args):
