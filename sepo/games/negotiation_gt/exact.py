@@ -172,12 +172,8 @@ class DPSearch:
     def _children(self, tree: _Tree, level: dict) -> dict:
         children: dict = {}
         for key, state in level.items():
-            support = sorted({a for row in state["probs"].values() for a in row})
-            J = np.zeros((len(self.V), len(support)))
-            for vi, row in state["probs"].items():
-                for j, a in enumerate(support):
-                    J[vi, j] = state["mu"][vi] * row.get(a, 0.0)
-            state["support"], state["J"] = support, J
+            self._children_only(tree, state)
+            support, J = state["support"], state["J"]
             beliefs = [_belief_key(J[:, j]) if J[:, j].sum() > 0 else None for j in range(len(support))]
             ys = tree.Ys if self.memory and "other" in self.reads else tree.Ys[:1]
             if len(children) + len(support) * len(ys) > self._budget and len(children) > self._budget - len(support) * len(ys):
@@ -246,7 +242,8 @@ class DPSearch:
         return q[:, best, np.arange(len(self.W))] / mass
 
     def _children_only(self, tree, state) -> None:
-        """Support and joint mass for a state of the last round (no children)."""
+        """A state's support (the agent's demands it may see) and joint mass J[value, demand]; all a
+        state of the last round needs (it has no children)."""
         support = sorted({a for row in state["probs"].values() for a in row})
         J = np.zeros((len(self.V), len(support)))
         for vi, row in state["probs"].items():
