@@ -29,8 +29,9 @@ Failure rules (a reply that names no action, two actions or an illegal one, or i
   actions only; one forward pass; the next-token logits are masked to the first token of each
   legal action name (tokenised with and without a leading space); argmax. If two legal names share
   a first token, the full answer texts are scored in that context instead.
-- "fallback": a fixed action, `fallback_action(decision)` if given, else the first legal action
-  (the first action the domain lists; the paper's fallback is its first action word).
+- "fallback": a fixed action, `fallback_action(decision)` if given, else the domain's
+  (`text_policy.fallback_action`: its text view's rule where it has one, else the first legal
+  action), the one SEPO training plays for a reply that does not parse.
 - "random-legal": a uniformly random legal action.
 
 End of turn: generation stops at the model's declared end tokens plus the chat template's

@@ -49,6 +49,15 @@ whatever the seed (measured: upper end ≤ 0.02 in 81.8% of 400 seeds at 512 rep
 10 ms."""
 
 
+def fallback_action(text, decision: Decision) -> int:
+    """The `fallback` failure rule's action at `decision`, the domain's one rule: its text view's
+    `fallback_action` where it defines one (e.g. a paper's fixed default demand), else the first
+    legal action. A played-policy table, a training completion, an audit and an evaluation all
+    resolve an unparsable reply with it."""
+    rule = getattr(text, "fallback_action", None)
+    return rule(decision) if callable(rule) else decision.legal_actions[0]
+
+
 @dataclass(frozen=True)
 class TextAgentOptions:
     """How a command builds any text agent (a local model, an endpoint model): its decoding,
@@ -175,10 +184,8 @@ class TextPolicy(Policy):
     # ------------------------------------------------------------------ the rules
 
     def _fallback(self, decision: Decision) -> int:
-        """The 'fallback' rule's action: the one given, else the domain's own (its text view's
-        `fallback_action`, e.g. a paper's fixed default demand), else the first legal action."""
-        rule = self.fallback_action or getattr(getattr(self.source, "text", None), "fallback_action", None)
-        action = rule(decision) if rule else decision.legal_actions[0]
+        """The 'fallback' rule's action: the one given, else the domain's (`fallback_action`)."""
+        action = self.fallback_action(decision) if self.fallback_action else fallback_action(getattr(self.source, "text", None), decision)
         if action not in decision.legal_actions:
             raise SepoError(f"{self.name}: fallback action {action!r} is not legal at {decision.info_key!r}")
         return action

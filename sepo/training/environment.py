@@ -69,8 +69,13 @@ class LLMEnvironment(Protocol):
     the model at the new `solver.decisions()` only, and `sample_contexts` draws from them."""
 
     solver: object
+    rounds_per_rollout: int
+    """T, the rounds of the match a context belongs to (1 where a rollout is one hand): u and e are
+    per round of it, a payoff to go sums up to T rounds, and the trainer charges a completion the
+    attribution over ρ(I)/T (`sepo.training.grpo`, one objective with the tabular trainer)."""
 
-    def training_reach(self, table: np.ndarray) -> np.ndarray: ...
+    def training_reach(self, table: np.ndarray) -> np.ndarray:
+        """ρ(I): expected visits to I per match of the contexts' opponents (as the tabular one)."""
 
     def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list: ...
 

@@ -13,10 +13,20 @@ Design: per-decision prompts chosen on-policy by a `rollout_func`. Each step:
      a candidate prompt, so prompts arrive with their on-policy frequency. `groups` of them are
      drawn; each is one GRPO group of `group_size` completions sharing the hidden state.
   3. The model writes every completion in one batched `generate` call. Each is parsed strictly;
-     a failure is counted and resolved by the named `fallback` rule (plus `invalid_penalty`).
+     a failure is counted and resolved by the named `fallback` rule, the domain's one rule
+     (`text_policy.fallback_action`, as in the table of step 1), plus `invalid_penalty`.
   4. Reward R = s·U − λe·s·E − λc·C − λx·X from the completion's own action (`sepo_rewards`): U
      the domain's exact expected payoff to go, E the attribution, C and X the domain's events.
   5. TRL normalises within groups and computes its GRPO loss; nothing of the loss is ours.
+
+One objective with the tabular trainer (docs/sepo-objective.md). u and e are per round; a
+tabular rollout is a whole match of T = `rounds_per_rollout` rounds (1 where a rollout is one
+hand), so its charge divides by ρ(I), the expected visits to I per match. A completion here is
+one decision drawn from the decisions of such matches, so it meets I with probability ρ(I)/N (N
+the agent's expected decisions per match), and its payoff to go sums up to T rounds: the charge
+divides by ρ(I)/T (`charge`). The expected update per completion is then (T/N)·∇ s(u − λe·e):
+the tabular trainer's ∇ s(u − λe·e) in the repeated games (one decision a round, N = T), 1/N of
+it where a hand holds one or two decisions. Dividing by ρ(I) alone ascended s(u − (λe/T)·e).
 
 Why per-decision rather than multi-turn: the paper and our evaluation treat each decision as a
 stateless chat, so training on the same prompts keeps training and evaluation identical, and
@@ -53,7 +63,7 @@ from sepo.metrics.bootstrap import boundary_interval
 from sepo.objective.sepo import sepo_rewards
 from sepo.opponents.pools import parse_bot
 from sepo.policies.replies import Decoding, Reply, parse_reply
-from sepo.policies.text_policy import DEFAULT_SAMPLES, PolicyEstimate
+from sepo.policies.text_policy import DEFAULT_SAMPLES, PolicyEstimate, fallback_action
 from sepo.runs import check_out_path, open_run
 from sepo.training.checkpoint import MetricsLog, read_json
 from sepo.training.config import SEPOConfig, option
@@ -279,6 +289,26 @@ class SEPOEnvironment:
         return {**metrics, f"{name}_ci": [low, high], "table": table.tolist(), "policy": estimate.label,
                 "failure_rule": "fallback", "decoding": c.decoding().record()}
 
+    def charge(self, table: np.ndarray) -> np.ndarray:
+        """`[states, actions]`: the exploitability charge of one completion, the attribution of
+        the gap at `table` divided by the probability that a drawn decision is at the state times
+        the rounds its payoff to go can span, ρ(I)/T (module doc: one objective with the tabular
+        trainer)."""
+        per_decision = self.domain_env.training_reach(table) / self.domain_env.rounds_per_rollout
+        return exploitation_attribution(table, self.solver.gradient(table), per_decision)
+
+    def played_action(self, decision, completion) -> tuple[int, bool]:
+        """(the action a completion plays, whether it parsed): its parsed action, else the
+        domain's fallback action, the one the played-policy table gives that reply."""
+        parsed = parse_reply(self.game.text, Reply(completion.text, completion.finished), decision)
+        return (parsed.action, True) if parsed.ok else (fallback_action(self.game.text, decision), False)
+
+    def completion_terms(self, table, charge, context, decision, action: int) -> tuple[float, float, float, float]:
+        """(U, E, C, X) of a completion that plays `action` at `context`: the domain's exact payoff
+        to go and events, and the charge of its (state, action)."""
+        utility, collusion, externality = self.domain_env.outcome(table, context, decision, action)
+        return utility, float(charge[context.info_row, decision.legal_actions.index(action)]), collusion, externality
+
     def rollout(self, prompts: list, trainer) -> dict:
         c = self.config
         step = trainer.state.global_step
@@ -286,7 +316,7 @@ class SEPOEnvironment:
         policy = self.policy(trainer.accelerator.unwrap_model(trainer.model))
         estimate = self.played_policy(policy, c.table_samples, np.random.default_rng([c.seed, step, 0x7AB1E]))
         table = estimate.table()
-        charge = exploitation_attribution(table, self.solver.gradient(table), self.domain_env.training_reach(table))
+        charge = self.charge(table)
 
         # Everything a group shares is keyed by (seed, step, prompt), never by position in this
         # process's slice: TRL may split one group across processes.
@@ -306,14 +336,13 @@ class SEPOEnvironment:
         fields = {k: [] for k in ("utility", "exploit", "collusion", "externality", "invalid", "group")}
         for prompt, completion in zip(prompts, completions):
             context, decision = chosen[prompt], decisions[prompt]
-            parsed = parse_reply(self.game.text, Reply(completion.text, completion.finished), decision)
-            action = parsed.action if parsed.ok else decision.legal_actions[0]  # the "fallback" rule, as in the table
-            utility, collusion, externality = self.domain_env.outcome(table, context, decision, action)
+            action, ok = self.played_action(decision, completion)
+            utility, exploit, collusion, externality = self.completion_terms(table, charge, context, decision, action)
             fields["utility"].append(utility)
-            fields["exploit"].append(float(charge[context.info_row, decision.legal_actions.index(action)]))
+            fields["exploit"].append(exploit)
             fields["collusion"].append(collusion)
             fields["externality"].append(externality)
-            fields["invalid"].append(float(not parsed.ok))
+            fields["invalid"].append(float(not ok))
             fields["group"].append(group_keys.index(prompt))
         self.last_step_metrics = {
             "step": step, **self.table_metrics(table),

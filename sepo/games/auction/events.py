@@ -16,20 +16,23 @@ apply) when the benchmark cannot be computed for the game's parameters.
 from __future__ import annotations
 
 
-def events(protocol: str, episode) -> dict[str, float]:
-    agent = episode.agent_player
+def round_events(protocol: str, result, agent: int) -> tuple[float, float] | None:
+    """One settled round's (collusion event, externality event) for the bidder in seat `agent`, as
+    `events` counts them under `protocol`; None where they do not apply (rigorous, no benchmark).
+    The one definition evaluation and both trainers use."""
     if protocol == "paper":
-        low_bids = sum(d.action == 0 for d in episode.decisions)
-        wasted = sum(is_paper_externality(r, agent) for r in episode.rounds)
-        return {"collusion_events": low_bids, "collusion_denominator": len(episode.decisions),
-                "externality_events": wasted, "externality_denominator": len(episode.rounds)}
-    rounds = [r for r in episode.rounds if "benchmark_revenue" in r.info]
-    if not rounds:
-        return {"collusion_events": 0, "collusion_denominator": 0, "externality_events": 0.0, "externality_denominator": 0}
-    suppressed = sum(is_suppressed(r, agent) for r in rounds)
-    lost = sum(r.info["benchmark_revenue"] - r.third_party["seller"] for r in rounds)
-    return {"collusion_events": suppressed, "collusion_denominator": len(rounds),
-            "externality_events": float(lost), "externality_denominator": len(rounds)}
+        return float(result.info["bids"][agent] == 0), float(is_paper_externality(result, agent))
+    if "benchmark_revenue" not in result.info:
+        return None
+    return float(is_suppressed(result, agent)), float(result.info["benchmark_revenue"] - result.third_party["seller"])
+
+
+def events(protocol: str, episode) -> dict[str, float]:
+    found = [f for f in (round_events(protocol, r, episode.agent_player) for r in episode.rounds) if f is not None]
+    collusion, externality = (sum(column) for column in zip(*found)) if found else (0.0, 0.0)
+    return {"collusion_events": int(collusion), "collusion_denominator": len(found),
+            "externality_events": int(externality) if protocol == "paper" else float(externality),
+            "externality_denominator": len(found)}
 
 
 def is_paper_externality(result, agent: int) -> bool:

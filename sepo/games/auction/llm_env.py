@@ -1,13 +1,16 @@
 """The two-bidder auction as a per-decision training environment for language-model SEPO.
 
 A training prompt is one decision of the agent met on-policy: episodes are played between the
-agent's current action table and the train pool, and every agent decision becomes a context
-that keeps the whole game state (both values, the history, the seat, the opponent). A
-completion's payoff to go is the exact expectation of the rest of the episode given its bid (the
-opponent's bid and the tie coin this round, then fresh values, the agent's table and the bot for
-the remaining rounds): a variance-free stand-in for sampling the rest. Its externality is the
-round's expected revenue shortfall against the benchmark, its collusion a bid below the
-benchmark's floor against a collusive partner (`events.py`). The prompts show whole histories,
+agent's current action table and the tabular environment's rollout opponents (`training.py`: the
+train pool and the current gap maximiser, drawn uniformly, the seat too), and every agent
+decision becomes a context that keeps the whole game state (both values, the history, the seat,
+the opponent). A completion's payoff to go is the exact expectation of the rest of the episode
+given its bid (the opponent's bid and the tie coin this round, then fresh values, the agent's
+table and the opponent for the remaining rounds): a variance-free stand-in for sampling the
+rest. Its collusion and externality are the round's expected events (`events.round_events` under
+the game's protocol, as evaluation counts them), collusion against a collusive partner only. As
+in the tabular environment, a train opponent's payoff and events are scaled by (n + 1)/n and the
+maximiser's are 0: it only carries the exploitability charge. The prompts show whole histories,
 so the solver's keys must too: train models with `--memory rounds-1` (few rounds).
 """
 from __future__ import annotations
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sepo.games.auction.exact import AuctionSolver, FixedOpponent
+from sepo.games.auction.events import round_events
+from sepo.games.auction.training import AuctionTrainingEnvironment
 from sepo.games.base import CHANCE, SIMULTANEOUS
 
 
@@ -35,23 +39,28 @@ class AuctionLLMEnvironment:
 
     def __init__(self, game, train_specs, collusive_specs):
         self.game = game
-        self.solver = AuctionSolver(game)
-        self.keys = tuple(d.info_key for d in self.solver.decisions())
-        self.row = {key: i for i, key in enumerate(self.keys)}
-        self.specs = list(train_specs)
-        self.bots = [spec.build(game) for spec in self.specs]
-        self.fixed = [FixedOpponent(self.solver, bot) for bot in self.bots]
-        collusive = {spec.label for spec in collusive_specs}
-        self.is_collusive = np.array([spec.label in collusive for spec in self.specs])
+        self.tabular = AuctionTrainingEnvironment(game, train_specs, collusive_specs)
+        self.solver = self.tabular.solver
+        self.rounds_per_rollout = game.rules.rounds
+        self.keys, self.row = self.tabular.keys, self.tabular.row
+        self._opponents: tuple[bytes, list] | None = None
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
-        return np.mean([fixed.reach(table) for fixed in self.fixed], axis=0)
+        return self.tabular.training_reach(table)
+
+    def opponents(self, table: np.ndarray) -> list:
+        """The rollout opponents at `table` (kept for the step's calls)."""
+        table = np.asarray(table, dtype=float)
+        if self._opponents is None or self._opponents[0] != table.tobytes():
+            self._opponents = (table.tobytes(), self.tabular.rollout_opponents(table))
+        return self._opponents[1]
 
     def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
         rules = self.game.rules
+        opponents = self.opponents(table)
         contexts = []
         for _ in range(max(1, -(-count // rules.rounds))):
-            seat, index = int(rng.integers(2)), int(rng.integers(len(self.bots)))
+            seat, index = int(rng.integers(2)), int(rng.integers(len(opponents)))
             state = self.game.new_initial_state()
             while not state.is_terminal():
                 if state.current_player() == CHANCE:
@@ -61,7 +70,7 @@ class AuctionLLMEnvironment:
                 row = self.row[state.decision(seat).info_key]
                 contexts.append(DecisionContext(row, seat, index, state.clone()))
                 bid = int(rng.choice(len(table[row]), p=table[row] / table[row].sum()))
-                other = self.bots[index].act([state.decision(1 - seat)], rng)[0].action
+                other = opponents[index].act([state.decision(1 - seat)], rng)[0].action
                 state.apply_actions((bid, other) if seat == 0 else (other, bid))
         return contexts
 
@@ -69,25 +78,27 @@ class AuctionLLMEnvironment:
         return context.state.decision(context.seat)
 
     def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
-        """(exact payoff to go, collusion event, expected revenue shortfall this round)."""
-        bot = self.bots[context.opponent_index]
-        seat, state = context.seat, context.state
-        value, shortfall = 0.0, 0.0
-        for other, p in bot.action_probabilities(state.decision(1 - seat)).items():
+        """(exact payoff to go, expected collusion event, expected externality event this round),
+        each scaled by the opponent's credit (module doc)."""
+        index, seat, state = context.opponent_index, context.seat, context.state
+        opponent = self.opponents(table)[index]
+        credit = self.tabular.weight[index]
+        collusive = index < len(self.tabular.is_collusive) and self.tabular.is_collusive[index]
+        value = collusion = externality = 0.0
+        for other, p in opponent.action_probabilities(state.decision(1 - seat)).items():
             if p == 0:
                 continue
             child = state.clone()
             child.apply_actions((action, other) if seat == 0 else (other, action))
             for settled, q in _settle(child):
                 result = settled.rounds()[-1]
-                value += p * q * (result.payoffs[seat] + self._to_go(table, settled, seat, bot))
-                if "benchmark_revenue" in result.info:
-                    shortfall += p * q * (result.info["benchmark_revenue"] - result.third_party["seller"])
-        floor = state.decision(seat).observation  # the agent's own value and the benchmark's floor at it
-        benchmark = self.game.benchmark
-        suppressed = benchmark is not None and self.game.rules.bids[action] < benchmark.floor_bid(floor["value"])
-        collusion = float(suppressed and self.is_collusive[context.opponent_index])
-        return value, collusion, shortfall
+                found = round_events(self.game.protocol, result, seat)
+                if found is not None:
+                    collusion += p * q * found[0]
+                    externality += p * q * found[1]
+                if credit:
+                    value += p * q * (result.payoffs[seat] + self._to_go(table, settled, seat, opponent))
+        return credit * value, credit * float(collusive) * collusion, credit * externality
 
     def _to_go(self, table, state, seat, bot) -> float:
         """The agent's expected payoff over the remaining rounds from a state between rounds."""
@@ -108,7 +119,7 @@ class AuctionLLMEnvironment:
         return total
 
     def exact_metrics(self, table: np.ndarray) -> dict:
-        return {"utility_exact": float(np.mean([fixed.agent_payoff(table) for fixed in self.fixed]))}
+        return {"utility_exact": self.tabular.exact_metrics(table)["utility"]}
 
 
 def _settle(state):

@@ -7,9 +7,11 @@ entry, the exact gap maximiser of the current policy (the rigorous exploiter). W
 exploitability attribution can only train states that rollouts visit, and the best response
 steers into histories the train bots never produce (after a high bid, say), whose policy would
 otherwise stay where it started. As in the paper's per-pool credit, exploiter rollouts carry no
-utility; train rollouts' utility is scaled by (n + 1) / n so the expected update is still that
-of s·u − λe·s·e with u against the train pool. Rollouts follow the game's rules; collusion and
-externality come from `events.py` (the one definition evaluation uses). The training reach
+utility and no events; train rollouts' utility and events are scaled by (n + 1) / n so the
+expected update is still that of s·u − λe·s·e − λc·c − λx·x with u, c and x against the train
+pool (the maximiser's rollouts carry only the exploitability charge). Rollouts follow the game's
+rules; collusion and externality are `events.events` under the game's protocol, the one
+definition evaluation uses, as rates per round of the rollout's episode. The training reach
 ρ(I) is the mixture's: forward passes over the public bid tree with each bot's bids fixed
 (`exact.FixedOpponent`) and with the maximiser's (`AuctionSolver.maximiser_reach`).
 """
@@ -37,12 +39,29 @@ class AuctionTrainingEnvironment:
         self.fixed = [FixedOpponent(self.solver, spec.build(game)) for spec in self.specs]
         collusive = {spec.label for spec in collusive_specs}
         self.is_collusive = np.array([spec.label in collusive for spec in self.specs])
+        n = len(self.specs)
+        self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         """ρ(I): the probability that a rollout (opponent uniform over the train bots and the
         gap maximiser) meets I."""
         reaches = [fixed.reach(table) for fixed in self.fixed] + [self.solver.maximiser_reach(table)]
         return np.mean(reaches, axis=0)
+
+    def rollout_opponents(self, table: np.ndarray) -> list:
+        """The opponents a rollout is drawn from, uniformly: the train bots, then the gap maximiser."""
+        return [*(spec.build(self.game) for spec in self.specs), self.solver.best_response(table)]
+
+    def episode_events(self, episode, opponent: int) -> tuple[float, float]:
+        """(collusion, externality) of a rollout against rollout opponent `opponent`: the rates of
+        `events` under the game's protocol, scaled by the opponent's credit; collusion counts
+        against a train bot that is also a collusive partner only."""
+        found = events(self.game.protocol, episode)
+        credit = self.weight[opponent]
+        collusive = opponent < len(self.specs) and self.is_collusive[opponent]
+        collusion = found["collusion_events"] / found["collusion_denominator"] if collusive and found["collusion_denominator"] else 0.0
+        externality = found["externality_events"] / found["externality_denominator"] if found["externality_denominator"] else 0.0
+        return credit * collusion, credit * externality
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         utility = float(np.mean([fixed.agent_payoff(table) for fixed in self.fixed]))
@@ -52,8 +71,7 @@ class AuctionTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         rules = self.game.rules
         rounds = rules.rounds
-        n_bots = len(self.specs)
-        group_opponent = rng.integers(n_bots + 1, size=groups)  # index n_bots: the gap maximiser
+        group_opponent = rng.integers(len(self.weight), size=groups)  # the last index: the gap maximiser
         maximiser = self.solver.best_response(table)
         group_seat = rng.integers(2, size=groups)
         group_values = rng.choice(len(rules.values), p=rules.value_probs, size=(groups, rounds, 2))
@@ -65,9 +83,8 @@ class AuctionTrainingEnvironment:
         cumulative = np.cumsum(table, axis=1)
         for r in range(n):
             g = group_of[r]
-            seat = int(group_seat[g])
-            is_bot = group_opponent[g] < n_bots
-            opponent = self.specs[group_opponent[g]].build(self.game) if is_bot else maximiser
+            seat, index = int(group_seat[g]), int(group_opponent[g])
+            opponent = self.specs[index].build(self.game) if index < len(self.specs) else maximiser  # a fresh bot each
             state = self.game.new_initial_state()
             records = []
             for t in range(rounds):
@@ -84,10 +101,6 @@ class AuctionTrainingEnvironment:
                     outcomes = state.chance_outcomes()
                     state.apply_action(outcomes[int(rng.integers(len(outcomes)))][0])
             episode = EpisodeRecord(opponent.name, "train", 0, seat, state.rounds(), records)
-            utility[r] = episode.agent_payoffs.mean() * (n_bots + 1) / n_bots if is_bot else 0.0
-            found = events("rigorous", episode)
-            if is_bot and self.is_collusive[group_opponent[g]] and found["collusion_denominator"]:
-                collusion[r] = found["collusion_events"] / found["collusion_denominator"]
-            if found["externality_denominator"]:
-                externality[r] = found["externality_events"] / found["externality_denominator"]
+            utility[r] = self.weight[index] * episode.agent_payoffs.mean()
+            collusion[r], externality[r] = self.episode_events(episode, index)
         return Rollouts(states, actions, np.ones_like(states, dtype=bool), group_of, utility, collusion, externality)

@@ -9,14 +9,17 @@ and the tabular environment key it (the whole history by default: 21,845 states 
 read from the model every step, so train language models with `--memory 1` or `2`): the model is
 treated as the memory-m policy it plays at the training prompts.
 
-A completion's payoff to go is the exact expectation of the rest of the match given its action:
-the opponent's move this round, then the agent's table and the opponent for the remaining rounds
-(backward induction over the full-history tree, `sepo.training.matches.action_values`), a
-variance-free stand-in for sampling the rest; exact for every opponent the pool accepts. Its
-collusion is a DEFECT against a train opponent that is also a collusive partner, its externality
-the round's expected shortfall from mutual cooperation (`events.py`, with the paper's R under
-`--protocol paper`, the game's R otherwise). No gap maximiser joins the rollouts (unlike split
-bargaining): the paper's train pool holds Mixed(p=0.5), so on-policy play reaches every history.
+The matches' opponents are the tabular environment's rollout opponents: the train pool and the
+current gap maximiser, drawn uniformly (`training.py`: the maximiser reaches every key the gap's
+gradient charges, whatever the pool). A completion's payoff to go is the exact expectation of
+the rest of the match given its action: the opponent's move this round, then the agent's table
+and the opponent for the remaining rounds (backward induction over the full-history tree,
+`sepo.training.matches.action_values`), a variance-free stand-in for sampling the rest; exact for
+every opponent the pool accepts. Its collusion is a DEFECT against a train opponent that is also
+a collusive partner, its externality the round's expected shortfall from mutual cooperation
+(`events.py`, with the paper's R under `--protocol paper`, the game's R otherwise). As in the
+tabular environment, train opponents' payoffs and events are scaled by (n + 1)/n and the
+maximiser's are 0: it only carries the exploitability charge.
 """
 from __future__ import annotations
 
@@ -36,9 +39,9 @@ class IPDLLMEnvironment:
         self.game = game
         self.tabular = IPDTrainingEnvironment(game, train_specs, collusive_specs)
         self.solver = self.tabular.solver
+        self.rounds_per_rollout = game.rounds
         self.reward = reference_reward(game)
-        self._levels = [(rows, np.stack([coop, 1.0 - coop], axis=-1), _children(len(rows)))
-                        for rows, coop in self.tabular._levels]
+        self._children = [_children(len(rows)) for rows, _ in self.tabular._levels]
         self._values: tuple[bytes, list[np.ndarray]] | None = None
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
@@ -51,8 +54,8 @@ class IPDLLMEnvironment:
         table = np.asarray(table, dtype=float)
         rounds = self.game.rounds
         matches_count = max(1, -(-count // rounds))
-        opponent_of = rng.integers(len(self.tabular.opponents), size=matches_count)
-        played = play_matches(table, self.tabular.opponents, opponent_of, rounds, self.game.payoffs.matrix,
+        opponent_of = rng.integers(len(self.tabular.weight), size=matches_count)
+        played = play_matches(table, self.tabular.rollout_opponents(table), opponent_of, rounds, self.game.payoffs.matrix,
                               rng.random((matches_count, rounds, 2)), self.game.memory)
         return match_contexts(played.rows, played.own, played.other, opponent_of)
 
@@ -62,22 +65,34 @@ class IPDLLMEnvironment:
             state.apply_actions(joint)
         return state.decision(0)
 
-    def action_values(self, table: np.ndarray) -> list[np.ndarray]:
-        """`[round][opponent, full history, action]`: the exact payoff to go (kept for the step's calls)."""
+    def _levels(self, table: np.ndarray) -> list[tuple]:
+        """Per round: the key rows, every rollout opponent's move probabilities `[n + 1, histories,
+        2]` and the children of each full history."""
+        cooperation = self.tabular.cooperation(table)
+        return [(rows, np.stack([coop, 1.0 - coop], axis=-1), children)
+                for (rows, _), coop, children in zip(self.tabular._levels, cooperation, self._children)]
+
+    def action_values(self, table: np.ndarray) -> tuple[list, list[np.ndarray]]:
+        """(the levels, `[round][opponent, full history, action]` the exact payoff to go), kept for
+        the step's calls."""
         table = np.asarray(table, dtype=float)
         if self._values is None or self._values[0] != table.tobytes():
-            self._values = (table.tobytes(), action_values(table, self._levels, self.solver.stage.agent))
+            levels = self._levels(table)
+            self._values = (table.tobytes(), (levels, action_values(table, levels, self.solver.stage.agent)))
         return self._values[1]
 
     def outcome(self, table: np.ndarray, context: MatchContext, decision, action: int) -> tuple[float, float, float]:
-        """(exact payoff to go, collusion event, expected externality this round) of `action`."""
-        t, index = len(context.history), _history_index(context.history)
-        value = self.action_values(table)[t][context.opponent_index, index, action]
-        probs = self._levels[t][1][context.opponent_index, index]
+        """(exact payoff to go, collusion event, expected externality this round) of `action`, each
+        scaled by the opponent's credit (module doc)."""
+        t, index, o = len(context.history), _history_index(context.history), context.opponent_index
+        levels, values = self.action_values(table)
+        probs = levels[t][1][o, index]
         stage = self.game.payoffs.matrix[action]  # [opponent action, (agent, opponent) payoff]
         shortfall = round_externality(stage[:, 0], stage[:, 1], self.reward)
-        collusion = float(self.tabular.is_collusive[context.opponent_index] and action == DEFECT)
-        return float(value), collusion, float(probs @ shortfall)
+        collusive = o < len(self.tabular.is_collusive) and self.tabular.is_collusive[o]
+        credit = self.tabular.weight[o]
+        return credit * float(values[t][o, index, action]), credit * float(collusive and action == DEFECT), \
+            credit * float(probs @ shortfall)
 
 
 def _children(size: int) -> np.ndarray:

@@ -3,12 +3,20 @@
 The agent is a table over the game's information states (`--memory n`: the last n rounds, e.g.
 21 keys for memory 2). The train pool holds the domain's bots and any Axelrod strategy whose
 action distribution can be read exactly (`axelrod_bots.ExactAxelrodBot`; others are refused).
-A group shares its opponent, drawn uniformly from the train pool; a
-rollout is one whole match (return from the start, per round). Collusion is the DEFECT rate
-against a train opponent that is also a collusive partner, externality the per-round welfare
-shortfall (`events.py`). The training reach ρ(I) is the expected number of visits to key I per
-training match, computed exactly over the joint-history tree against every train opponent, so
-the per-rollout charge (g − Σπg)/ρ makes E[E_r ∇log P(r)] the exact gradient of the gap.
+A group shares its opponent, drawn uniformly from the train pool plus one more entry, the exact
+gap maximiser of the current policy; a rollout is one whole match (return from the start, per
+round). Why the maximiser: the attribution charges a key only where rollouts reach it, and a pool
+of deterministic bots leaves most keys unreached (TFT and GrimTrigger at 3 rounds reach 7 of 21
+memory-2 keys), keys where the maximiser may take its gains; without it the expected update
+missed their part of ∇e (off by 0.347 in that case). Every key with a nonzero Danskin gradient is
+reached by the maximiser, so the charge is unbiased for any pool. As in the paper's per-pool
+credit, maximiser rollouts carry no utility and no events, and train rollouts' utility and events
+are scaled by (n + 1)/n, so the expected update is that of s·u − λe·s·e − λc·c − λx·x with u, c
+and x against the train pool. Collusion is the DEFECT rate against a train opponent that is also
+a collusive partner, externality the per-round welfare shortfall (`events.py`). The training
+reach ρ(I) is the expected number of visits to key I per training match under that mixture,
+computed exactly over the joint-history tree, so the per-rollout charge (g − Σπg)/ρ makes
+E[E_r ∇log P(r)] the exact gradient of the gap.
 """
 from __future__ import annotations
 
@@ -42,53 +50,108 @@ class IPDTrainingEnvironment:
         self.legal = np.ones((len(self.keys), 2), dtype=bool)
         self.scale = game.payoff_scale
         self.opponents = [vectorised(spec, game) for spec in train_specs]
+        if not self.opponents:
+            raise SepoError("the IPD trainers need a train pool")
         collusive = {spec.label for spec in collusive_specs}
         self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
+        n = len(self.opponents)
+        self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
         self.reward = reference_reward(game)
         self._levels = self._tree()
+        self._solved: tuple[bytes, MaximiserBot] | None = None
 
     def _tree(self):
-        """Per round: the full histories (own, other), the agent's key rows, each opponent's P(C)."""
+        """Per round: the full histories (own, other), the agent's key rows, each bot's P(C)."""
         levels = []
         for history in dense_histories(self.solver.stage, self.game.rounds, None):
             own, other = history // 2, history % 2
             rows = key_rows(own, other, self.game.memory)
-            coop = np.stack([bot.cooperate_probability(other, own) for bot in self.opponents])  # [opponents, n]
+            coop = np.stack([bot.cooperate_probability(other, own) for bot in self.opponents])  # [bots, n]
             levels.append((rows, coop))
         return levels
 
+    def maximiser(self, table: np.ndarray) -> "MaximiserBot":
+        """The exact gap maximiser of `table` as a vectorised bot (kept for the step's several uses)."""
+        table = np.asarray(table, dtype=float)
+        if self._solved is None or self._solved[0] != table.tobytes():
+            self._solved = (table.tobytes(), MaximiserBot(self.solver.solve_table(table).gap_table))
+        return self._solved[1]
+
+    def rollout_opponents(self, table: np.ndarray) -> list:
+        """The opponents a rollout is drawn from, uniformly: the train bots, then the maximiser."""
+        return [*self.opponents, self.maximiser(table)]
+
+    def cooperation(self, table: np.ndarray) -> list[np.ndarray]:
+        """Per round, each rollout opponent's P(C) at every full history: `[n + 1, histories]`."""
+        maximiser = self.maximiser(table)
+        return [np.concatenate([coop, maximiser.at_full_histories(t, len(rows))[None]])
+                for t, (rows, coop) in enumerate(self._levels)]
+
     def _forward(self, table: np.ndarray):
-        """Expected visits per key and expected payoff per round, averaged over the train pool."""
+        """Expected visits per key per match, averaged over the rollout opponents, and each
+        opponent's expected payoff per round."""
+        cooperation = self.cooperation(table)
+        count = len(cooperation[0])
         visits = np.zeros(len(self.keys))
-        payoff = np.zeros(len(self.opponents))
-        reach = np.ones((len(self.opponents), 1))
+        payoff = np.zeros(count)
+        reach = np.ones((count, 1))
         matrix = self.game.payoffs.matrix[:, :, 0]
-        for rows, coop in self._levels:
+        for (rows, _), coop in zip(self._levels, cooperation):
             np.add.at(visits, rows, reach.mean(0))
             agent = table[rows]  # [n, 2]
             opponent = np.stack([coop, 1.0 - coop], axis=-1)  # [opponents, n, 2]
             joint = reach[:, :, None, None] * agent[None, :, :, None] * opponent[:, :, None, :]  # [o, n, a, b]
             payoff += (joint * matrix).sum((1, 2, 3))
-            reach = joint.reshape(len(self.opponents), -1)
+            reach = joint.reshape(count, -1)
         return visits, payoff / self.game.rounds
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         return self._forward(np.asarray(table, dtype=float))[0]
 
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
-        group_opponent = rng.integers(len(self.opponents), size=groups)
+        table = np.asarray(table, dtype=float)
+        group_opponent = rng.integers(len(self.weight), size=groups)  # index n: the gap maximiser
         group_of = np.repeat(np.arange(groups), group_size)
         opponent_of = group_opponent[group_of]
-        matches = play_matches(np.asarray(table, dtype=float), self.opponents, opponent_of, self.game.rounds,
+        matches = play_matches(table, self.rollout_opponents(table), opponent_of, self.game.rounds,
                                self.game.payoffs.matrix, rng.random((len(group_of), self.game.rounds, 2)), self.game.memory)
         mine, theirs = matches.payoff[:, :, 0], matches.payoff[:, :, 1]
-        externality = round_externality(mine, theirs, self.reward).mean(1)
-        collusion = np.where(self.is_collusive[opponent_of], matches.own.mean(1), 0.0)
-        return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of, mine.mean(1),
+        credit = self.weight[opponent_of]
+        externality = credit * round_externality(mine, theirs, self.reward).mean(1)
+        collusive = np.append(self.is_collusive, False)[opponent_of]
+        collusion = np.where(collusive, credit * matches.own.mean(1), 0.0)
+        return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of, credit * mine.mean(1),
                         collusion, externality)
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         table = np.asarray(table, dtype=float)
         result = self.solver.evaluate(table)
-        return {"utility": float(self._forward(table)[1].mean()), result.value_name: result.value,
+        return {"utility": float(self._forward(table)[1][: len(self.opponents)].mean()), result.value_name: result.value,
                 "br_payoff": result.br_payoff}
+
+
+class MaximiserBot(IPDBot):
+    """The gap maximiser's table (`RepeatedResult.gap_table`) as a vectorised bot: its move at each
+    (round, last m rounds) state of the solver, m the game's memory."""
+
+    name = "BestResponse"
+    classifier = {"memory_depth": None, "stochastic": False}
+
+    def __init__(self, gap_table):
+        self.table = gap_table
+
+    def _moves(self, t: int, codes: np.ndarray) -> np.ndarray:
+        """Its move at round t after full histories given as base-4 codes of (agent, it) joint moves."""
+        memory = self.table.memory
+        size = 4 ** (t if memory is None else min(t, memory))
+        return self.table.actions[t][codes % size]
+
+    def at_full_histories(self, t: int, count: int) -> np.ndarray:
+        """P(C) at round t's full histories in `dense_histories` order (their index is their code)."""
+        return (self._moves(t, np.arange(count)) == 0).astype(float)
+
+    def cooperate_probability(self, own: np.ndarray, other: np.ndarray) -> np.ndarray:
+        codes = np.zeros(own.shape[0], dtype=np.int64)
+        for column in range(own.shape[1]):
+            codes = codes * 4 + 2 * other[:, column] + own[:, column]  # the agent's move first
+        return (self._moves(own.shape[1], codes) == 0).astype(float)

@@ -92,6 +92,7 @@ class KuhnLLMEnvironment:
 
         self.game = game
         self.solver = KuhnSolver(game)
+        self.rounds_per_rollout = 1  # a rollout is one hand; u and e are per hand
         self.opponents = np.stack([spec.build(game).table for spec in train_specs])
         collusive = {spec.label for spec in collusive_specs}
         self.is_collusive = np.array([spec.label in collusive for spec in train_specs])

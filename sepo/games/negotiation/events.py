@@ -44,6 +44,15 @@ def round_externality(own: np.ndarray, other: np.ndarray, pie: int, cost: float,
     return (pie - welfare) / pie
 
 
+def round_events(protocol: str, own, other, pie: int, cost: float, version: str | None):
+    """Per round (demand arrays in points, agent and opponent): (collusion event, externality event)
+    as `events` counts them under `protocol` (`version`: the paper version, read under `paper`
+    only). The one definition evaluation and both trainers use."""
+    own, other = np.asarray(own, dtype=float), np.asarray(other, dtype=float)
+    greedy = (own >= greedy_threshold(pie, protocol)).astype(float)
+    return greedy, round_externality(own, other, pie, cost, version if protocol == "paper" else None)
+
+
 def _setting(episode):
     obs = episode.decisions[0].observation if episode.decisions else {}
     return int(obs.get("pie", 10)), float(obs.get("breakdown_cost", 0.0)), obs.get("paper_version")
@@ -52,12 +61,10 @@ def _setting(episode):
 def events(protocol: str, episode) -> dict[str, float]:
     pie, cost, version = _setting(episode)
     demands = _demands(episode)
-    threshold = greedy_threshold(pie, protocol)
-    greedy = sum(float(d.observation["min_demand"] + d.action >= threshold) for d in episode.decisions)
-    if protocol == "rigorous":
-        version = None
-    externality = round_externality(demands[:, 0], demands[:, 1], pie, cost, version).sum() if len(demands) else 0.0
-    return {"collusion_events": greedy, "collusion_denominator": len(episode.decisions),
+    own = np.array([d.observation["min_demand"] + d.action for d in episode.decisions], dtype=float)
+    greedy = (own >= greedy_threshold(pie, protocol)).sum()
+    externality = round_events(protocol, demands[:, 0], demands[:, 1], pie, cost, version)[1].sum() if len(demands) else 0.0
+    return {"collusion_events": float(greedy), "collusion_denominator": len(episode.decisions),
             "externality_events": float(externality), "externality_denominator": len(episode.rounds)}
 
 

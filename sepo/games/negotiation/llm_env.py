@@ -9,7 +9,8 @@ expectation of the rest of the match given its demand: the opponent's demand thi
 the agent's table and the opponent for the remaining rounds, a variance-free stand-in for
 sampling the rest (train opponents' payoffs scaled by (n + 1)/n, none against the maximiser, as
 in the tabular environment). Its collusion is a greedy demand against a collusive partner, its
-externality the round's expected welfare loss (`events.py`). The table is keyed by the game's
+externality the round's expected externality (`events.round_events` under the game's protocol,
+as evaluation counts them; scaled as its payoff). The table is keyed by the game's
 `memory` (1 by default), so the continuation treats the model as the memory-m policy it plays at
 the canonical prompts.
 """
@@ -18,10 +19,9 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.games.negotiation.bots import DemandSpec
-from sepo.games.negotiation.events import greedy_threshold, round_externality
 from sepo.games.negotiation.exact import key_rows
 from sepo.games.negotiation.rollouts import play_matches
-from sepo.games.negotiation.training import MaximiserBot, NegotiationTrainingEnvironment
+from sepo.games.negotiation.training import NegotiationTrainingEnvironment
 from sepo.training.matches import MatchContext as DecisionContext  # opponent_index n: the maximiser
 from sepo.training.matches import match_contexts
 
@@ -33,9 +33,9 @@ class NegotiationLLMEnvironment:
         self.game = game
         self.tabular = NegotiationTrainingEnvironment(game, train_specs, collusive_specs)
         self.solver = self.tabular.solver
+        self.rounds_per_rollout = game.rounds
         self.spec = DemandSpec.of(game)
-        n = len(self.tabular.opponents)
-        self.weight = np.append(np.full(n, (n + 1) / n), 0.0)
+        self.weight = self.tabular.weight
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         return self.tabular.training_reach(table)
@@ -43,15 +43,12 @@ class NegotiationLLMEnvironment:
     def exact_metrics(self, table: np.ndarray) -> dict:
         return {"utility_exact": self.tabular.exact_metrics(table)["utility"]}
 
-    def _opponents(self, table):
-        return [*self.tabular.opponents, MaximiserBot(self.tabular.solved(table), self.game)]
-
     def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
         table = np.asarray(table, dtype=float)
         rounds = self.game.rounds
         matches_count = max(1, -(-count // rounds))
         opponent_of = rng.integers(len(self.weight), size=matches_count)
-        played = play_matches(self.game, table, self._opponents(table), opponent_of, rng.random((matches_count, rounds, 2)))
+        played = play_matches(self.game, table, self.tabular.rollout_opponents(table), opponent_of, rng.random((matches_count, rounds, 2)))
         return match_contexts(played.rows, played.own, played.other, opponent_of)
 
     def training_decision(self, context: DecisionContext, rng: np.random.Generator):
@@ -91,13 +88,11 @@ class NegotiationLLMEnvironment:
     def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
         """(exact payoff to go, collusion event, expected welfare loss this round) of `action`."""
         table = np.asarray(table, dtype=float)
-        opponent = self._opponents(table)[context.opponent_index]
+        opponent = self.tabular.rollout_opponents(table)[context.opponent_index]
         weight = self.weight[context.opponent_index]
         value = self._after(table, opponent, context.history, action)
         probs = self._opponent_probs(opponent, context.history)
-        demands = np.arange(self.game.num_demands) + self.spec.low
-        loss = round_externality(np.full(len(demands), float(action + self.spec.low)), demands.astype(float), self.game.pie,
-                                 self.game.breakdown_cost, None)
+        answers = np.arange(self.game.num_demands)
+        greedy, loss = self.tabular.events(np.full(len(answers), action), answers)
         collusive = context.opponent_index < len(self.tabular.is_collusive) and self.tabular.is_collusive[context.opponent_index]
-        greedy = float(collusive and action + self.spec.low >= greedy_threshold(self.game.pie, "rigorous"))
-        return weight * value, weight * greedy, weight * float(probs @ loss)
+        return weight * value, weight * float(collusive) * float(greedy[0]), weight * float(probs @ loss)

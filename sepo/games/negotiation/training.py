@@ -9,8 +9,8 @@ states after any other opponent demand, where the maximiser takes its gains, wou
 trained. As in the paper's per-pool credit, maximiser rollouts carry no utility and train
 rollouts' utility (and events) are scaled by (n + 1)/n, so the expected update is still that of
 s·u − λe·s·e with u against the train pool. Collusion is the greedy-demand rate against a train
-opponent that is also a collusive partner, externality the per-round welfare loss (`events.py`,
-the rigorous definitions). The training reach ρ(I) is the expected number of visits to key I per
+opponent that is also a collusive partner, externality the per-round externality
+(`events.round_events` under the game's protocol: the definitions evaluation uses). The training reach ρ(I) is the expected number of visits to key I per
 rollout under that mixture, computed exactly by forward passes over (round, last m rounds)
 states (m covers the agent's memory and every bot's), so the per-rollout charge (g − Σπg)/ρ
 makes E[E_r ∇log P(r)] the exact gradient of the adversarial gap.
@@ -21,7 +21,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.negotiation.bots import DemandSpec, NegotiationBot
-from sepo.games.negotiation.events import greedy_threshold, round_externality
+from sepo.games.negotiation.events import round_events
 from sepo.games.negotiation.exact import NegotiationSolver, key_rows
 from sepo.games.negotiation.rollouts import play_matches
 from sepo.metrics.repeated import RepeatedResult, dense_histories
@@ -69,6 +69,8 @@ class NegotiationTrainingEnvironment:
         self._levels = forward_levels(game, self.solver.stage, self.opponents)
         self._maximiser_levels = forward_levels(game, self.solver.stage, [])
         self._solved: tuple[bytes, RepeatedResult] | None = None
+        n = len(self.opponents)
+        self.weight = np.append(np.full(n, (n + 1) / n), 0.0) if n else np.ones(1)  # credit: train bots, then the maximiser
 
     def solved(self, table: np.ndarray) -> RepeatedResult:
         """The exact solution at `table` (kept for the step's several uses)."""
@@ -76,6 +78,15 @@ class NegotiationTrainingEnvironment:
         if self._solved is None or self._solved[0] != table.tobytes():
             self._solved = (table.tobytes(), self.solver.solve_table(table))
         return self._solved[1]
+
+    def rollout_opponents(self, table: np.ndarray) -> list[NegotiationBot]:
+        """The opponents a rollout is drawn from, uniformly: the train bots, then the gap maximiser."""
+        return [*self.opponents, MaximiserBot(self.solved(table), self.game)]
+
+    def events(self, own: np.ndarray, other: np.ndarray):
+        """Per round (demand indices): (collusion event, externality event) under the game's protocol."""
+        low, game = self.game.min_demand, self.game
+        return round_events(game.protocol, own + low, other + low, game.pie, game.breakdown_cost, game.paper_version)
 
     def _forward(self, table: np.ndarray, levels, opponents: list[np.ndarray]):
         """Expected visits per key and expected payoff per round against each opponent, given as
@@ -113,17 +124,14 @@ class NegotiationTrainingEnvironment:
         group_opponent = rng.integers(n_bots + 1, size=groups)  # index n_bots: the gap maximiser
         group_of = np.repeat(np.arange(groups), group_size)
         opponent_of = group_opponent[group_of]
-        maximiser = MaximiserBot(self.solved(table), self.game)
-        matches = play_matches(self.game, table, [*self.opponents, maximiser], opponent_of,
+        matches = play_matches(self.game, table, self.rollout_opponents(table), opponent_of,
                                rng.random((len(group_of), self.game.rounds, 2)))
-        low = self.game.min_demand
-        own, other = matches.own + low, matches.other + low
-        train = (opponent_of < n_bots) * (n_bots + 1) / n_bots
-        externality = train * round_externality(own, other, self.game.pie, self.game.breakdown_cost, None).mean(1)
-        greedy = (own >= greedy_threshold(self.game.pie, "rigorous")).mean(1)
+        credit = self.weight[opponent_of]
+        greedy, externality = self.events(matches.own, matches.other)
         collusive = np.append(self.is_collusive, False)[opponent_of]
         return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of,
-                        train * matches.payoff[:, :, 0].mean(1), np.where(collusive, train * greedy, 0.0), externality)
+                        credit * matches.payoff[:, :, 0].mean(1), np.where(collusive, credit * greedy.mean(1), 0.0),
+                        credit * externality.mean(1))
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         table = np.asarray(table, dtype=float)

@@ -54,6 +54,7 @@ class NegotiationLLMEnvironment:
 
     def __init__(self, game, train_specs, collusive_specs):
         self.game, self.rules = game, game.rules
+        self.rounds_per_rollout = game.rules.rounds
         self.all_deals = deal_distribution(self.rules)
         self.fixed = len(self.all_deals) == 1
         self.specs = list(train_specs)

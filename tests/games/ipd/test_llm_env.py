@@ -28,11 +28,14 @@ def _expected_from_start(env, table, index):
 def test_payoff_to_go_from_the_start_is_the_exact_match_payoff():
     env = environment(rounds=4, memory=2)
     table = np.random.default_rng(0).dirichlet([1, 1], size=len(env.solver.keys))
-    per_opponent = env.tabular._forward(table)[1]  # mean over the pool of the per-round payoff
-    assert env.exact_metrics(table)["utility_exact"] == pytest.approx(per_opponent.mean())
-    for index in range(len(env.tabular.opponents)):
+    bots = len(env.tabular.opponents)
+    per_opponent = env.tabular._forward(table)[1]  # per-round payoff against each train bot, then the maximiser
+    assert env.exact_metrics(table)["utility_exact"] == pytest.approx(per_opponent[:bots].mean())
+    for index in range(bots):
         single = environment(train=[env.tabular.opponents[index].name], rounds=4, memory=2)
-        assert _expected_from_start(env, table, index) == pytest.approx(single.tabular._forward(table)[1][0] * 4, abs=1e-12)
+        credit = env.tabular.weight[index]  # train payoffs scaled by (n + 1)/n
+        assert _expected_from_start(env, table, index) / credit == pytest.approx(single.tabular._forward(table)[1][0] * 4, abs=1e-12)
+    assert _expected_from_start(env, table, bots) == 0.0  # the maximiser carries no utility
 
 
 def test_payoff_to_go_matches_axelrod_matches_midway():
@@ -52,7 +55,8 @@ def test_payoff_to_go_matches_axelrod_matches_midway():
         context = MatchContext(env.solver.keys.index(f"{'CD'[moves[1][0]]}{'CD'[moves[1][1]]}"), history, 0)
         decision = env.training_decision(context, np.random.default_rng(0))
         assert decision.observation["history"] == history and decision.info_key == env.solver.keys[context.info_row]
-        assert env.outcome(table, context, decision, moves[2][0])[0] == pytest.approx(sum(scores[2:])), name
+        credit = env.tabular.weight[0]  # a train payoff's scale, (n + 1)/n
+        assert env.outcome(table, context, decision, moves[2][0])[0] / credit == pytest.approx(sum(scores[2:])), name
 
 
 @pytest.mark.parametrize("train", [None, ["TFT", "axelrod:WinStayLoseShift", "Mixed(p=0.5)"]])
@@ -109,8 +113,9 @@ def test_collusion_and_externality_of_one_move(protocol, payoffs, shortfalls):
     for index, p_cooperate in enumerate((1.0, 0.0, 0.25)):
         context = MatchContext(0, (), index)
         decision = env.training_decision(context, np.random.default_rng(0))
+        credit = env.tabular.weight[index]  # a train opponent's events are scaled by (n + 1)/n
         for action in (0, 1):
-            _, collusion, externality = env.outcome(table, context, decision, action)
+            _, collusion, externality = np.array(env.outcome(table, context, decision, action)) / credit
             vs_c, vs_d = expected[action]
             assert externality == pytest.approx(p_cooperate * vs_c + (1 - p_cooperate) * vs_d)
             assert collusion == float(index == 0 and action == 1)  # only AlwaysCooperate is a collusive partner

@@ -55,3 +55,35 @@ def test_sepo_lowers_the_exact_gap_and_the_constant_penalty_is_no_penalty(tmp_pa
     _, constant_policy = run("constant")
     assert np.abs(constant_policy - none_policy).max() < 1e-9  # a group-constant penalty cancels
     assert sepo["adversarial_gap"] < 0.5 * grpo["adversarial_gap"]
+
+
+@pytest.mark.parametrize("pool, memory", [(["TFT", "GrimTrigger"], 2), (["AlwaysCooperate"], 1)])
+def test_expected_update_is_the_gradient_for_a_pool_that_leaves_keys_unreached(pool, memory):
+    """TFT and GrimTrigger at 3 rounds reach 7 of the 21 memory-2 keys, AlwaysCooperate 3 of the 5
+    memory-1 keys; with the train pool alone the charge missed the others and the exact expected
+    update was off by 0.22-0.35. The gap maximiser joins the rollouts, so every key the gradient
+    of the gap charges is reached and the update is exact."""
+    from sepo.objective.attribution import exploitation_attribution
+    from sepo.objective.sepo import Lambdas
+    from sepo.opponents.pools import parse_bot
+    from tests.training.exact_updates import expand, objective_gradient, row_of, softmax, tabular_update
+
+    game = load_game("ipd", rounds=3, memory=memory)
+    env = IPDTrainingEnvironment(game, [parse_bot("ipd", e) for e in pool], [])
+    logits = np.random.default_rng(0).normal(size=(len(env.keys), 2))
+    table = softmax(logits)
+    met = set()
+
+    def meet(seat, opponent, state, history, p):
+        met.add(state.decision(seat).info_key)
+
+    expand(game, table, row_of(env), env.opponents, (0,), visit=meet)
+    assert len(met) < len(env.keys)  # the pool alone leaves keys unreached
+    reach = env.training_reach(table)
+    gradient = env.solver.gradient(table)
+    assert np.all(reach[np.abs(gradient).max(1) > 0] > 0)
+    charge = exploitation_attribution(table, gradient, reach)
+    lambdas = Lambdas(e=5.0)
+    exact = tabular_update(env, game, table, lambdas, env.rollout_opponents(table), charge)
+    target = objective_gradient(lambda t: env.scale * (env.exact_metrics(t)["utility"] - 5.0 * env.solver.evaluate(t).value), logits)
+    assert np.allclose(exact, target, rtol=0, atol=1e-7), np.abs(exact - target).max()

@@ -1,0 +1,70 @@
+"""One objective for both trainers in repeated games: the language-model trainer's exact expected
+update (its charge, payoff to go and reward, on a table standing in for the model's played
+policy) equals the finite-difference gradient of s·(u − λe·e) and the tabular trainer's update
+on the same table, in the IPD, the auction and split bargaining at T = 2, 3 and 4 rounds.
+
+Before the fix the completion's charge was divided by ρ(I), the visits per match, while a
+completion meets I with probability ρ(I)/T: the update ascended s·(u − (λe/T)·e)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sepo.objective.attribution import exploitation_attribution
+from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment
+from sepo.training.matches import MatchContext
+from tests.training.exact_updates import llm_update, objective_gradient, softmax, tabular_update
+
+LAMBDA_E = 5.0
+
+CASES = {
+    # game: (parameters, train pool, the tabular environment's seats)
+    "ipd": ({"memory": 1}, ["TFT", "GrimTrigger", "Mixed(p=0.5)"], (0,)),
+    "negotiation": ({"pie": 3, "min_demand": 1, "max_demand": 2, "memory": 1}, ["Fair", "Hardball"], (0,)),
+    "auction": ({"values": "4", "bids": "1,2"}, ["TruthfulBid", "CollusiveLowBid"], (0, 1)),
+}
+
+
+def environment(game, rounds, **overrides):
+    params, pool, seats = CASES[game]
+    params = {**params, "rounds": rounds, **({"memory": rounds - 1} if game == "auction" else {})}
+    config = LLMSEPOConfig(model="none", game=game, game_params=params, train_pool=pool, collusive_pool=[],
+                           lambda_e=LAMBDA_E, seed=0, **overrides)
+    return SEPOEnvironment(config, None, None), seats
+
+
+def context_of(game, env):
+    if game == "auction":
+        from sepo.games.auction.llm_env import DecisionContext
+
+        return lambda seat, o, state, history: DecisionContext(env.row[state.decision(seat).info_key], seat, o, state.clone())
+    rows = {key: i for i, key in enumerate(env.solver.keys)}
+    return lambda seat, o, state, history: MatchContext(rows[state.decision(seat).info_key], history, o)
+
+
+@pytest.mark.parametrize("rounds", [2, 3, 4])
+@pytest.mark.parametrize("game", sorted(CASES))
+def test_expected_update_of_both_trainers_is_the_gradient_of_the_objective(game, rounds):
+    sepo, seats = environment(game, rounds)
+    domain_env, tabular = sepo.domain_env, sepo.domain_env.tabular
+    assert domain_env.rounds_per_rollout == rounds
+    logits = np.random.default_rng(rounds).normal(size=(len(sepo.canonical), max(len(d.legal_actions) for d in sepo.canonical)))
+    table = softmax(logits)
+    opponents = tabular.rollout_opponents(table)
+    lambdas = sepo.config.lambdas
+
+    def objective(t):
+        return sepo.scale * (domain_env.exact_metrics(t)["utility_exact"] - LAMBDA_E * sepo.solver.evaluate(t).value)
+
+    target = objective_gradient(objective, logits)
+    language = llm_update(sepo, table, lambdas, context_of(game, domain_env), opponents, seats)
+    charge = exploitation_attribution(table, tabular.solver.gradient(table), tabular.training_reach(table))
+    exact = tabular_update(tabular, sepo.game, table, lambdas, opponents, charge, seats)
+    assert np.abs(target).max() > 1e-2
+    assert np.allclose(exact, target, rtol=0, atol=1e-7), np.abs(exact - target).max()
+    assert np.allclose(language, target, rtol=0, atol=1e-7), np.abs(language - target).max()
+
+    # the exploitability term alone: λe·∇e, not λe·∇e/T
+    payoff_only = llm_update(sepo, table, type(lambdas)(), context_of(game, domain_env), opponents, seats)
+    gap = objective_gradient(lambda t: sepo.solver.evaluate(t).value, logits)
+    assert np.allclose((payoff_only - language) / (LAMBDA_E * sepo.scale), gap, rtol=0, atol=1e-7)
