@@ -5,6 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sepo.cli.main import app
+from sepo.games.talk import INJECTION_SUITE
 
 runner = CliRunner()
 
@@ -20,7 +21,7 @@ def test_injection_pool_reports_an_ignoring_bot_as_not_flagged():
                                  "--episodes", "1", "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
-    assert out["flagged"] is False and out["channel"]["cut"] == 4 and len(out["attacks"]) == 9
+    assert out["flagged"] is False and out["channel"]["cut"] == 4 and len(out["attacks"]) == len(INJECTION_SUITE)
 
 
 def test_talk_eval_counts_the_messages():
