@@ -426,12 +426,14 @@ def exploit_command(
     decoding: dict = None,
 ):
     """Exact value of an agent from the game's solver: exploitability (zero-sum) or adversarial gap,
-    the best responder's payoff and the agent's payoff against it, the pruning bound and the method."""
-    from sepo.evaluation.evaluate import exact_metrics
+    the best responder's payoff and the agent's payoff against it, the pruning bound and the method.
+    In a repeated game the tree follows what the agent declares about its memory: a bot's small
+    state is solved exactly at any length; a language model is read on the whole history (or
+    pruned below --threshold); --memory M asks for the memory-M projection, exact only for an
+    agent that reads at most M rounds."""
     from sepo.games import get_domain, load_game
     from sepo.metrics.exact import solver_for
     from sepo.policies.specs import load_agent
-    from sepo.policies.text_policy import policy_estimate
 
     protocol = value_of(protocol)
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
@@ -451,51 +453,76 @@ def exploit_command(
         return
     if solver is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
+    if threshold and not 0.0 < threshold < 1.0:
+        raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
     policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
     decoding_record = policy.decoding.record() if getattr(policy, "decoding", None) is not None else None
-    if threshold:
-        read_pruned = getattr(solver, "evaluate_agent", None)
-        if read_pruned is None:
+    audit = getattr(solver, "audit", None)
+    if audit is not None:  # the solver picks the tree from what the agent declares about its memory
+        found = audit(policy, threshold=threshold, projection="memory" in game_params, seed=seed)
+    else:
+        if threshold:
             raise SepoError(f"the {game} solver reads whole tables; --threshold does not apply")
-        if not 0.0 < threshold < 1.0:
-            raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
-        result, response = read_pruned(policy, threshold)
-        record = getattr(policy, "last_estimate", None)
-        record = record.record() if record is not None else {"policy": "exact", "exact": True}
-        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(), "threshold": threshold,
-               "policy": record, "decoding": decoding_record}
-        if as_json:
-            out["best_response"] = response.to_json()
-            _print_json(out)
-            return
-        _print_exact(agent, game, result, record, decoding_record)
+        found = _audit_table(the_game, solver, policy, agent, seed)
+    result = found.result
+    out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
+           "information_states": (found.policy or {}).get("states"), "policy": found.policy, "decoding": decoding_record}
+    if threshold:
+        out["threshold"] = threshold
+    notes = _exact_notes(result, found)
+    if found.interval is not None:
+        out["ci"] = {result.value_name: found.interval}
+    if notes:
+        out["notes"] = notes
+    if as_json:
+        if hasattr(found.response, "to_json"):
+            out["best_response"] = found.response.to_json()
+        _print_json(out)
         return
+    _print_exact(agent, game, result, found.policy, decoding_record, found.interval, notes)
+
+
+def _audit_table(the_game, solver, policy, agent: str, seed: int):
+    """A solver without `audit` (whole-game solvers): the agent read at every information state."""
+    from sepo.evaluation.evaluate import exact_metrics
+    from sepo.metrics.exact import Audit, labelled
+    from sepo.policies.text_policy import policy_estimate
+
     decisions = solver.decisions()
     try:
         estimate = policy_estimate(policy, decisions)
     except NotImplementedError:
         raise SepoError(f"agent {agent!r} cannot give action probabilities, which exact values need") from None
     table = estimate.table()
-    result = solver.evaluate(table)
-    out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
-           "information_states": len(decisions), "policy": estimate.record(), "decoding": decoding_record}
+    result = labelled(solver.evaluate(table), policy, getattr(solver, "memory", None), [d.info_key for d in decisions])
     interval = None
     if not estimate.exact:  # the sampling interval of the estimated policy's value, as `sepo eval` gives it
         interval = exact_metrics(the_game, estimate, [], solver, seed=seed)["ci"][result.value_name]
-        out["ci"] = {result.value_name: interval}
-    if as_json:
-        response = solver.best_response(table)
-        if hasattr(response, "to_json"):
-            out["best_response"] = response.to_json()
-        _print_json(out)
-        return
-    _print_exact(agent, game, result, estimate.record(), decoding_record, interval)
+    return Audit(result, solver.best_response(table), estimate.record(), interval)
 
 
-def _print_exact(agent: str, game: str, result, policy: dict | None = None, decoding: dict | None = None, interval=None) -> None:
+def _exact_notes(result, found) -> list[str]:
+    """What a reader must know to read the value: a projection is not a bound; a sampled policy's
+    plug-in value is biased upward at kinks."""
+    from sepo.metrics.exact import PROJECTION_NOTE, SAMPLED_NOTE
+
+    notes = []
+    if "projection_memory" in result.extra:
+        notes.append(PROJECTION_NOTE.format(m=result.extra["projection_memory"]))
+    if found.policy is not None and not found.policy.get("exact", True):
+        notes.append(SAMPLED_NOTE)
+    return notes
+
+
+def _print_exact(agent: str, game: str, result, policy: dict | None = None, decoding: dict | None = None, interval=None,
+                 notes: list[str] | None = None) -> None:
     """The solver's values; the policy table's provenance (exact or estimated) and the solver's
-    exactness (pruning) are separate rows."""
-    table_out = Table(title=f"{agent} in {game}: {'exact values' if result.exact else 'a lower bound'} ({result.method})")
+    exactness (pruning, projection) are separate rows; notes follow the table."""
+    projection = "projection_memory" in result.extra
+    kind = "exact values" if result.exact else (
+        f"a memory-{result.extra['projection_memory']} projection" if projection
+        else "a pruned tree's values" if result.pruning_bound else "a lower bound")
+    table_out = Table(title=f"{agent} in {game}: {kind} ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)
     rows = [(result.value_name, result.value), ("best-response payoff", result.br_payoff),
@@ -509,8 +536,13 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
         table_out.add_row("agent", "played by the search (no policy table read)")
     else:
         table_out.add_row("policy table", policy["policy"])
-    table_out.add_row("solver", "exact" if result.exact else "a lower bound (see the method and the pruning bound)")
+    table_out.add_row("solver", "exact" if result.exact else
+                      "a projection: neither an upper nor a lower bound" if projection else
+                      "within the pruning bound of the exact value" if result.pruning_bound else
+                      "a lower bound (see the method)")
     console.print(table_out)
+    for note in notes or ():
+        console.print(f"note: {note}")
     if policy is not None and (decoding or not policy.get("exact")):  # the row already says "exact" for a bot or table
         console.print(policy_line(policy, decoding))
     elif decoding:

@@ -32,7 +32,7 @@ from sepo.games.base import Game
 from sepo.games.registry import check_protocol, domain_of
 from sepo.metrics import pool_metrics as pm
 from sepo.metrics.bootstrap import StratifiedSample, boundary_interval, interval
-from sepo.metrics.exact import action_table, solver_for
+from sepo.metrics.exact import PROJECTION_NOTE, SAMPLED_NOTE, action_table, labelled, solver_for
 from sepo.objective.sepo import Lambdas
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy
@@ -115,7 +115,7 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     if estimate is None and solver is not None:
         estimate = _estimate(agent, solver.decisions())
     episodes.sort(key=lambda e: ("train", "exploiter", "collusive").index(e.pool))
-    result = summarize(game, config, episodes, estimate, notes, solver=solver, pools=pools)
+    result = summarize(game, config, episodes, estimate, notes, solver=solver, pools=pools, agent=agent)
     if "result" in searched:
         found = searched["result"]
         result.update({f"{found.value_name}_lower_bound": found.value, "lower_bound_method": found.method,
@@ -159,7 +159,7 @@ def _opponent(spec: BotSpec, solver, estimate: PolicyEstimate | None, notes, gam
 
 
 def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], estimate: PolicyEstimate | None, notes,
-              solver=None, pools=None) -> dict:
+              solver=None, pools=None, agent: Policy | None = None) -> dict:
     domain = domain_of(game)
     protocol = config.protocol
     strata: dict = {}
@@ -186,13 +186,19 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], est
     }
     pools = pools or config.pools or default_pools(game.name, protocol, game)
     train_specs = [spec for spec in pools.get("train", []) if spec.name != BEST_RESPONSE]
-    exact = exact_metrics(game, estimate, train_specs, solver, config.replicates, config.seed)
+    exact = exact_metrics(game, estimate, train_specs, solver, config.replicates, config.seed, agent=agent)
     scale = game.payoff_scale
     lam = config.lambdas
     value_name = exact.get("exact_value")
+    if "projection_memory" in exact:
+        notes.append(PROJECTION_NOTE.format(m=exact["projection_memory"]) + "; the BestResponse opponent is that projection's")
+    if value_name is not None and not estimate.exact:
+        notes.append(SAMPLED_NOTE)
     if protocol == "rigorous" and value_name is not None:
         e = exact[value_name]
-        source = f"{value_name} (exact)" if estimate.exact else f"{value_name} (of the {estimate.label} policy)"
+        policy = "exact" if estimate.exact else f"of the {estimate.label} policy"
+        projection = f", a memory-{exact['projection_memory']} projection" if "projection_memory" in exact else ""
+        source = f"{value_name} ({policy}{projection})"
     else:
         e, source = metrics["exploit_pool"], "exploit_pool"
     collusion = np.nan_to_num(metrics["collusion"])
@@ -236,17 +242,21 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], est
 
 
 def exact_metrics(game: Game, estimate: PolicyEstimate | None, train_specs, solver=None, replicates: int = 1000,
-                  seed: int = 0) -> dict:
+                  seed: int = 0, agent: Policy | None = None) -> dict:
     """The solver's exact values for the agent's policy: its headline value under its own name
     (`exploitability` or `adversarial_gap`), the best responder's payoff, the agent's payoff
     against it, the method, and the exact utility against the train pool where the solver has a
     head-to-head. For an estimated policy, `ci` holds their intervals from the policy's
-    resampled replies (the value's by `boundary_interval`)."""
+    resampled replies (the value's by `boundary_interval`). Given the `agent`, the value is
+    labelled exact only where its declared memory makes the solver's states exact for it
+    (otherwise it is the gap of a projection, `projection_memory`)."""
     solver = solver if solver is not None else solver_for(game)
     if solver is None or estimate is None:
         return {}
     table = estimate.table()
     result = solver.evaluate(table)
+    if agent is not None:
+        result = labelled(result, agent, getattr(solver, "memory", None), [d.info_key for d in estimate.decisions])
     out = {result.value_name: result.value, "exact_value": result.value_name, "br_payoff": result.br_payoff,
            "agent_payoff_vs_br": result.agent_payoff, "exact_method": result.method, "exact": result.exact,
            "pruning_bound": result.pruning_bound, **result.extra}

@@ -48,6 +48,59 @@ class ExactResult:
         return out
 
 
+PROJECTION_NOTE = ("the gap of the agent's memory-{m} projection (the memory-{m} policy that plays as the agent does "
+                   "where each state first occurs), not of the agent, which may read more: neither an upper nor a lower "
+                   "bound on the agent's gap")
+SAMPLED_NOTE = ("the gap of a policy estimated from sampled replies is biased upward where best responses tie (a kink): "
+                "read the interval, whose lower end allows for it")
+
+
+def declared_memory(policy) -> int | None:
+    """The past rounds a policy declares it reads (besides the round, where a domain's keys hold
+    it): a finite `classifier["memory_depth"]` (Axelrod's meaning) or an integer `memory`
+    attribute; None when it declares nothing (a language model) or reads the whole history."""
+    for value in ((getattr(policy, "classifier", None) or {}).get("memory_depth"), getattr(policy, "memory", None)):
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
+            return int(value)
+    return None
+
+
+def reads_within(policy, memory: int | None, keys: Sequence[str] | None = None) -> bool:
+    """Whether a memory-`memory` solve is exact for `policy`: the solver keeps the whole history
+    (None), the policy is a table over the solver's own keys, or it declares at most `memory` rounds."""
+    if memory is None:
+        return True
+    if keys is not None and getattr(policy, "table", None) is not None and tuple(getattr(policy, "keys", ()) or ()) == tuple(keys):
+        return True
+    declared = declared_memory(policy)
+    return declared is not None and declared <= memory
+
+
+def as_projection(result: "ExactResult", memory: int) -> "ExactResult":
+    """`result` relabelled as the gap of a memory-`memory` projection: not exact, and said so."""
+    from dataclasses import replace
+
+    return replace(result, exact=False, method=f"{result.method}; here the gap of the agent's memory-{memory} projection",
+                   extra={**result.extra, "projection_memory": memory})
+
+
+def labelled(result: "ExactResult", policy, memory: int | None, keys: Sequence[str] | None = None) -> "ExactResult":
+    """The solver's result for `policy`, exact only where the policy's known memory makes it so."""
+    return result if reads_within(policy, memory, keys) else as_projection(result, memory)
+
+
+@dataclass
+class Audit:
+    """What `sepo exploit` prints for one agent: the solver's result (labelled), the maximising
+    opponent, how the agent's policy was read (`policy_estimate`'s record, None when the agent
+    was played rather than read) and the sampling interval of the value for an estimated policy."""
+
+    result: "ExactResult"
+    response: Policy | None
+    policy: dict | None
+    interval: list | None = None
+
+
 @runtime_checkable
 class ExactSolver(Protocol):
     method: str

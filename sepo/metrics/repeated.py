@@ -23,6 +23,18 @@ of its possible range, and the reported bound, max_σ E[Σ pruned reach × half 
 error on the value (|max f − max g| <= max |f − g| at every node). The agent is then read one
 round at a time, so no probability is asked for beyond the kept branches.
 
+Agent states. An agent that declares a small state its play depends on besides the round
+(`declared_state`: a finite Axelrod `memory_depth` d, whose state is the last d joint actions, or
+its own `play_state(history)`, e.g. Grim Trigger's "has the other ever defected") is solved
+exactly on (round, that state) instead (`state_tree`): the opponent's best continuation depends on
+nothing else, so the DP has as many states per round as the agent has states, whatever the
+number of rounds (GrimTrigger: 2; TFT: 4 joint actions). Each state is read at one history that
+reaches it with positive probability (the agent's own zero-probability moves are not expanded).
+
+Size. The joint-history tree has sum_t (nA·nO)^t states; `check_tree_fits` estimates its memory
+before anything is built and refuses in one line (naming the game's `--memory` and the pruning
+`--threshold`) when it would not fit in the memory this machine has free.
+
 Gradient. `gradient[t][i, a]` = ∂G/∂π_t(a | state i) with the maximiser held fixed (Danskin):
 the probability of reaching state i under (π, σ) times the value of a against σ there, over T.
 
@@ -36,16 +48,22 @@ A domain exposes its histories to table policies as `observation["history"]`: a 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Sequence
 
 import numpy as np
 
+from sepo.errors import SepoError
 from sepo.games.base import Decision
 from sepo.metrics.exact import ExactResult
 from sepo.policies.base import Policy
 
 History = tuple[tuple[int, int], ...]
 """Joint actions (agent action, opponent action), oldest first."""
+
+StateOf = Callable[[History], Hashable]
+"""An agent's declared state after a history (agent-first joint actions): its play at round t
+depends only on t and this state, and the state after `h + (a, o)` only on the state after `h`
+and (a, o)."""
 
 ProbabilityReader = Callable[[list[tuple[int, History]]], np.ndarray]
 """Given (round index t, remembered history) per state, the agent's action probabilities, [n, nA]."""
@@ -90,6 +108,7 @@ class AgentTree:
     memory: int | None
     threshold: float
     levels: list[Level]
+    state_of: StateOf | None = None  # set when the levels are (round, declared state) nodes
 
     @property
     def num_states(self) -> int:
@@ -182,6 +201,111 @@ def read_agent(stage: StageGame, rounds: int, reader: ProbabilityReader, memory:
     return AgentTree(stage, rounds, memory, threshold, levels)
 
 
+def declared_state(policy) -> StateOf | None:
+    """The small state `policy` declares its play depends on besides the round: its own
+    `play_state(history)` (a finite-state bot), else the last d joint actions for a finite
+    `classifier["memory_depth"]` d (Axelrod's meaning: the number of past rounds it reads).
+    None when nothing is declared (a language model, a strategy reading the whole history)."""
+    own = getattr(policy, "play_state", None)
+    if callable(own):
+        return own
+    depth = (getattr(policy, "classifier", None) or {}).get("memory_depth")
+    if isinstance(depth, (int, np.integer)) and not isinstance(depth, bool) and depth >= 0:
+        depth = int(depth)
+        return lambda history: tuple(history[len(history) - min(len(history), depth):])
+    return None
+
+
+def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_of: StateOf,
+               max_states: int | None = None) -> AgentTree:
+    """The agent's play on (round, declared state) nodes: per round one call of `reader` at one
+    history of each state (histories reached with positive probability only), children by the
+    state after each joint action. Exact for an agent whose declaration holds (`StateOf`)."""
+    _check(stage, rounds, None, 0.0)
+    n_a, n_o = stage.shape
+    limit = max_states if max_states is not None else memory_budget() // BYTES_PER_STATE_NODE
+    witnesses: list[History] = [()]
+    levels, total = [], 1
+    for t in range(rounds):
+        probs = _validated(reader([(t, h) for h in witnesses]), len(witnesses), n_a)
+        children = np.full((len(witnesses), n_a, n_o), -1, dtype=np.int64)
+        following: list[History] = []
+        if t + 1 < rounds:
+            index: dict = {}
+            for i, history in enumerate(witnesses):
+                for a in np.nonzero(probs[i] > 0)[0].tolist():
+                    for o in range(n_o):
+                        child = history + ((a, o),)
+                        state = state_of(child)
+                        if state not in index:
+                            index[state] = len(following)
+                            following.append(child)
+                        children[i, a, o] = index[state]
+            total += len(following)
+            if total > limit:
+                raise SepoError(f"the agent's declared state has more than {limit:,} (round, state) nodes by round {t + 2}; "
+                                "its declaration cannot be small (give --memory M for a projection)")
+        histories = np.array([[a * n_o + o for a, o in h] for h in witnesses], dtype=np.int64).reshape(len(witnesses), t)
+        levels.append(Level(histories, probs, children, np.full(len(witnesses), np.nan)))
+        witnesses = following
+    return AgentTree(stage, rounds, None, 0.0, levels, state_of)
+
+
+MAX_PROMPTED_STATES = 100_000
+"""The most information states a text agent is read at in one audit (each is a prompt, replies
+sampled at it): 2 actions a side over 8 rounds are 21,845 states, 9 over 4 rounds 538,084."""
+BYTES_PER_AGENT_STATE = 4096
+"""Memory per agent information state read through Python decisions (the state, its decision, the
+reading, its row of the best response's JSON): measured 3.9 KB per state from 8 to 9 rounds of a
+2×2 stage game (the prisoner's dilemma's tree)."""
+BYTES_PER_STATE_NODE = 256
+"""Memory per node of the numpy DP alone (history row, probabilities, children, values)."""
+
+
+def memory_budget() -> int:
+    """Half the memory this machine has free (MemAvailable), the most a tree may take; 4 GiB where
+    that cannot be read."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 // 2
+    except OSError:
+        pass
+    return 4 * 2**30
+
+
+def tree_states(stage: StageGame, rounds: int, memory: int | None = None, threshold: float = 0.0) -> int:
+    """The DP's states: sum over rounds of the remembered histories; with pruning, at most
+    nO^t / threshold histories are kept at round t (for each opponent sequence the agent's reach
+    sums to 1)."""
+    n_a, n_o = stage.shape
+    total = 0
+    for t in range(rounds):
+        count = (n_a * n_o) ** (t if memory is None else min(t, memory))
+        if threshold > 0:
+            count = min(count, int(n_o ** t / threshold) + 1)
+        total += count
+    return total
+
+
+def check_tree_fits(stage: StageGame, rounds: int, memory: int | None = None, threshold: float = 0.0,
+                    agent_states: int | None = None, what: str = "the joint-history tree") -> int:
+    """Refuse, in one line, a tree whose estimated memory exceeds `memory_budget()`: `agent_states`
+    (default: every DP state) are read through Python decisions, the rest are numpy rows.
+    Returns the number of DP states."""
+    states = tree_states(stage, rounds, memory, threshold)
+    read = states if agent_states is None else agent_states
+    need = read * BYTES_PER_AGENT_STATE + states * BYTES_PER_STATE_NODE
+    budget = memory_budget()
+    if need > budget:
+        raise SepoError(f"{what} at {rounds} rounds has {states:,} states (about {need / 2**30:,.3g} GiB, more than the "
+                        f"{budget / 2**30:,.1f} GiB this machine can spare); give --memory M to solve a memory-M "
+                        "projection, --threshold P to prune branches the agent reaches with probability below P, "
+                        "or fewer --rounds")
+    return states
+
+
 def _validated(probs, count: int, n_a: int) -> np.ndarray:
     probs = np.asarray(probs, dtype=float)
     if probs.shape != (count, n_a):
@@ -202,16 +326,21 @@ class OpponentTable:
     histories: list[np.ndarray]
     actions: list[np.ndarray]
     fallback: int  # played off the table (pruned branches the agent almost never reaches)
+    state_of: StateOf | None = None  # rows are (round, the agent's declared state), each shown by one history
     _lookup: dict = field(default=None, repr=False)
+
+    def _key(self, t: int, history: History):
+        if self.state_of is not None:
+            return t, self.state_of(tuple(history))
+        remembered = history if self.memory is None else history[len(history) - min(len(history), self.memory):]
+        return t, tuple(a * self.n_opponent + o for a, o in remembered)
 
     def action(self, t: int, history: History) -> int:
         """The table's action at round t after `history` (agent-first joint actions)."""
         if self._lookup is None:
-            self._lookup = {(t, tuple(row.tolist())): int(a) for t, (rows, acts) in enumerate(zip(self.histories, self.actions))
-                            for row, a in zip(rows, acts)}
-        remembered = history if self.memory is None else history[len(history) - min(len(history), self.memory):]
-        key = (t, tuple(a * self.n_opponent + o for a, o in remembered))
-        return self._lookup.get(key, self.fallback)
+            self._lookup = {self._key(t, as_history(row, self.n_opponent)): int(a)
+                            for t, (rows, acts) in enumerate(zip(self.histories, self.actions)) for row, a in zip(rows, acts)}
+        return self._lookup.get(self._key(t, history), self.fallback)
 
     def to_json(self, agent_names: Sequence[str] | None = None, opponent_names: Sequence[str] | None = None) -> list[dict]:
         """Rows {round, history, action} in round order, with action names where given."""
@@ -221,7 +350,10 @@ class OpponentTable:
         for t, (histories, actions) in enumerate(zip(self.histories, self.actions)):
             for row, action in zip(histories, actions):
                 pairs = [f"{name_a[j // self.n_opponent]}{name_o[j % self.n_opponent]}" for j in row.tolist()]
-                rows.append({"round": t + 1, "history": ",".join(pairs), "action": name_o[int(action)]})
+                entry = {"round": t + 1, "history": ",".join(pairs), "action": name_o[int(action)]}
+                if self.state_of is not None:  # the history is one of those that reach the state
+                    entry["agent_state"] = repr(self.state_of(as_history(row, self.n_opponent)))
+                rows.append(entry)
         return rows
 
     def policy(self, name: str = "BestResponse", agent_names=None, opponent_names=None) -> "HistoryTable":
@@ -238,7 +370,7 @@ class HistoryTable(Policy):
                  opponent_names: Sequence[str] | None = None):
         self.table, self.name = table, name
         self.names = (agent_names, opponent_names)
-        self.classifier = {"stochastic": False, "memory_depth": table.memory}
+        self.classifier = {"stochastic": False, "memory_depth": table.memory if table.state_of is None else None}
 
     def to_json(self) -> list[dict]:
         return self.table.to_json(*self.names)
@@ -391,8 +523,8 @@ def solve(tree: AgentTree) -> RepeatedResult:
         br_payoff=float(br_values[0][0]) / rounds,
         br_bound=float(br_bounds[0][0]) / rounds,
         br_agent_payoff=_follow(tree, br_choice, stage.agent, br_reaches) / rounds,
-        gap_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, gap_choice, fallback_gap),
-        br_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, br_choice, fallback_br),
+        gap_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, gap_choice, fallback_gap, tree.state_of),
+        br_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, br_choice, fallback_br, tree.state_of),
         gradient=gradient,
         states=tree.num_states,
         threshold=tree.threshold,
@@ -409,3 +541,130 @@ def gap_value(tree: AgentTree) -> float:
 def play_value(tree: AgentTree, table: OpponentTable, payoff: np.ndarray) -> float:
     """Expected Σ payoff / T of the agent's tree against a fixed opponent table on the same states."""
     return _follow(tree, table.actions, np.asarray(payoff, float)) / tree.rounds
+
+
+class RepeatedAudit:
+    """`audit(agent, ...)`, what `sepo exploit` asks a repeated game's solver, shared by the
+    domains whose solvers run this DP. A domain's solver provides `game` (with `rounds` and
+    `memory`), `stage`, `keys`, `decisions()`, `solve_table(table, threshold)`, `result(solved)`,
+    `response(solved)`, `decision_after(history)` (the agent's decision after a history of (own,
+    other) actions) and `whole_history()` (the same game's solver over whole histories).
+
+    Which tree, from what is known about the agent (never from the solver alone):
+    - a table over the solver's keys: the table's own states, exact;
+    - an agent that declares a small state (`declared_state`): the DP over (round, that state),
+      exact whatever the number of rounds, unless a projection is asked for;
+    - `projection` (the user gave `--memory M`): the memory-M states, exact only for an agent that
+      declares it reads at most M rounds, else labelled the gap of a memory-M projection;
+    - anything else (a language model, a strategy reading the whole history): the whole history
+      the agent reads, exact, or pruned below `threshold` with its error bound; refused in one
+      line when it would not fit in memory."""
+
+    def audit(self, agent: Policy, threshold: float = 0.0, projection: bool = False, replicates: int = 1000,
+              seed: int = 0):
+        from dataclasses import replace
+
+        from sepo.metrics.exact import Audit
+
+        if threshold and not 0.0 < threshold < 1.0:
+            raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
+        memory = self.game.memory
+        if threshold and memory is not None and projection:
+            raise SepoError("--threshold needs the full history tree; drop --memory to prune")
+        if getattr(agent, "table", None) is not None and getattr(agent, "keys", None) is not None \
+                and memory is not None and tuple(agent.keys) == tuple(self.keys):
+            return self._audit_table(agent, self, threshold, replicates, seed, labelled_for=None)
+        state_of = declared_state(agent)
+        if state_of is not None and not (projection and memory is not None):
+            solved = solve(state_tree(self.stage, self.game.rounds, self._reader(agent), state_of))
+            result = self.result(solved)
+            method = (f"exact DP over (round, the agent's declared state) nodes: {solved.states} nodes over "
+                      f"{self.game.rounds} rounds" + ("; nothing pruned (--threshold is not needed)" if threshold else ""))
+            return Audit(replace(result, method=method), self.response(solved),
+                         {"policy": "exact", "exact": True, "states": solved.states})
+        if memory is not None and projection:
+            return self._audit_table(agent, self, 0.0, replicates, seed, labelled_for=agent)
+        whole = self if memory is None else self.whole_history()
+        if threshold:
+            return whole._audit_pruned(agent, threshold, replicates, seed)
+        return self._audit_table(agent, whole, 0.0, replicates, seed, labelled_for=None)
+
+    def _reader(self, agent: Policy):
+        """Reads `agent`'s played policy at (round, history) queries, one batched call each."""
+        from sepo.policies.text_policy import policy_estimate
+
+        def reader(queries):
+            decisions = [self.decision_after(history) for _, history in queries]
+            return policy_estimate(agent, decisions).table()[:, : self.stage.shape[0]]
+
+        return reader
+
+    def _audit_table(self, agent: Policy, solver, threshold: float, replicates: int, seed: int, labelled_for):
+        """The agent read at every key of `solver` (one batched call), solved; for an estimated
+        policy, the value's interval from its resampled replies."""
+        from sepo.metrics.bootstrap import boundary_interval
+        from sepo.metrics.exact import Audit, labelled
+        from sepo.policies.text_policy import policy_estimate
+
+        if callable(getattr(agent, "estimate", None)) and len(solver.keys) > MAX_PROMPTED_STATES:
+            raise SepoError(f"reading the agent at all {len(solver.keys):,} information states of {solver.game.rounds} rounds "
+                            f"means as many prompts (more than {MAX_PROMPTED_STATES:,}); give --threshold P to read only the "
+                            "branches it reaches with probability at least P, --memory M for a memory-M projection, or "
+                            "fewer --rounds")
+        try:
+            estimate = policy_estimate(agent, solver.decisions())
+        except NotImplementedError:
+            raise SepoError(f"agent {getattr(agent, 'name', agent)!r} cannot give action probabilities, which exact "
+                            "values need") from None
+        table = estimate.table()
+        solved = solver.solve_table(table, threshold)
+        result = solver.result(solved)
+        if labelled_for is not None:
+            result = labelled(result, labelled_for, solver.game.memory, solver.keys)
+        interval = None
+        if not estimate.exact:
+            values = np.array([solver.solve_table(t, threshold).gap for t in estimate.resample(replicates, seed)])
+            interval = list(boundary_interval(result.value, values))
+        return Audit(result, solver.response(solved), estimate.record(), interval)
+
+    def _audit_pruned(self, agent: Policy, threshold: float, replicates: int, seed: int):
+        """The agent read one batched call per round on the branches it reaches with probability at
+        least `threshold`; for an estimated policy, the value's interval from its resampled replies
+        on the same branches."""
+        from sepo.metrics.bootstrap import boundary_interval
+        from sepo.metrics.exact import Audit
+        from sepo.policies.text_policy import policy_estimate
+
+        check_tree_fits(self.stage, self.game.rounds, None, threshold, what="the pruned joint-history tree")
+        n_a = self.stage.shape[0]
+        estimates, rows = [], []  # per reader call: its estimate, and per query the estimate's row
+
+        def reader(queries):
+            decisions, index = {}, []  # a prompt met twice (the same key) is read once
+            for _, history in queries:
+                decision = self.decision_after(history)
+                index.append(decisions.setdefault(decision.info_key, (len(decisions), decision))[0])
+            estimate = policy_estimate(agent, [decision for _, decision in decisions.values()])
+            estimates.append(estimate)
+            rows.append(np.array(index, dtype=np.int64))
+            return estimate.table()[index, :n_a]
+
+        tree = read_agent(self.stage, self.game.rounds, reader, None, threshold)
+        solved = solve(tree)
+        exact_policy = all(e.exact for e in estimates)
+        interval = None
+        if not exact_policy:
+            draws = [e.resample(replicates, seed + i) for i, e in enumerate(estimates)]
+            values = []
+            for r in range(replicates):
+                levels = [Level(level.histories, draw[r][index, :n_a], level.children, level.reach)
+                          for level, draw, index in zip(tree.levels, draws, rows)]
+                values.append(gap_value(AgentTree(tree.stage, tree.rounds, None, threshold, levels)))
+            interval = list(boundary_interval(solved.gap, np.array(values)))
+        states = sum(len(e.decisions) for e in estimates)
+        samples = max((e.samples for e in estimates), default=0)
+        record = {"policy": "exact" if exact_policy else f"estimated ({samples} replies per state)", "exact": exact_policy,
+                  "replies_per_state": None if exact_policy else samples, "states": states,
+                  "invalid_replies": int(sum(sum(e.invalid) for e in estimates)),
+                  "replies": int(sum(sum(c.sum() for c in e.counts) for e in estimates))}
+        return Audit(self.result(solved), self.response(solved), record, interval)

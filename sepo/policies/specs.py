@@ -30,6 +30,7 @@ class UniformPolicy(Policy):
     """Every legal action with the same probability."""
 
     name = "uniform"
+    classifier = {"memory_depth": 0, "stochastic": True}
 
     def action_probabilities(self, decision: Decision) -> dict[int, float]:
         return {a: 1.0 / len(decision.legal_actions) for a in decision.legal_actions}

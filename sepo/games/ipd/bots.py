@@ -1,7 +1,9 @@
 """Scripted IPD players: the paper's opponents (paper-protocol §3.1) and demonstrators.
 
 Each bot is a small class with a `name`, a `classifier` (Axelrod's keys: `memory_depth`, the
-number of past joint moves it needs besides the round index, and `stochastic`) and one rule,
+number of past joint moves its play reads, and `stochastic`), where the whole history would be
+needed a small `play_state(history)` its play depends on besides the round (the exact solver's
+states), and one rule,
 `cooperate_probability(own, other)`, vectorised over many histories at once: `own` and `other`
 are `[n, t]` arrays of past moves (0 = COOPERATE, 1 = DEFECT) at round index t. The same rule
 serves play (`action_probabilities`), fast batched rollouts and the exact DP.
@@ -94,6 +96,11 @@ class GrimTrigger(IPDBot):
     name = "GrimTrigger"
     classifier = {"memory_depth": float("inf"), "stochastic": False}
 
+    @staticmethod
+    def play_state(history) -> bool:
+        """Whether the other has defected yet: all the play depends on."""
+        return any(other == 1 for _, other in history)
+
     def cooperate_probability(self, own, other):
         return (other == 0).all(axis=1).astype(float)
 
@@ -118,7 +125,12 @@ class AlternatingDefect(IPDBot):
     """Defects at round indices 0, 2, 4, ... and cooperates at 1, 3, 5, ..., whatever happens."""
 
     name = "AlternatingDefect"
-    classifier = {"memory_depth": 0, "stochastic": False}
+    classifier = {"memory_depth": float("inf"), "stochastic": False}  # it reads the round, not a few moves
+
+    @staticmethod
+    def play_state(history) -> tuple:
+        """Nothing besides the round."""
+        return ()
 
     def cooperate_probability(self, own, other):
         return float(own.shape[1] % 2 == 1) * _rounds(own)

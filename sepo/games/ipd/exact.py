@@ -9,11 +9,14 @@ opponent, and ∂gap/∂table with the maximiser held fixed.
 
 With `memory=n` the DP runs on (round, last n rounds) states: exact for any agent that
 remembers at most n rounds (tabular memory-n policies, TFT with n = 1), and the gap of the
-memory-n policy that plays like the agent at the canonical decisions otherwise.
+memory-n policy that plays like the agent at the canonical decisions otherwise: a projection,
+neither an upper nor a lower bound, and labelled so (`sepo.metrics.exact.labelled`).
 
-Language models and other costly agents can instead be read round by round with
-`evaluate_agent(agent, threshold)`: branches the agent reaches with probability below the
-threshold are not expanded, and the bound on the error this causes is reported.
+`audit(agent, threshold, projection)` (`sepo.metrics.repeated.RepeatedAudit`) picks the tree from
+what the agent declares: a bot's or an Axelrod strategy's small state gives an exact DP over
+(round, state) at any number of rounds; a language model is read on the whole history, round by
+round when pruning below `threshold` (the error bound reported). The whole tree is refused in one
+line before it is built when it would not fit in memory.
 """
 from __future__ import annotations
 
@@ -24,11 +27,12 @@ from sepo.games.base import Decision
 from sepo.games.ipd.rules import ACTION_NAMES, LETTERS, IteratedPrisonersDilemma, history_key
 from sepo.metrics.exact import ExactResult
 from sepo.games.ipd.rollouts import key_rows
-from sepo.metrics.repeated import AgentTree, HistoryTable, RepeatedResult, dense_histories, read_agent, solve, tree_from_levels
+from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, dense_histories,
+                                   read_agent, solve, tree_from_levels)
 from sepo.policies.base import Policy
 
 
-class IPDSolver:
+class IPDSolver(RepeatedAudit):
     """Exact DP over the joint-history tree of one IPD game, the agent in seat 0."""
 
     value_name = "adversarial_gap"
@@ -37,16 +41,29 @@ class IPDSolver:
         self.game = game
         self.agent_player = agent_player
         self.stage = game.stage_game(agent_player)
-        self.keys = tuple(game.info_keys())
-        self._row = {key: i for i, key in enumerate(self.keys)}
+        self.memory = game.memory
+        self._keys: tuple[str, ...] | None = None
         self._decisions: list[Decision] | None = None
+        self._states: dict = {}
         if game.memory is None:
-            self.method = f"exact DP over the joint-history tree ({game.rounds} rounds, {len(self.keys)} agent histories)"
+            histories = sum(4**t for t in range(game.rounds))
+            self.method = f"exact DP over the joint-history tree ({game.rounds} rounds, {histories:,} agent histories)"
         else:
             self.method = (f"exact DP over (round, last {game.memory} rounds) states: exact for agents that remember at most "
                            f"{game.memory} rounds")
 
     # -- the agent's information states ---------------------------------------------------------
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every information-state key (built once, after checking that the tree fits)."""
+        if self._keys is None:
+            depth = self.game.rounds - 1 if self.game.memory is None else min(self.game.memory, self.game.rounds - 1)
+            check_tree_fits(self.stage, self.game.rounds, self.game.memory, agent_states=sum(4**l for l in range(depth + 1)),
+                            what="the IPD's joint-history tree" if self.game.memory is None else "the IPD's memory states")
+            self._keys = tuple(self.game.info_keys())
+            self._row = {key: i for i, key in enumerate(self._keys)}
+        return self._keys
+
     def decisions(self) -> list[Decision]:
         """One decision per information-state key, at the first round where it occurs."""
         if self._decisions is None:
@@ -68,7 +85,8 @@ class IPDSolver:
         return self._decisions
 
     def _rows(self, queries) -> np.ndarray:
-        return np.array([self._row[history_key(self.game.remembered(history))] for _, history in queries], dtype=np.int64)
+        row = {key: i for i, key in enumerate(self.keys)} if self._keys is None else self._row
+        return np.array([row[history_key(self.game.remembered(history))] for _, history in queries], dtype=np.int64)
 
     def solve_table(self, table, threshold: float = 0.0) -> RepeatedResult:
         table = np.asarray(table, dtype=float)
@@ -118,45 +136,32 @@ class IPDSolver:
     def _tree_rows(self) -> list[np.ndarray]:
         return [key_rows(level // 2, level % 2, self.game.memory) for level in dense_histories(self.stage, self.game.rounds, self.game.memory)]
 
-    # -- costly agents, read round by round --------------------------------------------------------
-    def evaluate_agent(self, agent: Policy, threshold: float = 0.0) -> tuple[ExactResult, HistoryTable]:
-        """Read the policy `agent` plays (`policy_estimate`: exact, or estimated from its replies for
-        a sampled text agent) on the tree, one batched call per round when pruning, else one call
-        over all keys, and solve. Prompts that repeat (the same information-state key) are read once.
-        Returns the result and the gap-maximising opponent."""
-        from sepo.policies.text_policy import policy_estimate
+    # -- any agent: the tree its declared memory allows (RepeatedAudit) ---------------------------
+    def response(self, solved: RepeatedResult) -> HistoryTable:
+        return HistoryTable(solved.gap_table, "BestResponse", LETTERS, LETTERS)
 
-        if threshold == 0.0 or self.game.memory is not None:
-            if threshold and self.game.memory is not None:
-                raise SepoError("--threshold needs the full history tree; drop --memory to prune")
-            table = policy_estimate(agent, self.decisions()).table()
-            return self._answer(self.solve_table(table))
-        states = {(): self.game.new_initial_state()}
+    def whole_history(self) -> "IPDSolver":
+        return IPDSolver(self.game.with_memory(None), self.agent_player)
 
-        def reader(queries):
-            decisions = {}
-            for _, history in queries:
-                key = history_key(self.game.remembered(history))
-                if key not in decisions:
-                    decisions[key] = self._state_after(states, history).decision(self.agent_player)
-            table = policy_estimate(agent, list(decisions.values())).table()
-            rows = {key: i for i, key in enumerate(decisions)}
-            return table[[rows[history_key(self.game.remembered(h))] for _, h in queries]]
+    def decision_after(self, history: tuple) -> Decision:
+        """The agent's decision after `history` ((own, other) moves), from cached parent states."""
+        return self._state_after(tuple(history)).decision(self.agent_player)
 
-        return self._answer(solve(read_agent(self.stage, self.game.rounds, reader, None, threshold)))
+    def evaluate_agent(self, agent: Policy, threshold: float = 0.0, projection: bool = True) -> tuple[ExactResult, HistoryTable]:
+        """`audit`'s result and gap-maximising opponent (a memory game's states by default)."""
+        found = self.audit(agent, threshold, projection)
+        return found.result, found.response
 
-    def _answer(self, solved: RepeatedResult) -> tuple[ExactResult, HistoryTable]:
-        return self.result(solved), HistoryTable(solved.gap_table, "BestResponse", LETTERS, LETTERS)
-
-    def _state_after(self, states: dict, history: tuple):
-        if history not in states:
-            parent = self._state_after(states, history[:-1])
-            own, other = history[-1]
-            child = parent.clone()
-            child.apply_actions((own, other) if self.agent_player == 0 else (other, own))
-            states[history] = child
-        return states[history]
-
+    def _state_after(self, history: tuple):
+        if history not in self._states:
+            if not history:
+                self._states[history] = self.game.new_initial_state()
+            else:
+                own, other = history[-1]
+                child = self._state_after(history[:-1]).clone()
+                child.apply_actions((own, other) if self.agent_player == 0 else (other, own))
+                self._states[history] = child
+        return self._states[history]
 
 
 def solver(game: IteratedPrisonersDilemma) -> IPDSolver:

@@ -188,6 +188,14 @@ class IteratedPrisonersDilemma(Game):
         reward = min(self.payoffs.rstp(0)["R"], self.payoffs.rstp(1)["R"])
         return float(reward) if reward > 0 else float(np.abs(self.payoffs.matrix).max() or 1.0)
 
+    def with_memory(self, memory: int | None) -> "IteratedPrisonersDilemma":
+        """The same game with information states that keep `memory` rounds (None: the whole history)."""
+        import copy
+
+        other = copy.copy(self)
+        other.memory = None if memory is None or memory >= self.rounds else int(memory)
+        return other
+
     def remembered(self, history):
         """The part of a history that the information state keeps (the last `memory` rounds)."""
         return history if self.memory is None else history[len(history) - min(len(history), self.memory):]

@@ -10,9 +10,11 @@ opponent, and ∂gap/∂table with the maximiser held fixed.
 
 With `memory=n` the DP runs on (round, last n rounds) states: exact for any agent that
 remembers at most n rounds (the paper's bots need one), and the gap of the memory-n policy that
-plays like the agent at the canonical decisions otherwise. Language models can instead be read
-round by round (`evaluate_agent(agent, threshold)`), pruning branches below the threshold with
-the error bound reported.
+plays like the agent at the canonical decisions otherwise: a projection, neither an upper nor a
+lower bound, labelled so. `audit(agent, threshold, projection)` (`RepeatedAudit`) solves a bot
+on (round, its declared state) at any number of rounds and reads a language model on the whole
+history it reads (round by round, pruning below `threshold` with the error bound reported),
+refusing in one line a tree that would not fit in memory.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from sepo.errors import SepoError
 from sepo.games.base import Decision
 from sepo.games.negotiation.rules import SplitBargaining
 from sepo.metrics.exact import ExactResult
-from sepo.metrics.repeated import AgentTree, HistoryTable, RepeatedResult, dense_histories, read_agent, solve, tree_from_levels
+from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, dense_histories,
+                                   read_agent, solve, tree_from_levels)
 from sepo.policies.base import Policy
 
 
@@ -40,7 +43,7 @@ def key_rows(own: np.ndarray, other: np.ndarray, memory: int | None, k: int) -> 
     return offset + code
 
 
-class NegotiationSolver:
+class NegotiationSolver(RepeatedAudit):
     """Exact DP over the joint-demand tree of one split-bargaining game, the agent in seat 0."""
 
     value_name = "adversarial_gap"
@@ -50,32 +53,48 @@ class NegotiationSolver:
         self.agent_player = agent_player
         self.k = game.num_demands
         self.stage = game.stage_game(agent_player)
-        self.keys = tuple(game.info_keys())
-        self._row = {key: i for i, key in enumerate(self.keys)}
+        self.memory = game.memory
+        self._keys: tuple[str, ...] | None = None
         self._decisions: list[Decision] | None = None
         if game.memory is None:
+            histories = sum((self.k ** 2) ** t for t in range(game.rounds))
             self.method = (f"exact DP over the joint-demand tree ({game.rounds} rounds, {self.k ** 2} joint demands a round, "
-                           f"{len(self.keys)} agent histories)")
+                           f"{histories:,} agent histories)")
         else:
             self.method = (f"exact DP over (round, last {game.memory} rounds) states: exact for agents that remember at most "
                            f"{game.memory} rounds")
 
     # -- the agent's information states ---------------------------------------------------------
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every information-state key (built once, after checking that the tree fits)."""
+        if self._keys is None:
+            depth = self.game.rounds - 1 if self.game.memory is None else min(self.game.memory, self.game.rounds - 1)
+            check_tree_fits(self.stage, self.game.rounds, self.game.memory,
+                            agent_states=sum((self.k ** 2) ** l for l in range(depth + 1)),
+                            what="split bargaining's joint-demand tree" if self.game.memory is None else
+                            "split bargaining's memory states")
+            self._keys = tuple(self.game.info_keys())
+            self._row = {key: i for i, key in enumerate(self._keys)}
+        return self._keys
+
     def decisions(self) -> list[Decision]:
         """One decision per information-state key, at the first round where it occurs."""
         if self._decisions is None:
+            keys = self.keys  # refuses a tree that would not fit before building it
             k, memory = self.k, self.game.memory
             depth = self.game.rounds - 1 if memory is None else min(memory, self.game.rounds - 1)
             decisions = []
             for level in dense_histories(self.stage, depth + 1, None):
                 for row in level.tolist():
                     decisions.append(self.game.decision_after(tuple((j // k, j % k) for j in row), self.agent_player))
-            assert tuple(d.info_key for d in decisions) == self.keys
+            assert tuple(d.info_key for d in decisions) == keys
             self._decisions = decisions
         return self._decisions
 
     def _rows(self, queries) -> np.ndarray:
-        return np.array([self._row[self.game.history_key(self.game.remembered(history))] for _, history in queries], dtype=np.int64)
+        row = {key: i for i, key in enumerate(self.keys)} if self._keys is None else self._row
+        return np.array([row[self.game.history_key(self.game.remembered(history))] for _, history in queries], dtype=np.int64)
 
     def _check(self, table) -> np.ndarray:
         table = np.asarray(table, dtype=float)
@@ -103,9 +122,9 @@ class NegotiationSolver:
 
     def best_response(self, table) -> Policy:
         """The gap-maximising opponent (against it, the pool's exploit score is the gap)."""
-        return self._response(self.solve_table(table))
+        return self.response(self.solve_table(table))
 
-    def _response(self, solved: RepeatedResult) -> HistoryTable:
+    def response(self, solved: RepeatedResult) -> HistoryTable:
         names = self.game.action_names
         return HistoryTable(solved.gap_table, "BestResponse", [f"{name}-" for name in names], names)
 
@@ -133,32 +152,17 @@ class NegotiationSolver:
         k, memory = self.k, self.game.memory
         return [key_rows(level // k, level % k, memory, k) for level in dense_histories(self.stage, self.game.rounds, memory)]
 
-    # -- costly agents, read round by round --------------------------------------------------------
-    def evaluate_agent(self, agent: Policy, threshold: float = 0.0) -> tuple[ExactResult, HistoryTable]:
-        """Read the policy `agent` plays (`policy_estimate`: exact, or estimated from a sampled text
-        agent's replies) one batched call per round, not expanding branches the agent reaches with
-        probability below `threshold`, and solve. Returns the result and the gap-maximising opponent."""
-        from sepo.policies.text_policy import policy_estimate
+    # -- any agent: the tree its declared memory allows (RepeatedAudit) ---------------------------
+    def whole_history(self) -> "NegotiationSolver":
+        return NegotiationSolver(self.game.with_memory(None), self.agent_player)
 
-        if threshold == 0.0 or self.game.memory is not None:
-            if threshold and self.game.memory is not None:
-                raise SepoError("--threshold needs the full history tree; drop --memory to prune")
-            table = policy_estimate(agent, self.decisions()).table()
-            solved = self.solve_table(table)
-            return self.result(solved), self._response(solved)
+    def decision_after(self, history: tuple) -> Decision:
+        return self.game.decision_after(tuple(history), self.agent_player)
 
-        def reader(queries):
-            decisions = {}
-            for _, history in queries:
-                key = self.game.history_key(history)
-                if key not in decisions:
-                    decisions[key] = self.game.decision_after(history, self.agent_player)
-            table = policy_estimate(agent, list(decisions.values())).table()
-            rows = {key: i for i, key in enumerate(decisions)}
-            return table[[rows[self.game.history_key(h)] for _, h in queries]]
-
-        solved = solve(read_agent(self.stage, self.game.rounds, reader, None, threshold))
-        return self.result(solved), self._response(solved)
+    def evaluate_agent(self, agent: Policy, threshold: float = 0.0, projection: bool = True) -> tuple[ExactResult, HistoryTable]:
+        """`audit`'s result and gap-maximising opponent (the game's memory states by default)."""
+        found = self.audit(agent, threshold, projection)
+        return found.result, found.response
 
 
 def solver(game: SplitBargaining) -> NegotiationSolver:

@@ -147,6 +147,14 @@ class SplitBargaining(Game):
         return 3.0 if self.paper_version == "code" else self.pie / 2.0
 
     # -- information states --------------------------------------------------------------------------
+    def with_memory(self, memory: int | None) -> "SplitBargaining":
+        """The same game with information states that keep `memory` rounds (None: the whole history)."""
+        import copy
+
+        other = copy.copy(self)
+        other.memory = None if memory is None or memory >= self.rounds else int(memory)
+        return other
+
     def remembered(self, history):
         return history if self.memory is None else history[len(history) - min(len(history), self.memory):]
 

@@ -8,6 +8,7 @@ from sepo.games import load_game
 from sepo.games.ipd.bots import BOTS
 from sepo.games.ipd.exact import IPDSolver
 from sepo.metrics.exact import action_table, solver_for
+from sepo.policies.base import Policy
 from sepo.policies.tabular import TabularPolicy
 
 
@@ -99,3 +100,102 @@ def test_best_response_table_reads_as_rounds_histories_and_moves():
     by_key = {(r["round"], r["history"]): r["action"] for r in rows}
     assert all(by_key[(3, history)] == "D" for (r, history) in by_key if r == 3)  # the last round: always defect
     assert set(by_key.values()) <= {"C", "D"}
+
+
+# -- long matches: the DP over (round, the agent's declared state) ------------------------------------
+_PAYOFF = {(0, 0): (3, 3), (0, 1): (0, 5), (1, 0): (5, 0), (1, 1): (1, 1)}  # (agent move, opponent move) -> (agent, opponent)
+_ZD_EXTORT2 = {(0, 0): 8 / 9, (0, 1): 1 / 2, (1, 0): 1 / 3, (1, 1): 0.0}  # P(C | own last, other's last), R,S,T,P = 3,0,5,1
+
+# each agent as a machine written here: (start state, P(cooperate | round, state), next state after (own, other))
+_MACHINES = {
+    "AlwaysCooperate": (None, lambda t, s: 1.0, lambda s, a, o: None),
+    "AlwaysDefect": (None, lambda t, s: 0.0, lambda s, a, o: None),
+    "TFT": (None, lambda t, s: 1.0 if s in (None, 0) else 0.0, lambda s, a, o: o),
+    "GenerousTFT": (None, lambda t, s: 1.0 if s in (None, 0) else 0.25, lambda s, a, o: o),
+    "GrimTrigger": (False, lambda t, s: 0.0 if s else 1.0, lambda s, a, o: s or o == 1),
+    "Mixed": (None, lambda t, s: 0.5, lambda s, a, o: None),
+    "AlternatingDefect": (None, lambda t, s: float(t % 2 == 1), lambda s, a, o: None),
+    "Random": (None, lambda t, s: 0.5, lambda s, a, o: None),
+    "axelrod:ZDExtort2": (None, lambda t, s: 1.0 if s is None else _ZD_EXTORT2[s], lambda s, a, o: (a, o)),
+}
+
+
+def _reference(machine, rounds):
+    """Backward induction over (round, machine state), written independently of sepo: the gap and
+    the best-response payoff per round."""
+    start, cooperate, step = machine
+    values: dict = {}
+
+    def value(t, s, index):  # index 0: u_O - u_A, 1: u_O
+        if t == rounds:
+            return 0.0
+        if (t, s, index) not in values:
+            p = cooperate(t, s)
+            values[(t, s, index)] = max(
+                sum(q * ((_PAYOFF[a, o][1] - _PAYOFF[a, o][0]) if index == 0 else _PAYOFF[a, o][1])
+                    + q * value(t + 1, step(s, a, o), index) for a, q in ((0, p), (1, 1 - p)) if q > 0)
+                for o in (0, 1))
+        return values[(t, s, index)]
+
+    return value(0, start, 0) / rounds, value(0, start, 1) / rounds
+
+
+@pytest.mark.parametrize("rounds", [12, 50])
+@pytest.mark.parametrize("name", list(_MACHINES))
+def test_long_matches_are_solved_exactly_on_the_agents_state(name, rounds):
+    if name.startswith("axelrod:"):
+        pytest.importorskip("axelrod")
+        from sepo.games.ipd.axelrod_bots import AxelrodPlayer
+
+        agent = AxelrodPlayer(name.split(":", 1)[1])
+    else:
+        agent = BOTS[name]()
+    found = IPDSolver(load_game("ipd", rounds=rounds)).audit(agent)
+    gap, br = _reference(_MACHINES[name], rounds)
+    assert found.result.exact and "declared state" in found.result.method
+    assert found.result.value == pytest.approx(gap, abs=1e-12) and found.result.br_payoff == pytest.approx(br, abs=1e-12)
+    assert found.result.extra["states"] <= 1 + 4 * (rounds - 1)  # a few nodes a round, not 4^t
+
+
+def test_the_state_best_response_plays_and_earns_the_gap():
+    game = load_game("ipd", rounds=12)
+    for name in ("GrimTrigger", "AlternatingDefect", "TFT"):
+        found = IPDSolver(game).audit(BOTS[name]())
+        episode = play_episodes(game, BOTS[name](), [found.response], [0], agent_seed=0)[0]
+        gap = (episode.opponent_payoffs.sum() - episode.agent_payoffs.sum()) / game.rounds
+        assert gap == pytest.approx(found.result.value, abs=1e-12)
+
+
+class _Undeclared(Policy):
+    """Plays like TFT but declares nothing about its memory (as a language model does)."""
+
+    name = "undeclared"
+
+    def action_probabilities(self, decision):
+        return BOTS["TFT"]().action_probabilities(decision)
+
+
+def test_a_tree_that_would_not_fit_is_refused_in_one_line(monkeypatch):
+    with pytest.raises(SepoError, match="--memory M.*--threshold P") as refused:
+        IPDSolver(load_game("ipd", rounds=30)).audit(_Undeclared())
+    assert "\n" not in str(refused.value)
+    import sepo.metrics.repeated as repeated
+
+    monkeypatch.setattr(repeated, "memory_budget", lambda: 10 * 2**20)  # 10 MiB: 8 rounds (21,845 states) no longer fit
+    with pytest.raises(SepoError, match="joint-history tree at 8 rounds has 21,845 states"):
+        IPDSolver(load_game("ipd")).audit(_Undeclared())
+    assert IPDSolver(load_game("ipd", rounds=8)).audit(BOTS["GrimTrigger"]()).result.exact  # a small state still solves
+
+
+def test_exact_only_when_the_agent_reads_at_most_the_memory():
+    short = IPDSolver(load_game("ipd", memory=1))
+    projected = short.audit(BOTS["AlternatingDefect"](), projection=True).result
+    assert projected.value == pytest.approx(4.375) and not projected.exact and projected.extra["projection_memory"] == 1
+    assert IPDSolver(load_game("ipd", memory=2)).audit(BOTS["AlternatingDefect"](), projection=True).result.exact is False
+    truth = short.audit(BOTS["AlternatingDefect"]()).result  # no projection asked: its own state, exact
+    assert truth.value == pytest.approx(2.5) and truth.exact
+    assert short.audit(BOTS["TFT"](), projection=True).result.exact  # TFT reads one round
+    unknown = short.audit(_Undeclared(), projection=True).result
+    assert not unknown.exact and unknown.extra["projection_memory"] == 1
+    whole = short.audit(_Undeclared()).result  # no projection asked: the whole history it reads
+    assert whole.exact and whole.value == pytest.approx(0.625) and "joint-history tree" in whole.method

@@ -44,11 +44,16 @@ def test_exploit_json():
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["adversarial_gap"] == 0.0 and data["br_payoff"] == pytest.approx(4.0) and data["exact"] is True
-    assert data["information_states"] == 82 and "last 1 rounds" in data["method"]
+    # Concede reads the last round: its DP runs over (round, last joint demand) nodes it reaches (it demands
+    # 6, or 5 after a breakdown, against any of 9 demands)
+    assert data["information_states"] == 1 + 9 + 18 + 18 and "declared state" in data["method"]
     assert {"round", "history", "action"} <= set(data["best_response"][0])
+    table = json.loads(_run("exploit", "--game", "negotiation", "--agent", "bot:Concede", "--memory", "1", "--json").stdout)
+    assert table["information_states"] == 82 and "last 1 rounds" in table["method"] and table["exact"] is True
+    assert table["adversarial_gap"] == data["adversarial_gap"] and table["br_payoff"] == data["br_payoff"]
     uniform = json.loads(_run("exploit", "--game", "negotiation", "--agent", "uniform", "--rounds", "2", "--memory", "full",
                               "--breakdown-cost", "1", "--json").stdout)
-    assert uniform["adversarial_gap"] > 0 and "joint-demand tree" in uniform["method"]
+    assert uniform["adversarial_gap"] > 0 and "declared state" in uniform["method"]
 
 
 def test_eval_reports_bargaining_metrics():
