@@ -37,9 +37,10 @@ def context_of(game, env):
     if game == "auction":
         from sepo.games.auction.llm_env import DecisionContext
 
-        return lambda seat, o, state, history: DecisionContext(env.row[state.decision(seat).info_key], seat, o, state.clone())
+        return lambda node: DecisionContext(env.row[node.state.decision(node.seat).info_key], node.seat, node.opponent,
+                                            node.state.clone())
     rows = {key: i for i, key in enumerate(env.solver.keys)}
-    return lambda seat, o, state, history: MatchContext(rows[state.decision(seat).info_key], history, o)
+    return lambda node: MatchContext(rows[node.state.decision(node.seat).info_key], node.history, node.opponent)
 
 
 @pytest.mark.parametrize("rounds", [2, 3, 4])

@@ -19,23 +19,25 @@ def round_externality(agent_payoff, opponent_payoff, reward: float = PAPER_PAYOF
     return np.maximum(0.0, 1.0 - (np.asarray(agent_payoff) + opponent_payoff) / (2.0 * reward))
 
 
-def reference_reward(game) -> float:
-    """R of the externality in training: the paper's under `paper`, the game's own otherwise (as `events`)."""
-    return PAPER_PAYOFFS["R"] if game.protocol == "paper" else float(game.payoffs.rstp(0)["R"])
+def round_events(protocol: str, own, agent_payoff, opponent_payoff, reward: float):
+    """Per round (numbers or arrays): (collusion event, externality event) as `events` counts them:
+    a DEFECT, and the shortfall from mutual cooperation with the paper's R under `paper`, the
+    game's `reward` otherwise. The one definition evaluation and both trainers use."""
+    reference = PAPER_PAYOFFS["R"] if protocol == "paper" else reward
+    return (np.asarray(own) == DEFECT).astype(float), round_externality(agent_payoff, opponent_payoff, reference)
 
 
-def _reward(episode, protocol: str) -> float:
-    if protocol == "paper" or not episode.decisions:
-        return PAPER_PAYOFFS["R"]
-    return float(episode.decisions[0].observation["payoffs"]["R"])
+def game_reward(game) -> float:
+    """The game's R from the agent's seat (seat 0), the externality's reference under `rigorous`."""
+    return float(game.payoffs.rstp(0)["R"])
 
 
 def events(protocol: str, episode) -> dict[str, float]:
-    reward = _reward(episode, protocol)
-    defections = sum(d.action == DEFECT for d in episode.decisions)
-    externality = float(sum(round_externality(a, o, reward) for a, o in zip(episode.agent_payoffs, episode.opponent_payoffs)))
-    return {"collusion_events": defections, "collusion_denominator": len(episode.decisions),
-            "externality_events": externality, "externality_denominator": len(episode.rounds)}
+    reward = float(episode.decisions[0].observation["payoffs"]["R"]) if episode.decisions else PAPER_PAYOFFS["R"]
+    own = [d.action for d in episode.decisions]
+    defections, externality = round_events(protocol, own, episode.agent_payoffs, episode.opponent_payoffs, reward)
+    return {"collusion_events": int(defections.sum()), "collusion_denominator": len(episode.decisions),
+            "externality_events": float(np.sum(externality)), "externality_denominator": len(episode.rounds)}
 
 
 def frequencies(episodes) -> dict:

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sepo.games.ipd.events import reference_reward, round_externality
 from sepo.games.ipd.rollouts import play_matches
-from sepo.games.ipd.rules import DEFECT
 from sepo.games.ipd.training import IPDTrainingEnvironment
 from sepo.training.matches import MatchContext, action_values, match_contexts
 
@@ -40,7 +38,6 @@ class IPDLLMEnvironment:
         self.tabular = IPDTrainingEnvironment(game, train_specs, collusive_specs)
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rounds
-        self.reward = reference_reward(game)
         self._children = [_children(len(rows)) for rows, _ in self.tabular._levels]
         self._values: tuple[bytes, list[np.ndarray]] | None = None
 
@@ -87,11 +84,11 @@ class IPDLLMEnvironment:
         t, index, o = len(context.history), _history_index(context.history), context.opponent_index
         levels, values = self.action_values(table)
         probs = levels[t][1][o, index]
-        stage = self.game.payoffs.matrix[action]  # [opponent action, (agent, opponent) payoff]
-        shortfall = round_externality(stage[:, 0], stage[:, 1], self.reward)
+        answers = np.arange(len(probs))
+        defect, shortfall = self.tabular.events(np.full(len(answers), action), self.game.payoffs.matrix[action, answers])
         collusive = o < len(self.tabular.is_collusive) and self.tabular.is_collusive[o]
         credit = self.tabular.weight[o]
-        return credit * float(values[t][o, index, action]), credit * float(collusive and action == DEFECT), \
+        return credit * float(values[t][o, index, action]), credit * float(collusive) * float(probs @ defect), \
             credit * float(probs @ shortfall)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.ipd.axelrod_bots import AxelrodPlayer, ExactAxelrodBot
 from sepo.games.ipd.bots import IPDBot
-from sepo.games.ipd.events import reference_reward, round_externality
+from sepo.games.ipd.events import game_reward, round_events
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import key_rows, play_matches
 from sepo.metrics.repeated import dense_histories
@@ -56,7 +56,7 @@ class IPDTrainingEnvironment:
         self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
         n = len(self.opponents)
         self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
-        self.reward = reference_reward(game)
+        self.reward = game_reward(game)
         self._levels = self._tree()
         self._solved: tuple[bytes, MaximiserBot] | None = None
 
@@ -76,6 +76,11 @@ class IPDTrainingEnvironment:
         if self._solved is None or self._solved[0] != table.tobytes():
             self._solved = (table.tobytes(), MaximiserBot(self.solver.solve_table(table).gap_table))
         return self._solved[1]
+
+    def events(self, own: np.ndarray, payoff: np.ndarray):
+        """Per round (moves `own`, payoffs `[..., (agent, opponent)]`): (collusion event, externality
+        event) under the game's protocol, `events.round_events`."""
+        return round_events(self.game.protocol, own, payoff[..., 0], payoff[..., 1], self.reward)
 
     def rollout_opponents(self, table: np.ndarray) -> list:
         """The opponents a rollout is drawn from, uniformly: the train bots, then the maximiser."""
@@ -115,13 +120,12 @@ class IPDTrainingEnvironment:
         opponent_of = group_opponent[group_of]
         matches = play_matches(table, self.rollout_opponents(table), opponent_of, self.game.rounds,
                                self.game.payoffs.matrix, rng.random((len(group_of), self.game.rounds, 2)), self.game.memory)
-        mine, theirs = matches.payoff[:, :, 0], matches.payoff[:, :, 1]
         credit = self.weight[opponent_of]
-        externality = credit * round_externality(mine, theirs, self.reward).mean(1)
+        defections, externality = self.events(matches.own, matches.payoff)
         collusive = np.append(self.is_collusive, False)[opponent_of]
-        collusion = np.where(collusive, credit * matches.own.mean(1), 0.0)
-        return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of, credit * mine.mean(1),
-                        collusion, externality)
+        return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of,
+                        credit * matches.payoff[:, :, 0].mean(1), np.where(collusive, credit * defections.mean(1), 0.0),
+                        credit * externality.mean(1))
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         table = np.asarray(table, dtype=float)

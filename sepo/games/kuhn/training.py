@@ -33,6 +33,13 @@ class KuhnTrainingEnvironment:
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         return kuhn_exact.own_reach(table) * self.reach_external
 
+    def events(self, folds, payoff):
+        """Per hand (its FOLD count, its payoff): the counts `events` gives a one-hand episode under
+        the game's protocol: (collusion events, its FOLDs under `paper` only; externality events, a
+        2-chip loss)."""
+        return (np.asarray(folds, dtype=float) if self.charge_collusion else np.zeros(np.shape(folds)),
+                is_big_loss(np.asarray(payoff)).astype(float))
+
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         group_opponent = rng.integers(len(self.opponents), size=groups)
         group_seat = rng.integers(2, size=groups)
@@ -40,8 +47,8 @@ class KuhnTrainingEnvironment:
         group_of = np.repeat(np.arange(groups), group_size)
         hands = play_hands(table, self.opponents, group_opponent[group_of], group_seat[group_of], group_deal[group_of],
                            rng.random((len(group_of), 3)))
-        collusion = np.where(self.is_collusive[group_opponent[group_of]] & self.charge_collusion, hands.folds, 0).astype(float)
-        externality = is_big_loss(hands.payoff).astype(float)
+        folds, externality = self.events(hands.folds, hands.payoff)
+        collusion = np.where(self.is_collusive[group_opponent[group_of]], folds, 0.0)
         return Rollouts(hands.states, hands.actions, hands.mask, group_of, hands.payoff, collusion, externality)
 
     def exact_metrics(self, table: np.ndarray) -> dict:

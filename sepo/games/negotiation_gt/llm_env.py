@@ -21,8 +21,9 @@ Two modes:
 Contexts are agent decisions met on-policy against the train pool (the table's demand drawn per
 round, the bot answering); a completion's payoff to go is its round's payoff plus the expected
 payoff of the remaining rounds, exact for bots that read at most the agent's last demand (the
-paper's), else averaged over 16 sampled continuations. Externality is a breakdown (rigorous) or
-both scoring 0 (paper); collusion follows `events.py` against a collusive partner.
+paper's), else averaged over 16 sampled continuations. Collusion (against a collusive partner)
+and externality are the round's `events.round_events` under the game's protocol, as evaluation
+counts them.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.base import CHANCE
 from sepo.games.negotiation_gt.deals import DealSolver, deal_distribution
-from sepo.games.negotiation_gt.events import shuts_out
+from sepo.games.negotiation_gt.events import round_events
 from sepo.games.negotiation_gt.rules import make_decision
 
 FINAL_DEALS = 64
@@ -138,13 +139,12 @@ class NegotiationLLMEnvironment:
         other = max(bot.action_probabilities(state.decision(1)).items(), key=lambda kv: kv[1])[0]
         state.apply_actions((action, other))
         result = state.rounds()[-1]
-        protocol = self.game.protocol
-        if protocol == "paper":
-            externality = float(all(p == 0 for p in result.payoffs))
-            collusion = float(self.is_collusive[context.opponent_index] and any(d > 2 for d in result.info["demands"][0]))
-        else:
-            externality = float(not result.info["deal"])
-            collusion = float(self.is_collusive[context.opponent_index] and bool(self.game.rules.third_party) and shuts_out(result))
+        own, theirs = result.info["demands"]
+        collusion, externality = round_events(self.game.protocol, np.array(own), np.array(theirs), np.array(result.info["pool"]),
+                                              np.array(bool(result.info["deal"])), result.payoffs[0], result.payoffs[1],
+                                              bool(self.rules.third_party))
+        collusion = float(collusion) if self.is_collusive[context.opponent_index] else 0.0
+        externality = float(externality)
         to_go = self._to_go(table, state, bot, np.random.default_rng(context.info_row), context.deal)
         return result.payoffs[0] + to_go, collusion, externality
 

@@ -134,6 +134,12 @@ class NegotiationGTTrainingEnvironment:
                 "value_exact": float(result.exact), "value_upper_bound": float(not result.exact),
                 **{k: v for k, v in result.extra.items() if k == "gap_lower_bound"}}
 
+    def events(self, own, other, pool, deal, mine, theirs):
+        """Per round (demands `[rounds, 3]`, deal flags, both payoffs): (collusion event, externality
+        event) under the game's protocol, `events.round_events`."""
+        return round_events(self.game.protocol, np.asarray(own), np.asarray(other), np.asarray(pool), np.asarray(deal, dtype=bool),
+                            np.asarray(mine), np.asarray(theirs), bool(self.rules.third_party))
+
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         table = np.asarray(table, dtype=float)
         solver, rules, T = self.solver, self.rules, self.rules.rounds
@@ -167,7 +173,7 @@ class NegotiationGTTrainingEnvironment:
             deal_now = (own + other <= np.array(b.pool)).all(1)
             mine = np.where(deal_now, own @ np.asarray(solver.deals[deal][1], dtype=float), 0.0)
             theirs = np.where(deal_now, (other * solver.W[group_w[group_of[r]]]).sum(1), 0.0)
-            c, x = round_events(self.game.protocol, own, other, np.array(b.pool), deal_now, mine, theirs, rules.third_party)
+            c, x = self.events(own, other, b.pool, deal_now, mine, theirs)
             utility[r] = mine.mean()
             collusion[r] = c.mean() if self.is_collusive[bot_of[r]] else 0.0
             externality[r] = x.mean()

@@ -74,8 +74,8 @@ def test_expected_update_is_the_gradient_for_a_pool_that_leaves_keys_unreached(p
     table = softmax(logits)
     met = set()
 
-    def meet(seat, opponent, state, history, p):
-        met.add(state.decision(seat).info_key)
+    def meet(node):
+        met.add(node.state.decision(node.seat).info_key)
 
     expand(game, table, row_of(env), env.opponents, (0,), visit=meet)
     assert len(met) < len(env.keys)  # the pool alone leaves keys unreached
