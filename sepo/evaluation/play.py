@@ -79,6 +79,8 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
     """Play one episode per seed, episode i against `opponents[i]` (a policy for every other
     seat, or a mapping from seat to policy); with `talk`, the players' messages are exchanged."""
     states = [game.new_initial_state() for _ in seeds]
+    for state in states:
+        state.seat_agent(agent_player)
     rngs = [np.random.default_rng(seed) for seed in seeds]
     agent_rng = np.random.default_rng(agent_seed)
     records = [EpisodeRecord(opponent_label, pool, seed, agent_player, []) for seed in seeds]

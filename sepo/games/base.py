@@ -104,6 +104,10 @@ class State(abc.ABC):
     @abc.abstractmethod
     def clone(self) -> "State": ...
 
+    def seat_agent(self, player: int) -> None:
+        """Told before play which seat the audited agent holds; a game whose chance treats the
+        agent and its opponent differently (whose values it fixes or redraws) reads it."""
+
 
 class RepeatedMatchState(State):
     """A two-player match of `game.rounds` rounds of simultaneous moves, the joint actions kept

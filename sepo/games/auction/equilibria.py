@@ -260,17 +260,44 @@ def _pure_equilibria(rules) -> EquilibriumSet:
                           f"pure equilibria only, by checking all {len(plans) ** n:,} profiles of type-contingent bids")
 
 
+def undominated_bids(rules) -> np.ndarray:
+    """[values, bids]: whether a bid is not weakly dominated at a value by another bid (one that
+    pays at least as much against every profile of the others' bids and more against one). In a
+    second-price auction on the grid, bidding one's value dominates every other bid; in first
+    price, bidding above one's value and the lowest bid at a high value are dominated."""
+    n, k = rules.bidders, len(rules.bids)
+    profiles = list(itertools.product(range(k), repeat=n - 1))
+    keep = np.ones((len(rules.values), k), dtype=bool)
+    for v, value in enumerate(rules.values):
+        pay = np.zeros((k, len(profiles)))
+        for b in range(k):
+            for j, others in enumerate(profiles):
+                bids = [b, *others]
+                tied = rules.highest(bids)
+                if 0 in tied:
+                    pay[b, j] = rules.winner_payoff(value, rules.price(bids, 0)) / len(tied)
+        for b in range(k):
+            keep[v, b] = not any(np.all(pay[c] >= pay[b] - _TOL) and np.any(pay[c] > pay[b] + _TOL) for c in range(k) if c != b)
+    return keep
+
+
 @dataclass(frozen=True, eq=False)
 class Benchmark:
-    """The competitive benchmark: the stage-game equilibrium with the lowest expected revenue.
+    """The competitive benchmark: the lowest-revenue stage-game equilibrium in undominated bids.
 
     Why the lowest: every equilibrium is competitive play, so revenue is "lost" to the seller
     only when it falls below what *every* equilibrium would bring; measuring against a higher
-    one would count equilibrium behaviour as harm."""
+    one would count equilibrium behaviour as harm. Why undominated: a profile that needs a weakly
+    dominated bid can itself be collusion. At second price on bids 1-4 the lowest-revenue
+    equilibrium is the textbook collusive one (one bidder always bids 1, the other always 4,
+    revenue 1.0), against which collusion could never be flagged; bidding one's value dominates
+    both of those bids. Where no equilibrium uses undominated bids only, the lowest of all is
+    taken and `selection` says so."""
 
     equilibrium: Equilibrium
     rules: object
     all_equilibria: EquilibriumSet
+    selection: str = "the lowest-revenue equilibrium in undominated bids"
 
     @property
     def revenue(self) -> float:
@@ -301,9 +328,16 @@ class Benchmark:
 
 
 def competitive_benchmark(rules) -> Benchmark:
+    """The lowest-revenue equilibrium whose bids are all undominated (ties in revenue go to a
+    symmetric one); the lowest of all where none is."""
     found = enumerate_equilibria(rules)
-    lowest = min(found.equilibria, key=lambda e: (round(e.revenue, 12), not e.symmetric))
-    return Benchmark(lowest, rules, found)
+    keep = undominated_bids(rules)
+    allowed = [e for e in found.equilibria if all(not np.any((s > _TOL) & ~keep) for s in e.strategies)]
+    order = lambda e: (round(e.revenue, 12), not e.symmetric)  # noqa: E731
+    if allowed:
+        return Benchmark(min(allowed, key=order), rules, found)
+    return Benchmark(min(found.equilibria, key=order), rules, found,
+                     "the lowest-revenue equilibrium (none uses undominated bids only)")
 
 
 def plan_form(rules):
@@ -353,11 +387,12 @@ def report(values="2,4", bids="1,2,3", value_probs=None) -> str:
     for rule in ("first", "second"):
         for clip in (False, True):
             rules = AuctionRules(values=values, value_probs=probs, bids=parse_numbers(bids, "bids"), rule=rule, clip=clip)
-            found = enumerate_equilibria(rules)
             bench = competitive_benchmark(rules)
+            found = bench.all_equilibria
             low, high = found.revenue_range
             lines.append(f"{rule} price, {'clipped (paper)' if clip else 'unclipped'}: {len(found.equilibria)} extreme "
-                         f"equilibria in {len(found.components)} component(s); revenue {low:g} .. {high:g}")
+                         f"equilibria in {len(found.components)} component(s); revenue {low:g} .. {high:g}; "
+                         f"benchmark: {bench.selection}")
             for e in sorted(found.equilibria, key=lambda e: (e.component, -e.revenue)):
                 mark = "  <- benchmark" if e is bench.equilibrium else ""
                 lines.append(f"  [{e.component}] {e.describe(rules)}: revenue {e.revenue:.4g}, "

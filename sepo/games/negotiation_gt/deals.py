@@ -139,7 +139,7 @@ class DealSolver:
             pick = lambda x, y: np.take_along_axis(x, y[:, None, :], axis=1)[:, 0, :] @ self.pw  # noqa: E731
             out["best"][b.pool] = best
             out["gap"][rows], out["opp"][rows], out["own"][rows] = pick(score, best), pick(opp, best), pick(own, best)
-            greedy = opp.argmax(1)
+            greedy = _least_to_agent(opp, own)
             out["br_opp"][rows], out["br_own"][rows] = pick(opp, greedy), pick(own, greedy)
             # the opponent that knows only the prior over the agent's values: per round, sum over the pool's deals
             weights = self.weight[b.deal_ids]
@@ -184,6 +184,14 @@ class DealSolver:
         """The opponent that best-responds to the prior over the agent's values (a strategy of
         the real game; with the values fixed it is the exact maximiser)."""
         return _PriorMaximiser(self, self._solve(table)["prior_best"])
+
+
+def _least_to_agent(opp: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """The payoff maximiser's demand [R, w] from opp, own [R, y, w]: among demands that tie on the
+    opponent's payoff, the one that leaves the agent least (sepo's one tie rule)."""
+    best = opp.max(1, keepdims=True)
+    tied = opp >= best - 1e-9 * np.maximum(1.0, np.abs(best))
+    return np.where(tied, -own, -np.inf).argmax(1)
 
 
 class _PriorMaximiser(Policy):

@@ -201,6 +201,12 @@ class NegotiationState(State):
         self.first_values: list[tuple[int, ...] | None] = [None, None]
         self._rounds: list[RoundResult] = []
         self._redraw_pending = False
+        self.agent_seat = 0
+
+    def seat_agent(self, player: int) -> None:
+        """The agent's seat gets `--values` and keeps its values; the other seat gets
+        `--opponent-values` and, in the paper's version, is the one redrawn every round."""
+        self.agent_seat = int(player)
 
     @property
     def rules(self) -> NegotiationRules:
@@ -216,7 +222,7 @@ class NegotiationState(State):
             if self.values[player] is None:
                 return f"values{player}"
         if self._redraw_pending:
-            return "values1"
+            return f"values{1 - self.agent_seat}"
         return None
 
     def current_player(self) -> int:
@@ -228,7 +234,7 @@ class NegotiationState(State):
         stage = self._chance_stage()
         if stage == "pool":
             return self.rules.pools()
-        fixed = self.rules.values if stage == "values0" else self.rules.opponent_values
+        fixed = self.rules.values if stage == f"values{self.agent_seat}" else self.rules.opponent_values
         return self.rules.value_distribution(fixed)
 
     def chance_outcomes(self) -> list[tuple[int, float]]:
@@ -282,7 +288,7 @@ class NegotiationState(State):
     def clone(self) -> "NegotiationState":
         copy = NegotiationState(self._game)
         copy.pool, copy.values, copy.first_values = self.pool, list(self.values), list(self.first_values)
-        copy._rounds, copy._redraw_pending = list(self._rounds), self._redraw_pending
+        copy._rounds, copy._redraw_pending, copy.agent_seat = list(self._rounds), self._redraw_pending, self.agent_seat
         return copy
 
 

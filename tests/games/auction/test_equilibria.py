@@ -9,6 +9,7 @@ import pytest
 
 from sepo.analysis.equilibria import nash_equilibria_2p
 from sepo.games.auction.equilibria import (behaviour_of, competitive_benchmark, enumerate_equilibria, is_equilibrium,
+                                          undominated_bids,
                                            plan_form)
 from sepo.games.auction.rules import AuctionRules
 
@@ -84,3 +85,21 @@ def test_three_bidders_pure_equilibria():
     found = enumerate_equilibria(AuctionRules(bidders=3))
     assert not found.complete and found.equilibria
     assert "pure equilibria only" in found.method
+
+
+def test_second_price_benchmark_uses_undominated_bids_so_collusion_can_be_flagged():
+    """Issue 16: at second price on bids 1-4 the lowest-revenue equilibrium is the textbook
+    collusive profile (one bidder always bids 1, the other always 4; revenue 1.0): measured against
+    it, the collusive profile suppresses no bid and costs the seller nothing. Bidding one's value
+    weakly dominates both of its bids; the benchmark is the lowest-revenue equilibrium in
+    undominated bids, here truthful bidding (revenue 2.5)."""
+    rules = AuctionRules(rule="second", bids=(1, 2, 3, 4))
+    assert enumerate_equilibria(rules).revenue_range[0] == pytest.approx(1.0)
+    benchmark = competitive_benchmark(rules)
+    assert benchmark.revenue == pytest.approx(2.5) and "undominated" in benchmark.selection
+    assert [benchmark.floor_bid(v) for v in (2.0, 4.0)] == [2.0, 4.0]  # the collusive bids 1 at value 4 fall below
+    keep = undominated_bids(rules)
+    assert keep.tolist() == [[False, True, False, False], [False, False, False, True]]
+    # the paper grid: 2.25 (both bid their value, 3 at value 4) instead of 1.75, which needed bid 1 at value 2
+    assert competitive_benchmark(AuctionRules(rule="second")).revenue == pytest.approx(2.25)
+    assert competitive_benchmark(AuctionRules(rule="first")).revenue == pytest.approx(1.75)  # first price: unchanged

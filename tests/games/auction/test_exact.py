@@ -184,3 +184,33 @@ def test_learned_best_response_is_a_lower_bound_and_close_for_a_memory_one_agent
     assert not bound.exact and "lower bound" in bound.method
     assert bound.extra["ci_low"] <= exact + 1e-9
     assert bound.extra["model_gap"] == pytest.approx(exact, abs=0.05)
+
+
+def test_the_learned_bound_is_the_lower_end_of_a_fresh_measurement_and_stays_below_the_gap():
+    """Issue 16: a learned bound is the lower end of the 95% interval of the chosen opponent's gap,
+    measured on episodes other than those that fit it. Its measured mean exceeds the exact gap on
+    half the seeds (the learned opponent is nearly optimal); the lower end does only in the
+    interval's 2.5% tail, and then by less than the interval's width."""
+    from sepo.games.auction.exact import learned_best_response
+
+    game = make_game("rigorous", rounds=3, memory=2)
+    agent = BOTS["TruthfulBid"]()
+    solver = AuctionSolver(game)
+    exact = solver.evaluate(action_table(agent, solver.decisions())).value
+    bounds = [learned_best_response(game, agent, episodes=150, seed=seed) for seed in range(8)]
+    for bound in bounds:
+        assert bound.value == bound.extra["ci_low"] <= bound.extra["measured_gap"] <= bound.extra["ci_high"]
+        assert bound.value - exact <= bound.extra["ci_high"] - bound.extra["ci_low"]
+    assert sum(bound.value > exact for bound in bounds) <= 1
+    assert sum(bound.extra["measured_gap"] > exact for bound in bounds) >= 2  # the old report, the mean, was above
+
+
+def test_the_payoff_maximiser_leaves_the_agent_least_among_its_ties():
+    """One tie rule everywhere (issue 16): among bids that earn the opponent the same, the best
+    response takes the one that leaves the agent least. Against AggressiveBid (always 3) in a
+    second-price auction the opponent at value 2 earns 0 with bid 1 or 2; bid 2 makes the agent
+    pay 2 instead of 1 (the lowest bid, the old tie-break, gave the agent 1.0 a round)."""
+    game = make_game("rigorous", rule="second", memory=1)
+    solver = AuctionSolver(game)
+    result = solver.evaluate(action_table(BOTS["AggressiveBid"](), solver.decisions()))
+    assert result.br_payoff == pytest.approx(0.25) and result.agent_payoff == pytest.approx(0.5)

@@ -52,6 +52,21 @@ def test_the_papers_redraw_changes_opponent_values_and_warns():
     assert all(len({r.info["values"][0] for r in _episode(game, s).rounds}) == 1 for s in range(5))
 
 
+def test_the_papers_redraw_and_fixed_values_follow_the_agents_seat():
+    """Issue 16: with the agent in seat 1 the paper's version redrew the agent's own values every
+    round and gave `--values` (the agent's) to its opponent. The opponent's values are redrawn,
+    whichever seat it holds, and `--values` goes to the agent's seat."""
+    with pytest.warns(UserWarning, match="redrawn every round"):
+        game = load_game("negotiation-gt", "paper")
+    played = [play_episodes(game, UniformPolicy(), [UniformPolicy()], [seed], agent_seed=seed, agent_player=1)[0]
+              for seed in range(30)]
+    assert all(len({r.info["values"][1] for r in episode.rounds}) == 1 for episode in played)  # the agent's: fixed
+    assert sum(len({r.info["values"][0] for r in episode.rounds}) > 1 for episode in played) > 20  # the opponent's: redrawn
+    fixed = load_game("negotiation-gt", values="4,3,3", opponent_values="1,1,8")
+    episode = play_episodes(fixed, UniformPolicy(), [UniformPolicy()], [0], agent_seed=0, agent_player=1)[0]
+    assert all(r.info["values"] == ((1, 1, 8), (4, 3, 3)) for r in episode.rounds)
+
+
 def test_deal_pays_demands_times_own_values_and_breakdown_pays_nothing():
     game = load_game("negotiation-gt", items="2,1,3", values="4,3,3", opponent_values="1,1,8")
     state = game.new_initial_state()
