@@ -494,7 +494,7 @@ def _audit_table(the_game, solver, policy, agent: str, seed: int):
     except NotImplementedError:
         raise SepoError(f"agent {agent!r} cannot give action probabilities, which exact values need") from None
     table = estimate.table()
-    result = labelled(solver.evaluate(table), policy, getattr(solver, "memory", None), [d.info_key for d in decisions])
+    result = labelled(solver.evaluate(table), policy, getattr(solver, "kept_memory", None), [d.info_key for d in decisions])
     interval = None
     if not estimate.exact:  # the sampling interval of the estimated policy's value, as `sepo eval` gives it
         interval = exact_metrics(the_game, estimate, [], solver, seed=seed)["ci"][result.value_name]

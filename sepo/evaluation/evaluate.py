@@ -256,7 +256,7 @@ def exact_metrics(game: Game, estimate: PolicyEstimate | None, train_specs, solv
     table = estimate.table()
     result = solver.evaluate(table)
     if agent is not None:
-        result = labelled(result, agent, getattr(solver, "memory", None), [d.info_key for d in estimate.decisions])
+        result = labelled(result, agent, getattr(solver, "kept_memory", None), [d.info_key for d in estimate.decisions])
     out = {result.value_name: result.value, "exact_value": result.value_name, "br_payoff": result.br_payoff,
            "agent_payoff_vs_br": result.agent_payoff, "exact_method": result.method, "exact": result.exact,
            "pruning_bound": result.pruning_bound, **result.extra}

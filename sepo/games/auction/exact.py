@@ -97,11 +97,13 @@ class AuctionSolver:
         self.window = [min(t, self.memory) for t in range(self.rounds)]
         self.sizes = [self.n_out ** w * self.nv ** w * self.nv for w in self.window]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        self.kept_memory = None if self.memory >= self.rounds - 1 else self.memory  # None: whole histories
         self.method = f"exact DP over the public bid tree, beliefs over the agent's last {self.memory} values"
         if self.offsets[-1] > MAX_DECISIONS:
             raise SepoError(f"exact auction BR: memory {self.memory} over {self.rounds} rounds has {self.offsets[-1]:,} "
-                            f"agent information states (limit {MAX_DECISIONS:,}); lower --memory or --rounds, or use "
-                            "sepo.games.auction.exact.learned_best_response for a lower bound")
+                            f"agent information states (limit {MAX_DECISIONS:,}); give fewer --rounds, --memory M for an "
+                            "agent that reads M rounds, or use sepo.games.auction.exact.learned_best_response for a lower "
+                            "bound")
         self._rewards()
         self._cache: dict = {}
 
@@ -254,9 +256,39 @@ class AuctionSolver:
         _, _, br, agent_vs_br, _, _ = self.solve(table, "opponent")
         return ExactResult(
             value=gap / T, value_name=self.value_name, br_payoff=br / T, agent_payoff=agent_vs_br / T,
-            method=self.method, exact=True, pruning_bound=pruned / T,
+            method=self.method, exact=pruned == 0, pruning_bound=pruned / T,
             extra={"opponent_payoff_vs_gap_maximiser": opp_vs_gap / T, "agent_payoff_vs_gap_maximiser": agent_vs_gap / T,
                    "memory": self.memory})
+
+    def audit(self, agent: Policy, threshold: float = 0.0, projection: bool = False, replicates: int = 1000, seed: int = 0):
+        """What `sepo exploit` asks: the agent read on the states its declared memory needs. A
+        table over these keys, or a bot declaring at most this memory, is solved here; a bot
+        declaring more, on its own memory; an agent that declares nothing (a language model) on
+        whole histories, unless `projection` (the user gave --memory) keeps this memory, which a
+        language model's prompts cannot show (`WholeHistoryNeeded`). `threshold` prunes public
+        histories of agent mass at most it (the bound reported); an estimated policy gets its
+        value's interval from resampled replies."""
+        from sepo.metrics.bootstrap import boundary_interval
+        from sepo.metrics.exact import Audit, declared_memory, labelled
+        from sepo.policies.text_policy import policy_estimate
+
+        if threshold and not 0.0 < threshold < 1.0:
+            raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
+        declared = declared_memory(agent)
+        is_table = getattr(agent, "table", None) is not None and getattr(agent, "keys", None) is not None
+        memory = self.memory
+        if not is_table and not projection:
+            memory = self.rounds - 1 if declared is None else max(self.memory, min(declared, self.rounds - 1))
+        solver = self if (memory == self.memory and threshold == self.prune) else AuctionSolver(self.game, memory, threshold)
+        decisions = solver.decisions()
+        estimate = policy_estimate(agent, decisions)
+        table = estimate.table()
+        result = labelled(solver.evaluate(table), agent, solver.kept_memory, [d.info_key for d in decisions])
+        interval = None
+        if not estimate.exact:
+            values = np.array([solver.gap(t) for t in estimate.resample(replicates, seed)])
+            interval = list(boundary_interval(result.value, values))
+        return Audit(result, solver.best_response(table), estimate.record(), interval)
 
     def best_response(self, table) -> "OpponentTable":
         """The gap-maximising opponent as a policy that plays (the rigorous exploiter)."""

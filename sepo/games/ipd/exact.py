@@ -41,7 +41,7 @@ class IPDSolver(RepeatedAudit):
         self.game = game
         self.agent_player = agent_player
         self.stage = game.stage_game(agent_player)
-        self.memory = game.memory
+        self.kept_memory = game.memory  # the rounds its states keep (None: the whole history)
         self._keys: tuple[str, ...] | None = None
         self._decisions: list[Decision] | None = None
         self._states: dict = {}

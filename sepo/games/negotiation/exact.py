@@ -53,7 +53,7 @@ class NegotiationSolver(RepeatedAudit):
         self.agent_player = agent_player
         self.k = game.num_demands
         self.stage = game.stage_game(agent_player)
-        self.memory = game.memory
+        self.kept_memory = game.memory  # the rounds its states keep (None: the whole history)
         self._keys: tuple[str, ...] | None = None
         self._decisions: list[Decision] | None = None
         if game.memory is None:

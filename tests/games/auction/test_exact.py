@@ -214,3 +214,26 @@ def test_the_payoff_maximiser_leaves_the_agent_least_among_its_ties():
     solver = AuctionSolver(game)
     result = solver.evaluate(action_table(BOTS["AggressiveBid"](), solver.decisions()))
     assert result.br_payoff == pytest.approx(0.25) and result.agent_payoff == pytest.approx(0.5)
+
+
+class _Undeclared(Policy):
+    """Bids like AdaptiveBid but declares nothing about what it reads (as a language model)."""
+
+    name = "undeclared"
+
+    def action_probabilities(self, decision):
+        probs = BOTS["AdaptiveBid"]().bid_distribution(decision)
+        return {a: float(probs.get(a, 0.0)) for a in decision.legal_actions}
+
+
+def test_an_audit_reads_an_undeclared_agent_on_whole_histories_and_labels_a_projection():
+    """Issue 16: a memory-m solve is exact only for an agent that reads at most m rounds; an agent
+    that declares nothing is audited on whole histories unless a projection is asked for."""
+    game = make_game("rigorous", rounds=4, memory=1)
+    solver = AuctionSolver(game)
+    truth = solver.audit(BOTS["AdaptiveBid"]()).result  # declares memory 1: exact here
+    whole = solver.audit(_Undeclared()).result
+    assert truth.exact and whole.exact and whole.extra["memory"] == 3
+    assert whole.value == pytest.approx(truth.value, abs=1e-12)
+    projected = solver.audit(_Undeclared(), projection=True).result
+    assert not projected.exact and projected.extra["projection_memory"] == 1
