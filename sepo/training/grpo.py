@@ -60,6 +60,7 @@ from sepo.errors import SepoError
 from sepo.games.registry import get_domain
 from sepo.objective.attribution import exploitation_attribution
 from sepo.metrics.bootstrap import boundary_interval
+from sepo.metrics.exact import as_projection
 from sepo.objective.sepo import sepo_rewards
 from sepo.opponents.pools import parse_bot
 from sepo.policies.replies import Decoding, Reply, parse_reply
@@ -267,7 +268,13 @@ class SEPOEnvironment:
         return policy.estimate(self.canonical, prompts=prompts)
 
     def table_metrics(self, table: np.ndarray) -> dict:
+        """The solver's values at the model's table. A model reads the whole history it is shown,
+        so where the solver's states keep fewer rounds the value is its projection's
+        (`projection_memory` in the metrics), neither an upper nor a lower bound on its own."""
         result = self.solver.evaluate(table)
+        memory = getattr(self.solver, "kept_memory", None)
+        if memory is not None:
+            result = as_projection(result, memory)
         return {result.value_name: result.value, "exact_value": result.value_name, **result.extra,
                 **self.domain_env.exact_metrics(table)}
 
