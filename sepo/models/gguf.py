@@ -302,6 +302,20 @@ def _versions() -> dict:
     return found
 
 
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """transformers' per-tensor progress bars off for this block (noise around a CLI's one line)."""
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
+
+
 def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, source: dict | None = None) -> dict:
     """Convert the GGUF file `path` into a plain Hugging Face folder `out_dir` (see module doc);
     returns what it wrote to `sepo_model.json`. `source`: extra facts about where the file came from."""
@@ -312,7 +326,7 @@ def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, source:
 
     folder, name = str(path.parent), path.name
     out = Path(out_dir)
-    with offline():
+    with offline(), quiet_progress():
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
             read = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, local_files_only=True, dtype=torch.float32)
