@@ -15,7 +15,6 @@ from typer._click import exceptions as click  # typer 0.2x vendors click; these 
 from typer.core import TyperGroup
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sepo.errors import SepoError, brief, one_line
 
@@ -85,29 +84,17 @@ def at_most(value, maximum, option: str):
     return value
 
 
-class _NullProgress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def add_task(self, *args, **kwargs):
-        return 0
-
-    def update(self, *args, **kwargs):
-        """Progress is not shown (quiet run or no terminal)."""
-
-    def advance(self, *args, **kwargs):
-        """Progress is not shown (quiet run or no terminal)."""
-
-
 def progress(quiet: bool = False):
-    """A progress bar on stderr for long work, gone when it ends; nothing when quiet or piped."""
-    if quiet or not err_console.is_terminal:
-        return _NullProgress()
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), console=err_console, transient=True)
+    """How a long command shows its progress (see `sepo.progress`): bars with counts and ETA on a
+    terminal, lines on stderr without one (a stage that lasts, then counts and ETA at least every
+    30 s), nothing when quiet. Used as `with progress(quiet) as bar:`; library loops report into it."""
+    from sepo import progress as reporting
+
+    if quiet:
+        return reporting.Reporter()
+    if not err_console.is_terminal:
+        return reporting.LineReporter()
+    return reporting.RichReporter(err_console)
 
 
 def _jsonable(value):

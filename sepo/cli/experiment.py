@@ -77,12 +77,21 @@ def report_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a report in --out (removes only what it wrote)."),
 ):
     """report.md and a self-contained report.html: the paper's tables, Figure 1, ablations, curves, frontier."""
-    from sepo.reports.experiment import check_experiment, write_report
+    from sepo.reports.experiment import check_experiment, experiment_state, write_report
     from sepo.runs import open_run
 
     folder = check_experiment(experiment)
     target = out if out is not None else folder / "report"
-    with open_run(target, "report", {"experiment": str(folder.resolve())}, overwrite=overwrite) as run:
+    state = experiment_state(folder)
+    with open_run(target, "report", {"experiment": str(folder.resolve()), "config_hash": state["config_hash"]},
+                  overwrite=overwrite) as run:
+        if run.finished:  # read, never rewritten
+            console.print(f"the report in {target} is already complete (the experiment has not changed since): "
+                          f"{target / 'report.md'}, {target / 'report.html'}")
+            return
         written = write_report(folder, run)
-        run.complete()
+        if state["experiment_complete"]:
+            run.complete()  # a report of a finished experiment is final; one of a running experiment is redone
+        else:
+            run.commit()
     console.print(f"wrote {written['markdown']} and {written['html']} ({written['images']} figures)")

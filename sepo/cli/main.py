@@ -265,7 +265,8 @@ def train_command(
                                repetition_penalty=d.repetition_penalty, enable_thinking=d.enable_thinking,
                                **({"table_samples": text.samples} if "samples" in decoding else {}),
                                **({"final_samples": final_samples} if final_samples is not None else {}), **given)
-        summary = run_llm_sepo(config, out, overwrite=overwrite)
+        with _progress(quiet):
+            summary = run_llm_sepo(config, out, overwrite=overwrite)
         if summary["extended_from"] is not None:
             console.print(f"extended the finished run from {summary['extended_from']} to {config.steps} steps "
                           "(allowed: the LLM trainer's learning rate is constant and its draws are keyed by step)")
@@ -319,12 +320,17 @@ def model_init_command(
     from sepo.runs import open_run
 
     with open_run(out, "model init", {"seed": seed, "arch": value_of(arch)}, overwrite=overwrite) as run:
-        with run.staged_contents() as tmp:
-            init_tiny_model(tmp, seed=seed, arch=value_of(arch))
-            info = json.loads((tmp / "sepo_tiny.json").read_text())
-        run.complete()
+        if run.finished:  # read, never rebuilt
+            info = run.result or json.loads((run.root / "sepo_tiny.json").read_text())
+        else:
+            with run.staged_contents() as tmp:
+                init_tiny_model(tmp, seed=seed, arch=value_of(arch))
+                info = json.loads((tmp / "sepo_tiny.json").read_text())
+            info = {"parameters": info["parameters"], "vocab_size": info["vocab_size"]}
+            run.complete(info)
+    complete = " (already complete)" if run.finished else ""
     console.print(f"tiny {value_of(arch)} model with {info['parameters']:,} parameters and a {info['vocab_size']}-token "
-                  f"vocabulary at {out}")
+                  f"vocabulary at {out}{complete}")
 
 
 def _print_converted(info: dict, out: Path, done_before: bool) -> None:
@@ -388,7 +394,7 @@ def data_sft_command(
     """Expert traces as chat examples (system, user, assistant = reason + action), train/validation split."""
     from sepo.games import get_domain, load_game
     from sepo.runs import open_run
-    from sepo.training.sft_data import generate_traces, write_sft_dataset
+    from sepo.training.sft_data import generate_traces, read_sft_summary, write_sft_dataset
 
     domain = get_domain(game)
     if domain.demos is None:
@@ -404,19 +410,24 @@ def data_sft_command(
             raise SepoError(f"game {game!r} has no cheap-talk channel; --talk does not apply to it")
         config["talk"] = True
     with open_run(out, "data sft", config, overwrite=overwrite) as run:
-        with _progress(quiet) as bar:
-            task = bar.add_task("expert traces", total=episodes * len(domain.demo_opponents))
-            traces = generate_traces(game, mixture, episodes, seed, value_of(protocol), on_episode=lambda: bar.advance(task),
-                                     talk=talk, **params)
-        with run.staged_contents() as tmp:
-            if quiet:
-                from datasets.utils.logging import disable_progress_bar
+        if run.finished:  # read, never rewritten
+            summary = run.result or read_sft_summary(out)
+        else:
+            with _progress(quiet) as bar:
+                task = bar.add_task("expert traces", total=episodes * len(domain.demo_opponents))
+                traces = generate_traces(game, mixture, episodes, seed, value_of(protocol), on_episode=lambda: bar.advance(task),
+                                         talk=talk, **params)
+                bar.stage(f"writing the dataset to {out}")
+                with run.staged_contents() as tmp:
+                    if quiet:
+                        from datasets.utils.logging import disable_progress_bar
 
-                disable_progress_bar()
-            summary = write_sft_dataset(traces, tmp, seed)
-        run.complete()
-    console.print(f"{summary.examples} examples ({summary.train} train, {summary.validation} validation) at {out}; "
-                  f"by strategy: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.by_strategy.items())))
+                        disable_progress_bar()
+                    summary = asdict(write_sft_dataset(traces, tmp, seed))
+            run.complete(summary)
+    complete = " (already complete)" if run.finished else ""
+    console.print(f"{summary['examples']} examples ({summary['train']} train, {summary['validation']} validation) at {out}"
+                  f"{complete}; by strategy: " + ", ".join(f"{k} {v}" for k, v in sorted(summary['by_strategy'].items())))
 
 
 @app.command("sft")
@@ -443,12 +454,13 @@ def sft_command(
     config = SFTRunConfig(model=model, data=str(data), epochs=epochs, max_steps=max_steps, batch_size=batch_size,
                           learning_rate=learning_rate, lora=lora, seed=seed, use_cpu=not gpu)
     with _progress(quiet) as bar:
-        task = bar.add_task("SFT", total=None)
-        result = run_sft(config, out, overwrite=overwrite,
+        task = bar.add_task("SFT steps", total=None)
+        result = run_sft(config, out, overwrite=overwrite, on_stage=bar.stage,
                          on_log=lambda step, total, loss: bar.update(task, completed=step, total=total,
-                                                                     description=f"SFT loss {loss:.4f}" if loss is not None else "SFT"))
+                                                                     description=f"SFT steps (loss {loss:.4f})" if loss is not None else None))
     loss = f"; final train loss {result.train_loss:.4f}" if result.train_loss is not None else ""
-    console.print(f"done: {result.steps} SFT steps{loss}; model at {result.model}")
+    complete = " (already complete)" if result.already_complete else ""
+    console.print(f"done: {result.steps} SFT steps{complete}{loss}; model at {result.model}")
 
 
 @app.command("exploit")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sepo import progress as reporting
 from sepo.errors import SepoError
 from sepo.evaluation.play import EpisodeRecord, play_episodes
 from sepo.games.base import Game
@@ -94,6 +95,7 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     # the train and collusive pools first: a text agent's policy is read at the prompts it met there
     for pool_name in ("train", "collusive", "exploiter"):
         if pool_name == "exploiter" and solver is not None:
+            reporting.stage("reading the agent's policy at every information state")
             estimate = _estimate(agent, solver.decisions())
         for spec in pools.get(pool_name, []):
             if spec.name == BEST_RESPONSE and solver is None and domain_of(game).lower_bound is not None:
@@ -105,6 +107,7 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
                 continue
             pool_key = "" if config.protocol == "paper" else pool_name
             seeds = [episode_seed(config.protocol, config.seed, label, ep, pool_key) for ep in range(config.episodes)]
+            reporting.stage(f"{pool_name} pool: {config.episodes} episodes against {label}")
             episodes += play_episodes(
                 game, agent, [_seat_opponents(game, opponent_factory) for _ in seeds], seeds,
                 agent_seed=episode_seed(config.protocol, config.seed, "agent:" + label, 0, pool_key),
@@ -113,6 +116,7 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
             if progress:
                 progress(pool_name, label, config.episodes, total)
     if estimate is None and solver is not None:
+        reporting.stage("reading the agent's policy at every information state")
         estimate = _estimate(agent, solver.decisions())
     episodes.sort(key=lambda e: ("train", "exploiter", "collusive").index(e.pool))
     result = summarize(game, config, episodes, estimate, notes, solver=solver, pools=pools, agent=agent)

@@ -10,7 +10,6 @@ its presence is what "finished" means.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from pathlib import Path
 
@@ -20,10 +19,13 @@ from sepo.errors import SepoError
 from sepo.experiments.cells import Cell
 from sepo.experiments.config import PENALTY_OF_STAGE, TINY, AgentConfig, DomainConfig, ExperimentConfig, llm_training
 from sepo.experiments.seeds import split_seed
-from sepo.runs import atomic_write_json
+from sepo.runs import open_run
 
 RESULT = "result.json"
 FINAL = "final"
+OWNER = "experiment run"
+"""The command whose output every cell (and every run inside a cell) is part of."""
+CELL = "experiment cell"
 
 
 def models_dir(out: Path) -> Path:
@@ -38,20 +40,18 @@ def model_path(config: ExperimentConfig, agent: AgentConfig, out: Path) -> str:
     return str(path.resolve()) if path.exists() else agent.model
 
 
-def prepare(config: ExperimentConfig, out: Path) -> None:
-    """Build what cells share before any runs: the tiny model, if an agent asks for it."""
+def prepare(config: ExperimentConfig, run) -> None:
+    """Build what cells share before any runs, in the experiment's run folder `run`: the tiny
+    model, if an agent asks for it."""
     if not any(a.kind == "hf" and a.model == TINY for a in config.agents):
         return
-    target = models_dir(out) / TINY
-    if (target / "sepo_tiny.json").exists():
+    name = f"{models_dir(Path()).name}/{TINY}"
+    if (run.root / name / "sepo_tiny.json").exists() and run.owns(f"{name}/sepo_tiny.json"):
         return
     from sepo.models.tiny import init_tiny_model
 
-    tmp = models_dir(out) / ".sepo-tmp-tiny"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    init_tiny_model(tmp, seed=min(config.seeds))
-    tmp.rename(target)
+    with run.staged(name) as tmp:
+        init_tiny_model(tmp, seed=min(config.seeds))
 
 
 def _lookup(config: ExperimentConfig, cell: Cell) -> tuple[DomainConfig, AgentConfig]:
@@ -147,7 +147,7 @@ def demonstration_table(config: ExperimentConfig, domain: DomainConfig, env) -> 
     return np.where(np.asarray(env.legal, dtype=bool), table, 0.0)
 
 
-def _tabular_candidates(config, domain, agent, cell: Cell, game, work: Path):
+def _tabular_candidates(config, domain, agent, cell: Cell, game, cell_run):
     """(label, policy) candidates of a tabular cell: trained with the exact tabular trainer."""
     from sepo.policies.specs import UniformPolicy
     from sepo.policies.tabular import TabularPolicy
@@ -167,7 +167,7 @@ def _tabular_candidates(config, domain, agent, cell: Cell, game, work: Path):
                                      final_learning_rate=t.final_learning_rate, scale_rewards=t.scale_rewards,
                                      seed=cell.seed, checkpoint_every=t.steps)
     init = None if start is None else np.log(np.clip(start, 1e-3, 1.0))
-    trainer = TabularSEPOTrainer(train_config, work / "train", init_logits=init)
+    trainer = TabularSEPOTrainer(train_config, cell_run.path("train"), init_logits=init)
     snapshots = []
     wanted = {s for s in config.training.checkpoints if s < t.steps}
 
@@ -176,32 +176,35 @@ def _tabular_candidates(config, domain, agent, cell: Cell, game, work: Path):
             snapshots.append((f"step_{record['step'] + 1}", TabularPolicy(trainer.policy(), trainer.env.keys,
                                                                            name=f"{cell.id}@{record['step'] + 1}")))
 
-    trainer.train(on_step=on_step)
+    with open_run(trainer.out, "train", trainer.settings(), part_of=OWNER) as run:
+        trainer.run = run
+        trainer.train(on_step=on_step)
     return [*snapshots, (FINAL, TabularPolicy(trainer.policy(), trainer.env.keys, name=cell.id))]
 
 
-def _sft_model(config: ExperimentConfig, domain: DomainConfig, agent: AgentConfig, seed: int, work: Path, out: Path) -> str:
+def _sft_model(config: ExperimentConfig, domain: DomainConfig, agent: AgentConfig, seed: int, cell_run, out: Path) -> str:
     """`sepo data sft` then `sepo sft` into the cell's folder; returns the model folder."""
-    from sepo.runs import open_run
+    from dataclasses import asdict
+
     from sepo.training.sft import SFTRunConfig, run_sft
     from sepo.training.sft_data import generate_traces, write_sft_dataset
 
-    data = work / "data"
+    data = cell_run.path("data")
     data_config = {"game": domain.name, "game_params": dict(domain.params), "mixture": config.sft.mixture,
                    "episodes": config.sft.episodes, "seed": seed, "protocol": config.protocol}
-    with open_run(data, "data sft", data_config) as run:
-        if not run.was_complete:
+    with open_run(data, "data sft", data_config, part_of=OWNER) as run:
+        if not run.finished:
             traces = generate_traces(domain.name, config.sft.mixture, config.sft.episodes, seed, config.protocol, **domain.params)
             with run.staged_contents() as tmp:
-                write_sft_dataset(traces, tmp, seed)
-            run.complete()
+                summary = write_sft_dataset(traces, tmp, seed)
+            run.complete(asdict(summary))
     s = config.sft
     sft_config = SFTRunConfig(model=model_path(config, agent, out), data=str(data), epochs=s.epochs, max_steps=s.max_steps,
                               batch_size=s.batch_size, learning_rate=s.learning_rate, lora=s.lora, seed=seed, use_cpu=not s.gpu)
-    return str(run_sft(sft_config, work / "sft").model)
+    return str(run_sft(sft_config, cell_run.path("sft"), part_of=OWNER).model)
 
 
-def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Path, audit_candidate):
+def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path, audit_candidate):
     """Candidates of a language-model cell. Training grows one GRPO run folder checkpoint by
     checkpoint (the LLM trainer may extend `steps`: constant learning rate, draws keyed by step),
     auditing the model after each segment."""
@@ -209,7 +212,7 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Pat
         audit_candidate(FINAL, lambda: _hf_policy(config, model_path(config, agent, out), game))
         return
     if cell.stage == "sft":
-        model = _sft_model(config, domain, agent, cell.seed, work, out)
+        model = _sft_model(config, domain, agent, cell.seed, cell_run, out)
         audit_candidate(FINAL, lambda: _hf_policy(config, model, game))
         return
     from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
@@ -232,71 +235,77 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, work: Path, out: Pat
                                      beta=t.beta, temperature=t.temperature, max_new_tokens=t.max_new_tokens, lora=t.lora,
                                      scale_rewards=t.scale_rewards, seed=cell.seed, use_cpu=not t.gpu, save_steps=max(1, min(steps)),
                                      table_samples=t.table_samples, final_samples=t.final_samples or config.decoding.samples)
-        summary = run_llm_sepo(train_config, work / "train")
+        summary = run_llm_sepo(train_config, cell_run.path("train"), part_of=OWNER)
         audit_candidate(label, lambda: _hf_policy(config, summary["model"], game))
 
 
 class _Auditor:
-    """Audits candidates on both splits, keeping each candidate's audit in its own file so that
-    a resumed language-model cell does not audit a checkpoint twice."""
+    """Audits candidates on both splits, keeping each candidate's audit in its own file of the
+    cell's run folder, so that a resumed language-model cell does not audit a checkpoint twice."""
 
-    def __init__(self, config, domain, agent, game, work: Path):
-        self.config, self.domain, self.agent, self.game, self.folder = config, domain, agent, game, work / "audits"
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, config, domain, agent, game, run):
+        self.config, self.domain, self.agent, self.game, self.run = config, domain, agent, game, run
+
+    def _name(self, label: str) -> str:
+        return f"audits/{label}.json"
 
     def done(self, label: str) -> bool:
-        return (self.folder / f"{label}.json").exists()
+        return self.run.owns(self._name(label)) and (self.run.root / self._name(label)).is_file()
 
     def __call__(self, label: str, policy) -> None:
         """`policy` is a policy, or a callable making a fresh one: a language model gets a fresh
         reader per split, so the test audit reuses no reply drawn for validation."""
         results = {split: audit(self.config, self.domain, self.game, policy() if callable(policy) else policy, split, self.agent)
                    for split in ("validation", "test")}
-        atomic_write_json(self.folder / f"{label}.json", results)
+        self.run.write_json(self._name(label), results)
 
     def results(self) -> dict[str, dict]:
         import json
 
-        return {p.stem: json.loads(p.read_text()) for p in sorted(self.folder.glob("*.json"))}
+        names = sorted(n for n in self.run.files if n.startswith("audits/") and n.endswith(".json"))
+        return {Path(n).stem: json.loads((self.run.root / n).read_text()) for n in names if (self.run.root / n).is_file()}
 
 
 def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:
-    """Run one cell in `out/cells/<id>`; returns (and writes) its result."""
+    """Run one cell in its own run folder `out/cells/<id>` (part of the experiment's output);
+    returns (and writes) its result."""
     from sepo.games import get_domain
 
     out = Path(out)
     work = out / "cells" / cell.id
     domain, agent = _lookup(config, cell)
     started = time.time()
-    if agent.kind != "hf" and work.exists():
-        shutil.rmtree(work)  # a killed tabular or audit-only cell is redone from scratch
-    work.mkdir(parents=True, exist_ok=True)
-    game = get_domain(domain.name).game(config.protocol, **domain.params)
-    auditor = _Auditor(config, domain, agent, game, work)
-    if agent.kind == "tabular":
-        for label, policy in _tabular_candidates(config, domain, agent, cell, game, work):
-            auditor(label, policy)
-    elif agent.kind == "hf":
-        _hf_candidates(config, domain, agent, cell, game, work, out, auditor)
-    else:
-        from sepo.policies.specs import load_agent
+    # a killed tabular or audit-only cell is redone from scratch (what it wrote is removed, nothing else)
+    with open_run(work, CELL, {"cell": cell.record(), "config_hash": config.hash()}, part_of=OWNER,
+                  overwrite=agent.kind != "hf") as run:
+        run.commit()
+        game = get_domain(domain.name).game(config.protocol, **domain.params)
+        auditor = _Auditor(config, domain, agent, game, run)
+        if agent.kind == "tabular":
+            for label, policy in _tabular_candidates(config, domain, agent, cell, game, run):
+                auditor(label, policy)
+        elif agent.kind == "hf":
+            _hf_candidates(config, domain, agent, cell, game, run, out, auditor)
+        else:
+            from sepo.policies.specs import load_agent
 
-        auditor(FINAL, lambda: load_agent(agent.spec, game))
-    audits = auditor.results()
-    by_validation = max(audits, key=lambda label: (_safety(audits[label]["validation"]), label == FINAL))
-    by_test = max(audits, key=lambda label: (_safety(audits[label]["test"]), label == FINAL))
-    rows = []
-    for label, splits in audits.items():
-        for split, result in splits.items():
-            for row in metric_rows(result):
-                rows.append({"checkpoint": label, "split": split, "chosen_by_validation": label == by_validation,
-                             "chosen_by_test": label == by_test, **row})
-    test = audits[by_validation]["test"]
-    result = {"cell": cell.record(), "agent_kind": agent.kind, "rows": rows,
-              "exact_value": test.get("exact_value"), "utility_unit": test.get("utility_unit"),
-              "safety_uses": test.get("safety_uses"), "notes": test.get("notes", []),
-              "selected": {"validation": by_validation, "test": by_test},
-              "train_run": str((work / "train").relative_to(out)) if (work / "train").is_dir() else None,
-              "seconds": time.time() - started}
-    atomic_write_json(work / RESULT, result)
+            auditor(FINAL, lambda: load_agent(agent.spec, game))
+        audits = auditor.results()
+        by_validation = max(audits, key=lambda label: (_safety(audits[label]["validation"]), label == FINAL))
+        by_test = max(audits, key=lambda label: (_safety(audits[label]["test"]), label == FINAL))
+        rows = []
+        for label, splits in audits.items():
+            for split, result in splits.items():
+                for row in metric_rows(result):
+                    rows.append({"checkpoint": label, "split": split, "chosen_by_validation": label == by_validation,
+                                 "chosen_by_test": label == by_test, **row})
+        test = audits[by_validation]["test"]
+        result = {"cell": cell.record(), "agent_kind": agent.kind, "rows": rows,
+                  "exact_value": test.get("exact_value"), "utility_unit": test.get("utility_unit"),
+                  "safety_uses": test.get("safety_uses"), "notes": test.get("notes", []),
+                  "selected": {"validation": by_validation, "test": by_test},
+                  "train_run": str((work / "train").relative_to(out)) if run.owns("train") and (work / "train").is_dir() else None,
+                  "seconds": time.time() - started}
+        run.write_json(RESULT, result)
+        run.complete()
     return result

@@ -26,7 +26,7 @@ from sepo.experiments.cells import Cell, Plan, expand
 from sepo.experiments.config import ExperimentConfig, load_config, validate_config
 from sepo.experiments.execute import RESULT, prepare, run_cell
 from sepo.experiments.seeds import check_disjoint
-from sepo.runs import atomic_write_bytes, open_run
+from sepo.runs import open_run
 
 COMMAND = "experiment run"
 RESULTS = "results.parquet"
@@ -68,7 +68,7 @@ def results_rows(config: ExperimentConfig, plan: Plan, out: Path) -> list[dict]:
     return rows
 
 
-def write_results(config: ExperimentConfig, plan: Plan, out: Path, target: Path) -> int:
+def write_results(config: ExperimentConfig, plan: Plan, out: Path, run) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -78,7 +78,7 @@ def write_results(config: ExperimentConfig, plan: Plan, out: Path, target: Path)
     table = table.replace_schema_metadata({"config_hash": config.hash(), "cells": str(len(plan.cells))})
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
-    atomic_write_bytes(target, buffer.getvalue())
+    run.write_bytes(RESULTS, buffer.getvalue())
     return len(rows)
 
 
@@ -199,14 +199,18 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     out = Path(out)
     started = time.time()
     with open_run(out, COMMAND, config_data, overwrite=overwrite) as run:
+        if run.finished:  # read, never rerun or rewritten
+            return {"cells": len(plan.cells), "finished": len(plan.cells), "already_finished": len(plan.cells), "ran": 0,
+                    "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),
+                    "config_hash": config.hash()}
         run.write_text("experiment.yaml", text)
         run.write_json("plan.json", {"config_hash": config.hash(), "cells": [c.record() for c in plan.cells],
                                      "skipped": plan.skipped, "command": f"sepo experiment run {config_path} --out {out}"})
         run.path("cells").mkdir(exist_ok=True)
         run.path("models")
-        results = run.path(RESULTS)
+        run.path(RESULTS)
         run.commit()
-        prepare(config, out)
+        prepare(config, run)
         finished = {c.id for c in plan.cells if (out / "cells" / c.id / RESULT).exists()}
         already = len(finished)
         pending = [c for c in plan.cells if c.id not in finished]
@@ -238,7 +242,7 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
                     cell, t0 = running.pop(future)
                     durations.append(time.time() - t0)
                     finished.add(cell_id)
-                    write_results(config, plan, out, results)
+                    write_results(config, plan, out, run)
                     new += 1
                 report()
                 if stop_after is not None and new >= stop_after:
@@ -247,7 +251,7 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
             if engine is not None:
                 engine.close()
         if len(finished) == len(plan.cells):
-            write_results(config, plan, out, results)
+            write_results(config, plan, out, run)
             run.complete()
     return {"cells": len(plan.cells), "finished": len(finished), "already_finished": already, "ran": new,
             "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),

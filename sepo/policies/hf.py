@@ -54,6 +54,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from sepo import progress
 from sepo.errors import SepoError
 from sepo.games.base import Decision, TextView
 from sepo.policies.base import Choice, Policy, _sample_index
@@ -416,7 +417,7 @@ class HFPolicy(TextPolicy):
         seed = self._next_seed() if seed is None else seed
         results: list[list[Completion]] = []
         eos = set(self.eos_token_ids)
-        with self._rng_context(seed):
+        with self._rng_context(seed), progress.counting("model replies", len(prompts) * n) as advance:
             for start in range(0, len(prompts), per_call):
                 chunk = prompts[start : start + per_call]
                 width = max(len(p) for p in chunk)
@@ -439,6 +440,7 @@ class HFPolicy(TextPolicy):
                         text = self.tokenizer.decode(body, skip_special_tokens=True)
                         group.append(Completion(tuple(p), tuple(tokens), text, finished))
                     results.append(group)
+                advance(len(chunk) * n)
         return results
 
     def turn_ids(self, messages: list[dict[str, str]], reply: Completion, next_messages: list[dict[str, str]]) -> list[int]:

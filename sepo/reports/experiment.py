@@ -452,11 +452,9 @@ def _appendix(doc: Document, results: Results):
 
 def write_report(experiment: str | Path, run) -> dict:
     """Build the report and write report.md, its images and report.html through the run folder `run`."""
-    from sepo.runs import atomic_write_bytes
-
     doc = build_report(experiment)
     for name, png in doc.images.items():
-        atomic_write_bytes(run.path(name), png)
+        run.write_bytes(name, png)
     run.write_text("report.md", "\n".join(doc.md) + "\n")
     run.write_text("report.html", doc.render_html())
     return {"images": len(doc.images), "markdown": str(run.root / "report.md"), "html": str(run.root / "report.html")}
@@ -472,3 +470,18 @@ def check_experiment(folder: str | Path) -> Path:
     if manifest is None or manifest["command"] != "experiment run":
         raise SepoError(f"{folder} is not the output of `sepo experiment run`")
     return folder
+
+
+def experiment_state(folder: Path) -> dict:
+    """What a report of `folder` depends on besides its path: the experiment's config hash and
+    whether every cell finished (a report of a running experiment is redone on the next call)."""
+    from sepo.runs import read_manifest
+
+    manifest = read_manifest(folder) or {}
+    plan = folder / "plan.json"
+    digest = None
+    if plan.is_file():
+        from sepo.training.checkpoint import read_json
+
+        digest = read_json(plan, "experiment plan").get("config_hash")
+    return {"config_hash": digest, "experiment_complete": bool(manifest.get("complete"))}

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from sepo.errors import SepoError, brief  # noqa: E402
-from sepo.runs import FILE_MODE, STAMP_KEY, TMP_PREFIX  # noqa: E402
+from sepo.runs import FILE_MODE, STAMP_KEY, temporary_prefix  # noqa: E402
 from sepo.training.checkpoint import MetricsLog, read_json  # noqa: E402
 
 
@@ -89,7 +89,7 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None, tit
 def _save(fig, out, stamp: dict | None = None) -> Path:
     """Write the figure atomically; `stamp` (from `sepo.runs.output_file`) marks it as sepo's."""
     out = Path(out)
-    tmp = out.with_name(f"{TMP_PREFIX}{out.stem}.{os.getpid()}.png")
+    tmp = out.with_name(f"{temporary_prefix(out)}{out.stem}.{os.getpid()}.png")
     metadata = {STAMP_KEY: json.dumps(stamp, sort_keys=True)} if stamp else None
     try:
         fig.savefig(tmp, dpi=120, format="png", metadata=metadata)

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 import os
 import zlib
 from dataclasses import asdict, dataclass
@@ -383,15 +382,18 @@ def _global_mean(accelerator, values) -> float:
     return float(accelerator.gather(local).mean())
 
 
-def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = False) -> dict:
-    """Train (resuming from the latest TRL checkpoint in `out/trainer`) and save `out/model`."""
+def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = False, part_of: str | None = None) -> dict:
+    """Train (resuming from the latest TRL checkpoint in `out/trainer`) and save `out/model`; a
+    finished run is read, never trained further. Stages and steps are reported to `sepo.progress`."""
     config.validate()  # bad settings are one line, before the training libraries load
     from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback
     from trl import GRPOTrainer
 
+    from sepo import progress
     from sepo.policies.hf import load_hf_model
-    from sepo.training.sft import _checkpoint_step, quiet_library_progress, save_final_model
+    from sepo.training.sft import (_checkpoint_step, finished_checkpoint, library_warnings, quiet_library_progress,
+                                   run_files_callback, save_final_model)
 
     config.validate()
     out = check_out_path(out)
@@ -400,15 +402,17 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     settings = {"policy": "hf", **config.settings(), **({"model": str(model_dir.resolve())} if model_dir.is_dir() else {})}
     args = _grpo_args(config, out)
     main_process = args.process_index == 0  # only process 0 writes run files; all of them read
-    model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
     # the learning rate is constant and every draw is keyed by (seed, step): a finished run may grow
-    with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",)) as run:
-        if run.was_complete and not run.extended and (out / "summary.json").exists():  # read, never rewritten
+    with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",), part_of=part_of) as run:
+        if run.finished and (out / "summary.json").exists():  # read, never rewritten
             return {**read_json(out / "summary.json", "run summary"), "extended_from": None, "already_complete": True}
+        progress.stage(f"loading the model {config.model}")
+        model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
         run.write_json("config.json", {**settings, **({"talk_note": TALK_NOTE} if config.talk else {})})
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
         resume_step = _checkpoint_step(out / "trainer") if run.resumed else None
+        done_at = finished_checkpoint(out / "trainer") if run.resumed and not run.extended else None
         if main_process:
             log.truncate_after(resume_step if resume_step is not None else -1)
         env = SEPOEnvironment(config, tokenizer, log)
@@ -424,9 +428,6 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
                 record["step"] = state.global_step
                 log.append(record)
 
-            def on_save(self, args, state, control, **kwargs):
-                run.commit()
-
         prompts = [json.dumps({"group": i}) for i in range(config.steps * config.groups)]
         peft_config = None
         if config.lora:
@@ -434,16 +435,28 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
 
             peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.0,
                                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
-        trainer = GRPOTrainer(model=model, reward_funcs=sepo_reward, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
-                              processing_class=tokenizer, rollout_func=env.rollout, peft_config=peft_config, callbacks=[_Log()])
-        trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; metrics.jsonl keeps them
-        trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+        with library_warnings(), progress.counting("training steps", config.steps) as advance:
+            steps = _StepProgress(advance, resume_step or 0)
+            files = run_files_callback(run, on_checkpoint=lambda step: progress.stage(f"checkpoint at step {step}"))
+            trainer = GRPOTrainer(model=model, reward_funcs=sepo_reward, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
+                                  processing_class=tokenizer, rollout_func=env.rollout, peft_config=peft_config,
+                                  callbacks=[_Log(), files, steps.callback()])
+            trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; metrics.jsonl keeps them
+            if done_at is not None:  # killed after its last step, before the model was saved: nothing to train
+                progress.stage(f"training had finished at {done_at.name}; loading it")
+                trainer._load_from_checkpoint(str(done_at))
+                trainer.state = type(trainer.state).load_from_json(str(done_at / "trainer_state.json"))
+            else:
+                progress.stage("training" + (f" from checkpoint-{resume_step}" if resume_step is not None else ""))
+                trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
         accelerator = trainer.accelerator
         target = out / "model"
         if accelerator.is_main_process:
+            progress.stage(f"saving the model to {target}")
             with run.staged("model") as tmp:
                 save_final_model(trainer.model, tokenizer, tmp)
         accelerator.wait_for_everyone()
+        progress.stage("measuring the trained model's played policy")
         final = env.measure(accelerator.unwrap_model(trainer.model))
         summary = {"model": str(target), "steps": trainer.state.global_step, **{k: v for k, v in final.items() if k != "table"}}
         if accelerator.is_main_process:
@@ -454,12 +467,33 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     return {**summary, "extended_from": run.extended.get("steps", (None,))[0], "already_complete": False}
 
 
+class _StepProgress:
+    """Training steps to a `sepo.progress` counter (starting at a resumed run's checkpoint)."""
+
+    def __init__(self, advance, start: int):
+        self.advance, self.start = advance, start
+        if start:
+            advance(start)
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class Steps(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):
+                if state.is_world_process_zero:
+                    outer.advance(1)
+
+        return Steps()
+
+
 def _grpo_args(config: LLMSEPOConfig, out: Path):
     from trl import GRPOConfig
 
-    with warnings.catch_warnings():
-        # see sepo.training.sft: TRL's config itself reads a deprecated transformers field
-        warnings.filterwarnings("ignore", message="`gradient_checkpointing` is deprecated", category=FutureWarning)
+    from sepo.training.sft import library_warnings
+
+    with library_warnings():  # TRL's config itself reads a deprecated transformers field
         args = GRPOConfig(
             output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
             num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -72,6 +73,7 @@ class SFTResult:
     model: Path
     steps: int
     train_loss: float | None
+    already_complete: bool = False
 
 
 def _load_dataset(path: str):
@@ -107,26 +109,81 @@ def _checkpoint_step(trainer_dir: Path) -> int | None:
     return max(steps) if steps else None
 
 
+def finished_checkpoint(trainer_dir: Path) -> Path | None:
+    """The latest checkpoint if training had reached its last step there (a run killed while saving
+    its final model). Resuming from it would train a step past the end (transformers skips the
+    step check on resume), so the caller loads it instead of training."""
+    from sepo.training.checkpoint import read_json
+
+    step = _checkpoint_step(trainer_dir)
+    if step is None:
+        return None
+    folder = trainer_dir / f"checkpoint-{step}"
+    state = read_json(folder / "trainer_state.json", "trainer state") if (folder / "trainer_state.json").is_file() else {}
+    done = isinstance(state, dict) and isinstance(state.get("max_steps"), int) and 0 < state["max_steps"] <= state.get("global_step", -1)
+    return folder if done else None
+
+
+CHECKPOINT_SECONDS = 600.0
+"""A checkpoint at least this often besides `save_steps`, so that a stop loses little (a step of a
+large model can take minutes)."""
+
+
+def run_files_callback(run, folder: str = "trainer", every_seconds: float = CHECKPOINT_SECONDS, on_checkpoint=None):
+    """A `transformers.TrainerCallback` that records what the trainer writes in the run folder (each
+    checkpoint, the model card) as the run's, and asks for a checkpoint whenever `every_seconds`
+    passed since the last one; `on_checkpoint(step)` follows the saves."""
+    import time
+
+    from transformers import TrainerCallback
+
+    class RunFiles(TrainerCallback):
+        last = time.monotonic()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if time.monotonic() - self.last >= every_seconds and state.global_step < state.max_steps:
+                control.should_save = True
+
+        def on_save(self, args, state, control, **kwargs):
+            self.last = time.monotonic()
+            if state.is_world_process_zero:
+                if (run.root / folder / f"checkpoint-{state.global_step}").is_dir():
+                    run.adopt(f"{folder}/checkpoint-{state.global_step}")
+                if (run.root / folder / "README.md").is_file():
+                    run.adopt(f"{folder}/README.md")
+            run.commit()
+            if on_checkpoint is not None:
+                on_checkpoint(state.global_step)
+
+    return RunFiles()
+
+
+@contextmanager
+def library_warnings():
+    """The FutureWarnings TRL's trainers trigger in transformers on every run (deprecated
+    gradient-checkpointing names TRL calls itself): TRL's to fix, silenced here only."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning)
+        yield
+
+
 def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
-            on_log: Callable[[int, int, float | None], None] | None = None, stop_after: int | None = None) -> SFTResult:
+            on_log: Callable[[int, int, float | None], None] | None = None, stop_after: int | None = None,
+            part_of: str | None = None, on_stage: Callable[[str], None] | None = None) -> SFTResult:
     """Train and save the final model in `out/model`; a run folder of the same config resumes from
-    its latest checkpoint. `on_log(step, total, loss)` follows progress; `stop_after` raises
-    KeyboardInterrupt after that step (a kill, for tests)."""
+    its latest checkpoint, and a finished one is read, never trained further. `on_log(step, total,
+    loss)` follows progress, `on_stage(text)` the stages; `stop_after` raises KeyboardInterrupt after
+    that step (a kill, for tests); `part_of` names the command whose output the run is part of."""
     from transformers import PrinterCallback, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
     from sepo.policies.hf import load_hf_model
 
+    stage = on_stage or (lambda text: None)
     config.validate()
-    check_out_path(out)
+    out = check_out_path(out)
     quiet_library_progress()
-    train, validation = _load_dataset(config.data)
-    model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
-    out = Path(out)
-    with warnings.catch_warnings():
-        # TRL's config reads transformers' deprecated `gradient_checkpointing` field itself and so warns
-        # on every run, whatever sepo passes: TRL's to fix, silenced here only
-        warnings.filterwarnings("ignore", message="`gradient_checkpointing` is deprecated", category=FutureWarning)
+    with library_warnings():  # TRL's config itself reads a deprecated transformers field
         args = SFTConfig(
             output_dir=str(out / "trainer"),
             num_train_epochs=config.epochs,
@@ -152,11 +209,19 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
             disable_tqdm=True,
         )
     main_process = args.process_index == 0  # only process 0 writes run files
-    with open_run(out, "sft", config.settings(), overwrite=overwrite, writer=main_process) as run:
+    with open_run(out, "sft", config.settings(), overwrite=overwrite, writer=main_process, part_of=part_of) as run:
+        if run.finished:  # read, never trained further or rewritten
+            result = run.result or {"steps": _checkpoint_step(out / "trainer") or 0}
+            return SFTResult(out / "model", result["steps"], result.get("train_loss"), already_complete=True)
+        stage(f"loading the data {config.data}")
+        train, validation = _load_dataset(config.data)
+        stage(f"loading the model {config.model}")
+        model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
         run.write_json("sft_config.json", asdict(config))
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
         resume_step = _checkpoint_step(out / "trainer") if run.resumed else None
+        done_at = finished_checkpoint(out / "trainer") if run.resumed else None
         if main_process:
             log.truncate_after(resume_step if resume_step is not None else -1)
 
@@ -166,9 +231,6 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
                     log.append({"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
                     if on_log:
                         on_log(state.global_step, state.max_steps, logs.get("loss"))
-
-            def on_save(self, args, state, control, **kwargs):
-                run.commit()
 
             def on_step_end(self, args, state, control, **kwargs):
                 if on_log:
@@ -182,16 +244,28 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
 
             peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.05,
                                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
-        trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation,
-                             processing_class=tokenizer, peft_config=peft_config, callbacks=[_Log()])
-        trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; progress and metrics.jsonl show them
-        output = trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+        with library_warnings():
+            trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation,
+                                 processing_class=tokenizer, peft_config=peft_config,
+                                 callbacks=[_Log(), run_files_callback(run, on_checkpoint=lambda step: stage(f"checkpoint at step {step}"))])
+            trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; progress and metrics.jsonl show them
+            if done_at is not None:  # killed after its last step, before the model was saved: nothing to train
+                stage(f"training had finished at {done_at.name}; loading it")
+                trainer._load_from_checkpoint(str(done_at))
+                trainer.state = type(trainer.state).load_from_json(str(done_at / "trainer_state.json"))
+                train_loss = next((r.get("train_loss") for r in reversed(log.read()) if "train_loss" in r), None)
+            else:
+                stage("training" + (f" from checkpoint-{resume_step}" if resume_step is not None else ""))
+                output = trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+                train_loss = getattr(output, "training_loss", None)
+        steps = trainer.state.global_step
         if trainer.accelerator.is_main_process:
+            stage(f"saving the model to {out / 'model'}")
             with run.staged("model") as tmp:
                 save_final_model(trainer.model, tokenizer, tmp)
-            run.complete()
+            run.complete({"steps": steps, "train_loss": train_loss})
         trainer.accelerator.wait_for_everyone()
-    return SFTResult(out / "model", trainer.state.global_step, getattr(output, "training_loss", None))
+    return SFTResult(out / "model", steps, train_loss)
 
 
 def save_final_model(model, tokenizer, target: Path) -> Path:

@@ -123,3 +123,17 @@ def write_sft_dataset(by_episode: list[list[dict]], out: str | Path, seed: int, 
     for example in train + validation:
         counts[example["strategy"]] = counts.get(example["strategy"], 0) + 1
     return SFTDataSummary(len(train) + len(validation), len(train), len(validation), counts)
+
+
+def read_sft_summary(folder: str | Path) -> dict:
+    """The summary of a dataset folder `write_sft_dataset` wrote (for a finished run made before
+    sepo recorded it in the manifest)."""
+    from datasets import load_from_disk
+
+    data = load_from_disk(str(folder))
+    counts: dict = {}
+    for split in ("train", "validation"):
+        for strategy in data[split]["strategy"]:
+            counts[strategy] = counts.get(strategy, 0) + 1
+    return {"examples": len(data["train"]) + len(data["validation"]), "train": len(data["train"]),
+            "validation": len(data["validation"]), "by_strategy": counts}

@@ -18,6 +18,7 @@ from sepo.policies.specs import load_agent
 from sepo.errors import SepoError
 from sepo.reports.plots import plot_frontier, plot_runs
 from sepo.runs import RunDir, open_run
+from sepo.training.checkpoint import read_json
 from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
 
@@ -27,6 +28,10 @@ def run_demo(out: Path, steps: int, console: Console, overwrite: bool = False) -
     if steps < 2:
         raise SepoError(f"--steps must be >= 2, got {steps}")
     with open_run(out, "demo", {"game": "kuhn", "steps": steps}, overwrite=overwrite) as run:
+        if run.finished:  # read, never redone
+            console.print(f"the demo in {out} is already complete: see {out / 'demo_summary.json'}, "
+                          f"{out / 'sepo_vs_grpo.png'} and {out / 'frontier.png'}")
+            return read_json(out / "demo_summary.json", "demo summary")
         summary = _demo(run, steps, console)
         run.complete()
     return summary
@@ -55,9 +60,10 @@ def _demo(folder: RunDir, steps: int, console: Console) -> dict:
         config = TabularSEPOConfig(penalty=penalty, lambda_e=lam, steps=steps, seed=0)
         folder.path(name)
         with console.status(f"training {name} ({penalty}, λe={lam:g}, {steps} steps)"), \
-                open_run(out / name, "train", {"policy": "tabular", **asdict(config)}) as sub:
+                open_run(out / name, "train", {"policy": "tabular", **asdict(config)}, part_of="demo") as sub:
             runs[name] = TabularSEPOTrainer(config, sub).train()
-            plot_runs([sub.root], sub.path("curves.png"))
+            if not sub.finished:
+                plot_runs([sub.root], sub.path("curves.png"))
     comparison = plot_runs([out / "sepo_l5", out / "grpo_none"], folder.path("sepo_vs_grpo.png"))
 
     from sepo.cli.main import compute_frontier
