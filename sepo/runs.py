@@ -94,7 +94,7 @@ def check_out_path(out: str | Path, option: str = "--out") -> Path:
 def _flat(value, prefix: str = "") -> dict:
     """Nested settings by path ({'game_params': {'pie': 10}} -> {'game_params.pie': 10}; a list of
     mappings by index: 'agents[2].spec'), so that a difference names the setting that differs."""
-    if isinstance(value, dict) and value:
+    if isinstance(value, dict) and (value or not prefix):
         out = {}
         for key, item in value.items():
             out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
@@ -208,6 +208,10 @@ def _fix_modes(path: Path) -> None:
         os.chmod(path, FILE_MODE)
 
 
+def _real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
 def _rmdir_if_empty(path: Path) -> None:
     try:
         path.rmdir()
@@ -252,6 +256,10 @@ def _remove_run(root: Path, manifest: dict, owner: str, *, keep_lock: bool = Fal
             _remove(root / name)
         else:
             _remove_entry(root / name, owner)
+    for child in sorted(root.iterdir()) if _real_dir(root) else []:
+        nested = _is_owned_run(child, owner)
+        if nested is not None:
+            _remove_run(child, nested, owner)
     _remove_temporaries(root, manifest)
     _remove(root / MANIFEST)
     if not keep_lock:
@@ -324,8 +332,8 @@ class RunDir:
         return name in self._owned or (self._legacy and PurePosixPath(name).parts[0] in self._owned)
 
     def path(self, name: str) -> Path:
-        """`root/name`, recorded as this run's (with the folders above it); refused if something sepo
-        did not write is there."""
+        """`root/name`, recorded as this run's (with the folders above it); refused if a file sepo did
+        not write is there (a folder of the user's is written into, next to what it holds)."""
         rel = _check_name(name)
         if self.writer:
             added = False
@@ -333,8 +341,9 @@ class RunDir:
                 sub = "/".join(rel.parts[:depth])
                 if self.owns(sub):
                     continue
-                if os.path.lexists(self.root / sub):
-                    raise SepoError(f"{self.root / sub} exists and was not written by this run; not touching it")
+                there = self.root / sub
+                if os.path.lexists(there) and (there.is_symlink() or not there.is_dir()):
+                    raise SepoError(f"{there} exists and was not written by this run; not touching it")
                 self._record(sub)
                 added = True
             if added:
@@ -409,11 +418,12 @@ class RunDir:
         does not write now is removed, files sepo did not write stay (and are never written over)."""
         target = self.path(name)
         _fix_modes(source)
+        new = _tree(source, name) if _real_dir(source) else []
         if not os.path.lexists(target):
             os.replace(source, target)
-        elif source.is_dir() and target.is_dir() and not target.is_symlink():
-            new = _tree(source, name)
-            theirs = [n for n in new if os.path.lexists(self.root / n) and not self.owns(n)]
+        elif _real_dir(source) and _real_dir(target):
+            theirs = [n for n in new if os.path.lexists(self.root / n) and not self.owns(n)
+                      and not (_real_dir(self.root / n) and _real_dir(source / PurePosixPath(n).relative_to(name)))]
             if theirs:
                 raise SepoError(f"{self.root / theirs[0]} exists and was not written by this run; not touching it")
             for rel in new:  # parents before children: a new folder moves whole, with what is under it
@@ -438,7 +448,7 @@ class RunDir:
                 raise SepoError(f"{target} holds files that were not written by this run; not touching it")
             os.replace(source, target)
         self._claim_written(name)
-        for rel in _tree(target, name) if target.is_dir() and not target.is_symlink() else []:
+        for rel in new:
             self._record(rel)
         self._save()
 
@@ -629,11 +639,8 @@ def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = F
         raise SepoError(f"{root} exists and is not a folder; --out names a folder")
     created: list[Path] = []
     if root.is_dir():  # checked before the lock file is made: a folder that is not a run is left exactly as it is
-        manifest = read_manifest(root)
-        if manifest is None and _foreign(root):
+        if read_manifest(root) is None and _foreign(root):
             _refuse_foreign(root, _foreign(root))
-        if manifest is not None:
-            _check_resume(root, manifest, command, normalized(config), extendable, part_of, overwrite)
     else:
         missing = [p for p in [root, *root.parents] if not p.exists()]
         try:

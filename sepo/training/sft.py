@@ -129,13 +129,15 @@ CHECKPOINT_SECONDS = 600.0
 large model can take minutes)."""
 
 
-def run_files_callback(run, folder: str = "trainer", every_seconds: float = CHECKPOINT_SECONDS, on_checkpoint=None):
+def run_files_callback(run, folder: str = "trainer", every_seconds: float | None = None, on_checkpoint=None):
     """A `transformers.TrainerCallback` that records what the trainer writes in the run folder (each
     checkpoint, the model card) as the run's, and asks for a checkpoint whenever `every_seconds`
-    passed since the last one; `on_checkpoint(step)` follows the saves."""
+    (default `CHECKPOINT_SECONDS`) passed since the last one; `on_checkpoint(step)` follows the saves."""
     import time
 
     from transformers import TrainerCallback
+
+    every_seconds = CHECKPOINT_SECONDS if every_seconds is None else every_seconds
 
     class RunFiles(TrainerCallback):
         last = time.monotonic()

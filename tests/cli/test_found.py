@@ -336,3 +336,125 @@ def test_a_missing_model_is_one_line_without_hub_retries(tmp_path):
 def test_usage_errors_are_one_line():
     _error(_run("train", "--penalty", "sometimes", "--out", "x"), "sometimes")
     _error(_run("eval", "--agent", "nash", "--episodes", "x"), "--episodes")
+
+
+# ------------------------------------------------------------ issue 17: a command touches only its own
+
+def _made_by(out, command, config=None, files=("data.txt",), part_of=None):
+    """A finished run folder of another command, with a file in a sub-folder."""
+    from sepo.runs import open_run
+
+    with open_run(out, command, config or {"made": "by " + command}, part_of=part_of) as run:
+        run.write_text("sub/" + files[0], "its own work\n")
+        if command == "demo":
+            run.write_json("demo_summary.json", {"audits": {}, "runs": []})
+        run.complete()
+    return out
+
+
+def _experiment_config(tmp_path):
+    config = tmp_path / "tiny.yaml"
+    config.write_text("domains: [{name: kuhn}]\nagents: [{name: u, kind: fixed, spec: uniform}]\nstages: [base]\n"
+                      "episodes: {validation: 1, test: 1}\nreplicates: 50\n")
+    return config
+
+
+OTHER_COMMANDS = {
+    "train": lambda h, out: ["train", "--game", "kuhn", "--steps", "3", "--groups", "2", "--quiet", "--out", out],
+    "data sft": lambda h, out: ["data", "sft", "--episodes", "1", "--quiet", "--out", out],
+    "model init": lambda h, out: ["model", "init", "--out", out],
+    "experiment run": lambda h, out: ["experiment", "run", _experiment_config(h), "--quiet", "--out", out],
+    "report": lambda h, out: ["report", _made_by(h / "experiment", "experiment run"), "--out", out],
+    "demo": lambda h, out: ["demo", "--steps", "2", "--out", out],
+}
+
+
+@pytest.mark.parametrize("owner", ["sft", "data sft", "experiment run"])
+@pytest.mark.parametrize("command", sorted(OTHER_COMMANDS))
+def test_overwrite_never_replaces_another_commands_output(tmp_path, owner, command):
+    """Found: `sepo train --out <an SFT run, a dataset, an experiment> --overwrite` deleted it all
+    (and so did data sft, model init, experiment run, report and demo)."""
+    if owner == command:
+        pytest.skip("a run of the same command is what --overwrite replaces")
+    out = _made_by(tmp_path / "theirs", owner)
+    before = _tree(out)
+    result = _run(*OTHER_COMMANDS[command](tmp_path, out), "--overwrite")
+    _error(result, f"holds the output of `sepo {owner}`", f"--overwrite replaces only a `sepo {command}` run")
+    assert _tree(out) == before
+
+
+def test_a_run_inside_another_commands_output_is_refused(tmp_path):
+    experiment = _made_by(tmp_path / "experiment", "experiment run")
+    inner = _made_by(experiment / "cells" / "c1", "train", part_of="experiment run")
+    before = _tree(experiment)
+    for extra in ([], ["--overwrite"]):
+        _error(_run(*OTHER_COMMANDS["train"](tmp_path, inner), *extra), "part of the output of `sepo experiment run`")
+    assert _tree(experiment) == before
+
+
+@pytest.mark.parametrize("command", ["train", "data sft", "model init"])
+def test_a_finished_run_rerun_is_read_never_rewritten(tmp_path, command):
+    out = tmp_path / "out"
+    assert _run(*OTHER_COMMANDS[command](tmp_path, out)).exit_code == 0
+    stamp = {str(p.relative_to(out)): (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
+    again = _run(*OTHER_COMMANDS[command](tmp_path, out))
+    assert again.exit_code == 0 and "already complete" in again.stdout, again.output
+    assert {str(p.relative_to(out)): (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()} == stamp
+
+
+@pytest.mark.parametrize("command", sorted(OTHER_COMMANDS))
+def test_a_file_that_looks_like_a_temporary_is_the_users(tmp_path, command):
+    """Found: `.sepo-tmp-mine.txt` inside --out was deleted as a stale temporary on the next run."""
+    out = tmp_path / "out"
+    if command in ("demo", "experiment run", "report"):  # made directly: what is tested is the next open
+        config = {"demo": {"game": "kuhn", "steps": 2}, "report": {"experiment": str((tmp_path / "experiment").resolve()),
+                                                                    "config_hash": None}}.get(command)
+        if command == "experiment run":
+            from sepo.experiments.config import load_config
+
+            config = load_config(_experiment_config(tmp_path))[0].model_dump(mode="json")
+        args = OTHER_COMMANDS[command](tmp_path, out)
+        _made_by(out, command, config)
+    else:
+        args = OTHER_COMMANDS[command](tmp_path, out)
+        assert _run(*args).exit_code == 0
+    (out / ".sepo-tmp-mine.txt").write_text("mine")
+    (out / "sub").mkdir(exist_ok=True)
+    (out / "sub" / ".sepo-tmp-mine.txt").write_text("mine too")
+    result = _run(*args)
+    assert result.exit_code == 0, result.output
+    assert (out / ".sepo-tmp-mine.txt").read_text() == "mine" and (out / "sub" / ".sepo-tmp-mine.txt").read_text() == "mine too"
+    if command in ("train", "model init"):
+        assert _run(*args, "--overwrite").exit_code == 0
+        assert (out / ".sepo-tmp-mine.txt").read_text() == "mine"
+
+
+def test_model_files_get_the_umask_mode(tmp_path):
+    """Found: model.safetensors was written 0600 although docs/runs.md promises umask modes."""
+    from sepo.runs import DIR_MODE, FILE_MODE
+
+    assert _run("model", "init", "--out", tmp_path / "m").exit_code == 0
+    modes = {str(p.relative_to(tmp_path)): p.stat().st_mode & 0o777 for p in (tmp_path / "m").rglob("*")}
+    assert modes["m/model.safetensors"] == FILE_MODE
+    assert all(mode == (DIR_MODE if (tmp_path / name).is_dir() else FILE_MODE) for name, mode in modes.items()), modes
+
+
+def test_a_second_train_into_the_same_folder_is_refused_while_the_first_writes(tmp_path):
+    """Found: two `sepo train --out cc` a second apart both wrote (interleaved metrics.jsonl)."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "cc"
+    hold = ("import sys, time\nfrom sepo.runs import open_run\nwith open_run(sys.argv[1], 'train', {}):\n"
+            "    print('holding', flush=True)\n    time.sleep(120)\n")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(out)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        _error(_run("train", "--out", out, *TINY), "is being written by another sepo process", str(holder.pid))
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    result = _run("train", "--out", out, *TINY, "--overwrite")  # the dead holder's lock does not block
+    assert result.exit_code == 0, result.output

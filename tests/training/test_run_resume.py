@@ -87,3 +87,93 @@ def test_sft_over_a_training_run_is_refused_and_its_metrics_kept(inputs, tmp_pat
     assert result.exit_code == 2, result.output
     assert "sepo train" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert _files(run) == before
+
+
+# ------------------------------------------------------------------ issue 17: finished runs are read
+
+def _stamp(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("length", [["--max-steps", "2"], ["--epochs", "1"]], ids=["max-steps", "epochs"])
+def test_a_finished_sft_run_rerun_is_read_never_trained_further(inputs, tmp_path, length):
+    """Found: three runs of `sepo sft --max-steps 2` said 2, 3, then 4 steps and rewrote metrics.jsonl
+    and the model; with --epochs a rerun appended a line and said 'final train loss 0.0000'."""
+    tiny, data = inputs
+    command = ["sft", "--model", tiny, "--data", data, *length, "--batch-size", "16", "--out", tmp_path / "x", "--quiet"]
+    first = _run(*command)
+    assert first.exit_code == 0, first.output
+    steps = first.stdout.split("done: ")[1].split(" SFT steps")[0]
+    stamp = _stamp(tmp_path / "x")
+    for _ in range(2):
+        again = _run(*command)
+        assert again.exit_code == 0, again.output
+        assert f"done: {steps} SFT steps (already complete); final train loss" in again.stdout
+        assert again.stdout.split("final train loss")[1] == first.stdout.split("final train loss")[1]
+        assert _stamp(tmp_path / "x") == stamp
+
+
+def test_sft_killed_after_its_last_step_saves_that_model_without_training_further(inputs, tmp_path, monkeypatch):
+    """Found after a kill -9 of the smoke experiment: an SFT folder with `max_steps: 2` held checkpoint-3
+    (resuming from the last checkpoint trained one step past the end)."""
+    import sepo.training.sft as sft
+    from safetensors.numpy import load_file
+
+    tiny, data = inputs
+    config = sft.SFTRunConfig(model=str(tiny), data=str(data), max_steps=2, batch_size=4, save_steps=1)
+    whole = sft.run_sft(config, tmp_path / "whole")
+    real = sft.save_final_model
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # killed while saving the final model, after the last checkpoint
+
+    monkeypatch.setattr(sft, "save_final_model", killed)
+    with pytest.raises(KeyboardInterrupt):
+        sft.run_sft(config, tmp_path / "killed")
+    monkeypatch.setattr(sft, "save_final_model", real)
+    resumed = sft.run_sft(config, tmp_path / "killed")
+    assert resumed.steps == 2 and sorted(p.name for p in (tmp_path / "killed" / "trainer").glob("checkpoint-*")) == \
+        ["checkpoint-1", "checkpoint-2"]
+    a, b = load_file(str(whole.model / "model.safetensors")), load_file(str(resumed.model / "model.safetensors"))
+    assert all((a[k] == b[k]).all() for k in a)
+
+
+def test_sft_overwrite_and_resume_keep_the_users_files_and_write_umask_modes(inputs, tmp_path):
+    """Found: a file of the user's in S/model/ was deleted by a rerun; model.safetensors was 0600."""
+    from sepo.runs import FILE_MODE
+
+    tiny, data = inputs
+    command = ["sft", "--model", tiny, "--data", data, "--max-steps", "1", "--batch-size", "4", "--out", tmp_path / "s", "--quiet"]
+    assert _run(*command).exit_code == 0
+    (tmp_path / "s" / "model" / "notes.txt").write_text("mine")
+    (tmp_path / "s" / "trainer" / "notes.txt").write_text("mine too")
+    result = _run(*command, "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "s" / "model" / "notes.txt").read_text() == "mine"
+    assert (tmp_path / "s" / "trainer" / "notes.txt").read_text() == "mine too"
+    assert all(p.stat().st_mode & 0o777 == FILE_MODE for p in (tmp_path / "s").rglob("*.safetensors"))
+
+
+def test_sft_without_a_terminal_prints_its_stages_and_steps_with_an_eta(inputs, tmp_path, monkeypatch):
+    """Found: long commands showed nothing but FutureWarnings without a terminal for minutes."""
+    from sepo import progress
+
+    monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
+    tiny, data = inputs
+    result = _run("sft", "--model", tiny, "--data", data, "--max-steps", "2", "--batch-size", "4", "--out", tmp_path / "s")
+    assert result.exit_code == 0, result.output
+    assert "loading the model" in result.stderr and "SFT steps: 2/2 (100%)" in result.stderr and "left" in result.stderr
+    assert "FutureWarning" not in result.stderr
+
+
+def test_a_checkpoint_is_saved_once_enough_time_passed_so_a_stop_loses_little(inputs, tmp_path, monkeypatch):
+    import sepo.training.sft as sft
+
+    monkeypatch.setattr(sft, "CHECKPOINT_SECONDS", 0.0)
+    tiny, data = inputs
+    config = sft.SFTRunConfig(model=str(tiny), data=str(data), max_steps=3, batch_size=4)  # save_steps 200
+    with pytest.raises(KeyboardInterrupt):
+        sft.run_sft(config, tmp_path / "s", stop_after=2)
+    assert (tmp_path / "s" / "trainer" / "checkpoint-1").is_dir()  # saved for time, not save_steps; the stop kept it
+    assert sft.run_sft(config, tmp_path / "s").steps == 3

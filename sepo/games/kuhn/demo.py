@@ -29,9 +29,10 @@ def run_demo(out: Path, steps: int, console: Console, overwrite: bool = False) -
         raise SepoError(f"--steps must be >= 2, got {steps}")
     with open_run(out, "demo", {"game": "kuhn", "steps": steps}, overwrite=overwrite) as run:
         if run.finished:  # read, never redone
+            summary = read_json(out / "demo_summary.json", "demo summary")
             console.print(f"the demo in {out} is already complete: see {out / 'demo_summary.json'}, "
                           f"{out / 'sepo_vs_grpo.png'} and {out / 'frontier.png'}")
-            return read_json(out / "demo_summary.json", "demo summary")
+            return summary
         summary = _demo(run, steps, console)
         run.complete()
     return summary
