@@ -93,12 +93,18 @@ class _Task:
     def __init__(self, description: str, total: float | None):
         self.description, self.total, self.completed = description, total, 0.0
         self.started = time.monotonic()
+        self.base: tuple[float, float] | None = None
+        """(count, time) of the first report: work done before it (a resumed run's) does not speed up the ETA."""
+
 
     def text(self) -> str:
-        elapsed = time.monotonic() - self.started
+        now = time.monotonic()
+        elapsed = now - self.started
         if not self.total:
             return f"{self.description}: {self.completed:g} done, {_duration(elapsed)} elapsed"
-        eta = "?" if self.completed <= 0 else _duration(elapsed / self.completed * max(0.0, self.total - self.completed))
+        done, since = self.base or (0.0, self.started)
+        rate = (self.completed - done) / max(now - since, 1e-9)
+        eta = "?" if rate <= 0 else _duration(max(0.0, self.total - self.completed) / rate)
         return (f"{self.description}: {self.completed:g}/{self.total:g} ({100 * self.completed / self.total:.0f}%), "
                 f"{_duration(elapsed)} elapsed, about {eta} left")
 
@@ -181,8 +187,12 @@ class LineReporter(Reporter):
                 entry.total = total
             if description is not None:
                 entry.description = description
+            if entry.base is None and advance is not None:
+                entry.base = (entry.completed, entry.started)  # counted from the task's start
             if completed is not None:
                 entry.completed = completed
+                if entry.base is None:
+                    entry.base = (completed, time.monotonic())  # a count given whole may include earlier work
             if advance is not None:
                 entry.completed += advance
         self.tick()

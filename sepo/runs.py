@@ -639,7 +639,7 @@ def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = F
         raise SepoError(f"{root} exists and is not a folder; --out names a folder")
     created: list[Path] = []
     if root.is_dir():  # checked before the lock file is made: a folder that is not a run is left exactly as it is
-        if read_manifest(root) is None and _foreign(root):
+        if read_manifest(root) is None and _foreign(root) and part_of is None:
             _refuse_foreign(root, _foreign(root))
     else:
         missing = [p for p in [root, *root.parents] if not p.exists()]
@@ -678,7 +678,7 @@ def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extenda
             if overwrite:
                 _remove_run(root, manifest, manifest.get("part_of") or command, keep_lock=True)
                 manifest = None
-        elif _foreign(root):
+        elif _foreign(root) and part_of is None:  # a part of another output lives where its owner put it
             _refuse_foreign(root, _foreign(root))
     except BaseException:
         undo_created()

@@ -24,22 +24,14 @@ def run_command(
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ):
     """Run every cell (train, select on validation episodes, audit on test episodes); resumes after a kill."""
-    from rich.progress import Progress as Bar, TextColumn, BarColumn
-
+    from sepo.cli.common import progress
     from sepo.experiments.runner import run_experiment
 
-    def describe(p) -> str:
-        eta = "?" if p.eta is None else f"{p.eta / 60:.1f} min"
-        return f"cells: {p.done} done, {p.running} running, {p.left} left · {p.elapsed / 60:.1f} min elapsed · about {eta} left"
-
-    if quiet:
-        summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite)
-    else:
-        with Bar(TextColumn("{task.description}"), BarColumn(), console=console, transient=False) as bar:
-            task = bar.add_task("starting", total=None)
-            summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite,
-                                     on_progress=lambda p: bar.update(task, description=describe(p), completed=p.done,
-                                                                      total=p.total))
+    with progress(quiet) as bar:
+        task = bar.add_task("cells", total=None)
+        summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite,
+                                 on_progress=lambda p: bar.update(task, completed=p.done, total=p.total,
+                                                                  description=f"cells ({p.running} running)"))
     again = f" ({summary['already_finished']} were already finished)" if summary["already_finished"] else ""
     console.print(f"{summary['finished']} of {summary['cells']} cells finished{again} in {summary['seconds']:.0f} s; "
                   f"results in {summary['results']} (config hash {summary['config_hash']}); "

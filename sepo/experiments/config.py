@@ -343,9 +343,40 @@ def _check_domain_params(config: ExperimentConfig, source: str) -> None:
             raise SepoError(f"{source}: domains[{i}].llm.{_field_path(first['loc'])}: {brief(message, 200)}") from None
 
 
+def check_agents(config: ExperimentConfig, source: str = "config") -> None:
+    """Every agent against every domain it plays in, before anything is written: a fixed agent's
+    spec as `sepo eval` would read it in that domain (`bot:TFT` is no bot of every game), a
+    language model's folder (a Hub id by its form). One line naming the field by its path."""
+    from sepo.experiments.cells import expand
+    from sepo.games import get_domain
+    from sepo.policies.specs import check_agent, check_model_source
+
+    plays = {(cell.domain, cell.agent) for cell in expand(config).cells}
+    games = {}
+    for i, agent in enumerate(config.agents):
+        if agent.kind == "hf" and agent.model != TINY:
+            try:
+                check_model_source(agent.model)
+            except SepoError as error:
+                raise SepoError(f"{source}: agents[{i}].model: {error}") from None
+        if agent.kind not in ("fixed", "endpoint"):
+            continue
+        for j, domain in enumerate(config.domains):
+            if (domain.name, agent.name) not in plays:
+                continue
+            if domain.name not in games:
+                games[domain.name] = get_domain(domain.name).game(config.protocol, **domain.params)
+            try:
+                check_agent(agent.spec, games[domain.name])
+            except SepoError as error:
+                raise SepoError(f"{source}: agents[{i}].spec under domains[{j}] ({domain.name}): {error}") from None
+
+
 def load_config(path: str | Path) -> tuple[ExperimentConfig, str]:
-    """Read and validate a YAML experiment config; returns it and the file's text."""
+    """Read and validate a YAML experiment config, its agents included; returns it and the file's text."""
     from sepo.inputs import read_structured, read_text
 
     text = read_text(Path(path), "experiment config")
-    return validate_config(read_structured(path, "experiment config"), str(path)), text
+    config = validate_config(read_structured(path, "experiment config"), str(path))
+    check_agents(config, str(path))
+    return config, text

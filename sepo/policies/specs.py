@@ -70,6 +70,38 @@ def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None) -> P
     raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
 
 
+def check_model_source(path: str) -> None:
+    """A model named by a local path must be a model folder; a Hub id is checked by its form only
+    (whether the Hub has it is known when the model is loaded, possibly on another machine)."""
+    local = Path(path).expanduser()
+    looks_local = local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1
+    if looks_local:
+        if not local.is_dir():
+            raise SepoError(f"model {path!r}: no such folder")
+        if not ((local / "config.json").is_file() or (local / "adapter_config.json").is_file()):
+            raise SepoError(f"model {path!r} is not a model folder (no config.json or adapter_config.json)")
+    elif not path.strip() or any(c.isspace() for c in path):
+        raise SepoError(f"model {path!r} is neither a folder nor a Hugging Face Hub id (OWNER/NAME)")
+
+
+def check_agent(spec: str, game: Game) -> None:
+    """Refuse, in one line, a spec `load_agent` would refuse for `game`, without loading a language
+    model or calling an endpoint (an experiment checks its agents before it writes anything)."""
+    kind, _, arg = spec.partition(":")
+    if kind in domain_of(game).agents or kind not in ("hf", "run", "openai"):
+        load_agent(spec, game)
+    elif kind == "hf":
+        check_model_source(arg)
+    elif kind == "openai":
+        from sepo.policies.endpoint import parse_endpoint_spec
+
+        parse_endpoint_spec(arg)
+    elif (Path(arg) / "model").is_dir():
+        check_model_source(str(Path(arg) / "model"))
+    else:
+        _load_run(Path(arg), game)
+
+
 def _load_tabular(path: str, game: Game) -> TabularPolicy:
     from sepo.metrics.exact import keys_of, solver_for
 

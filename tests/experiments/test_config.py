@@ -145,3 +145,46 @@ def test_a_tabular_agent_is_skipped_with_its_reason_where_the_domain_has_no_tabu
     assert not [c for c in plan.cells if c.agent == "tab"]
     assert {s["stage"] for s in plan.skipped if s["agent"] == "tab"} == {"base", "sft", "grpo", "sepo", "constant"}
     assert all("no tabular training environment" in s["reason"] for s in plan.skipped if s["agent"] == "tab")
+
+
+# ------------------------------------------ issue 17: every field is checked before anything is written
+
+AGENTS_CONFIG = """
+domains: [{name: ipd, params: {rounds: 2, memory: 1}}, {name: kuhn}]
+agents:
+  - {name: u, kind: fixed, spec: uniform}
+  - {name: ref, kind: fixed, spec: "SPEC"}
+  - {name: lm, kind: hf, model: MODEL}
+stages: [base]
+episodes: {validation: 1, test: 1}
+replicates: 50
+"""
+
+
+@pytest.mark.parametrize("spec, model, field", [
+    ("bot:TFT", "tiny", "agents[1].spec under domains[1] (kuhn): unknown bot 'TFT' for kuhn"),  # an ipd bot, not a kuhn one
+    ("uniform", "/nonexistent", "agents[2].model: model '/nonexistent': no such folder"),
+    ("hf:/nonexistent", "tiny", "agents[1].spec under domains[0] (ipd): model '/nonexistent': no such folder"),
+    ("openai:m@ftp://x", "tiny", "agents[1].spec under domains[0] (ipd): agent 'openai:m@ftp://x'"),
+])
+def test_plan_and_run_check_every_agent_before_anything_is_written(tmp_path, spec, model, field):
+    """Found: `spec: bot:TFT` under kuhn and `model: /nonexistent` passed `experiment plan`; `run` failed
+    after writing the folder, and the corrected config was then refused as a different config."""
+    config = tmp_path / "bad.yaml"
+    config.write_text(AGENTS_CONFIG.replace("SPEC", spec).replace("MODEL", model))
+    for command in (["experiment", "plan", config], ["experiment", "run", config, "--out", tmp_path / "out", "--quiet"]):
+        result = CliRunner().invoke(app, [str(a) for a in command])
+        assert result.exit_code == 2 and field in result.output, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_another_config_names_the_differing_agent_field_by_path(tmp_path):
+    config = tmp_path / "good.yaml"
+    config.write_text(AGENTS_CONFIG.replace("SPEC", "bot:NashApprox").replace("MODEL", "tiny").replace(
+        "  - {name: lm, kind: hf, model: tiny}\n", "").replace("domains: [{name: ipd, params: {rounds: 2, memory: 1}}, ", "domains: ["))
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["experiment", "run", str(config), "--out", str(out), "--quiet"]).exit_code == 0
+    config.write_text(config.read_text().replace("bot:NashApprox", "bot:TightPassive"))
+    result = CliRunner().invoke(app, ["experiment", "run", str(config), "--out", str(out), "--quiet"])
+    assert result.exit_code == 2
+    assert "agents[1].spec bot:NashApprox there, bot:TightPassive here" in " ".join(result.output.split()), result.output

@@ -136,3 +136,20 @@ def test_an_agents_own_episode_counts_are_checked_for_shared_seeds_too():
     data["agents"].append({"name": "ref", "kind": "fixed", "spec": "uniform", "episodes": {"validation": 1, "test": 1001}})
     with pytest.raises(SepoError, match="share"):
         check_disjoint(validate_config(data))
+
+
+def test_overwrite_keeps_the_users_files_inside_cells(tmp_path):
+    """Found: `experiment run --overwrite` deleted a file of the user's in E/cells/ (the whole folder went)."""
+    config = tmp_path / "small.yaml"
+    config.write_text(tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base, sepo]", "seeds: [0, 1]": "seeds: [0]",
+                                     "e: [1.0, 4.0]": "e: 1.0"}))
+    out = tmp_path / "out"
+    run_experiment(config, out)
+    cell = next(p for p in (out / "cells").iterdir() if "sepo" in p.name)
+    (out / "cells" / "notes.txt").write_text("mine")
+    (cell / "notes.txt").write_text("mine too")
+    (cell / "train" / "notes.txt").write_text("and mine")
+    before = _rows(out)
+    summary = run_experiment(config, out, overwrite=True)
+    assert summary["ran"] == summary["cells"] == 2 and _rows(out) == before
+    assert [(p / "notes.txt").read_text() for p in (out / "cells", cell, cell / "train")] == ["mine", "mine too", "and mine"]
