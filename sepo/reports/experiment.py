@@ -9,7 +9,9 @@ logs. Numbers shown:
   t-interval across seeds (seed-to-seed variation, which contains the episode noise);
 - paired differences (ΔSafety = SEPO − Base, SEPO − payoff-only, SEPO − constant) per seed, then
   the same mean and t-interval; with one seed, the two bootstrap half-widths added in quadrature.
-Every row names the cells it comes from; the appendix lists each cell with its folder.
+Every row names the cells it comes from; the appendix lists each cell with its folder. A row or bar
+whose cells' replies mostly fail to parse (invalid-action rate above `INVALID_LIMIT`) is marked †
+and hatched: it shows the failure rule's fallback, never a trained result.
 """
 from __future__ import annotations
 
@@ -30,6 +32,14 @@ PAPER_COLUMNS = (("utility", "Pay/r"), ("exploit_pool", "Exploit"), ("robustness
 RIGOROUS_COLUMNS = (("nra_gtbench", "NRA (GTBench)"), ("invalid_action_rate", "invalid rate"))
 STAGE_LABEL = {"base": "Base", "sft": "SFT", "grpo": "payoff-only GRPO", "sepo": "SEPO", "constant": "constant ablation"}
 STAGE_ORDER = ("base", "sft", "sepo", "grpo", "constant")
+INVALID_LIMIT = 0.5
+"""A cell whose replies fail to parse more often than this (invalid-action rate on test episodes, at the
+shown checkpoint) is marked in every table and hatched in Figure 1: its numbers are mostly those of the
+failure rule's fallback action, not of a policy the agent plays (or was trained to play)."""
+UNPARSED = "†"
+UNPARSED_NOTE = (f"{UNPARSED} replies that do not parse: the invalid-action rate exceeds {INVALID_LIMIT:.0%} in at least one "
+                 "of the row's cells, so its numbers mostly describe the failure rule's fallback action, not a trained or "
+                 "chosen policy; read them as a failure to produce parseable replies, not as a result.")
 
 
 def paper_numbers() -> dict:
@@ -118,6 +128,15 @@ class Results:
         mean, low, high = t_interval(diffs)
         return mean, low, high, len(diffs)
 
+    def unparsed(self, cell_ids: list[str]) -> bool:
+        """Whether any of the cells' replies fail to parse more often than `INVALID_LIMIT` (shown checkpoint, test)."""
+        rates = [self.value[(c, "validation")].get("invalid_action_rate") for c in cell_ids]
+        return any(r is not None and not math.isnan(r[0]) and r[0] > INVALID_LIMIT for r in rates)
+
+    def label(self, agent: str, stage: str, lambdas, cell_ids: list[str]) -> str:
+        """The row label of a group, marked when its replies do not parse."""
+        return _group_label(agent, stage, lambdas) + (f" {UNPARSED}" if self.unparsed(cell_ids) else "")
+
     def exact_name(self, domain: str) -> str | None:
         for cell_id, result in self.results.items():
             if self.cells[cell_id]["domain"] == domain and result.get("exact_value"):
@@ -170,17 +189,27 @@ def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
                 continue  # the first λ point only
             delta = results.paired(cells, groups[(agent, "base", None)], "safety")
             if delta is not None:
-                bars.append({"domain": domain, "agent": agent, "lambdas": lambdas, "delta": delta, "cells": cells})
+                unparsed = results.unparsed(cells) or results.unparsed(groups[(agent, "base", None)])
+                bars.append({"domain": domain, "agent": agent, "lambdas": lambdas, "delta": delta, "cells": cells,
+                             "unparsed": unparsed})
     if not bars:
         return None
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(bars) + 2), 4))
     xs = np.arange(len(bars))
     values = [b["delta"][0] for b in bars]
     errors = np.array([[b["delta"][0] - b["delta"][1] for b in bars], [b["delta"][2] - b["delta"][0] for b in bars]])
-    colors = ["#1f77b4" if v >= 0 else "#d62728" for v in values]
-    ax.bar(xs, values, yerr=np.nan_to_num(errors), capsize=4, color=colors)
+    colors = ["#bbbbbb" if b["unparsed"] else "#1f77b4" if v >= 0 else "#d62728" for b, v in zip(bars, values)]
+    drawn = ax.bar(xs, values, yerr=np.nan_to_num(errors), capsize=4, color=colors, edgecolor="black", linewidth=0.5)
+    for bar, b in zip(drawn, bars):
+        if b["unparsed"]:
+            bar.set_hatch("///")
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(xs, [f"{b['domain']}\n{b['agent']}" for b in bars], fontsize=8)
+    ax.set_xticks(xs, [f"{b['domain']}\n{b['agent']}" + (f" {UNPARSED}" if b["unparsed"] else "") for b in bars], fontsize=8)
+    if any(b["unparsed"] for b in bars):
+        from matplotlib.patches import Patch
+
+        ax.legend(handles=[Patch(facecolor="#bbbbbb", edgecolor="black", hatch="///",
+                                 label=f"{UNPARSED} invalid rate > {INVALID_LIMIT:.0%}: fallback, not a result")], fontsize=7)
     ax.set(ylabel="ΔSafety = SEPO − Base", title="Safety improvement (95% interval over seeds)")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -351,11 +380,16 @@ def build_report(folder: str | Path) -> Document:
         doc.para("No domain has both a Base and a SEPO cell finished.")
     else:
         png, bars = delta
+        hatched = (f" Hatched grey bars ({UNPARSED}): the SEPO or the Base cell's replies do not parse (invalid-action rate "
+                   f"above {INVALID_LIMIT:.0%}); such a bar compares fallback actions, not trained policies."
+                   if any(b["unparsed"] for b in bars) else "")
         doc.figure("figure1_delta_safety.png", png, "ΔSafety = SEPO − Base per domain and agent (first λ point), paired by "
-                   "seed, 95% interval")
+                   "seed, 95% interval." + hatched)
         doc.table(["domain", "agent", "λ", "ΔSafety", "seeds", "cells"],
-                  [[b["domain"], b["agent"], "/".join(f"{v:g}" for v in b["lambdas"]), fmt(b["delta"]), str(b["delta"][3]),
-                    ", ".join(b["cells"])] for b in bars], "table-figure-1")
+                  [[b["domain"], b["agent"] + (f" {UNPARSED}" if b["unparsed"] else ""), "/".join(f"{v:g}" for v in b["lambdas"]),
+                    fmt(b["delta"]), str(b["delta"][3]), ", ".join(b["cells"])] for b in bars], "table-figure-1")
+        if hatched:
+            doc.para(UNPARSED_NOTE)
     _selection_section(doc, results)
     _appendix(doc, results)
     return doc
@@ -371,7 +405,7 @@ def _domain_section(doc: Document, results: Results, domain: str, paper: dict):
     header = ["agent · stage", *(label for _, label in PAPER_COLUMNS), "cells"]
     rows, titles = [], []
     for (agent, stage, lambdas), cells in groups.items():
-        rows.append([_group_label(agent, stage, lambdas), *(fmt(results.metric(cells, m)) for m, _ in PAPER_COLUMNS),
+        rows.append([results.label(agent, stage, lambdas, cells), *(fmt(results.metric(cells, m)) for m, _ in PAPER_COLUMNS),
                      ", ".join(cells)])
         titles.append("cells: " + ", ".join(cells))
     published = paper["domains"].get(domain)
@@ -383,11 +417,13 @@ def _domain_section(doc: Document, results: Results, domain: str, paper: dict):
             titles.append("published")
     doc.heading(f"{domain}: the paper's table", level=3)
     doc.table(header, rows, f"table-{domain}", titles)
+    if any(results.unparsed(cells) for cells in groups.values()):
+        doc.para(UNPARSED_NOTE)
     if results.protocol != "paper" and published:
         doc.para("The paper's published numbers for this domain are shown beside reproduced ones only under the paper "
                  "protocol (its accounting differs from the rigorous one used here).")
     rig_header = ["agent · stage", f"{value_name or 'exact value'} (exact)", "NRA (paper)", *(l for _, l in RIGOROUS_COLUMNS)]
-    rig_rows = [[_group_label(a, s, lam), fmt(results.metric(cells, value_name)) if value_name else "no solver",
+    rig_rows = [[results.label(a, s, lam, cells), fmt(results.metric(cells, value_name)) if value_name else "no solver",
                  fmt(results.metric(cells, "nra")), *(fmt(results.metric(cells, m)) for m, _ in RIGOROUS_COLUMNS)]
                 for (a, s, lam), cells in groups.items()]
     doc.heading(f"{domain}: rigorous columns", level=3)
@@ -413,7 +449,8 @@ def _ablation(doc, results: Results, domain: str, groups: dict, value_name: str 
             for metric in ("safety", *([value_name] if value_name else [])):
                 diff = results.paired(cells, other, metric)
                 if diff is not None:
-                    rows.append([agent, "/".join(f"{v:g}" for v in lambdas), f"SEPO − {STAGE_LABEL[other_stage]}", metric,
+                    mark = f" {UNPARSED}" if results.unparsed(cells) or results.unparsed(other) else ""
+                    rows.append([agent + mark, "/".join(f"{v:g}" for v in lambdas), f"SEPO − {STAGE_LABEL[other_stage]}", metric,
                                  fmt(diff), str(diff[3]), ", ".join(cells + other)])
     if rows:
         doc.heading(f"{domain}: SEPO vs payoff-only GRPO vs the constant ablation (paired by seed)", level=3)

@@ -131,7 +131,7 @@ large model can take minutes)."""
 
 def run_files_callback(run, folder: str = "trainer", every_seconds: float | None = None, on_checkpoint=None):
     """A `transformers.TrainerCallback` that records what the trainer writes in the run folder (each
-    checkpoint, the model card) as the run's, and asks for a checkpoint whenever `every_seconds`
+    checkpoint, the README.md TRL writes beside them) as the run's, and asks for a checkpoint whenever `every_seconds`
     (default `CHECKPOINT_SECONDS`) passed since the last one; `on_checkpoint(step)` follows the saves."""
     import time
 

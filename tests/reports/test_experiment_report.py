@@ -109,3 +109,30 @@ def test_under_the_paper_protocol_the_published_numbers_stand_beside_the_reprodu
     line = next(l for l in md.splitlines() if l.startswith("| paper · Base |"))
     assert f"{published['base'][4]:.3f}" in line  # the published safety
     assert "| paper · SEPO |" in md
+
+
+def test_cells_whose_replies_do_not_parse_are_marked_in_every_table_and_hatched_in_figure_1(finished_experiment, tmp_path):  # noqa: F811
+    """Issue 16: the smoke's tiny-model cells (invalid rate 1.000) read as results, Figure 1 drawing
+    their ΔSafety as an improvement. A cell whose invalid rate exceeds the stated limit is marked."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sepo.reports.experiment import INVALID_LIMIT, UNPARSED, Results, build_report, figure_delta_safety
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    table = pq.read_table(folder / "results.parquet")
+    rows = table.to_pylist()
+    sepo_cells = sorted({r["cell"] for r in rows if r["stage"] == "sepo"})
+    failing = sepo_cells[0]  # its replies (say) never parse
+    for row in rows:
+        if row["cell"] == failing and row["metric"] == "invalid_action_rate":
+            row["value"] = row["low"] = row["high"] = 1.0
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), folder / "results.parquet")
+    assert 1.0 > INVALID_LIMIT
+    md = "\n".join(build_report(folder).md)
+    marked = [line for line in md.splitlines() if UNPARSED in line and line.startswith("|")]
+    assert any(failing in line for line in marked)  # the paper table's row of that cell
+    assert not any(cell in line for line in marked for cell in sepo_cells[1:] if failing not in line)
+    assert f"{UNPARSED} replies that do not parse" in md and "Hatched grey bars" in md
+    _, bars = figure_delta_safety(Results(folder))
+    assert [b["unparsed"] for b in bars] == [failing in b["cells"] for b in bars] and any(b["unparsed"] for b in bars)
