@@ -200,9 +200,11 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], est
         notes.append(SAMPLED_NOTE)
     if protocol == "rigorous" and value_name is not None:
         e = exact[value_name]
-        policy = "exact" if estimate.exact else f"of the {estimate.label} policy"
-        projection = f", a memory-{exact['projection_memory']} projection" if "projection_memory" in exact else ""
-        source = f"{value_name} ({policy}{projection})"
+        if "projection_memory" in exact:
+            policy = "" if estimate.exact else f", {estimate.label}"
+            source = f"{value_name} (of the agent's memory-{exact['projection_memory']} projection{policy})"
+        else:
+            source = f"{value_name} (exact)" if estimate.exact else f"{value_name} (of the {estimate.label} policy)"
     else:
         e, source = metrics["exploit_pool"], "exploit_pool"
     collusion = np.nan_to_num(metrics["collusion"])

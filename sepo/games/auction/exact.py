@@ -191,7 +191,8 @@ class AuctionSolver:
             pruned += float(mass[~keep].sum()) * (self.rounds - t - 1) * max_r
             if keep.sum() > MAX_ROWS:
                 raise SepoError(f"exact auction BR: {keep.sum():,} public histories at round {t + 2} exceed {MAX_ROWS:,}; "
-                                "use a pruning threshold or fewer rounds")
+                                "give --threshold P to drop histories of agent mass at most P (the bound is reported) "
+                                "or fewer --rounds")
             index = np.nonzero(keep)[0]
             parent = index // self.n_out
             outcome = index % self.n_out
