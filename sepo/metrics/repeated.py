@@ -573,7 +573,10 @@ class RepeatedAudit:
             raise SepoError("--threshold needs the full history tree; drop --memory to prune")
         if getattr(agent, "table", None) is not None and getattr(agent, "keys", None) is not None \
                 and memory is not None and tuple(agent.keys) == tuple(self.keys):
-            return self._audit_table(agent, self, threshold, replicates, seed, labelled_for=None)
+            if threshold:
+                raise SepoError("--threshold needs the full history tree; a table over the last rounds is solved exactly "
+                                "without it")
+            return self._audit_table(agent, self, replicates, seed, labelled_for=None)
         state_of = declared_state(agent)
         if state_of is not None and not (projection and memory is not None):
             solved = solve(state_tree(self.stage, self.game.rounds, self._reader(agent), state_of))
@@ -583,11 +586,11 @@ class RepeatedAudit:
             return Audit(replace(result, method=method), self.response(solved),
                          {"policy": "exact", "exact": True, "states": solved.states})
         if memory is not None and projection:
-            return self._audit_table(agent, self, 0.0, replicates, seed, labelled_for=agent)
+            return self._audit_table(agent, self, replicates, seed, labelled_for=agent)
         whole = self if memory is None else self.whole_history()
         if threshold:
             return whole._audit_pruned(agent, threshold, replicates, seed)
-        return self._audit_table(agent, whole, 0.0, replicates, seed, labelled_for=None)
+        return self._audit_table(agent, whole, replicates, seed, labelled_for=None)
 
     def _reader(self, agent: Policy):
         """Reads `agent`'s played policy at (round, history) queries, one batched call each."""
@@ -599,7 +602,7 @@ class RepeatedAudit:
 
         return reader
 
-    def _audit_table(self, agent: Policy, solver, threshold: float, replicates: int, seed: int, labelled_for):
+    def _audit_table(self, agent: Policy, solver, replicates: int, seed: int, labelled_for):
         """The agent read at every key of `solver` (one batched call), solved; for an estimated
         policy, the value's interval from its resampled replies."""
         from sepo.metrics.bootstrap import boundary_interval
@@ -617,13 +620,13 @@ class RepeatedAudit:
             raise SepoError(f"agent {getattr(agent, 'name', agent)!r} cannot give action probabilities, which exact "
                             "values need") from None
         table = estimate.table()
-        solved = solver.solve_table(table, threshold)
+        solved = solver.solve_table(table)
         result = solver.result(solved)
         if labelled_for is not None:
             result = labelled(result, labelled_for, solver.game.memory, solver.keys)
         interval = None
         if not estimate.exact:
-            values = np.array([solver.solve_table(t, threshold).gap for t in estimate.resample(replicates, seed)])
+            values = np.array([solver.solve_table(t).gap for t in estimate.resample(replicates, seed)])
             interval = list(boundary_interval(result.value, values))
         return Audit(result, solver.response(solved), estimate.record(), interval)
 

@@ -5,11 +5,13 @@ import itertools
 import numpy as np
 import pytest
 
+from sepo.errors import SepoError
 from sepo.evaluation.play import play_episodes
 from sepo.games import load_game
 from sepo.games.negotiation.bots import BOTS
 from sepo.games.negotiation.exact import NegotiationSolver
 from sepo.metrics.exact import action_table
+from sepo.policies.base import Policy
 from sepo.policies.tabular import TabularPolicy
 
 # (bot, adversarial gap per round, best-response payoff per round) at the paper's 4 rounds. A bot
@@ -107,3 +109,29 @@ def test_pruned_reading_stays_within_its_bound():
     pruned, response = solver.evaluate_agent(TabularPolicy(table, solver.keys), threshold=0.05)
     assert 0 < pruned.pruning_bound and abs(pruned.value - exact.value) <= pruned.pruning_bound
     assert pruned.extra["states"] < exact.extra["states"] and response.to_json()
+
+
+def test_audit_follows_what_the_agent_declares():
+    """Issue 16: a bot is solved on its own state (exact at 12 rounds), a memory-1 table on its
+    keys (pruning it is refused in one line), an undeclared agent on the whole tree unless a
+    projection is asked for, which is then labelled."""
+    long = NegotiationSolver(load_game("negotiation", rounds=12)).audit(BOTS["Concede"]())
+    assert long.result.exact and long.result.value == pytest.approx(0.0) and "declared state" in long.result.method
+
+    game = load_game("negotiation", rounds=2)
+    solver = NegotiationSolver(game)
+    table = np.full((len(solver.keys), game.num_demands), 1.0 / game.num_demands)
+    with pytest.raises(SepoError, match="--threshold needs the full history tree"):
+        solver.audit(TabularPolicy(table, solver.keys), threshold=0.01)
+
+    class Undeclared(Policy):
+        name = "undeclared"
+
+        def action_probabilities(self, decision):
+            return BOTS["Complement"]().action_probabilities(decision)
+
+    whole = solver.audit(Undeclared()).result
+    truth = solver.audit(BOTS["Complement"]()).result
+    assert whole.exact and whole.value == pytest.approx(truth.value, abs=1e-12) and "joint-demand tree" in whole.method
+    projected = solver.audit(Undeclared(), projection=True).result
+    assert not projected.exact and projected.extra["projection_memory"] == 1
