@@ -188,3 +188,16 @@ def test_another_config_names_the_differing_agent_field_by_path(tmp_path):
     result = CliRunner().invoke(app, ["experiment", "run", str(config), "--out", str(out), "--quiet"])
     assert result.exit_code == 2
     assert "agents[1].spec bot:NashApprox there, bot:TightPassive here" in " ".join(result.output.split()), result.output
+
+
+def test_the_documented_smoke_cell_count_is_the_plans():
+    """Found: docs/experiments.md said the smoke was 70 cells while `experiment plan` listed 85."""
+    import re
+    from pathlib import Path
+
+    from sepo.experiments.config import load_config
+
+    root = Path(__file__).resolve().parents[2]
+    documented = re.search(r"`configs/smoke.yaml` plans \*\*(\d+) cells\*\*", (root / "docs" / "experiments.md").read_text())
+    assert documented, "docs/experiments.md states the smoke's cell count"
+    assert int(documented.group(1)) == len(expand(load_config(root / "configs" / "smoke.yaml")[0]).cells)
