@@ -158,7 +158,10 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def json_safe(data):
-    """`data` with every NaN or infinity as null: files and `--json` output stay valid JSON."""
+    """`data` with every NaN or infinity as null and numpy scalars as Python numbers and booleans:
+    files and `--json` output stay valid JSON."""
+    if hasattr(data, "item") and type(data).__module__ == "numpy" and getattr(data, "ndim", None) == 0:
+        data = data.item()
     if isinstance(data, float):
         return data if math.isfinite(data) else None
     if isinstance(data, dict):

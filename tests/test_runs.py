@@ -147,3 +147,12 @@ def test_a_second_writer_is_refused_and_a_dead_writers_lock_does_not_block(tmp_p
     with open_run(out, "train", {"x": 1}) as run:  # the kernel dropped the dead process's lock
         run.complete()
     assert json.loads((out / MANIFEST).read_text())["lock"] == LOCK
+
+
+def test_json_files_take_numpy_scalars(tmp_path):
+    """Found by the fuzz sandbox: an audit's numpy boolean (`exact`) made an experiment cell fail to write its audit."""
+    import numpy as np
+
+    with open_run(tmp_path / "run", "sft", {}) as run:
+        run.write_json("audit.json", {"exact": np.bool_(True), "gap": np.float64("nan"), "n": np.int64(3)})
+    assert json.loads((tmp_path / "run" / "audit.json").read_text()) == {"exact": True, "gap": None, "n": 3}

@@ -97,6 +97,21 @@ def progress(quiet: bool = False):
     return reporting.RichReporter(err_console)
 
 
+def shows_progress(quiet_option: str):
+    """Decorator: the command reports its long work (`sepo.progress`: a language model's replies,
+    the stages) for its whole duration, unless its option `quiet_option` is set."""
+
+    def decorate(command):
+        @functools.wraps(command)
+        def wrapper(*args, **kwargs):
+            with progress(bool(kwargs.get(quiet_option))):
+                return command(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def _jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()

@@ -16,7 +16,7 @@ from rich.table import Table
 from sepo.cli.analyze import app as analyze_app
 from sepo.cli.experiment import app as experiment_app, report_command
 from sepo.cli.common import (at_least, choice_enum, console, print_json as _print_json, progress as _progress, SepoGroup,
-                             seed_option, user_errors, value_of)
+                             seed_option, shows_progress, user_errors, value_of)
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, agent_help, game_params_for, with_game_params
 from sepo.cli.serve import serve_command
 from sepo.cli.text_options import policy_line, text_agent_options, with_decoding
@@ -467,6 +467,7 @@ def sft_command(
 @user_errors
 @with_game_params
 @with_decoding()
+@shows_progress("as_json")
 def exploit_command(
     agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),

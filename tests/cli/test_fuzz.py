@@ -86,15 +86,23 @@ def _build_sandbox(root: Path) -> dict[str, list[str]]:
     lines = (torn / "metrics.jsonl").read_text().splitlines()
     (torn / "metrics.jsonl").write_text(lines[0] + "\n" + lines[1][:9] + "\n" + lines[2] + "\n")
     data = _invoke(["data", "sft", "--out", root / "run_data", "--episodes", "1"])
+    (root / "experiment.yaml").write_text("domains: [{name: %s}]\nagents: [{name: u, kind: fixed, spec: uniform}]\n"
+                                          "stages: [base]\nepisodes: {validation: 1, test: 1}\nreplicates: 50\n" % _game_names()[0])
+    assert _invoke(["experiment", "run", root / "experiment.yaml", "--out", root / "run_experiment", "--quiet"]).exit_code == 0
+    # files of the user's inside sepo's folders, one named like a temporary: never touched (issue 17)
+    (root / "run_train" / ".sepo-tmp-mine.txt").write_text("mine\n")
+    (root / "run_experiment" / "cells" / "mine.txt").write_text("mine\n")
+    if data.exit_code == 0:
+        (root / "run_data" / "train" / "mine.txt").write_text("mine\n")
     kinds = {
         "game": _game_names(),
         "file": [str(root / n) for n in ("chicken.yaml", "rock_paper_scissors.yaml", "chicken_history.csv", "markov_chapter.yaml",
                                          "publication_naive.yaml", "population_matrix.yaml", "pools.yaml", "policy.json",
-                                         "pools_br.yaml", "nan_game.yaml")],
+                                         "pools_br.yaml", "nan_game.yaml", "experiment.yaml")],
         "hostile_file": [str(root / n) for n in ("binary.bin", "binary.json", "binary.yaml", "binary.csv", "empty.yaml",
                                                  "bomb.yaml", "bigkey.json", "list.json", "folder.yaml", "missing.yaml")]
         + ["/dev/zero", "/dev/null", "/", "/proc/self/mem"],
-        "run": [str(root / n) for n in ("run_train", "run_torn", "user_folder", "plot.png")]
+        "run": [str(root / n) for n in ("run_train", "run_torn", "user_folder", "plot.png", "run_experiment")]
         + ([str(root / "run_data")] if data.exit_code == 0 else []),
         "agent": ["nash", "uniform", "nash:0.2", "nash:nan", "nash:-1", "nash:1e308", "bot:MaxExploiter", "bot:NashApprox(alpha=0.1)",
                   "bot:NashApprox(alpha=nan)", "bot:BestResponse", "bot:", "wizard", f"tabular:{root / 'policy.json'}",
@@ -118,7 +126,8 @@ def _game_names() -> list[str]:
 def _output_values(root: Path, serial: int) -> list[str]:
     fresh = root / f"new_{serial}"
     return [str(fresh), str(fresh / "inner" / ".."), str(root / f"new_{serial}.png"), str(root / "run_train"), str(root / "run_data"),
-            str(root / "run_torn"), str(root / "user_folder"), str(root / "user_folder" / "thesis.tex"), str(root / "plot.png"),
+            str(root / "run_torn"), str(root / "run_experiment"), str(root / "run_experiment" / "cells" / "c"),
+            str(root / "user_folder"), str(root / "user_folder" / "thesis.tex"), str(root / "plot.png"),
             str(root / "chicken.yaml"), str(root / "folder.yaml"), "", ".", "/", "/dev/null", str(root / "binary.bin" / "x")]
 
 
@@ -220,7 +229,9 @@ def _command_lines(draw, commands, kinds, root, fast):
                 args += [param.opts[0], value]
             else:
                 args.append(value)
-    return args, written
+    if path == ("report",) and "--out" not in args and len(args) > 1:
+        written.append(os.path.join(args[1], "report"))  # the report's default folder is inside the experiment
+    return args, written, " ".join(path)
 
 
 # ------------------------------------------------------------------------------- the property
@@ -251,8 +262,21 @@ def _inside(rel: str, root: Path, written: list[str]) -> bool:
 
 
 def _foreign(rel: str) -> bool:
-    """Files sepo never wrote: the user's folder and the hand-made inputs."""
-    return rel.startswith("user_folder") or "/" not in rel and not rel.startswith(("new_", "run_", "plot.png"))
+    """Files sepo never wrote: the user's folder, the hand-made inputs, the user's files inside run folders."""
+    return rel.startswith("user_folder") or "/" not in rel and not rel.startswith(("new_", "run_", "plot.png")) \
+        or Path(rel).name in ("mine.txt", ".sepo-tmp-mine.txt")
+
+
+def _owners(root: Path) -> dict[str, str]:
+    """Run folder (relative) -> the command whose output it is (a run inside another's output: its owner's)."""
+    owners = {}
+    for manifest in root.glob("**/sepo-run.json"):
+        try:
+            data = json.loads(manifest.read_text())
+            owners[str(manifest.parent.relative_to(root))] = data.get("part_of") or data["command"]
+        except (ValueError, KeyError, AttributeError):
+            continue
+    return owners
 
 
 class _Hang(Exception):
@@ -266,8 +290,9 @@ def _alarm(signum, frame):
 TIMES: dict[str, list[float]] = {}
 
 
-def _check(args, written, root: Path, failures: Counter, examples: dict):
+def _check(args, written, root: Path, failures: Counter, examples: dict, command: str = ""):
     before = _snapshot(root)
+    owners = _owners(root)
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(TIMEOUT_S)
     started = time.time()
@@ -301,8 +326,17 @@ def _check(args, written, root: Path, failures: Counter, examples: dict):
             problem = ("failed but changed files", " ".join(args[:2]))
         else:
             outside = [k for k in changed if not _inside(k, root, written) or (_foreign(k) and k in before)]
+            owners.update({k: v for k, v in _owners(root).items() if k not in owners})  # runs this command made
+
+            def owner_of(rel):
+                inner = max((folder for folder in owners if rel.startswith(folder + "/")), key=len, default=None)
+                return owners[inner] if inner is not None else command
+
+            theirs = [k for k in changed if owner_of(k) != command]
             if outside:
                 problem = ("changed files outside its output", f"{' '.join(args[:2])}: {outside[0]}")
+            elif theirs:  # --overwrite replaces only a run of the same command (issue 17)
+                problem = ("changed another command's output", f"{' '.join(args[:2])}: {theirs[0]}")
     if problem is not None:
         failures[problem] += 1
         examples.setdefault(problem, (args, (result.stderr or "")[-300:], round(time.time() - started, 1)))
@@ -323,8 +357,8 @@ def _fuzz(tmp_path_factory, monkeypatch, count: int, seed: int, fast: bool):
               suppress_health_check=list(HealthCheck), print_blob=False)
     @given(_command_lines(commands, kinds, root, fast))
     def run(line):
-        args, written = line
-        _check([str(a) for a in args], written, root, failures, examples)
+        args, written, command = line
+        _check([str(a) for a in args], written, root, failures, examples, command)
         ran[0] += 1
 
     run()

@@ -177,3 +177,23 @@ def test_a_checkpoint_is_saved_once_enough_time_passed_so_a_stop_loses_little(in
         sft.run_sft(config, tmp_path / "s", stop_after=2)
     assert (tmp_path / "s" / "trainer" / "checkpoint-1").is_dir()  # saved for time, not save_steps; the stop kept it
     assert sft.run_sft(config, tmp_path / "s").steps == 3
+
+
+def test_llm_training_and_its_audit_without_a_terminal_print_stages_and_counts(inputs, tmp_path, monkeypatch):
+    """Found: `sepo train --policy hf:...` and `sepo eval --agent run:<LLM run>` ran for minutes without a
+    terminal showing nothing but FutureWarnings."""
+    from sepo import progress
+
+    monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
+    tiny, _ = inputs
+    run = tmp_path / "run"
+    trained = _run("train", "--policy", f"hf:{tiny}", "--steps", "1", "--groups", "1", "--group-size", "2", "--max-new-tokens", "4",
+                   "--final-samples", "2", "--out", run)
+    assert trained.exit_code == 0, trained.output
+    for line in ("loading the model", "training steps: 1/1 (100%)", "model replies:", "measuring the trained model's played policy"):
+        assert line in trained.stderr, (line, trained.stderr)
+    assert "FutureWarning" not in trained.stderr and "left" in trained.stderr
+    audited = _run("eval", "--agent", f"run:{run}", "--episodes", "1", "--samples", "2", "--max-new-tokens", "4")
+    assert audited.exit_code == 0, audited.output
+    assert "train pool: 1 episodes against" in audited.stderr and "model replies:" in audited.stderr
