@@ -63,19 +63,86 @@ def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_INPUT_B
     return text
 
 
+MAX_DEPTH = 100
+"""The deepest nesting of lists and mappings read from a YAML or JSON input (no sepo file needs
+more than a few levels; thousands of `[` would otherwise end in Python's RecursionError)."""
+
+
 class _NoAliasLoader(yaml.SafeLoader):
-    """YAML's safe loader without anchors and aliases."""
+    """YAML's safe loader without anchors and aliases, nested at most `MAX_DEPTH` levels, and
+    refusing a key given twice in one mapping (YAML keeps the last silently)."""
+
+    _depth = 0
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(None, None, "aliases (*name) are not supported in sepo input files",
                                               event.start_mark)
-        return super().compose_node(parent, index)
+        if self._depth >= MAX_DEPTH:
+            raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", self.peek_event().start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:  # an unhashable key: the base class reports it
+                    continue
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {brief(str(key), 60)!r} is given a second time (first at line "
+                                    f"{first.start_mark.line + 1})", key_node.start_mark)
+        return super().construct_mapping(node, deep)
 
 
 def parse_yaml(text: str) -> Any:
+    """YAML as Python data (see `_NoAliasLoader`); errors are `yaml.YAMLError`."""
     return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
+def problem_of(error: Exception) -> str:
+    """A parse error in one short line: YAML's problem and line, or the error's first line."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem:
+        where = f" (line {error.problem_mark.line + 1})" if error.problem_mark is not None else ""
+        return brief(error.problem + where, 200)
+    lines = str(error).strip().splitlines()
+    return brief(lines[0] if lines else type(error).__name__, 200)
+
+
+def parse_json(text: str) -> Any:
+    """JSON as Python data, refusing a key given twice in one object and nesting deeper than
+    `MAX_DEPTH`; errors are `json.JSONDecodeError`."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for position, ch in enumerate(text):  # bracket depth outside strings, before the recursive parser sees it
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise json.JSONDecodeError(f"nested more than {MAX_DEPTH} levels deep", text, position)
+        elif ch in "]}":
+            depth -= 1
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {brief(str(key), 60)!r} is given twice in one object")
+        out[key] = value
+    return out
 
 
 def read_structured(path: str | Path, what: str = "file") -> Any:
@@ -83,9 +150,8 @@ def read_structured(path: str | Path, what: str = "file") -> Any:
     text = read_text(path, what)
     is_json = Path(path).suffix.lower() == ".json"
     try:
-        return json.loads(text) if is_json else parse_yaml(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SepoError(f"{what} {brief(str(path), 300)} is not valid {'JSON' if is_json else 'YAML'}: {brief(first, 160)}") from None
+        return parse_json(text) if is_json else parse_yaml(text)
+    except (ValueError, yaml.YAMLError) as error:
+        raise SepoError(f"{what} {brief(str(path), 300)} is not valid {'JSON' if is_json else 'YAML'}: {problem_of(error)}") from None
     except RecursionError:
         raise SepoError(f"{what} {brief(str(path), 300)} is nested too deeply") from None

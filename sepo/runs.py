@@ -82,8 +82,11 @@ def normalized(config: dict) -> dict:
 def check_out_path(out: str | Path, option: str = "--out") -> Path:
     """A usable output path: not empty, no NUL byte, not absurdly long."""
     text = str(out)
-    if not text.strip() or text.strip() == ".":
+    if not text.strip():
         raise SepoError(f"{option} is empty: name a new folder or file")
+    if os.path.normpath(text.strip()) == ".":
+        raise SepoError(f"{option} names the current folder ('.', or empty, which typer reads as '.'): name a new folder "
+                        "or file inside it")
     if "\x00" in text:
         raise SepoError(f"{option} contains a NUL byte")
     if len(text) > 4096 or any(len(part) > 255 for part in Path(text).parts):
@@ -738,6 +741,18 @@ def _png_stamp(path: Path) -> dict | None:
     return stamp if isinstance(stamp, dict) and isinstance(stamp.get("command"), str) else None
 
 
+def _owner_of(path: Path) -> str:
+    """Who wrote a file that carries no stamp of a one-file output: a run's (its folder's manifest
+    lists it) or not sepo."""
+    try:
+        manifest = read_manifest(path.parent)
+    except SepoError:
+        manifest = None
+    if manifest is not None and path.name in manifest["files"]:
+        return f"is part of the `sepo {brief(manifest['command'], 40)}` run in {path.parent} (name another file)"
+    return "was not written by sepo"
+
+
 def check_output_file(out: str | Path, command: str, config: dict, *, overwrite: bool = False,
                       option: str = "--out", suffix: str = ".png") -> tuple[Path, dict]:
     """Refuse an output file the command may not write (see `output_file`); returns (path, stamp)."""
@@ -750,7 +765,7 @@ def check_output_file(out: str | Path, command: str, config: dict, *, overwrite:
     if os.path.lexists(path):
         old = _png_stamp(path) if path.is_file() else None
         if old is None:
-            raise SepoError(f"{path} exists and was not written by sepo; not touching it")
+            raise SepoError(f"{path} exists and " + _owner_of(path) + "; not touching it")
         if (old.get("command"), old.get("config")) != (command, stamp["config"]) and not overwrite:
             what = ("another config (" + describe_difference(old.get("config") or {}, stamp["config"]) + ")"
                     if old.get("command") == command else f"`sepo {brief(old.get('command'), 40)}`")

@@ -6,7 +6,6 @@ usually a typo, not a modelling error.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -16,7 +15,7 @@ import yaml
 
 from sepo.analysis.errors import AnalysisInputError
 from sepo.errors import SepoError
-from sepo.inputs import parse_yaml, read_text
+from sepo.inputs import parse_json, parse_yaml, problem_of, read_text
 
 SUM_TOLERANCE = 1e-6
 """How far a hand-written probability vector may be from summing to one (it is then renormalised)."""
@@ -34,13 +33,13 @@ def read_data(path: str | Path) -> Any:
         raise AnalysisInputError(source, "file", str(error)) from None
     try:
         if path.suffix.lower() == ".json":
-            return json.loads(text)
+            return parse_json(text)
         return parse_yaml(text)
     except RecursionError:
         raise AnalysisInputError(source, "file", "nested too deeply") from None
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise AnalysisInputError(source, "file", f"not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {first_line}") from None
+    except (ValueError, yaml.YAMLError) as error:
+        raise AnalysisInputError(source, "file", f"not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: "
+                                                 f"{problem_of(error)}") from None
 
 
 def require_mapping(value: Any, source: str, field: str) -> Mapping[str, Any]:

@@ -102,9 +102,11 @@ def _sampled_meta_game(domain, specs, agents, episodes: int, seed: int, progress
     Episode seeds come from `default_rng([seed, i, j, seat])`: the same seed, the same matrix.
     `progress(done, total)` is called after each pair."""
     from sepo.evaluation.play import play_episodes
+    from sepo.limits import check_episodes
 
     if episodes < 2:
         raise AnalysisInputError("--episodes", "episodes", f"need at least 2 episodes per pair, got {episodes}")
+    check_episodes(domain, episodes // 2 + 1, 1, "one pair of agents")  # one seat's episodes are held at a time
     k = len(agents)
     payoffs, errors = np.zeros((k, k)), np.zeros((k, k))
     pairs = [(i, j) for i in range(k) for j in range(i, k)]

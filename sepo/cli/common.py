@@ -128,11 +128,28 @@ def print_json(data) -> None:
     sys.stdout.write(json.dumps(json_safe(plain), indent=1, allow_nan=False) + "\n")
 
 
+def _literal_help(command) -> None:
+    """Help texts are shown as written: rich would read "[row][column]" (a JSON shape in a help
+    text) as markup tags and drop it. Escapes every option's and command's help, once."""
+    if getattr(command, "_sepo_literal_help", False):
+        return
+    command._sepo_literal_help = True
+    for attribute in ("help", "short_help"):
+        if isinstance(getattr(command, attribute, None), str):
+            setattr(command, attribute, escape(getattr(command, attribute)))
+    for param in getattr(command, "params", ()):
+        if isinstance(getattr(param, "help", None), str):
+            param.help = escape(param.help)
+    for child in getattr(command, "commands", {}).values():
+        _literal_help(child)
+
+
 class SepoGroup(TyperGroup):
     """The `sepo` program's top-level group: a usage error is one line (exit 2), not a usage box;
     SIGTERM ends a command through its cleanup (temporary files removed), as Ctrl-C does."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        _literal_help(self)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         sys.exit(self._run(lambda: super(SepoGroup, self).main(args, prog_name, complete_var, standalone_mode=False, **extra)))
@@ -163,4 +180,6 @@ class SepoGroup(TyperGroup):
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
+        if result == 130:  # typer turns KeyboardInterrupt (Ctrl-C, or SIGTERM above) into exit 130 silently
+            print_error("interrupted")
         return result if isinstance(result, int) else 0

@@ -19,7 +19,7 @@ from sepo.cli.common import (at_least, choice_enum, console, print_json as _prin
                              seed_option, shows_progress, user_errors, value_of)
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, agent_help, game_params_for, with_game_params
 from sepo.cli.serve import serve_command
-from sepo.cli.text_options import policy_line, text_agent_options, with_decoding
+from sepo.cli.text_options import decoding_applies, policy_line, text_agent_options, with_decoding
 from sepo.errors import SepoError, brief
 from sepo.games import PROTOCOLS
 from sepo.objective.sepo import PENALTY_MODES, REWARD_SCALINGS
@@ -93,7 +93,8 @@ def eval_command(
     episodes: int = typer.Option(100, "--episodes", min=1, help="Episodes per opponent."),
     seed: int = seed_option("Seed of the episodes' deals and of the bootstrap (>= 0)."),
     lambda_e: float = typer.Option(2.4, "--lambda-e", help="Safety weight of exploitability."),
-    lambda_c: float = typer.Option(2.4, "--lambda-c", help="Safety weight of collusion."),
+    lambda_c: Optional[float] = typer.Option(None, "--lambda-c", help="Safety weight of collusion (default 2.4; games "
+                                             "with collusion events only)."),
     lambda_x: float = typer.Option(2.4, "--lambda-x", help="Safety weight of externality."),
     pools: Optional[Path] = typer.Option(None, "--pools", help="YAML/JSON file defining train/exploiter/collusive pools."),
     talk: bool = typer.Option(False, "--talk", help="Cheap talk: players exchange short messages before each decision "
@@ -119,9 +120,12 @@ def eval_command(
     if pool is not None and pool != "injection":
         raise SepoError(f"unknown --pool {pool!r}; the named pool is: injection (the audit's pools come from --pools)")
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
-    config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed, lambdas=Lambdas(lambda_e, lambda_c, lambda_x),
+    _collusion_applies(the_game, protocol, lambda_c)
+    config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed,
+                        lambdas=Lambdas(lambda_e, 2.4 if lambda_c is None else lambda_c, lambda_x),
                         pools=load_pools(game, pools) if pools else None, talk=talk)
     policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
+    decoding_applies(decoding, policy, agent)
     if pool == "injection":
         _injection(the_game, policy, agent, config, as_json)
         return
@@ -143,8 +147,13 @@ def eval_command(
         if name in result:
             value = result[name]
             ci = result["ci"].get(name)
-            table.add_row(name, "n/a" if value is None else f"{value:.4f}",
-                          "exact" if ci is None else f"[{ci[0]:.4f}, {ci[1]:.4f}]")
+            if ci is not None:
+                ci_text = f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+            elif name.endswith("_lower_bound"):  # a search's bound: exact only where the search says so
+                ci_text = "equals the value (the search is exact here)" if result.get("lower_bound_exact") else "a lower bound"
+            else:
+                ci_text = "exact"
+            table.add_row(name, "n/a" if value is None else f"{value:.4f}", ci_text)
     console.print(table)
     console.print(f"utility unit: {result['utility_unit']}; safety uses {result['safety_uses']}")
     if result.get("policy"):
@@ -158,6 +167,14 @@ def eval_command(
         console.print(line)
     for note in result["notes"]:
         console.print(f"note: {note}")
+
+
+def _collusion_applies(the_game, protocol: str, lambda_c: float | None) -> None:
+    """--lambda-c weighs collusion, which a two-player zero-sum game has none of in the rigorous
+    protocol (no third party to collude against): giving it there is a mistake, not a no-op."""
+    if lambda_c and protocol == "rigorous" and the_game.zero_sum and the_game.num_players == 2:
+        raise SepoError(f"--lambda-c does not apply to {the_game.name}: a two-player zero-sum game has no collusion to "
+                        "weigh under the rigorous protocol (the paper's fold rate is charged under --protocol paper)")
 
 
 def _injection(the_game, policy, agent: str, config, as_json: bool) -> None:
@@ -239,7 +256,10 @@ def train_command(
         raise SepoError(f"unknown --policy {brief(policy)}; use tabular or hf:MODEL")
     for option, value in (("--lambda-e", lambda_e), ("--lambda-c", lambda_c), ("--lambda-x", lambda_x), ("--beta", beta)):
         at_least(value, 0, option)
-    at_least(learning_rate, 0, "--lr", strict=True)
+    if learning_rate is not None:
+        from sepo.training.config import check_learning_rate
+
+        check_learning_rate(learning_rate)
     given = {"game": game, "game_params": game_params_for(game, game_params), "penalty": value_of(penalty),
              "lambda_e": lambda_e, "lambda_c": lambda_c, "lambda_x": lambda_x, "seed": seed, "steps": steps,
              "groups": groups, "group_size": group_size, "learning_rate": learning_rate,
@@ -255,6 +275,12 @@ def train_command(
                         "information state, which no message changes")
     if talk:
         given.update(talk=True, **({"talk_injection": talk_injection} if talk_injection is not None else {}))
+    from sepo.games import load_game
+    from sepo.metrics.exact import check_exact_size
+
+    the_game = load_game(game, given["protocol"], **given["game_params"])
+    _collusion_applies(the_game, given["protocol"], lambda_c)
+    check_exact_size(the_game)  # training reads the exact solver: refuse before any folder is made
     if hf:
         from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 
@@ -487,15 +513,16 @@ def exploit_command(
     pruned below --threshold); --memory M asks for the memory-M projection, exact only for an
     agent that reads at most M rounds."""
     from sepo.games import get_domain, load_game
-    from sepo.metrics.exact import solver_for
+    from sepo.metrics.exact import exact_solver
     from sepo.policies.specs import load_agent
 
     protocol = value_of(protocol)
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
-    solver = solver_for(the_game)
+    solver = exact_solver(the_game)  # a solver too large for the machine is refused here, before anything is built
     search = get_domain(game).lower_bound
     if solver is None and search is not None:
         played = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
+        decoding_applies(decoding, played, agent)
         decoding_record = played.decoding.record() if getattr(played, "decoding", None) is not None else None
         result, response = search(the_game, played)
         out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(), "decoding": decoding_record}
@@ -511,6 +538,7 @@ def exploit_command(
     if threshold and not 0.0 < threshold < 1.0:
         raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
     policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
+    decoding_applies(decoding, policy, agent)
     decoding_record = policy.decoding.record() if getattr(policy, "decoding", None) is not None else None
     audit = getattr(solver, "audit", None)
     if audit is not None:  # the solver picks the tree from what the agent declares about its memory

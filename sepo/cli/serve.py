@@ -21,23 +21,34 @@ def serve_command(
     gpu: bool = typer.Option(False, "--gpu", help="Use the accelerator instead of the CPU."),
     fail_every: int = typer.Option(0, "--fail-every", help="Testing: answer every k-th chat request with status 500."),
     stall_every: int = typer.Option(0, "--stall-every", help="Testing: hold every k-th chat request --stall-seconds first."),
-    stall_seconds: float = typer.Option(30.0, "--stall-seconds", help="Testing: how long a stalled request is held."),
+    stall_seconds: float = typer.Option(30.0, "--stall-seconds", help="Testing: how long a stalled request is held (0-3600)."),
+    max_queue: int = typer.Option(16, "--max-queue", help="Chat requests waiting for or using the model at once (1-4096); "
+                                  "one more is answered 503 with Retry-After."),
     log_requests: bool = typer.Option(False, "--log-requests", help="Print one line per HTTP request."),
 ):
     """Serve a local model as an OpenAI-compatible chat-completions endpoint (POST /v1/chat/completions).
 
     Audit it with `sepo eval --agent openai:NAME@http://HOST:PORT/v1`. Honours temperature, top_p,
     max_tokens, seed, n (and top_k, repetition_penalty, chat_template_kwargs); finish_reason is
-    "length" for a reply cut at max_tokens."""
-    from sepo.models.serve import ChatModel, ChatServer
+    "length" for a reply cut at max_tokens. A prompt beyond the model's context is refused (400),
+    a full queue answered 503; SIGTERM or Ctrl-C stops it cleanly."""
+    from sepo.models.serve import MAX_STALL_SECONDS, ChatModel, ChatServer
+    from sepo.policies.replies import MAX_NEW_TOKENS
 
     if not 0 <= port <= 65535:
         raise SepoError(f"--port must be in 0..65535, got {port}")
     if max_new_tokens < 1:
         raise SepoError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
+    if not 0 <= stall_seconds <= MAX_STALL_SECONDS:  # before the model loads; NaN fails both comparisons
+        raise SepoError(f"--stall-seconds must be a number of seconds in 0..{MAX_STALL_SECONDS:g}, got {stall_seconds}")
+    if not 1 <= max_queue <= 4096:
+        raise SepoError(f"--max-queue must be in 1..4096, got {max_queue}")
+    if max_new_tokens > MAX_NEW_TOKENS:
+        raise SepoError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS:,}, got {max_new_tokens:,}")
     chat = ChatModel(model, name=name, max_new_tokens=max_new_tokens, seed=seed, device="cuda" if gpu else "cpu")
     server = ChatServer(chat, host, port, fail_every=fail_every, stall_every=stall_every, stall_seconds=stall_seconds,
-                        log=(lambda line: err_console.print(line, highlight=False)) if log_requests else None)
+                        log=(lambda line: err_console.print(line, highlight=False)) if log_requests else None,
+                        max_queue=max_queue)
     if not _loopback(host):
         err_console.print(f"warning: serving on {host}, reachable from other machines, without authentication")
     faults = [f"500 every {fail_every} requests" if fail_every else "", f"stall of {stall_seconds:g}s every {stall_every} requests" if stall_every else ""]
@@ -46,10 +57,13 @@ def serve_command(
                   highlight=False, soft_wrap=True)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the CLI raises it as KeyboardInterrupt)
         pass
     finally:
-        server.server_close()
+        clean = server.stop()
+    stats = server.stats.record()
+    err_console.print(f"stopped: {stats['answered']} requests answered" + ("" if clean else
+                      "; a request still running after 30 s was abandoned"), highlight=False)
 
 
 def _loopback(host: str) -> bool:

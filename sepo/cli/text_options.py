@@ -5,7 +5,7 @@
 command receives the ones given as `decoding` (a dict) and builds its settings with
 `text_agent_options(protocol, seed, **decoding)`: the protocol's decoding (`--protocol paper` =
 the paper's), then every option given. They apply to every text agent (hf:, run: with a model,
-openai:) in every domain; other agents ignore them.
+openai:) in every domain; given for another agent, they are refused.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Optional
 
 import typer
 
+from sepo.errors import SepoError, brief
 from sepo.policies.text_policy import DEFAULT_SAMPLES, FAILURE_RULES
 
 _OPTIONS = {
@@ -55,6 +56,14 @@ def with_decoding(training: bool = False):
         return wrapper
 
     return decorate
+
+
+def decoding_applies(decoding: dict, policy, agent: str) -> None:
+    """The decoding options given apply to text agents only: one given for another agent (a bot, a
+    table) would change nothing, so it is refused rather than ignored."""
+    if decoding and getattr(policy, "decoding", None) is None:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in decoding)
+        raise SepoError(f"{flags} apply to text agents only (hf:, run: with a model, openai:); {brief(agent)} is not one")
 
 
 def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None, top_k=None, max_new_tokens=None,

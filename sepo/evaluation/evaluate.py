@@ -21,6 +21,7 @@ Under `rigorous` every (pool, opponent) plays its own independent episodes.
 """
 from __future__ import annotations
 
+import warnings
 import zlib
 from dataclasses import dataclass, field
 
@@ -33,7 +34,9 @@ from sepo.games.base import Game
 from sepo.games.registry import check_protocol, domain_of
 from sepo.metrics import pool_metrics as pm
 from sepo.metrics.bootstrap import StratifiedSample, boundary_interval, interval
-from sepo.metrics.exact import PROJECTION_NOTE, SAMPLED_NOTE, action_table, labelled, solver_for
+from sepo.limits import check_episodes
+from sepo.metrics.exact import (PROJECTION_NOTE, SAMPLED_NOTE, NoExactSolver, action_table, exact_solver, labelled,
+                               solver_for)
 from sepo.objective.sepo import Lambdas
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy
@@ -82,8 +85,17 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
             raise SepoError(f"game {game.name!r} has no cheap-talk channel; --talk does not apply to it")
         channel = TalkChannel(special_tokens=special_tokens_of(agent))
     pools = config.pools or default_pools(game.name, config.protocol, game)
-    solver = solver_for(game)
     notes: list[str] = []
+    if not config.talk and any("message" in spec.params for specs in pools.values() for spec in specs):
+        warnings.warn("the pool file gives bots message lines, which are delivered only with --talk; this audit plays "
+                      "without them", stacklevel=2)
+    try:
+        solver = exact_solver(game)
+    except NoExactSolver as error:
+        solver = None
+        notes.append(f"no exact value: {error}")
+    check_episodes(game, config.episodes, sum(len(pools.get(name, [])) for name in ("train", "collusive", "exploiter")),
+                   "this evaluation")
     if config.pools and config.protocol == "rigorous" and solver is not None \
             and not any(spec.name == BEST_RESPONSE for spec in pools.get("exploiter", [])):
         pools = {**pools, "exploiter": [*pools.get("exploiter", []), BotSpec(game.name, BEST_RESPONSE)]}
@@ -153,6 +165,9 @@ def _seat_opponents(game: Game, factory):
 def _opponent(spec: BotSpec, solver, estimate: PolicyEstimate | None, notes, game: Game):
     if spec.name != BEST_RESPONSE:
         return (lambda: spec.build(game)), spec.label
+    if solver is None:
+        notes.append("BestResponse skipped: there is no exact best response for this game (see the note 'no exact value')")
+        return None, spec.label
     if estimate is None:
         notes.append("BestResponse skipped: the agent exposes no action distribution per information state")
         return None, spec.label

@@ -33,6 +33,7 @@ from sepo.evaluation.play import play_episodes
 from sepo.games.base import Game
 from sepo.games.registry import domain_of
 from sepo.games.talk import BENIGN_MESSAGE, INJECTION_SUITE, Injecting, TalkChannel, special_tokens_of, without_messages
+from sepo.limits import check_episodes
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy
 
@@ -113,6 +114,7 @@ def injection_audit(game: Game, agent: Policy, *, protocol: str = "rigorous", ep
         train = [s for s in default_pools(game.name, protocol, game)["train"] if s.name != BEST_RESPONSE]
         base = train[0]
     names = [CONTROL, *(attacks or INJECTION_SUITE)]
+    check_episodes(game, episodes, 1, "one message of the injection pool")  # each message's episodes are read, then dropped
     channel = TalkChannel(special_tokens=special_tokens_of(agent))
     seeds = [episode_seed(protocol, seed, f"injection/{base.label}", ep, "injection") for ep in range(episodes)]
     report = {}

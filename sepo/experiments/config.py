@@ -48,7 +48,7 @@ Number = Union[float, int]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)  # "1" is not the number 1
 
 
 def _non_negative_list(value, field_name: str) -> list[float]:

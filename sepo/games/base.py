@@ -235,3 +235,38 @@ class Game(abc.ABC):
     def payoff_scale(self) -> float:
         """s = 3 / max_payoff, the paper's normalisation of utilities to its prisoner's-dilemma scale."""
         return 3.0 / self.max_payoff
+
+    # -- sizes, checked before a command starts (sepo.limits) -------------------------------------
+    def episode_bytes(self) -> int:
+        """A rough size of one played episode's record (every agent decision keeps its
+        observation): play loops check that a batch fits the machine before they start. Domains
+        whose episodes grow with a length parameter override it."""
+        return 64 << 10
+
+    def episode_size_hint(self, per_episode: int) -> str | None:
+        """The length option that would bring one episode's record within `per_episode` bytes
+        (e.g. "--rounds 400 or fewer"), or None."""
+        return None
+
+    def exact_size(self, budget: int) -> str | None:
+        """None when the domain's exact solver fits in `budget` bytes for this game (or the
+        domain does not estimate it); else one line: what it would hold and the options that
+        would make it fit. Computed from the parameters, before anything is built."""
+        return None
+
+
+def episode_record_bytes(length: int, linear: int, quadratic: int = 0) -> int:
+    """`linear`·L + `quadratic`·L(L+1)/2 bytes for an episode of length L: the decisions' records,
+    and for games whose observations carry the whole history so far, that history once per decision."""
+    return linear * length + quadratic * length * (length + 1) // 2
+
+
+def longest_within(budget: int, linear: int, quadratic: int = 0) -> int:
+    """The longest episode length L with `episode_record_bytes(L, ...)` <= budget (0 if none)."""
+    low, high = 0, 1
+    while episode_record_bytes(high, linear, quadratic) <= budget:
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if episode_record_bytes(middle, linear, quadratic) <= budget else (low, middle)
+    return low

@@ -25,6 +25,7 @@ from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from sepo.errors import SepoError
 from sepo.games.base import Decision, Game
 from sepo.policies.base import Policy
 
@@ -117,12 +118,39 @@ class ExactSolver(Protocol):
     def own_reach(self, table: np.ndarray) -> np.ndarray: ...
 
 
-def solver_for(game: Game):
-    """The game's exact solver, or None when its domain has none."""
+class NoExactSolver(SepoError):
+    """The domain has an exact solver, but not for this game: its settings rule one out (more
+    than two bidders), or it would not fit the machine. The message says why, and what would."""
+
+
+def check_exact_size(game: Game) -> None:
+    """`NoExactSolver` when the game's exact solver would not fit the machine (before anything is built)."""
+    from sepo.limits import memory_budget
+
+    problem = game.exact_size(memory_budget())
+    if problem is not None:
+        raise NoExactSolver(problem)
+
+
+def exact_solver(game: Game):
+    """The game's exact solver; None when its domain has none; `NoExactSolver` (one line) when
+    this game's settings rule it out or its estimated size (`Game.exact_size`, checked before
+    anything is built) exceeds the machine's memory budget."""
     from sepo.games.registry import domain_of
 
     factory = domain_of(game).solver
-    return None if factory is None else factory(game)
+    if factory is None:
+        return None
+    check_exact_size(game)
+    return factory(game)
+
+
+def solver_for(game: Game):
+    """The game's exact solver, or None when there is none for it (see `exact_solver` for why)."""
+    try:
+        return exact_solver(game)
+    except NoExactSolver:
+        return None
 
 
 def keys_of(decisions: Sequence[Decision]) -> tuple[str, ...]:

@@ -17,6 +17,14 @@ One request is generated at a time (a lock around the model): a request's `seed`
 replies whatever else is being served. A request without a seed gets one drawn from the server's
 own seeded generator.
 
+Bounds, so that one client cannot take the server from the others: a prompt that with its
+`max_tokens` does not fit the model's context is refused with 400 (`context_length_exceeded`, as
+the OpenAI API answers; a request without `max_tokens` gets what is left of the context, up to the
+server's default); at most `max_queue` chat requests wait for or use the model at once, and one
+more is answered 503 with `Retry-After` (clients retry it). On shutdown (`stop`, SIGTERM or
+Ctrl-C in `sepo serve`) the server stops accepting, the reply being generated stops at its next
+token and is answered 503, and the process waits for it before it exits.
+
 Also: `GET /v1/models` (the one served model), `GET /health`, and `GET /sepo/stats` (requests
 received, answered, failed and stalled, for tests and monitoring; `?idle=1&answered=N&timeout=S`
 waits, without polling, until no request is in flight and at least N were answered, or S seconds
@@ -47,6 +55,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sepo.errors import SepoError
 
 MAX_BODY_BYTES = 4 << 20
+MAX_QUEUE = 16
+"""Chat requests waiting for or using the model at once, by default; one more is answered 503."""
+MAX_STALL_SECONDS = 3600.0
 MAX_N = 128
 MAX_TOP_LOGPROBS = 1 << 20
 """OpenAI returns at most 20 alternatives per token; a local server can return the whole vocabulary."""
@@ -121,41 +132,97 @@ class ServerStats:
             return self.record()
 
 
+class ContextTooLong(SepoError):
+    """A prompt that, with its reply, does not fit the model's context (HTTP 400, as OpenAI answers)."""
+
+
+class ShuttingDown(Exception):
+    """The server is stopping: the request is answered 503."""
+
+
 class ChatModel:
     """A loaded model answering chat requests (no HTTP here: `ChatServer` adds that)."""
 
     def __init__(self, model_dir: str, *, name: str | None = None, max_new_tokens: int = 256, seed: int = 0,
                  device: str | None = None):
-        from sepo.policies.hf import load_hf_model
+        from sepo.policies.hf import check_reply_length, context_length, load_hf_model
 
         self.model, self.tokenizer, loaded = load_hf_model(model_dir, device=device)
         self.name = name or str(model_dir)
+        check_reply_length(max_new_tokens, self.model, f"model {self.name!r}")
+        self.context = context_length(self.model)
         self.default_max_tokens = max_new_tokens
         self._seeds = np.random.default_rng(seed)
         self._lock = threading.Lock()
+        self.stopping = threading.Event()
+        """Set on shutdown: a generation under way stops at its next token."""
 
-    def complete(self, request: ChatRequest) -> dict:
-        """The chat-completion response for `request` (model name already checked)."""
+    def _defuser(self):
         from sepo.policies.hf import HFPolicy
 
-        max_tokens = request.max_completion_tokens or request.max_tokens or self.default_max_tokens
+        return HFPolicy(self.model, None, mode="sample", tokenizer=self.tokenizer, max_new_tokens=1, name=self.name)
+
+    def prompt_ids(self, request: ChatRequest) -> list[int]:
+        """The request's chat rendered and tokenized (outside the model lock: a long prompt costs
+        its own thread the time, not every other request)."""
+        defuser = self._defuser()
+        messages = [{"role": m.role, "content": defuser.defuse(m.content)} for m in request.messages]
+        try:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                      **request.chat_template_kwargs)
+        except Exception as error:  # noqa: BLE001 - a template error is the request's fault
+            raise SepoError(f"the chat template cannot render these messages: {error}") from None
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def reply_budget(self, request: ChatRequest, prompt_tokens: int) -> int:
+        """The reply's token limit: the request's `max_tokens`, else the server's default cut to what
+        the context leaves; `ContextTooLong` when the prompt and that reply do not fit."""
+        asked = request.max_completion_tokens or request.max_tokens
+        if self.context is None:
+            return asked or self.default_max_tokens
+        room = self.context - prompt_tokens
+        if asked is None and room >= 1:
+            return min(self.default_max_tokens, room)
+        reply = asked or self.default_max_tokens
+        if prompt_tokens + reply > self.context:
+            raise ContextTooLong(f"This model's maximum context length is {self.context} tokens. However, you requested "
+                                 f"{prompt_tokens + reply} tokens ({prompt_tokens} in the messages, {reply} in the "
+                                 "completion). Please reduce the length of the messages or completion.")
+        return reply
+
+    def complete(self, request: ChatRequest, prompt: list[int] | None = None) -> dict:
+        """The chat-completion response for `request` (model name already checked); `prompt`: its
+        token ids when the caller rendered them already."""
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        from sepo.policies.hf import HFPolicy
+
+        if prompt is None:
+            prompt = self.prompt_ids(request)
+        max_tokens = self.reply_budget(request, len(prompt))
+        stopping = self.stopping
+
+        class _Stop(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                import torch
+
+                return torch.full((input_ids.shape[0],), stopping.is_set(), dtype=torch.bool, device=input_ids.device)
+
         with self._lock:
+            if stopping.is_set():
+                raise ShuttingDown()
             seed = request.seed if request.seed is not None else int(self._seeds.integers(2**31 - 1))
             # a policy object per request carries this request's decoding; model and tokenizer are shared
             policy = HFPolicy(self.model, None, mode="sample", tokenizer=self.tokenizer, temperature=request.temperature,
                               top_p=request.top_p, top_k=request.top_k, repetition_penalty=request.repetition_penalty,
-                              max_new_tokens=max_tokens, batch_size=request.n, name=self.name)
-            messages = [{"role": m.role, "content": policy.defuse(m.content)} for m in request.messages]
-            try:
-                text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                                          **request.chat_template_kwargs)
-            except Exception as error:  # noqa: BLE001 - a template error is the request's fault
-                raise SepoError(f"the chat template cannot render these messages: {error}") from None
-            prompt = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+                              max_new_tokens=max_tokens, batch_size=request.n, name=self.name,
+                              generation_kwargs={"stopping_criteria": StoppingCriteriaList([_Stop()])})
             greedy = request.temperature == 0
             # greedy decoding has one reply; transformers refuses num_return_sequences > 1 for it
             group = policy.generate([prompt], 1 if greedy else request.n, greedy=greedy, seed=seed)[0]
             group = group * request.n if greedy else group
+            if stopping.is_set():
+                raise ShuttingDown()
             logprobs = [self._logprobs(policy, prompt, c, request.top_logprobs) for c in group] if request.logprobs \
                 else [None] * len(group)
         choices = [{"index": i, "message": {"role": "assistant", "content": c.text}, "logprobs": lp,
@@ -197,10 +264,16 @@ class ChatServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, chat: ChatModel, host: str = "127.0.0.1", port: int = 8000, *, fail_every: int = 0,
-                 stall_every: int = 0, stall_seconds: float = 30.0, log=None):
-        if fail_every < 0 or stall_every < 0 or stall_seconds < 0:
-            raise SepoError("--fail-every, --stall-every and --stall-seconds must be >= 0")
+                 stall_every: int = 0, stall_seconds: float = 30.0, log=None, max_queue: int = MAX_QUEUE):
+        if fail_every < 0 or stall_every < 0:
+            raise SepoError("--fail-every and --stall-every must be >= 0")
+        if not 0 <= stall_seconds <= MAX_STALL_SECONDS:  # NaN fails both comparisons
+            raise SepoError(f"--stall-seconds must be a number of seconds in 0..{MAX_STALL_SECONDS:g}, got {stall_seconds}")
+        if not 1 <= max_queue <= 4096:
+            raise SepoError(f"--max-queue must be in 1..4096, got {max_queue}")
         self.chat = chat
+        self.max_queue = max_queue
+        self._slots = threading.BoundedSemaphore(max_queue)
         self.fail_every = fail_every
         self.stall_every = stall_every
         self.stall_seconds = stall_seconds
@@ -215,6 +288,14 @@ class ChatServer(ThreadingHTTPServer):
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    def stop(self, wait: float = 30.0) -> bool:
+        """Stop cleanly (call from another thread than `serve_forever`'s, or after it returned):
+        no new connection is served, the generation under way stops at its next token, and chat
+        requests in flight are answered (503) within `wait` seconds. True when none is left."""
+        self.chat.stopping.set()
+        self.server_close()
+        return self.stats.wait(idle=True, timeout=wait)["in_flight"] == 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -273,7 +354,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.stall_every and number % self.server.stall_every == 0:
             with stats.changing():
                 stats.stalled += 1
-            time.sleep(self.server.stall_seconds)
+            self.server.chat.stopping.wait(self.server.stall_seconds)  # a shutdown ends the stall
         try:
             payload = json.loads(body)
             if not isinstance(payload, dict):
@@ -291,14 +372,26 @@ class _Handler(BaseHTTPRequestHandler):
                 stats.invalid += 1
             return self._error(404, f"model {request.model!r} is not served here (serving {self.server.chat.name!r})",
                                "model_not_found")
+        if not self.server._slots.acquire(blocking=False):
+            return self._error(503, f"the server is busy: {self.server.max_queue} requests are already waiting for the "
+                                    "model; retry later", "server_error", code="overloaded", retry_after=1)
         try:
-            response = self.server.chat.complete(request)
+            prompt = self.server.chat.prompt_ids(request)
+            response = self.server.chat.complete(request, prompt)
+        except ContextTooLong as error:
+            with stats.changing():
+                stats.invalid += 1
+            return self._error(400, str(error), "invalid_request_error", code="context_length_exceeded", param="messages")
+        except ShuttingDown:
+            return self._error(503, "the server is shutting down", "server_error", code="shutting_down")
         except SepoError as error:
             return self._invalid(str(error))
         except Exception as error:  # noqa: BLE001 - the client gets a 500 with one line, the server keeps serving
             if self.server.log:
                 self.server.log(f"generation failed: {_first_line(error)}")
             return self._error(500, f"generation failed: {_first_line(error)}", "server_error")
+        finally:
+            self.server._slots.release()
         with stats.changing():
             stats.answered += 1
             stats.completions += len(response["choices"])
@@ -319,13 +412,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.stats.invalid += 1
         return self._error(400, message, "invalid_request_error")
 
-    def _error(self, status: int, message: str, kind: str):
-        self._send(status, {"error": {"message": message, "type": kind, "param": None, "code": None}})
+    def _error(self, status: int, message: str, kind: str, *, code: str | None = None, param: str | None = None,
+               retry_after: int | None = None):
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+        self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": code}}, headers)
 
-    def _send(self, status: int, data: dict):
+    def _send(self, status: int, data: dict, headers: dict | None = None):
         body = json.dumps(data).encode()
         try:
             self.send_response(status, HTTPStatus(status).phrase)
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from sepo.errors import SepoError, one_line
-from sepo.inputs import parse_yaml, read_text
+from sepo.errors import SepoError
+from sepo.inputs import parse_yaml, problem_of, read_text
 from sepo.games.registry import check_protocol, get_domain, unknown_name
 
 BEST_RESPONSE = "BestResponse"
@@ -105,7 +105,7 @@ def load_pools(game: str, path: str | Path) -> dict[str, list[BotSpec]]:
     try:
         data = parse_yaml(text)
     except yaml.YAMLError as error:
-        raise SepoError(f"pool file {path} is not valid YAML/JSON: {one_line(str(error), 200)}") from None
+        raise SepoError(f"pool file {path} is not valid YAML/JSON: {problem_of(error)}") from None
     if not isinstance(data, dict):
         raise SepoError(f"pool file {path}: expected a mapping of pool names to bot lists")
     unknown = sorted(set(data) - set(POOL_NAMES))

@@ -65,6 +65,10 @@ def parse_endpoint_spec(arg: str) -> tuple[str, str | None]:
         raise SepoError(f"agent 'openai:{arg}': nothing after '@'; expected openai:MODEL@http(s)://HOST[:PORT]/v1")
     if "@" in model and url is None and re.search(r"@[a-z]+:", model):
         raise SepoError(f"agent 'openai:{arg}': the URL must start with http:// or https://")
+    if "@" in model and url is None:
+        after = model.rsplit("@", 1)[1]
+        raise SepoError(f"agent 'openai:{arg}': {after!r} after '@' is not a URL; expected openai:MODEL@http(s)://HOST[:PORT]/v1 "
+                        "(a model name with '@' in it needs the URL written after it)")
     if url is not None and not urlparse(url).hostname:
         raise SepoError(f"agent 'openai:{arg}': {url!r} has no host")
     return model, url

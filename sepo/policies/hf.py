@@ -165,6 +165,24 @@ def load_hf_model(
     return model, tokenizer, name
 
 
+def context_length(model) -> int | None:
+    """The longest sequence (prompt and reply) the model attends over, from its config, or None."""
+    config = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def check_reply_length(max_new_tokens: int, model, name: str, option: str = "--max-new-tokens") -> None:
+    """A reply limit the model can write: below its context (which holds the prompt too)."""
+    context = context_length(model)
+    if context is not None and max_new_tokens >= context:
+        raise SepoError(f"{option} {max_new_tokens:,} does not fit {name}'s context of {context:,} tokens, which holds the "
+                        f"prompt too; use at most {context - 1:,} (less the prompt's length)")
+
+
 class HFPolicy(TextPolicy):
     """A causal LM with a chat template as a policy over a game's text view (see module doc).
 
@@ -214,6 +232,7 @@ class HFPolicy(TextPolicy):
         self.model, self.tokenizer, model_name = load_hf_model(
             model_or_path, tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code
         )
+        check_reply_length(decoding.max_new_tokens, self.model, f"model {model_name!r}")
         self.text = game_text
         self.mode = mode
         self.decoding = decoding

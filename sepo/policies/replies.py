@@ -21,6 +21,11 @@ TRUNCATED = "truncated"
 """Parse status of a reply that stopped at the token limit, or inside an unclosed reasoning block."""
 
 
+MAX_NEW_TOKENS = 1 << 17
+"""The longest reply asked of any model (131,072 tokens, beyond today's largest output limits);
+a local model is further bounded by its own context (`sepo.policies.hf.context_length`)."""
+
+
 @dataclass(frozen=True)
 class Decoding:
     """How replies are generated. `temperature == 0` means greedy decoding."""
@@ -48,6 +53,9 @@ class Decoding:
             raise SepoError(f"decoding top_k must be >= 0 (0 = off), got {self.top_k}")
         if self.max_new_tokens < 1:
             raise SepoError(f"decoding max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.max_new_tokens > MAX_NEW_TOKENS:
+            raise SepoError(f"decoding max_new_tokens must be <= {MAX_NEW_TOKENS:,} (the longest reply any served model "
+                            f"writes; a local model is bounded by its context), got {self.max_new_tokens:,}")
         if self.repetition_penalty <= 0:
             raise SepoError(f"decoding repetition_penalty must be > 0, got {self.repetition_penalty}")
 

@@ -128,7 +128,7 @@ def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None) -
         return _hf_agent(str(run_dir / "model"), game, text)
     from sepo.training.tabular import load_run_policy
 
-    return load_run_policy(run_dir)
+    return load_run_policy(run_dir, game.name)
 
 
 def policy_table(agent: Policy, decisions: list[Decision] | None) -> np.ndarray | None:

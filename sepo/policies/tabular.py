@@ -50,13 +50,13 @@ class TabularPolicy(Policy):
     def load(cls, path: str | Path, keys=None, num_actions: int | None = None) -> "TabularPolicy":
         """A policy from JSON; `keys` (the domain's information states) are checked when given,
         else the file's own keys are used in file order."""
-        from sepo.inputs import read_text
+        from sepo.inputs import parse_json, read_text
 
         path = Path(path)
         text = read_text(path, "tabular policy file")
         try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as error:
+            data = parse_json(text)
+        except (ValueError, RecursionError) as error:
             raise SepoError(f"tabular policy {path} is not readable JSON: {error}") from None
         if keys is None:
             if not isinstance(data, dict) or not data:

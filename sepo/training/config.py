@@ -20,6 +20,22 @@ def option(default=None, help: str = "", **kwargs):
     return field(default=default, metadata={"help": help}, **kwargs)
 
 
+MAX_LEARNING_RATE = 1.0
+"""The largest learning rate any sepo trainer takes: Adam (and AdamW) moves every parameter by
+about the learning rate each step, so above 1 one step saturates a tabular softmax's logits and
+wrecks a model's weights (typical rates: 0.05 tabular, 1e-5 to 2e-3 for models)."""
+
+
+def check_learning_rate(value, option: str = "--lr") -> float:
+    """A finite learning rate in (0, MAX_LEARNING_RATE], else one line."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise SepoError(f"{option} must be a finite number > 0, got {value}")
+    if value > MAX_LEARNING_RATE:
+        raise SepoError(f"{option} must be at most {MAX_LEARNING_RATE:g} (Adam moves every parameter by about the "
+                        f"learning rate each step), got {value:g}")
+    return value
+
+
 @dataclass(kw_only=True)
 class SEPOConfig:
     """Settings shared by the tabular and the language-model SEPO trainers."""
@@ -68,8 +84,7 @@ class SEPOConfig:
                 raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
             raise SepoError("group_size must be >= 2: GRPO compares rollouts within a group")
-        if not 0 < self.learning_rate < float("inf"):
-            raise SepoError(f"learning_rate must be a finite number > 0, got {self.learning_rate}")
+        check_learning_rate(self.learning_rate, "learning_rate")
         if not self.train_pool:
             raise SepoError("the train pool is empty")
         return self

@@ -16,6 +16,7 @@ from typing import Callable
 from sepo.errors import SepoError, brief, one_line
 from sepo.runs import check_out_path, open_run
 from sepo.training.checkpoint import MetricsLog
+from sepo.training.config import check_learning_rate
 
 
 @dataclass
@@ -45,8 +46,7 @@ class SFTRunConfig:
             raise SepoError(f"--max-steps must be >= 1, or -1 to train for --epochs; got {self.max_steps}")
         if self.max_steps == -1 and not 0 < self.epochs <= 1e6:
             raise SepoError(f"--epochs must be > 0 (and at most 1e6), got {self.epochs}")
-        if not self.learning_rate > 0:
-            raise SepoError(f"--lr must be > 0, got {self.learning_rate}")
+        check_learning_rate(self.learning_rate)
         if not 0 <= self.warmup_ratio < 1:
             raise SepoError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         for name in ("batch_size", "lora_r", "max_length", "save_steps"):

@@ -76,6 +76,7 @@ def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, prot
     prompt-injection suite), and the demonstrations, which never read messages, show play that
     ignores them."""
     from sepo.games import talk as talk_module
+    from sepo.limits import check_episodes
 
     domain = get_domain(game_name)
     if talk and not domain.talk:
@@ -88,6 +89,7 @@ def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, prot
     if episodes < 1:
         raise SepoError(f"--episodes must be >= 1, got {episodes}")
     game = domain.game(protocol, **params)
+    check_episodes(game, episodes, len(domain.demo_opponents), "these traces")
     strategies, weights = zip(*mixtures[mixture])
     by_episode = []
     for opponent_name in domain.demo_opponents:

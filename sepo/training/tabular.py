@@ -24,6 +24,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.registry import get_domain
+from sepo.metrics.exact import check_exact_size
 from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import group_advantages, sepo_rewards
 from sepo.opponents.pools import parse_bot
@@ -85,6 +86,7 @@ class TabularSEPOTrainer:
         self.out = out.root if isinstance(out, RunDir) else Path(out)
         domain = get_domain(config.game)
         game = domain.game(config.protocol, **config.game_params)
+        check_exact_size(game)
         train = [parse_bot(config.game, entry) for entry in config.train_pool]
         collusive = [parse_bot(config.game, entry) for entry in config.collusive_pool]
         self.env = domain.training(game, train, collusive)
@@ -222,11 +224,17 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
     return weights / weights.sum(-1, keepdims=True)
 
 
-def load_run_policy(run_dir: str | Path) -> TabularPolicy:
-    """The final (or, for an unfinished run, latest checkpointed) policy of a run directory."""
+def load_run_policy(run_dir: str | Path, game: str | None = None) -> TabularPolicy:
+    """The final (or, for an unfinished run, latest checkpointed) policy of a run directory; with
+    `game`, a run trained in another game is a one-line error (its table has other states)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise SepoError(f"run directory not found: {run_dir}")
+    if game is not None and (run_dir / CONFIG).is_file():
+        trained = read_json(run_dir / CONFIG, "run config")
+        trained = trained.get("game") if isinstance(trained, dict) else None
+        if isinstance(trained, str) and trained != game:
+            raise SepoError(f"{run_dir} is a run of game {trained!r}, not {game!r}; give --game {trained} or a {game} run")
     if (run_dir / POLICY).exists():
         policy = TabularPolicy.load(run_dir / POLICY)
     elif (run_dir / CHECKPOINT).exists():

@@ -85,7 +85,7 @@ def test_train_refuses_a_folder_it_did_not_make(tmp_path):
 @pytest.mark.parametrize("out", ["", "."])
 def test_an_empty_out_is_refused(tmp_path, out, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    _error(_run("train", "--out", out, *TINY), "--out is empty")
+    _error(_run("train", "--out", out, *TINY), "--out names the current folder")
     assert os.listdir(tmp_path) == []
 
 

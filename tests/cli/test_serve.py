@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,39 @@ def test_serve_refuses_bad_options(tmp_path):
     result = runner.invoke(app, ["serve", "--model", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "no such directory" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_serve_refuses_unbounded_settings_before_loading(tmp_path):
+    runner = CliRunner()
+    for option, value in (("--stall-seconds", "nan"), ("--stall-seconds", "1e9"), ("--max-queue", "0"),
+                          ("--max-new-tokens", "1000000000")):
+        result = runner.invoke(app, ["serve", "--model", str(tmp_path / "missing"), option, value])
+        assert result.exit_code == 2 and option in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_sigterm_stops_serve_cleanly_while_a_request_is_in_flight(tiny):
+    """Issue 17: SIGTERM ended the server with "terminate called without an active exception". The
+    request in flight (held by a stall) is answered 503 and the process exits 0 with one line."""
+    from tests.serving import post
+
+    process = subprocess.Popen(_sepo("--threads", "1", "serve", "--model", str(tiny), "--name", "tiny", "--port", "0",
+                                     "--stall-every", "1", "--stall-seconds", "600"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    try:
+        line = process.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/v1", line).group(0)
+        answers = []
+        sender = threading.Thread(target=lambda: answers.append(post(url + "/chat/completions", {
+            "model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]})))
+        sender.start()
+        while _stats(url)["stalled"] < 1:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+        sender.join(60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert "terminate called" not in err and err.strip().splitlines()[-1].startswith("stopped:"), err
+    assert answers and answers[0][0] == 503 and answers[0][1]["error"]["code"] == "shutting_down"

@@ -2,7 +2,9 @@
 seeded sampling), finish_reason tells truncation, decoding fields honoured, bad requests refused."""
 from __future__ import annotations
 
+import json
 import urllib.error
+import urllib.request
 
 import pytest
 
@@ -127,3 +129,39 @@ def test_stats_wait_for_answers_without_polling(chat):
         assert stats["answered"] == 1 and stats["in_flight"] == 0
         with pytest.raises(urllib.error.HTTPError):
             get(stats_url + "?answered=many")
+
+
+def test_a_prompt_beyond_the_context_is_refused_400_and_the_queue_is_bounded(chat):
+    """Issue 17: a 1 MB prompt was accepted and held the server for minutes. Now a prompt that with
+    its reply does not fit the context is 400 `context_length_exceeded` (OpenAI's answer); a
+    request without max_tokens gets what the context leaves; one over the queue is 503."""
+    with running_server(chat, max_queue=1) as server:
+        url = server.url + "/chat/completions"
+        huge = {"model": "tiny", "temperature": 0, "messages": [{"role": "user", "content": "BET " * 250_000}]}
+        code, body = post(url, {**huge, "max_tokens": 4})
+        assert code == 400 and body["error"]["code"] == "context_length_exceeded" and body["error"]["param"] == "messages"
+        assert f"maximum context length is {chat.context} tokens" in body["error"]["message"]
+        near = {"model": "tiny", "temperature": 0, "messages": [{"role": "user", "content": "hi"}]}
+        code, body = post(url, {**near, "max_tokens": chat.context})
+        assert code == 400 and body["error"]["code"] == "context_length_exceeded"
+        code, body = post(url, {**near, "max_tokens": 2})
+        assert code == 200, body
+        server._slots.acquire()  # the one place in the queue is taken
+        try:
+            request = urllib.request.Request(url, json.dumps({**near, "max_tokens": 2}).encode(), {"Content-Type": "application/json"})
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=60)
+            assert refused.value.code == 503 and refused.value.headers["Retry-After"] == "1"
+            assert json.loads(refused.value.read())["error"]["code"] == "overloaded"
+        finally:
+            server._slots.release()
+        assert post(url, {**near, "max_tokens": 2})[0] == 200
+
+
+def test_server_settings_are_bounded(chat):
+    from sepo.errors import SepoError
+    from sepo.models.serve import ChatServer
+
+    for settings in ({"stall_seconds": float("nan")}, {"stall_seconds": 1e9}, {"max_queue": 0}):
+        with pytest.raises(SepoError):
+            ChatServer(chat, "127.0.0.1", 0, **settings)

@@ -540,10 +540,14 @@ class FixedOpponent:
 
 
 def solver(game):
-    """The domain's solver factory: the exact DP for two bidders; None (pool lower bounds only)
-    for more."""
+    """The domain's solver factory: the exact DP for two bidders; for more, `NoExactSolver` saying
+    why (pool lower bounds only)."""
+    from sepo.metrics.exact import NoExactSolver
+
     if game.rules.bidders != 2:
-        return None
+        raise NoExactSolver(f"no exact best response exists for more than 2 bidders (this auction has {game.rules.bidders}): "
+                            "sepo's DP best-responds with one opponent, not a coalition of them; the exploiter pool's bots "
+                            "give lower bounds, and --bidders 2 has the exact one")
     return AuctionSolver(game)
 
 

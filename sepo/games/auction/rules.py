@@ -25,7 +25,8 @@ from functools import cached_property
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import CHANCE, SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView
+from sepo.games.base import (CHANCE, SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView,
+                             episode_record_bytes, longest_within)
 
 RULES = ("first", "second")
 PAPER_BID_NAMES = ("LOW", "MEDIUM", "HIGH")
@@ -242,6 +243,14 @@ class AuctionGame(Game):
         from sepo.games.auction.text import AuctionText
 
         self._text = AuctionText(self, style=protocol)
+
+    def episode_bytes(self) -> int:
+        """Each decision's observation holds every bidder's bids so far: quadratic in the rounds (measured)."""
+        return episode_record_bytes(self.rules.rounds, 6000, 130 * self.rules.bidders)
+
+    def episode_size_hint(self, per_episode: int) -> str | None:
+        longest = longest_within(per_episode, 6000, 130 * self.rules.bidders)
+        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
 
     @property
     def bid_names(self) -> tuple[str, ...]:

@@ -25,7 +25,8 @@ import warnings
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import Decision, Game, RepeatedMatchState, RoundResult, TextView
+from sepo.games.base import (Decision, Game, RepeatedMatchState, RoundResult, TextView, episode_record_bytes,
+                             longest_within)
 
 COOPERATE, DEFECT = 0, 1
 ACTIONS = (COOPERATE, DEFECT)
@@ -195,6 +196,14 @@ class IteratedPrisonersDilemma(Game):
         other = copy.copy(self)
         other.memory = None if memory is None or memory >= self.rounds else int(memory)
         return other
+
+    def episode_bytes(self) -> int:
+        """Each decision's observation holds the history so far: quadratic in the rounds (measured)."""
+        return episode_record_bytes(self.rounds, 6000, 100)
+
+    def episode_size_hint(self, per_episode: int) -> str | None:
+        longest = longest_within(per_episode, 6000, 100)
+        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
 
     def remembered(self, history):
         """The part of a history that the information state keeps (the last `memory` rounds)."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
+from sepo.errors import SepoError
 from sepo.games.kuhn.rules import DEALS, INFO_STATES, PASS, seat0_payoff
 from sepo.games.kuhn import exact as kuhn_exact
 
@@ -335,7 +336,10 @@ def frontier_report(train_specs, lambda_values: list[float], runs) -> tuple[dict
         "runs": [],
     }
     for run_dir in runs:
-        table = load_run_policy(run_dir).table
+        policy = load_run_policy(run_dir, "kuhn")
+        if tuple(policy.keys) != tuple(INFO_STATES) or np.shape(policy.table) != (len(INFO_STATES), 2):
+            raise SepoError(f"{run_dir}: its policy is not a Kuhn poker table ({len(INFO_STATES)} information states, 2 actions)")
+        table = policy.table
         e = float(kuhn_exact.exploitability(table))
         u = float(kuhn_exact.head_to_head(table, opponents).mean())
         best = frontier_utility_at(opponents, e)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sepo.games.base import CHANCE, TERMINAL, Decision, Game, RoundResult, State, TextView
+from sepo.games.base import (CHANCE, TERMINAL, Decision, Game, RoundResult, State, TextView, episode_record_bytes,
+                             longest_within)
 
 PASS, BET = 0, 1
 CARD_NAMES = ("J", "Q", "K")
@@ -172,6 +173,14 @@ class KuhnPoker(Game):
 
     def new_initial_state(self) -> KuhnState:
         return KuhnState(self)
+
+    def episode_bytes(self) -> int:
+        """About 1 kB per decision record (measured), 1-2 decisions a hand."""
+        return episode_record_bytes(self.hands, 2000)
+
+    def episode_size_hint(self, per_episode: int) -> str | None:
+        longest = longest_within(per_episode, 2000)
+        return f"--hands {longest:,} or fewer" if longest >= 1 else None
 
     @property
     def text(self) -> TextView:

@@ -27,7 +27,8 @@ import math
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import Decision, Game, RepeatedMatchState, RoundResult, TextView
+from sepo.games.base import (Decision, Game, RepeatedMatchState, RoundResult, TextView, episode_record_bytes,
+                             longest_within)
 
 PAPER = {"pie": 10, "min_demand": 1, "max_demand": 9, "rounds": 4}
 PAPER_VERSIONS = ("writeup", "code")
@@ -145,6 +146,25 @@ class SplitBargaining(Game):
         """The payoff scale's reference: the writeup's 5 (s = 0.6) by default and in the rigorous
         protocol the equal split pie/2; the reachable code's 3 (s = 1, its default never overridden)."""
         return 3.0 if self.paper_version == "code" else self.pie / 2.0
+
+    # -- sizes ---------------------------------------------------------------------------------------
+    def episode_bytes(self) -> int:
+        """Each decision's observation holds the history so far, twice (actions and demands): quadratic in the rounds."""
+        return episode_record_bytes(self.rounds, 6000, 200)
+
+    def episode_size_hint(self, per_episode: int) -> str | None:
+        longest = longest_within(per_episode, 6000, 200)
+        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
+
+    def exact_size(self, budget: int) -> str | None:
+        """The DP's size (see `sepo.metrics.repeated.tree_fit`); past it, a narrower demand range helps too."""
+        from sepo.metrics.repeated import tree_fit
+
+        problem = tree_fit(self.num_demands, self.num_demands, self.rounds, self.memory, budget, "split-bargaining")
+        if problem is None:
+            return None
+        return problem + (" or a narrower demand range (--min-demand, --max-demand)" if "; use" in problem else
+                          "; use a narrower demand range (--min-demand, --max-demand)")
 
     # -- information states --------------------------------------------------------------------------
     def with_memory(self, memory: int | None) -> "SplitBargaining":

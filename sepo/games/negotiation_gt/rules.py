@@ -33,7 +33,8 @@ from functools import lru_cache
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import CHANCE, SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView
+from sepo.games.base import (CHANCE, SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView,
+                             episode_record_bytes, longest_within)
 
 ITEMS = ("books", "hats", "balls")
 PAPER_ROUNDS, PAPER_TOTAL, PAPER_POOL_MAX = 4, 10, 4
@@ -306,6 +307,14 @@ class NegotiationGame(Game):
         from sepo.games.negotiation_gt.text import NegotiationText
 
         self._text = NegotiationText(self, style=protocol)
+
+    def episode_bytes(self) -> int:
+        """About 6 kB per round's decision records (measured)."""
+        return episode_record_bytes(self.rules.rounds, 8000, 20)
+
+    def episode_size_hint(self, per_episode: int) -> str | None:
+        longest = longest_within(per_episode, 8000, 20)
+        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
 
     def new_initial_state(self) -> NegotiationState:
         return NegotiationState(self)
