@@ -44,6 +44,12 @@ def memory_budget() -> int:
     return int(available_memory() * BUDGET_SHARE)
 
 
+def count_text(n: int) -> str:
+    """A count for a person: "21,845"; a power of ten past 10^15 (a 10,000-round tree has a count
+    of thousands of digits, more than Python prints)."""
+    return f"{n:,}" if n < 10**15 else f"about 10^{math.floor(math.log10(n))}"
+
+
 def size_text(n_bytes: int | float) -> str:
     """A byte count for a person: "3.2 GB"; a power of ten past a petabyte ("10^16 bytes")."""
     if n_bytes >= 10**15:

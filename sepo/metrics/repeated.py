@@ -54,6 +54,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision
+from sepo.limits import count_text, memory_budget, size_text
 from sepo.metrics.exact import ExactResult
 from sepo.policies.base import Policy
 
@@ -124,47 +125,6 @@ def _check(stage: StageGame, rounds: int, memory: int | None, threshold: float) 
         raise ValueError(f"the pruning threshold must be in [0, 1), got {threshold}")
     if threshold > 0 and memory is not None and memory < rounds:
         raise ValueError("pruning needs the full history tree (memory=None): reach is a property of histories")
-
-
-def tree_bytes(n_agent: int, n_opponent: int, rounds: int, memory: int | None, cap: int | None = None) -> int:
-    """A lower bound on the bytes the DP holds for these sizes, from the sizes alone: every
-    round's states (all rounds are kept at once) with the agent's probabilities, the remembered
-    history and, but in the last round, the index of each child. Counting stops past `cap`."""
-    k = n_agent * n_opponent
-    depth = rounds - 1 if memory is None else min(memory, rounds - 1)
-    total = 16 * k  # the stage payoffs of both sides
-    for t in range(rounds):
-        length = min(t, depth)
-        total += k**length * 8 * (n_agent + length + (k if t + 1 < rounds else 0))
-        if cap is not None and total > cap:
-            break
-    return total
-
-
-def tree_fit(n_agent: int, n_opponent: int, rounds: int, memory: int | None, budget: int, what: str) -> str | None:
-    """None when the DP of `tree_bytes` fits in `budget` bytes; else one line: what it would hold
-    and the settings that fit (the longest memory at these rounds, the most rounds at this memory)."""
-    need = tree_bytes(n_agent, n_opponent, rounds, memory, cap=budget)
-    if need <= budget:
-        return None
-    from sepo.limits import size_text
-
-    options = []
-    longest = next((m for m in range(min(rounds - 1, 64), -1, -1)
-                    if tree_bytes(n_agent, n_opponent, rounds, m, cap=budget) <= budget), None)
-    if longest is not None and (memory is None or longest < memory):
-        options.append(f"--memory {longest}" + (" or less" if longest else ""))
-    most = 0
-    while most < rounds and tree_bytes(n_agent, n_opponent, most + 1, memory, cap=budget) <= budget:
-        most += 1
-    if most >= 1:
-        options.append(f"--rounds {most}" + (" or fewer" if most > 1 else ""))
-    need = tree_bytes(n_agent, n_opponent, rounds, memory, cap=10 * budget)
-    shown = size_text(need) if need <= 10 * budget else f"more than {size_text(10 * budget)}"
-    remembered = "the whole history" if memory is None or memory >= rounds - 1 else f"the last {memory} round(s)"
-    return (f"the exact {what} DP over {rounds} rounds remembering {remembered} ({n_agent * n_opponent} joint actions a "
-            f"round) would hold {shown} and this machine can spare {size_text(budget)}"
-            + (f"; use {' or '.join(options)}" if options else ""))
 
 
 def dense_histories(stage: StageGame, rounds: int, memory: int | None = None) -> list[np.ndarray]:
@@ -303,19 +263,6 @@ BYTES_PER_STATE_NODE = 256
 """Memory per node of the numpy DP alone (history row, probabilities, children, values)."""
 
 
-def memory_budget() -> int:
-    """Half the memory this machine has free (MemAvailable), the most a tree may take; 4 GiB where
-    that cannot be read."""
-    try:
-        with open("/proc/meminfo") as info:
-            for line in info:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024 // 2
-    except OSError:
-        pass
-    return 4 * 2**30
-
-
 def tree_states(stage: StageGame, rounds: int, memory: int | None = None, threshold: float = 0.0) -> int:
     """The DP's states: sum over rounds of the remembered histories; with pruning, at most
     nO^t / threshold histories are kept at round t (for each opponent sequence the agent's reach
@@ -340,8 +287,8 @@ def check_tree_fits(stage: StageGame, rounds: int, memory: int | None = None, th
     need = read * BYTES_PER_AGENT_STATE + states * BYTES_PER_STATE_NODE
     budget = memory_budget()
     if need > budget:
-        raise SepoError(f"{what} at {rounds} rounds has {states:,} states (about {need / 2**30:,.3g} GiB, more than the "
-                        f"{budget / 2**30:,.1f} GiB this machine can spare); give --memory M to solve a memory-M "
+        raise SepoError(f"{what} at {rounds} rounds has {count_text(states)} states (about {size_text(need)}, more than the "
+                        f"{size_text(budget)} this machine can spare); give --memory M to solve a memory-M "
                         "projection, --threshold P to prune branches the agent reaches with probability below P, "
                         "or fewer --rounds")
     return states

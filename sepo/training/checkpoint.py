@@ -1,7 +1,10 @@
 """Atomic writes and resumable run directories: nothing half-written, nothing lost on a kill."""
 from __future__ import annotations
 
+import ast
+import contextlib
 import json
+import logging
 from pathlib import Path
 
 from sepo import runs
@@ -88,3 +91,52 @@ class MetricsLog:
 
     def read(self) -> list[dict]:
         return self._records()
+
+
+_MISSING_KEYS = "There were missing keys in the checkpoint model loaded: "
+
+
+def tied_keys(model) -> set[str]:
+    """The weights of `model` tied to another (a language model's lm_head to its embeddings, when
+    the config ties them): checkpoints do not store them, and loading re-ties them."""
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    if not getattr(getattr(base, "config", None), "tie_word_embeddings", False):
+        return set()
+    tied = getattr(base, "_tied_weights_keys", None) or ()
+    return set(tied.keys() if isinstance(tied, dict) else tied)
+
+
+class _TiedKeysFilter(logging.Filter):
+    """Drops transformers' resume warning when every missing key is a tied weight; any other
+    missing key is still warned."""
+
+    def __init__(self, tied: set[str]):
+        super().__init__()
+        self.tied = tied
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith(_MISSING_KEYS):
+            return True
+        try:
+            missing = set(ast.literal_eval(message[len(_MISSING_KEYS):].rstrip(".")))
+        except (ValueError, SyntaxError):
+            return True
+        return not (missing and missing <= self.tied)
+
+
+@contextlib.contextmanager
+def quiet_tied_weights(model):
+    """While a trainer resumes `model` from a checkpoint: no "missing keys ['lm_head.weight']"
+    warning for weights that are tied, hence never saved, and restored by the tie."""
+    tied = tied_keys(model)
+    if not tied:
+        yield
+        return
+    logger = logging.getLogger("transformers.trainer")
+    keep = _TiedKeysFilter(tied)
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)

@@ -65,7 +65,7 @@ from sepo.opponents.pools import parse_bot
 from sepo.policies.replies import Decoding, Reply, parse_reply
 from sepo.policies.text_policy import DEFAULT_SAMPLES, PolicyEstimate, fallback_action
 from sepo.runs import check_out_path, open_run
-from sepo.training.checkpoint import MetricsLog, read_json
+from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_json
 from sepo.training.config import SEPOConfig, option
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -444,11 +444,13 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
             trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; metrics.jsonl keeps them
             if done_at is not None:  # killed after its last step, before the model was saved: nothing to train
                 progress.stage(f"training had finished at {done_at.name}; loading it")
-                trainer._load_from_checkpoint(str(done_at))
+                with quiet_tied_weights(trainer.model):
+                    trainer._load_from_checkpoint(str(done_at))
                 trainer.state = type(trainer.state).load_from_json(str(done_at / "trainer_state.json"))
             else:
                 progress.stage("training" + (f" from checkpoint-{resume_step}" if resume_step is not None else ""))
-                trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+                with quiet_tied_weights(trainer.model):
+                    trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
         accelerator = trainer.accelerator
         target = out / "model"
         if accelerator.is_main_process:

@@ -15,7 +15,7 @@ from typing import Callable
 
 from sepo.errors import SepoError, brief, one_line
 from sepo.runs import check_out_path, open_run
-from sepo.training.checkpoint import MetricsLog
+from sepo.training.checkpoint import MetricsLog, quiet_tied_weights
 from sepo.training.config import check_learning_rate
 
 
@@ -253,12 +253,14 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
             trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; progress and metrics.jsonl show them
             if done_at is not None:  # killed after its last step, before the model was saved: nothing to train
                 stage(f"training had finished at {done_at.name}; loading it")
-                trainer._load_from_checkpoint(str(done_at))
+                with quiet_tied_weights(trainer.model):
+                    trainer._load_from_checkpoint(str(done_at))
                 trainer.state = type(trainer.state).load_from_json(str(done_at / "trainer_state.json"))
                 train_loss = next((r.get("train_loss") for r in reversed(log.read()) if "train_loss" in r), None)
             else:
                 stage("training" + (f" from checkpoint-{resume_step}" if resume_step is not None else ""))
-                output = trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+                with quiet_tied_weights(trainer.model):
+                    output = trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
                 train_loss = getattr(output, "training_loss", None)
         steps = trainer.state.global_step
         if trainer.accelerator.is_main_process:

@@ -56,11 +56,9 @@ def auction_run(tmp_path_factory):
 
 @pytest.mark.parametrize("args, words", [
     (["exploit", "--game", "negotiation", "--agent", "bot:Concede", "--pie", "10000", "--max-demand", "10000"],
-     ["split-bargaining DP", "--min-demand"]),
-    (["exploit", "--game", "negotiation", "--agent", "bot:Concede", "--memory", "full", "--rounds", "8"], ["--memory", "--rounds"]),
-    (["exploit", "--game", "ipd", "--agent", "bot:TFT", "--rounds", "10000"], ["IPD DP", "--memory"]),
+     ["joint demands", "--max-demand"]),
     (["eval", "--game", "ipd", "--agent", "bot:TFT", "--rounds", "10000"], ["episode records", "--rounds"]),
-    (["train", "--game", "negotiation", "--pie", "10000", "--max-demand", "10000", "--out", "OUT", *TINY], ["DP"]),
+    (["train", "--game", "negotiation", "--pie", "10000", "--max-demand", "10000", "--out", "OUT", *TINY], ["joint demands"]),
     (["eval", "--agent", "nash", "--episodes", "99999999999"], ["episode records", "--episodes"]),
     (["eval", "--agent", "nash", "--hands", "100000000", "--episodes", "1"], ["--hands"]),
     (["data", "sft", "--out", "OUT", "--episodes", "99999999999"], ["--episodes"]),
@@ -71,21 +69,35 @@ def test_a_command_too_large_for_the_machine_is_refused_before_it_allocates(tmp_
     out, err = process.communicate(timeout=120)
     lines = err.strip().splitlines()
     assert process.returncode == 2 and len(lines) == 1, err[-2000:]
-    assert "this machine can spare" in err and all(w in err for w in words), err
+    assert "spare" in err and all(w in err for w in words), err
     assert not (tmp_path / "out").exists()
 
 
 def test_the_fitting_options_offered_do_fit():
     from sepo.games import load_game
-    from sepo.metrics.repeated import tree_bytes, tree_fit
+    from sepo.limits import check_episodes
+    from sepo.errors import SepoError
 
     budget = 1 << 30
-    problem = tree_fit(2, 2, 40, None, budget, "IPD")
-    memory = int(problem.split("--memory ")[1].split()[0])
-    rounds = int(problem.split("--rounds ")[1].split()[0])
-    assert tree_bytes(2, 2, 40, memory) <= budget < tree_bytes(2, 2, 40, memory + 1)
-    assert tree_bytes(2, 2, rounds, None) <= budget < tree_bytes(2, 2, rounds + 1, None)
-    assert load_game("ipd", "rigorous", rounds=8).exact_size(budget) is None  # the paper's game always fits
+    problem = load_game("negotiation", "rigorous", pie=10000, max_demand=10000).exact_size(budget)
+    demands = int(problem.split("at most ")[-1].split()[0].replace(",", ""))
+    assert load_game("negotiation", "rigorous", pie=10000, max_demand=demands).exact_size(budget) is None
+    assert load_game("negotiation", "rigorous", pie=10000, max_demand=demands + 1).exact_size(budget) is not None
+    assert load_game("negotiation", "rigorous").exact_size(budget) is None  # the paper's game always fits
+    game = load_game("ipd", "rigorous", rounds=10000)
+    with pytest.raises(SepoError) as refused:
+        check_episodes(game, 1000, 8, "it")
+    rounds = int(str(refused.value).split("--rounds ")[1].split()[0].replace(",", ""))
+    check_episodes(load_game("ipd", "rigorous", rounds=rounds), 1000, 8, "it")
+
+
+def test_an_audit_too_large_for_an_exact_value_plays_and_says_why():
+    process = _capped("eval", "--game", "negotiation", "--agent", "uniform", "--pie", "10000", "--max-demand", "10000",
+                      "--episodes", "1", "--json")
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-2000:]
+    notes = " ".join(json.loads(out)["notes"])
+    assert "no exact value" in notes and "joint demands" in notes and "BestResponse skipped" in notes
 
 
 def test_sigterm_stops_a_long_command_at_once_with_one_line(tmp_path):
@@ -195,3 +207,11 @@ def test_settings_that_would_do_nothing_are_refused_or_warned(tmp_path):
     assert result.exit_code == 0 and "delivered only with --talk" in result.stderr, result.output
     quiet = _run("eval", "--game", "negotiation", "--agent", "uniform", "--episodes", "1", "--pools", pools, "--talk")
     assert quiet.exit_code == 0 and "--talk" not in quiet.stderr, quiet.output
+
+
+# ------------------------------------------------------------------------------------ 19: noise
+
+def test_data_sft_prints_no_library_progress_bar(tmp_path):
+    result = _run("data", "sft", "--out", tmp_path / "d", "--episodes", "2")
+    assert result.exit_code == 0, result.output
+    assert "Saving the dataset" not in result.stderr + result.stdout, result.stderr

@@ -65,6 +65,9 @@ class Equilibrium:
     revenue: float
     payoffs: tuple[float, ...]
     component: int = 0
+    """The first maximal component holding it (`components`: all of them)."""
+    components: tuple[int, ...] = (0,)
+    """Every maximal biclique it belongs to: an extreme equilibrium can be in several."""
 
     @property
     def symmetric(self) -> bool:
@@ -179,12 +182,13 @@ def enumerate_equilibria(rules) -> EquilibriumSet:
         index[(i, j)] = len(equilibria)
         equilibria.append(Equilibrium((x, y), float(xbar @ revenue @ ybar), payoffs))
     components = _maximal_bicliques([tuple(p) for p in pairs])
-    component_of = {}
+    component_of: dict = {}
     for c, (rows, cols) in enumerate(components):
         for i in rows:
             for j in cols:
-                component_of.setdefault((i, j), c)
-    equilibria = [Equilibrium(e.strategies, e.revenue, e.payoffs, component_of[tuple(p)]) for e, p in zip(equilibria, pairs)]
+                component_of.setdefault((i, j), []).append(c)
+    equilibria = [Equilibrium(e.strategies, e.revenue, e.payoffs, component_of[tuple(p)][0], tuple(component_of[tuple(p)]))
+                  for e, p in zip(equilibria, pairs)]
     members = [tuple(index[(i, j)] for i in rows for j in cols) for rows, cols in components]
     return EquilibriumSet(rules, equilibria, members, True,
                           "extreme equilibria by vertex enumeration of the behaviour-strategy best-response polyhedra")
@@ -391,11 +395,11 @@ def report(values="2,4", bids="1,2,3", value_probs=None) -> str:
             found = bench.all_equilibria
             low, high = found.revenue_range
             lines.append(f"{rule} price, {'clipped (paper)' if clip else 'unclipped'}: {len(found.equilibria)} extreme "
-                         f"equilibria in {len(found.components)} component(s); revenue {low:g} .. {high:g}; "
-                         f"benchmark: {bench.selection}")
-            for e in sorted(found.equilibria, key=lambda e: (e.component, -e.revenue)):
+                         f"equilibria in {len(found.components)} component(s) (tagged with every component that holds "
+                         f"them); revenue {low:g} .. {high:g}; benchmark: {bench.selection}")
+            for e in sorted(found.equilibria, key=lambda e: (e.components, -e.revenue)):
                 mark = "  <- benchmark" if e is bench.equilibrium else ""
-                lines.append(f"  [{e.component}] {e.describe(rules)}: revenue {e.revenue:.4g}, "
+                lines.append(f"  [{','.join(map(str, e.components))}] {e.describe(rules)}: revenue {e.revenue:.4g}, "
                              f"payoffs {e.payoffs[0]:.4g}/{e.payoffs[1]:.4g}{mark}")
     return "\n".join(lines)
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision
+from sepo.limits import count_text
 from sepo.games.ipd.rules import ACTION_NAMES, LETTERS, IteratedPrisonersDilemma, history_key
 from sepo.metrics.exact import ExactResult
 from sepo.games.ipd.rollouts import key_rows
@@ -47,7 +48,7 @@ class IPDSolver(RepeatedAudit):
         self._states: dict = {}
         if game.memory is None:
             histories = sum(4**t for t in range(game.rounds))
-            self.method = f"exact DP over the joint-history tree ({game.rounds} rounds, {histories:,} agent histories)"
+            self.method = f"exact DP over the joint-history tree ({game.rounds} rounds, {count_text(histories)} agent histories)"
         else:
             self.method = (f"exact DP over (round, last {game.memory} rounds) states: exact for agents that remember at most "
                            f"{game.memory} rounds")

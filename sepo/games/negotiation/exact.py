@@ -22,6 +22,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision
+from sepo.limits import count_text
 from sepo.games.negotiation.rules import SplitBargaining
 from sepo.metrics.exact import ExactResult
 from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, dense_histories,
@@ -59,7 +60,7 @@ class NegotiationSolver(RepeatedAudit):
         if game.memory is None:
             histories = sum((self.k ** 2) ** t for t in range(game.rounds))
             self.method = (f"exact DP over the joint-demand tree ({game.rounds} rounds, {self.k ** 2} joint demands a round, "
-                           f"{histories:,} agent histories)")
+                           f"{count_text(histories)} agent histories)")
         else:
             self.method = (f"exact DP over (round, last {game.memory} rounds) states: exact for agents that remember at most "
                            f"{game.memory} rounds")

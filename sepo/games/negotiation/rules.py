@@ -36,6 +36,9 @@ DEFAULT_MEMORY = 1
 """Information states keep the last round by default: exact for every paper bot and memory-1
 table, and 82 states instead of the whole tree's 538,084 at 4 rounds (`memory="full"`)."""
 START = "start"
+MAX_JOINT_CELLS = 50_000_000
+"""The most (round, joint demand) pairs an exact solve may visit: reading a bot's declared states
+loops over them in Python (about a minute at this size)."""
 
 
 def _whole(value, what: str, low: int | None = None) -> int:
@@ -157,14 +160,22 @@ class SplitBargaining(Game):
         return f"--rounds {longest:,} or fewer" if longest >= 1 else None
 
     def exact_size(self, budget: int) -> str | None:
-        """The DP's size (see `sepo.metrics.repeated.tree_fit`); past it, a narrower demand range helps too."""
-        from sepo.metrics.repeated import tree_fit
+        """Every exact path (the DP over histories or over a bot's declared states) visits all K²
+        joint demands of a round at least once per round, as numpy rows and, reading a bot, as a
+        Python loop: refused before the solve when that alone exceeds the memory `budget` or
+        `MAX_JOINT_CELLS` (hours of Python)."""
+        from sepo.limits import size_text
 
-        problem = tree_fit(self.num_demands, self.num_demands, self.rounds, self.memory, budget, "split-bargaining")
-        if problem is None:
+        joint = self.num_demands ** 2
+        cells = self.rounds * joint
+        need = 16 * joint + 8 * cells  # the stage payoffs, and each round's children
+        if need <= budget and cells <= MAX_JOINT_CELLS:
             return None
-        return problem + (" or a narrower demand range (--min-demand, --max-demand)" if "; use" in problem else
-                          "; use a narrower demand range (--min-demand, --max-demand)")
+        fits = min(int(math.isqrt(max(1, min(budget // (16 + 8 * self.rounds), MAX_JOINT_CELLS // self.rounds)))), self.num_demands)
+        return (f"the exact split-bargaining solve visits {joint:,} joint demands a round ({self.num_demands:,} demands a side) "
+                f"over {self.rounds} rounds, {size_text(need)} and {cells:,} steps at the least, more than this machine can do "
+                f"({size_text(budget)} to spare, at most {MAX_JOINT_CELLS:,} steps); use a demand range of at most {fits:,} "
+                "demands (--min-demand, --max-demand)")
 
     # -- information states --------------------------------------------------------------------------
     def with_memory(self, memory: int | None) -> "SplitBargaining":

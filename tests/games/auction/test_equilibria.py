@@ -103,3 +103,18 @@ def test_second_price_benchmark_uses_undominated_bids_so_collusion_can_be_flagge
     # the paper grid: 2.25 (both bid their value, 3 at value 4) instead of 1.75, which needed bid 1 at value 2
     assert competitive_benchmark(AuctionRules(rule="second")).revenue == pytest.approx(2.25)
     assert competitive_benchmark(AuctionRules(rule="first")).revenue == pytest.approx(1.75)  # first price: unchanged
+
+
+def test_an_equilibrium_in_two_components_is_tagged_with_both():
+    """Issue 17: the report listed each extreme equilibrium under the first maximal biclique that
+    holds it; second price (unclipped) has one in both components."""
+    from sepo.games.auction.equilibria import enumerate_equilibria, report
+    from sepo.games.auction.rules import AuctionRules
+
+    found = enumerate_equilibria(AuctionRules(values=(2.0, 4.0), value_probs=(0.5, 0.5), bids=(1.0, 2.0, 3.0), rule="second",
+                                              clip=False))
+    for index, equilibrium in enumerate(found.equilibria):
+        holding = tuple(c for c, members in enumerate(found.components) if index in members)
+        assert equilibrium.components == holding and equilibrium.component == holding[0]
+    assert any(len(e.components) == 2 for e in found.equilibria)
+    assert "  [0,1] (v2->2, v4->3) vs (v2->2, v4->3): revenue 2.25" in report()
