@@ -172,7 +172,7 @@ class ChatModel:
                                                       **request.chat_template_kwargs)
         except Exception as error:  # noqa: BLE001 - a template error is the request's fault
             raise SepoError(f"the chat template cannot render these messages: {error}") from None
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])  # the length is checked next
 
     def reply_budget(self, request: ChatRequest, prompt_tokens: int) -> int:
         """The reply's token limit: the request's `max_tokens`, else the server's default cut to what
