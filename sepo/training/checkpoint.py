@@ -75,12 +75,15 @@ class MetricsLog:
             records.append(record)
         return records
 
-    def truncate_after(self, step: int) -> list[dict]:
+    def truncate_after(self, step: int, one_per_step: bool = False) -> list[dict]:
         """Keep the records up to `step` (drop what a killed run logged after its checkpoint, and the
-        `final` summary record of a finished run that is being extended)."""
+        `final` summary record of a finished run that is being extended); with `one_per_step`, only
+        the first record of each step (a log written before the trainer logged each step once)."""
         if not self.path.exists():
             return []
         kept = [r for r in self._records() if r["step"] <= step and not r.get("final")]
+        if one_per_step:
+            kept = [r for i, r in enumerate(kept) if i == 0 or r["step"] != kept[i - 1]["step"]]
         atomic_write_text(self.path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
         return kept
 

@@ -413,19 +413,23 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
         run.path("trainer")
         resume_step = _checkpoint_step(out / "trainer") if run.resumed else None
         done_at = finished_checkpoint(out / "trainer") if run.resumed and not run.extended else None
-        if main_process:
-            log.truncate_after(resume_step if resume_step is not None else -1)
+        kept = log.truncate_after(resume_step if resume_step is not None else -1, one_per_step=True) if main_process else []
         env = SEPOEnvironment(config, tokenizer, log)
 
         def sepo_reward(prompts, completions, **kwargs):
             return env.reward(prompts, completions, **kwargs)
 
         class _Log(TrainerCallback):
+            """One line per step (logging_steps = 1). A second log at a step already written is
+            TRL's end-of-training summary (run time, mean loss): not a step, so not a line."""
+
+            last = kept[-1]["step"] if kept else -1
+
             def on_log(self, args, state, control, logs=None, **kwargs):
-                if not state.is_world_process_zero:
+                if not state.is_world_process_zero or state.global_step <= self.last:
                     return
                 record = {**env.last_step_metrics, **{k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}}
-                record["step"] = state.global_step
+                record["step"] = self.last = state.global_step
                 log.append(record)
 
         prompts = [json.dumps({"group": i}) for i in range(config.steps * config.groups)]

@@ -65,14 +65,25 @@ def test_run_directory_metrics_and_exact_exploitability(sft_model, tmp_path):
     assert (tmp_path / "run" / "model" / "config.json").exists()
 
 
+def _logged_steps(run):
+    """(the steps of metrics.jsonl's per-step lines, in order; the steps of its `final` lines)."""
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [r["step"] for r in records if not r.get("final")], [r["step"] for r in records if r.get("final")]
+
+
 def test_killed_run_resumes_from_its_checkpoint(sft_model, tmp_path):
+    """Each step is one line, in a run and in its extension: TRL's end-of-training summary was
+    logged as a second line of the last step (steps 10 and 20 twice in a 10-step run extended to
+    20), which also made `sepo plot` refuse the run."""
+    from sepo.reports.plots import run_curves
+
     _train(sft_model, tmp_path / "run", penalty="per-rollout", steps=2, save_steps=2)
     assert (tmp_path / "run" / "trainer" / "checkpoint-2").exists()
+    assert _logged_steps(tmp_path / "run") == ([1, 2], [2])
     summary = _train(sft_model, tmp_path / "run", penalty="per-rollout", steps=4, save_steps=2)
     assert summary["steps"] == 4
-    steps = [json.loads(line)["step"] for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
-             if "loss" in json.loads(line)]
-    assert steps == [1, 2, 3, 4]
+    assert _logged_steps(tmp_path / "run") == ([1, 2, 3, 4], [4])
+    assert run_curves(tmp_path / "run")[1] == [1, 2, 3, 4]
 
 
 def test_kuhn_collusion_is_charged_under_paper_only_and_greedy_training_is_refused():
