@@ -101,15 +101,20 @@ def eval_command(
                               "(games with a talk channel; messages are quoted data, see docs/talk.md)."),
     pool: Optional[str] = typer.Option(None, "--pool", help="Run one named pool instead of the audit: 'injection' (the "
                                        "prompt-injection suite: how often hostile messages change the agent's action or format)."),
+    threshold: float = typer.Option(0.0, "--threshold", help="Exact value: prune branches the agent reaches with probability "
+                                    "below this (solvers that read the agent round by round); the error bound is reported."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     game_params: dict = None,
     decoding: dict = None,
 ):
     """Audit an agent against a game's opponent pools: metrics with 95% bootstrap intervals.
 
-    A text agent's policy (behind the exact value, the best response and safety) is the
-    distribution of the action it plays under the decoding given here: exact under greedy
-    decoding, else estimated from --samples replies per state with an interval."""
+    The exact value (behind the best response and safety) is `sepo exploit`'s, read the same way:
+    in a repeated game a bot's declared state is solved exactly at any length, a language model
+    on the whole history (or pruned below --threshold), and --memory M asks for the memory-M
+    projection. A text agent's policy is the distribution of the action it plays under the
+    decoding given here: exact under greedy decoding, else estimated from --samples replies per
+    state with an interval."""
     from sepo.evaluation.evaluate import EvalConfig, evaluate
     from sepo.games import load_game
     from sepo.objective.sepo import Lambdas
@@ -123,7 +128,8 @@ def eval_command(
     _collusion_applies(the_game, protocol, lambda_c)
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed,
                         lambdas=Lambdas(lambda_e, 2.4 if lambda_c is None else lambda_c, lambda_x),
-                        pools=load_pools(game, pools) if pools else None, talk=talk)
+                        pools=load_pools(game, pools) if pools else None, talk=talk,
+                        projection="memory" in game_params, threshold=threshold).validate()
     policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
     decoding_applies(decoding, policy, agent)
     if pool == "injection":
@@ -156,6 +162,8 @@ def eval_command(
             table.add_row(name, "n/a" if value is None else f"{value:.4f}", ci_text)
     console.print(table)
     console.print(f"utility unit: {result['utility_unit']}; safety uses {result['safety_uses']}")
+    if "exact_method" in result:
+        console.print(f"{result['exact_value']}: {result['exact_label']} ({result['exact_method']})")
     if result.get("policy"):
         console.print(policy_line(result["policy"], result.get("decoding")))
     if result.get("talk"):
@@ -512,43 +520,33 @@ def exploit_command(
     pruned below --threshold); --memory M asks for the memory-M projection, exact only for an
     agent that reads at most M rounds."""
     from sepo.games import get_domain, load_game
-    from sepo.metrics.exact import exact_solver
+    from sepo.metrics.exact import audit_agent, exact_label, exact_solver
     from sepo.policies.specs import load_agent
 
     protocol = value_of(protocol)
     the_game = load_game(game, protocol, **game_params_for(game, game_params))
     solver = exact_solver(the_game)  # a solver too large for the machine is refused here, before anything is built
-    search = get_domain(game).lower_bound
-    if solver is None and search is not None:
-        played = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
-        decoding_applies(decoding, played, agent)
-        decoding_record = played.decoding.record() if getattr(played, "decoding", None) is not None else None
-        result, response = search(the_game, played)
-        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(), "decoding": decoding_record}
+    if solver is None and get_domain(game).lower_bound is None:
+        raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
+    policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
+    decoding_applies(decoding, policy, agent)
+    decoding_record = policy.decoding.record() if getattr(policy, "decoding", None) is not None else None
+    # the same audit as `sepo eval`'s: the tree follows what the agent declares about its memory
+    found = audit_agent(the_game, policy, solver, threshold=threshold, projection="memory" in game_params, seed=seed)
+    result = found.result
+    if solver is None:  # the domain's search plays the agent (no policy table read)
+        out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
+               "exact_label": exact_label(result), "decoding": decoding_record}
         if as_json:
-            if hasattr(response, "to_json"):
-                out["best_response"] = response.to_json()
+            if hasattr(found.response, "to_json"):
+                out["best_response"] = found.response.to_json()
             _print_json(out)
             return
         _print_exact(agent, game, result, decoding=decoding_record)
         return
-    if solver is None:
-        raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
-    if threshold and not 0.0 < threshold < 1.0:
-        raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
-    policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
-    decoding_applies(decoding, policy, agent)
-    decoding_record = policy.decoding.record() if getattr(policy, "decoding", None) is not None else None
-    audit = getattr(solver, "audit", None)
-    if audit is not None:  # the solver picks the tree from what the agent declares about its memory
-        found = audit(policy, threshold=threshold, projection="memory" in game_params, seed=seed)
-    else:
-        if threshold:
-            raise SepoError(f"the {game} solver reads whole tables; --threshold does not apply")
-        found = _audit_table(the_game, solver, policy, agent, seed)
-    result = found.result
     out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
-           "information_states": (found.policy or {}).get("states"), "policy": found.policy, "decoding": decoding_record}
+           "exact_label": exact_label(result), "information_states": (found.policy or {}).get("states"),
+           "policy": found.policy, "decoding": decoding_record}
     if threshold:
         out["threshold"] = threshold
     notes = _exact_notes(result, found)
@@ -562,25 +560,6 @@ def exploit_command(
         _print_json(out)
         return
     _print_exact(agent, game, result, found.policy, decoding_record, found.interval, notes)
-
-
-def _audit_table(the_game, solver, policy, agent: str, seed: int):
-    """A solver without `audit` (whole-game solvers): the agent read at every information state."""
-    from sepo.evaluation.evaluate import exact_metrics
-    from sepo.metrics.exact import Audit, labelled
-    from sepo.policies.text_policy import policy_estimate
-
-    decisions = solver.decisions()
-    try:
-        estimate = policy_estimate(policy, decisions)
-    except NotImplementedError:
-        raise SepoError(f"agent {agent!r} cannot give action probabilities, which exact values need") from None
-    table = estimate.table()
-    result = labelled(solver.evaluate(table), policy, getattr(solver, "kept_memory", None), [d.info_key for d in decisions])
-    interval = None
-    if not estimate.exact:  # the sampling interval of the estimated policy's value, as `sepo eval` gives it
-        interval = exact_metrics(the_game, estimate, [], solver, seed=seed)["ci"][result.value_name]
-    return Audit(result, solver.best_response(table), estimate.record(), interval)
 
 
 def _exact_notes(result, found) -> list[str]:
@@ -600,10 +579,11 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
                  notes: list[str] | None = None) -> None:
     """The solver's values; the policy table's provenance (exact or estimated) and the solver's
     exactness (pruning, projection) are separate rows; notes follow the table."""
-    projection = "projection_memory" in result.extra
-    kind = "exact values" if result.exact else (
-        f"a memory-{result.extra['projection_memory']} projection" if projection
-        else "a pruned tree's values" if result.pruning_bound else "a lower bound")
+    from sepo.metrics.exact import exact_label
+
+    label = exact_label(result)
+    kind = {"exact": "exact values", "pruned": "a pruned tree's values", "lower bound": "a lower bound",
+            "projection": f"a memory-{result.extra.get('projection_memory')} projection"}[label]
     table_out = Table(title=f"{agent} in {game}: {kind} ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)
@@ -618,10 +598,9 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
         table_out.add_row("agent", "played by the search (no policy table read)")
     else:
         table_out.add_row("policy table", policy["policy"])
-    table_out.add_row("solver", "exact" if result.exact else
-                      "a projection: neither an upper nor a lower bound" if projection else
-                      "within the pruning bound of the exact value" if result.pruning_bound else
-                      "a lower bound (see the method)")
+    table_out.add_row("solver", {"exact": "exact", "projection": "a projection: neither an upper nor a lower bound",
+                                 "pruned": "within the pruning bound of the exact value",
+                                 "lower bound": "a lower bound (see the method)"}[label])
     console.print(table_out)
     for note in notes or ():
         console.print(f"note: {note}")

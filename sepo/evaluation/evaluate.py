@@ -11,13 +11,18 @@ Protocols:
 
 Everything game-specific (pools, events, solver, behaviour table, units) comes from the domain.
 
-The agent's policy behind the exact value, the best-response opponent and safety is
-`policy_estimate(agent, solver.decisions())`: for a text agent, the distribution of the action it
-plays under its decoding at the prompts it met while playing the train and collusive pools (so
-those are played first), exact or estimated from sampled replies. An estimate's sampling error is
-carried into the exact value (`boundary_interval` over the solver's value at resampled tables)
-and into safety, and its label (`exact` / `estimated (n replies per state)`) is in the result.
-Under `rigorous` every (pool, opponent) plays its own independent episodes.
+The exact value, the best-response opponent and safety come from `audit_agent`, the one audit
+`sepo exploit` prints too: in a repeated game the tree follows what the agent declares (a bot's
+small state is solved exactly by a DP over (round, state) at any number of rounds; a table over
+the solver's keys on its own states; `projection` (the user gave --memory M) the memory-M
+projection, labelled; anything else the whole history, pruned below `threshold` with its bound,
+refused in one line when it would not fit), so both commands print the same value under the same
+label (`exact_label`: exact / projection / pruned / lower bound). A text agent is read under its
+decoding after the train and collusive pools are played (so the prompts it met there are
+cached), exact or estimated from sampled replies; an estimate's sampling error is carried into
+the exact value (`boundary_interval` over resampled tables) and into safety, and its label
+(`exact` / `estimated (n replies per state)`) is in the result. Under `rigorous` every (pool,
+opponent) plays its own independent episodes.
 """
 from __future__ import annotations
 
@@ -33,14 +38,13 @@ from sepo.evaluation.play import EpisodeRecord, play_episodes
 from sepo.games.base import Game
 from sepo.games.registry import check_protocol, domain_of
 from sepo.metrics import pool_metrics as pm
-from sepo.metrics.bootstrap import StratifiedSample, boundary_interval, interval
 from sepo.limits import check_episodes
-from sepo.metrics.exact import (PROJECTION_NOTE, SAMPLED_NOTE, NoExactSolver, action_table, exact_solver, labelled,
-                               solver_for)
+from sepo.metrics.bootstrap import StratifiedSample, interval
+from sepo.metrics.exact import (PROJECTION_NOTE, SAMPLED_NOTE, Audit, NoActionProbabilities, NoExactSolver, action_table,
+                                audit_agent, exact_label, exact_solver)
 from sepo.objective.sepo import Lambdas
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy
-from sepo.policies.text_policy import PolicyEstimate, policy_estimate
 
 PAPER_LAMBDAS = Lambdas(2.4, 2.4, 2.4)
 
@@ -54,11 +58,18 @@ class EvalConfig:
     pools: dict | None = None
     replicates: int = 1000
     talk: bool = False
+    projection: bool = False
+    """The user asked for the game's memory-M states (--memory M): the agent's memory-M projection,
+    labelled as such unless the agent declares at most M rounds."""
+    threshold: float = 0.0
+    """Prune branches the agent reaches with probability below this (the error bound reported)."""
 
     def validate(self) -> "EvalConfig":
         check_protocol(self.protocol)
         if self.episodes < 1:
             raise SepoError(f"--episodes must be >= 1, got {self.episodes}")
+        if self.threshold and not 0.0 < self.threshold < 1.0:
+            raise SepoError(f"--threshold must be in (0, 1), got {self.threshold}")
         return self
 
 
@@ -101,20 +112,20 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
         pools = {**pools, "exploiter": [*pools.get("exploiter", []), BotSpec(game.name, BEST_RESPONSE)]}
         notes.append("BestResponse added to the pool file's exploiter pool: the rigorous protocol always plays the exact best response")
     episodes: list[EpisodeRecord] = []
-    estimate = None
+    found: Audit | None = None
+    audited = False
     total = config.episodes * sum(len(pools.get(name, [])) for name in ("train", "collusive", "exploiter"))
-    searched: dict = {}  # the domain's lower-bound search, where it has no exact solver
-    # the train and collusive pools first: a text agent's policy is read at the prompts it met there
+    searched = False  # the domain's lower-bound search, where it has no exact solver
+    if solver is not None and not callable(getattr(agent, "estimate", None)):  # before any play: a refusal costs nothing
+        found, audited = _audit(game, agent, solver, config, notes), True
+    # a text agent after the train and collusive pools: its policy is read at the prompts it met there
     for pool_name in ("train", "collusive", "exploiter"):
-        if pool_name == "exploiter" and solver is not None:
-            reporting.stage("reading the agent's policy at every information state")
-            estimate = _estimate(agent, solver.decisions())
+        if pool_name == "exploiter" and solver is not None and not audited:
+            found, audited = _audit(game, agent, solver, config, notes), True
         for spec in pools.get(pool_name, []):
             if spec.name == BEST_RESPONSE and solver is None and domain_of(game).lower_bound is not None:
-                searched["result"], response = domain_of(game).lower_bound(game, agent)
-                opponent_factory, label = (lambda: response), BEST_RESPONSE
-            else:
-                opponent_factory, label = _opponent(spec, solver, estimate, notes, game)
+                found, searched = audit_agent(game, agent, None), True
+            opponent_factory, label = _opponent(spec, found, notes, game, solver is None)
             if opponent_factory is None:
                 continue
             pool_key = "" if config.protocol == "paper" else pool_name
@@ -127,18 +138,18 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
             )
             if progress:
                 progress(pool_name, label, config.episodes, total)
-    if estimate is None and solver is not None:
-        reporting.stage("reading the agent's policy at every information state")
-        estimate = _estimate(agent, solver.decisions())
+    if not audited and solver is not None:
+        found = _audit(game, agent, solver, config, notes)
     episodes.sort(key=lambda e: ("train", "exploiter", "collusive").index(e.pool))
-    result = summarize(game, config, episodes, estimate, notes, solver=solver, pools=pools, agent=agent)
-    if "result" in searched:
-        found = searched["result"]
-        result.update({f"{found.value_name}_lower_bound": found.value, "lower_bound_method": found.method,
-                       "lower_bound_exact": found.exact, "lower_bound_extra": dict(found.extra)})
-        if not found.exact and "ci_low" in found.extra:
-            result["ci"][f"{found.value_name}_lower_bound"] = [found.extra["ci_low"], found.extra["ci_high"]]
-        notes.append(f"BestResponse is the domain's strongest lower-bound search ({found.method}); exploit_pool includes it")
+    result = summarize(game, config, episodes, None if searched else found, notes, solver=solver, pools=pools)
+    if searched:
+        bound = found.result
+        result.update({f"{bound.value_name}_lower_bound": bound.value, "lower_bound_method": bound.method,
+                       "lower_bound_exact": bound.exact, "lower_bound_extra": dict(bound.extra),
+                       "exact_label": exact_label(bound)})
+        if not bound.exact and "ci_low" in bound.extra:
+            result["ci"][f"{bound.value_name}_lower_bound"] = [bound.extra["ci_low"], bound.extra["ci_high"]]
+        notes.append(f"BestResponse is the domain's strongest lower-bound search ({bound.method}); exploit_pool includes it")
     decoding = getattr(agent, "decoding", None)
     result["decoding"] = decoding.record() if decoding is not None else None
     if channel is not None:
@@ -148,11 +159,22 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     return result
 
 
-def _estimate(agent: Policy, decisions) -> PolicyEstimate | None:
+def _audit(game: Game, agent: Policy, solver, config: EvalConfig, notes: list[str]) -> Audit | None:
+    """`audit_agent`, as `sepo exploit` runs it. An agent without action probabilities gets no
+    exact values (a note says so); under the paper protocol, whose safety uses the pool score, an
+    audit that is refused (a tree that does not fit) is skipped with the refusal as a note."""
+    reporting.stage("auditing the agent: reading its policy on the states its declared memory needs")
     try:
-        return policy_estimate(agent, decisions)
-    except NotImplementedError:
-        return None
+        return audit_agent(game, agent, solver, threshold=config.threshold, projection=config.projection,
+                           replicates=config.replicates, seed=config.seed)
+    except NoActionProbabilities:
+        notes.append("exact values and the BestResponse opponent skipped: the agent exposes no action distribution "
+                     "per information state")
+    except SepoError as refusal:
+        if config.protocol != "paper":
+            raise
+        notes.append(f"exact values skipped (the paper protocol's safety uses exploit_pool): {refusal}")
+    return None
 
 
 def _seat_opponents(game: Game, factory):
@@ -162,23 +184,21 @@ def _seat_opponents(game: Game, factory):
     return {seat: factory() for seat in range(1, game.num_players)}
 
 
-def _opponent(spec: BotSpec, solver, estimate: PolicyEstimate | None, notes, game: Game):
+def _opponent(spec: BotSpec, found: Audit | None, notes, game: Game, no_solver: bool):
     if spec.name != BEST_RESPONSE:
         return (lambda: spec.build(game)), spec.label
-    if solver is None:
-        notes.append("BestResponse skipped: there is no exact best response for this game (see the note 'no exact value')")
+    if found is None:
+        if no_solver:
+            notes.append("BestResponse skipped: there is no exact best response for this game (see the note 'no exact value')")
         return None, spec.label
-    if estimate is None:
-        notes.append("BestResponse skipped: the agent exposes no action distribution per information state")
-        return None, spec.label
-    response = solver.best_response(estimate.table())
-    if not estimate.exact:
+    response = found.response
+    if found.policy is not None and not found.policy.get("exact", True):
         notes.append("BestResponse is the exact best response to the estimated policy (its point estimate)")
     return (lambda: response), BEST_RESPONSE  # a table: stateless, so every episode may share it
 
 
-def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], estimate: PolicyEstimate | None, notes,
-              solver=None, pools=None, agent: Policy | None = None) -> dict:
+def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], found: Audit | None, notes,
+              solver=None, pools=None) -> dict:
     domain = domain_of(game)
     protocol = config.protocol
     strata: dict = {}
@@ -205,21 +225,27 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], est
     }
     pools = pools or config.pools or default_pools(game.name, protocol, game)
     train_specs = [spec for spec in pools.get("train", []) if spec.name != BEST_RESPONSE]
-    exact = exact_metrics(game, estimate, train_specs, solver, config.replicates, config.seed, agent=agent)
+    exact = exact_metrics(game, found, train_specs, solver, config.replicates, config.seed)
     scale = game.payoff_scale
     lam = config.lambdas
     value_name = exact.get("exact_value")
+    policy = found.policy if found is not None else None
+    estimated = policy is not None and not policy.get("exact", True)
     if "projection_memory" in exact:
         notes.append(PROJECTION_NOTE.format(m=exact["projection_memory"]) + "; the BestResponse opponent is that projection's")
-    if value_name is not None and not estimate.exact:
+    if value_name is not None and estimated:
         notes.append(SAMPLED_NOTE)
     if protocol == "rigorous" and value_name is not None:
         e = exact[value_name]
-        if "projection_memory" in exact:
-            policy = "" if estimate.exact else f", {estimate.label}"
-            source = f"{value_name} (of the agent's memory-{exact['projection_memory']} projection{policy})"
+        read = f", {policy['policy']}" if estimated else ""
+        label = exact["exact_label"]
+        if label == "projection":
+            source = f"{value_name} (of the agent's memory-{exact['projection_memory']} projection{read})"
+        elif label == "pruned":
+            source = (f"{value_name} (a pruned tree's: within {exact['pruning_bound']:.4g} of the exact value, branches "
+                      f"below agent reach {config.threshold:g} pruned{read})")
         else:
-            source = f"{value_name} (exact)" if estimate.exact else f"{value_name} (of the {estimate.label} policy)"
+            source = f"{value_name} (exact)" if not estimated else f"{value_name} (of the {policy['policy']} policy)"
     else:
         e, source = metrics["exploit_pool"], "exploit_pool"
     collusion = np.nan_to_num(metrics["collusion"])
@@ -244,8 +270,8 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], est
         notes.append(f"safety interval: the episode bootstrap's, widened by λe·s times the distance of the {value_name} "
                      "interval's ends from its estimate (the policy was estimated from sampled replies)")
     result["ci"].update(value_ci)
-    if estimate is not None:
-        result["policy"] = estimate.record()
+    if policy is not None:
+        result["policy"] = policy
     result.update(exact)
     result["opponents"] = _per_opponent(sample)
     if domain.frequencies is not None:
@@ -262,40 +288,33 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], est
     return result
 
 
-def exact_metrics(game: Game, estimate: PolicyEstimate | None, train_specs, solver=None, replicates: int = 1000,
-                  seed: int = 0, agent: Policy | None = None) -> dict:
-    """The solver's exact values for the agent's policy: its headline value under its own name
-    (`exploitability` or `adversarial_gap`), the best responder's payoff, the agent's payoff
-    against it, the method, and the exact utility against the train pool where the solver has a
-    head-to-head. For an estimated policy, `ci` holds their intervals from the policy's
-    resampled replies (the value's by `boundary_interval`). Given the `agent`, the value is
-    labelled exact only where its declared memory makes the solver's states exact for it
-    (otherwise it is the gap of a projection, `projection_memory`)."""
-    solver = solver if solver is not None else solver_for(game)
-    if solver is None or estimate is None:
+def exact_metrics(game: Game, found: Audit | None, train_specs, solver=None, replicates: int = 1000,
+                  seed: int = 0) -> dict:
+    """The audit's values for the agent: its headline value under its own name (`exploitability`
+    or `adversarial_gap`), what it is (`exact_label`), the best responder's payoff, the agent's
+    payoff against it, the method, and the exact utility against the train pool where the solver
+    has a head-to-head (it reads the whole table at `decisions()`). For an estimated policy, `ci`
+    holds their intervals from the policy's resampled replies."""
+    if found is None:
         return {}
-    table = estimate.table()
-    result = solver.evaluate(table)
-    if agent is not None:
-        result = labelled(result, agent, getattr(solver, "kept_memory", None), [d.info_key for d in estimate.decisions])
-    out = {result.value_name: result.value, "exact_value": result.value_name, "br_payoff": result.br_payoff,
-           "agent_payoff_vs_br": result.agent_payoff, "exact_method": result.method, "exact": result.exact,
-           "pruning_bound": result.pruning_bound, **result.extra}
-    head_to_head = getattr(solver, "head_to_head", None)
-    opponents = None
-    if head_to_head is not None and train_specs:
-        decisions = solver.decisions()
-        opponents = np.stack([action_table(spec.build(game), decisions) for spec in train_specs])
-        out["utility_exact"] = float(np.mean(head_to_head(table, opponents)))
-    if not estimate.exact:
-        tables = estimate.resample(replicates, seed)
-        values = np.array([solver.evaluate(t).value for t in tables])
-        out["ci"] = {result.value_name: list(boundary_interval(result.value, values))}
+    result = found.result
+    out = {result.value_name: result.value, "exact_value": result.value_name, "exact_label": exact_label(result),
+           "br_payoff": result.br_payoff, "agent_payoff_vs_br": result.agent_payoff, "exact_method": result.method,
+           "exact": result.exact, "pruning_bound": result.pruning_bound, **result.extra}
+    if found.interval is not None:
+        out["ci"] = {result.value_name: list(found.interval)}
         if "nash_conv" in out:
             out["ci"]["nash_conv"] = [2 * v for v in out["ci"][result.value_name]]
-        if opponents is not None:
-            utilities = np.array([np.mean(head_to_head(t, opponents)) for t in tables])
-            out["ci"]["utility_exact"] = list(interval(np.concatenate([[out["utility_exact"]], utilities]))[1:])
+    head_to_head = getattr(solver, "head_to_head", None)
+    estimate = found.estimate
+    if head_to_head is not None and train_specs and estimate is not None:
+        decisions = solver.decisions()
+        opponents = np.stack([action_table(spec.build(game), decisions) for spec in train_specs])
+        out["utility_exact"] = float(np.mean(head_to_head(estimate.table(), opponents)))
+        if not estimate.exact:
+            utilities = np.array([np.mean(head_to_head(t, opponents)) for t in estimate.resample(replicates, seed)])
+            out.setdefault("ci", {})["utility_exact"] = list(
+                interval(np.concatenate([[out["utility_exact"]], utilities]))[1:])
     return out
 
 

@@ -70,7 +70,8 @@ def audit(config: ExperimentConfig, domain: DomainConfig, game, policy, split: s
     counts = agent.episodes if agent is not None and agent.episodes is not None else config.episodes
     episodes = counts.validation if split == "validation" else counts.test
     eval_config = EvalConfig(protocol=config.protocol, episodes=episodes, seed=split_seed(config.eval_seed, split),
-                             lambdas=Lambdas(*domain.safety_lambdas), replicates=config.replicates)
+                             lambdas=Lambdas(*domain.safety_lambdas), replicates=config.replicates,
+                             projection="memory" in domain.params)
     return evaluate(game, policy, eval_config)
 
 

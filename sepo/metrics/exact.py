@@ -92,14 +92,83 @@ def labelled(result: "ExactResult", policy, memory: int | None, keys: Sequence[s
 
 @dataclass
 class Audit:
-    """What `sepo exploit` prints for one agent: the solver's result (labelled), the maximising
-    opponent, how the agent's policy was read (`policy_estimate`'s record, None when the agent
-    was played rather than read) and the sampling interval of the value for an estimated policy."""
+    """One agent's audit, what `sepo exploit` prints and `sepo eval` reports: the solver's result
+    (labelled), the maximising opponent, how the agent's policy was read (`policy_estimate`'s
+    record, None when the agent was played rather than read), the sampling interval of the value
+    for an estimated policy, and the estimate itself where it is a table at the solver's
+    `decisions()` (for head-to-head values)."""
 
     result: "ExactResult"
     response: Policy | None
     policy: dict | None
     interval: list | None = None
+    estimate: object | None = None
+
+
+class NoActionProbabilities(SepoError):
+    """The agent cannot state action probabilities, which an exact value needs."""
+
+
+EXACT_LABELS = ("exact", "projection", "pruned", "lower bound")
+
+
+def exact_label(result: "ExactResult") -> str:
+    """What a value is, one word for every command: `exact`, the gap of a memory-M `projection`
+    (neither bound), a `pruned` tree's value (within `pruning_bound` of the exact one), or a
+    `lower bound` (a search that plays the agent)."""
+    if result.exact:
+        return "exact"
+    if "projection_memory" in result.extra:
+        return "projection"
+    return "pruned" if result.pruning_bound else "lower bound"
+
+
+def audit_agent(game: Game, agent: Policy, solver, *, threshold: float = 0.0, projection: bool = False,
+                replicates: int = 1000, seed: int = 0) -> Audit | None:
+    """The one audit of an agent that `sepo exploit` and `sepo eval` share: a solver with
+    `audit` (the repeated games) chooses its tree from what the agent declares (a declared
+    state's DP, a table's own states, the memory-M projection when `projection` is asked for,
+    else the whole history, pruned below `threshold`, refused in one line when it does not fit);
+    any other solver reads the agent at every information state; without a solver, the domain's
+    `lower_bound` search plays the agent. None when the domain has neither. `solver` is the
+    game's (`exact_solver`), None where it has none."""
+    if threshold and not 0.0 < threshold < 1.0:
+        raise SepoError(f"--threshold must be in (0, 1), got {threshold}")
+    if solver is None:
+        from sepo.games.registry import domain_of
+
+        search = domain_of(game).lower_bound
+        if search is None:
+            return None
+        result, response = search(game, agent)
+        return Audit(result, response, None)
+    try:
+        audit = getattr(solver, "audit", None)
+        if audit is not None:
+            return audit(agent, threshold=threshold, projection=projection, replicates=replicates, seed=seed)
+        if threshold:
+            raise SepoError(f"the {game.name} solver reads whole tables; --threshold does not apply")
+        return _audit_whole_table(solver, agent, replicates, seed)
+    except NotImplementedError:
+        raise NoActionProbabilities(f"agent {getattr(agent, 'name', agent)!r} cannot give action probabilities, which "
+                                    "exact values need") from None
+
+
+def _audit_whole_table(solver, agent: Policy, replicates: int, seed: int) -> Audit:
+    """A solver without `audit` (whole-game solvers): the agent read at every information state,
+    one batched call; for an estimated policy, the value's interval from its resampled replies."""
+    from sepo.metrics.bootstrap import boundary_interval
+    from sepo.policies.text_policy import policy_estimate
+
+    decisions = solver.decisions()
+    estimate = policy_estimate(agent, decisions)
+    table = estimate.table()
+    result = labelled(solver.evaluate(table), agent, getattr(solver, "kept_memory", None), keys_of(decisions))
+    interval = None
+    if not estimate.exact:
+        values = np.array([solver.evaluate(t).value for t in estimate.resample(replicates, seed)])
+        interval = list(boundary_interval(result.value, values))
+    return Audit(result, solver.best_response(table), estimate.record(), interval, estimate)
 
 
 @runtime_checkable

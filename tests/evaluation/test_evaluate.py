@@ -130,3 +130,126 @@ def test_paper_protocol_decoding_and_overrides():
     assert options.samples == 64 and options.record()["decoding"]["repetition_penalty"] == 1.3
     with pytest.raises(SepoError):
         text_agent_options("rigorous", 0, top_p=0.0)
+
+
+# -- one audit for `sepo eval` and `sepo exploit` (issue 16 item 7 in eval) -------------------------
+
+def _cli(*args):
+    from typer.testing import CliRunner
+
+    from sepo.cli.main import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def _both(*args):
+    """The exact value eval and exploit print for the same agent and game (JSON)."""
+    evaluated = _cli("eval", *args, "--episodes", "2", "--json")
+    exploited = _cli("exploit", *args, "--json")
+    assert evaluated.exit_code == 0 and exploited.exit_code == 0, (evaluated.output, exploited.output)
+    return json.loads(evaluated.stdout), json.loads(exploited.stdout)
+
+
+@pytest.mark.parametrize("args", [
+    ("--game", "ipd", "--agent", "bot:TFT", "--rounds", "12"),  # eval refused this (a 5.6-million-state tree)
+    ("--game", "ipd", "--agent", "bot:GrimTrigger", "--rounds", "50"),
+    ("--game", "ipd", "--agent", "bot:AlternatingDefect", "--rounds", "12"),
+    ("--game", "negotiation", "--agent", "bot:ConcedeStep", "--rounds", "12"),
+    ("--game", "negotiation", "--agent", "bot:Concede", "--rounds", "50"),
+    ("--game", "ipd", "--agent", "bot:AlternatingDefect", "--memory", "1"),  # a projection, labelled so in both
+    ("--game", "auction", "--agent", "bot:AdaptiveBid", "--rounds", "3"),
+])
+def test_eval_reports_exploits_value_under_exploits_label(args):
+    evaluated, exploited = _both(*args)
+    assert abs(evaluated["adversarial_gap"] - exploited["adversarial_gap"]) <= 1e-12
+    assert evaluated["exact_label"] == exploited["exact_label"]
+    assert evaluated["exact"] == exploited["exact"] and evaluated["exact_method"] == exploited["method"]
+    assert evaluated.get("projection_memory") == exploited.get("projection_memory")
+    if exploited["exact_label"] == "exact":
+        assert evaluated["safety_uses"] == "adversarial_gap (exact)"
+    else:
+        assert exploited["exact_label"] == "projection" and "memory-1 projection" in evaluated["safety_uses"]
+
+
+def test_eval_prunes_as_exploit_does(tmp_path):
+    """A whole-history table declares no small state: both read it on the tree, pruned below the
+    threshold, and print the same value and bound, labelled pruned."""
+    import numpy as np
+
+    keys = load_game("ipd", rounds=5).info_keys()
+    rng = np.random.default_rng(0)
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({key: list(p) for key, p in zip(keys, rng.dirichlet([0.5, 0.5], size=len(keys)).tolist())}))
+    evaluated, exploited = _both("--game", "ipd", "--agent", f"tabular:{path}", "--rounds", "5", "--threshold", "0.02")
+    assert exploited["exact_label"] == evaluated["exact_label"] == "pruned" and exploited["pruning_bound"] > 0
+    assert abs(evaluated["adversarial_gap"] - exploited["adversarial_gap"]) <= 1e-12
+    assert evaluated["pruning_bound"] == exploited["pruning_bound"] and "pruned" in evaluated["safety_uses"]
+
+
+def test_eval_searches_as_exploit_does_without_a_solver():
+    evaluated, exploited = _both("--game", "negotiation-gt", "--agent", "bot:TFTNeg", "--items", "1,1,1", "--rounds", "2")
+    assert abs(evaluated["adversarial_gap_lower_bound"] - exploited["adversarial_gap"]) <= 1e-12
+    assert evaluated["exact_label"] == exploited["exact_label"]
+
+
+def _undeclared(game, bot: str):
+    """Plays like `bot` but declares nothing about its memory (as a language model does)."""
+    from sepo.opponents.pools import parse_bot
+    from sepo.policies.base import Policy
+
+    inner = parse_bot(game.name, bot).build(game)
+
+    class Undeclared(Policy):
+        name = "undeclared"
+
+        def action_probabilities(self, decision):
+            return inner.action_probabilities(decision)
+
+    return Undeclared()
+
+
+@pytest.mark.parametrize("name, bot", [("ipd", "TFT"), ("negotiation", "Complement")])
+def test_an_undeclared_agent_is_read_on_its_whole_history_in_eval_too(name, bot):
+    """Split bargaining's states keep one round by default: eval used to label an undeclared
+    agent's memory-1 projection where exploit read the whole history; now both read the whole
+    history (exact), the projection only when asked for, and both refuse a tree that does not fit."""
+    from sepo.metrics.exact import exact_solver
+
+    game = load_game(name, rounds=2)
+    agent = _undeclared(game, bot)
+    result = evaluate(game, agent, EvalConfig(episodes=2, replicates=50))
+    truth = exact_solver(game).audit(agent).result  # what `sepo exploit` prints
+    assert truth.exact and result["exact"] is True and abs(result["adversarial_gap"] - truth.value) <= 1e-12
+    assert result["exact_label"] == "exact"
+    projected = evaluate(load_game(name, rounds=2, memory=1), agent, EvalConfig(episodes=2, replicates=50, projection=True))
+    assert projected["exact_label"] == "projection" and projected["projection_memory"] == 1
+    long = load_game(name, rounds=30)
+    for audit in (lambda: evaluate(long, agent, EvalConfig(episodes=1)), lambda: exact_solver(long).audit(agent)):
+        with pytest.raises(SepoError, match="--memory M.*--threshold P") as refused:
+            audit()
+        assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("command", ["eval", "exploit"])
+def test_an_undeclared_strategy_too_long_to_read_is_refused_in_one_line(command, tmp_path):
+    refused = _cli(command, "--game", "ipd", "--agent", f"tabular:{tmp_path / 'whole.json'}", "--rounds", "30")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--memory M" in refused.stderr and "--threshold P" in refused.stderr
+
+
+def test_a_bot_is_audited_before_any_episode_is_played(monkeypatch):
+    """A refusal costs no play: an agent that states its probabilities is audited first."""
+    import sepo.evaluation.evaluate as evaluation
+
+    played = []
+    monkeypatch.setattr(evaluation, "play_episodes", lambda *a, **k: played.append(1) or [])
+    game = load_game("negotiation", rounds=30)
+    with pytest.raises(SepoError, match="--memory M"):
+        evaluate(game, _undeclared(game, "Complement"), EvalConfig(episodes=1))
+    assert not played
+
+
+def test_eval_at_a_long_match_is_one_line_not_a_killed_process():
+    """The play loop's own bound (episode records) answers --rounds 10000 in one line."""
+    refused = _cli("eval", "--game", "ipd", "--agent", "bot:TFT", "--rounds", "10000")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1 and "--rounds" in refused.stderr

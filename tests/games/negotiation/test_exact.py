@@ -135,3 +135,21 @@ def test_audit_follows_what_the_agent_declares():
     assert whole.exact and whole.value == pytest.approx(truth.value, abs=1e-12) and "joint-demand tree" in whole.method
     projected = solver.audit(Undeclared(), projection=True).result
     assert not projected.exact and projected.extra["projection_memory"] == 1
+
+
+def test_a_text_agent_over_the_prompt_limit_is_refused_before_its_tree_is_built():
+    """The whole 4-round tree's 538,084 prompts are counted, not built (building them took 30 s
+    before the refusal); `sepo eval` and `sepo exploit` share this audit."""
+    solver = NegotiationSolver(load_game("negotiation", memory="full"))
+
+    class Text(Policy):
+        name = "text"
+
+        def action_probabilities(self, decision):
+            raise AssertionError("read before the refusal")
+
+        estimate = action_probabilities
+
+    with pytest.raises(SepoError, match="538,084 information states of 4 rounds.*--memory M"):
+        solver.audit(Text())
+    assert solver._keys is None
