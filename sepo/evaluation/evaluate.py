@@ -41,7 +41,7 @@ from sepo.metrics import pool_metrics as pm
 from sepo.limits import check_episodes
 from sepo.metrics.bootstrap import StratifiedSample, interval
 from sepo.metrics.exact import (PROJECTION_NOTE, SAMPLED_NOTE, Audit, NoActionProbabilities, NoExactSolver, action_table,
-                                audit_agent, exact_label, exact_solver)
+                                audit_agent, check_audit_fits, exact_label, exact_solver)
 from sepo.objective.sepo import Lambdas
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy
@@ -113,15 +113,18 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
         notes.append("BestResponse added to the pool file's exploiter pool: the rigorous protocol always plays the exact best response")
     episodes: list[EpisodeRecord] = []
     found: Audit | None = None
-    audited = False
+    pending = False  # a text agent's audit, after the train and collusive pools: it is read at the prompts it met there
     total = config.episodes * sum(len(pools.get(name, [])) for name in ("train", "collusive", "exploiter"))
     searched = False  # the domain's lower-bound search, where it has no exact solver
-    if solver is not None and not callable(getattr(agent, "estimate", None)):  # before any play: a refusal costs nothing
-        found, audited = _audit(game, agent, solver, config, notes), True
-    # a text agent after the train and collusive pools: its policy is read at the prompts it met there
+    if solver is not None:  # before any play, so that a refusal costs no episodes
+        if callable(getattr(agent, "estimate", None)):
+            pending = not _refused(lambda: check_audit_fits(game, agent, solver, threshold=config.threshold,
+                                                            projection=config.projection), config, notes)
+        else:
+            found = _audit(game, agent, solver, config, notes)
     for pool_name in ("train", "collusive", "exploiter"):
-        if pool_name == "exploiter" and solver is not None and not audited:
-            found, audited = _audit(game, agent, solver, config, notes), True
+        if pool_name == "exploiter" and pending:
+            found, pending = _audit(game, agent, solver, config, notes), False
         for spec in pools.get(pool_name, []):
             if spec.name == BEST_RESPONSE and solver is None and domain_of(game).lower_bound is not None:
                 found, searched = audit_agent(game, agent, None), True
@@ -138,7 +141,7 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
             )
             if progress:
                 progress(pool_name, label, config.episodes, total)
-    if not audited and solver is not None:
+    if pending:
         found = _audit(game, agent, solver, config, notes)
     episodes.sort(key=lambda e: ("train", "exploiter", "collusive").index(e.pool))
     result = summarize(game, config, episodes, None if searched else found, notes, solver=solver, pools=pools)
@@ -164,9 +167,20 @@ def _audit(game: Game, agent: Policy, solver, config: EvalConfig, notes: list[st
     exact values (a note says so); under the paper protocol, whose safety uses the pool score, an
     audit that is refused (a tree that does not fit) is skipped with the refusal as a note."""
     reporting.stage("auditing the agent: reading its policy on the states its declared memory needs")
+    found = []
+    _refused(lambda: found.append(audit_agent(game, agent, solver, threshold=config.threshold,
+                                              projection=config.projection, replicates=config.replicates,
+                                              seed=config.seed)), config, notes)
+    return found[0] if found else None
+
+
+def _refused(audit, config: EvalConfig, notes: list[str]) -> bool:
+    """Run `audit`; whether it was refused in a way that leaves the evaluation without exact values
+    (an agent without probabilities; a refusal under the paper protocol, whose safety uses the pool
+    score), with a note. Under `rigorous` a refusal is the command's."""
     try:
-        return audit_agent(game, agent, solver, threshold=config.threshold, projection=config.projection,
-                           replicates=config.replicates, seed=config.seed)
+        audit()
+        return False
     except NoActionProbabilities:
         notes.append("exact values and the BestResponse opponent skipped: the agent exposes no action distribution "
                      "per information state")
@@ -174,7 +188,7 @@ def _audit(game: Game, agent: Policy, solver, config: EvalConfig, notes: list[st
         if config.protocol != "paper":
             raise
         notes.append(f"exact values skipped (the paper protocol's safety uses exploit_pool): {refusal}")
-    return None
+    return True
 
 
 def _seat_opponents(game: Game, factory):

@@ -154,6 +154,41 @@ def audit_agent(game: Game, agent: Policy, solver, *, threshold: float = 0.0, pr
                                     "exact values need") from None
 
 
+class _Unread(Exception):
+    """The audit reached its first reading of the agent: every size check before it passed."""
+
+
+class _Unreadable(Policy):
+    """`agent` as the audit sees it before reading it: the same declarations (memory, state,
+    table, whether it is estimated from replies), but any reading stops the audit."""
+
+    def __init__(self, agent: Policy):
+        self._agent = agent
+        self.name = getattr(agent, "name", Policy.name)
+
+    def __getattr__(self, name):
+        value = getattr(self._agent, name)
+        return self._stop if name == "estimate" and callable(value) else value
+
+    def _stop(self, *_):
+        raise _Unread
+
+    action_probabilities = batch_action_probabilities = _stop
+
+
+def check_audit_fits(game: Game, agent: Policy, solver, *, threshold: float = 0.0, projection: bool = False) -> None:
+    """`audit_agent`'s refusals (a tree or a prompt count that does not fit), raised without
+    reading the agent: the same audit, stopped at its first reading. For an agent whose reading
+    must wait (a language model read at the prompts it meets in play), so that a refusal comes
+    before the play."""
+    if solver is None:
+        return
+    try:
+        audit_agent(game, _Unreadable(agent), solver, threshold=threshold, projection=projection, replicates=1)
+    except _Unread:
+        return
+
+
 def _audit_whole_table(solver, agent: Policy, replicates: int, seed: int) -> Audit:
     """A solver without `audit` (whole-game solvers): the agent read at every information state,
     one batched call; for an estimated policy, the value's interval from its resampled replies."""

@@ -253,3 +253,37 @@ def test_eval_at_a_long_match_is_one_line_not_a_killed_process():
     """The play loop's own bound (episode records) answers --rounds 10000 in one line."""
     refused = _cli("eval", "--game", "ipd", "--agent", "bot:TFT", "--rounds", "10000")
     assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1 and "--rounds" in refused.stderr
+
+
+def test_a_text_agent_too_large_to_read_is_refused_before_any_play(monkeypatch):
+    """A language model is read after the train and collusive pools (at the prompts it met), but
+    its audit's sizes are checked first: split bargaining's whole 4-round tree (538,084 prompts)
+    is refused before an episode is played; --memory 1 reads its labelled projection; under the
+    paper protocol the refusal is a note and the pools are played."""
+    import sepo.evaluation.evaluate as evaluation
+    from sepo.opponents.pools import parse_bot
+    from sepo.policies.base import Policy
+    from sepo.policies.text_policy import policy_estimate
+
+    game = load_game("negotiation")
+    bot = parse_bot(game.name, "Complement").build(game)
+
+    class Text(Policy):
+        name = "text"
+
+        def action_probabilities(self, decision):
+            return bot.action_probabilities(decision)
+
+        def estimate(self, decisions):
+            return policy_estimate(bot, decisions)
+
+    real_play = evaluation.play_episodes
+    played = []
+    monkeypatch.setattr(evaluation, "play_episodes", lambda *a, **k: played.append(1) or real_play(*a, **k))
+    with pytest.raises(SepoError, match="538,084 information states.*--memory M"):
+        evaluate(game, Text(), EvalConfig(episodes=1))
+    assert not played
+    projected = evaluate(load_game("negotiation", memory=1), Text(), EvalConfig(episodes=1, replicates=20, projection=True))
+    assert projected["exact_label"] == "projection" and played
+    paper = evaluate(load_game("negotiation", "paper"), Text(), EvalConfig(protocol="paper", episodes=1, replicates=20))
+    assert "adversarial_gap" not in paper and any("538,084" in note for note in paper["notes"])
