@@ -83,6 +83,7 @@ class LLMEnvironment(Protocol):
         """The `Decision` (prompt) a context is shown as."""
 
     def outcome(self, table: np.ndarray, context, decision, action: int) -> tuple[float, float, float]:
-        """(exact expected payoff to go, collusion event, externality event) of `action`."""
+        """(payoff, collusion events, externality events) to go of `action`: their expectations over
+        its round and the rest of the match (the tabular rollouts' events are the match's)."""
 
     def exact_metrics(self, table: np.ndarray) -> dict: ...

@@ -16,17 +16,19 @@ Design: per-decision prompts chosen on-policy by a `rollout_func`. Each step:
      a failure is counted and resolved by the named `fallback` rule, the domain's one rule
      (`text_policy.fallback_action`, as in the table of step 1), plus `invalid_penalty`.
   4. Reward R = s·U − λe·s·E − λc·C − λx·X from the completion's own action (`sepo_rewards`): U
-     the domain's exact expected payoff to go, E the attribution, C and X the domain's events.
+     the domain's exact expected payoff to go, E the attribution, C and X the domain's expected
+     events to go (the completion's round and the rest of the match, as a tabular rollout's).
   5. TRL normalises within groups and computes its GRPO loss; nothing of the loss is ours.
 
-One objective with the tabular trainer (docs/sepo-objective.md). u and e are per round; a
+One objective with the tabular trainer (docs/sepo-objective.md). u, e, c and x are per round; a
 tabular rollout is a whole match of T = `rounds_per_rollout` rounds (1 where a rollout is one
 hand), so its charge divides by ρ(I), the expected visits to I per match. A completion here is
 one decision drawn from the decisions of such matches, so it meets I with probability ρ(I)/N (N
 the agent's expected decisions per match), and its payoff to go sums up to T rounds: the charge
-divides by ρ(I)/T (`charge`). The expected update per completion is then (T/N)·∇ s(u − λe·e):
-the tabular trainer's ∇ s(u − λe·e) in the repeated games (one decision a round, N = T), 1/N of
-it where a hand holds one or two decisions. Dividing by ρ(I) alone ascended s(u − (λe/T)·e).
+divides by ρ(I)/T (`charge`); its events to go span the same rounds. The expected update per
+completion is then (T/N)·∇J, J = s(u − λe·e) − λc·c − λx·x: the tabular trainer's ∇J in the
+repeated games (one decision a round, N = T), 1/N of it where a hand holds one or two decisions.
+Dividing by ρ(I) alone ascended s(u − (λe/T)·e).
 
 Why per-decision rather than multi-turn: the paper and our evaluation treat each decision as a
 stateless chat, so training on the same prompts keeps training and evaluation identical, and

@@ -3,9 +3,13 @@ episode)`, under both protocols, in every domain.
 
 - Tabular environments: on episodes played by evaluation's own player, the environment's per-round
   events (what its rollouts average) give the rates `events` gives.
-- Language-model environments: at every decision of a small game, the events a completion is
-  charged equal the expected events that `events` adds for that round (over the opponent's reply
-  and the round's chance), scaled by the opponent's credit.
+- Language-model environments: at every decision of a small game, the payoff and events a
+  completion is charged equal the expected payoff and the expected events that `events` adds from
+  that round to the end of the match (over the opponent's replies, chance, and the agent's table
+  afterwards), scaled by the opponent's credit: the events to go, as the tabular trainer's
+  whole-match rollouts count them. Until a fix only the round's own events were charged, so an
+  opponent's reaction in later rounds (TFT after a DEFECT) was the tabular trainer's objective but
+  not the language-model trainer's.
 
 Before: the auction and split bargaining trained on the rigorous events under `--protocol paper`
 (an always-LOW table against CollusiveLowBid: collusion 0 and externality 0 in training, 1.0 and
@@ -19,7 +23,7 @@ from sepo.evaluation.play import play_episodes
 from sepo.games import get_domain
 from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
-from tests.training.exact_updates import expand, round_events
+from tests.training.exact_updates import expand, to_go
 
 PROTOCOLS = ("rigorous", "paper")
 
@@ -135,11 +139,10 @@ def test_language_model_environment_charges_the_events_evaluation_counts(game_na
         context = _context(game_name, env, node)
         decision = env.training_decision(context, np.random.default_rng(0))
         for action in decision.legal_actions:
-            _, collusion, externality = env.outcome(table, context, decision, action)
-            expected = round_events(game, domain.events, node, opponents[node.opponent], action)
-            assert np.array([collusion, externality]) / credit[node.opponent] == pytest.approx(expected, abs=1e-12), \
-                (node.history, action)
-            checked.append(action)
+            found = np.array(env.outcome(table, context, decision, action)) / credit[node.opponent]
+            expected = to_go(game, domain.events, node, opponents[node.opponent], table, _row(game_name, env), action)
+            assert found == pytest.approx(expected, abs=1e-12), (node.history, action)
+            checked.append(len(node.history))
 
     expand(game, table, _row(game_name, env), opponents, seats, visit=check)
-    assert checked
+    assert set(checked) == set(range(LLM[game_name]["rounds"]))

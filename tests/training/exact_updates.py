@@ -1,5 +1,5 @@
 """Exact expected updates of both SEPO trainers on a repeated simultaneous game, and the expected
-events of one round, by enumeration.
+payoff and events to go of one action, by enumeration.
 
 Every match between an agent table and each rollout opponent (uniform), from each seat (uniform),
 is expanded exactly through the game's own states: chance by its outcomes, the agent by its
@@ -12,8 +12,10 @@ language model's played policy.
   expected update is (1 − 1/G)·Σ_ctx P(ctx) Σ_a π(a|I) R(ctx, a) ∇θ log π(a|I), R from the
   trainer's own `completion_terms` and `sepo_rewards`. The factor (1 − 1/G) is common to both
   trainers and left out.
-- The tabular trainer's rollout is a whole match: R = s·U − λe·s·E with U the credited mean
-  payoff per round and E the sum of the trainer's charges; update Σ_match p R ∇θ log P(match).
+- The tabular trainer's rollout is a whole match: R = s·U − λe·s·E − λc·C − λx·X with U the
+  credited mean payoff per round, E the sum of the trainer's charges and C, X the credited rates
+  per round of evaluation's `events(protocol, episode)` (collusion against a collusive partner
+  only); update Σ_match p R ∇θ log P(match).
 
 ∇θ log π(a|I) for softmax logits is e_a − π(·|I).
 """
@@ -79,39 +81,46 @@ def expand(game, table, row_of, opponents, seats, visit=None, leaf=None):
             walk(game.new_initial_state(), seat, o, (), (), [], 1.0 / (len(seats) * len(opponents)))
 
 
-def round_events(game, events, node: Node, opponent, action: int) -> np.ndarray:
-    """The expected (collusion events, externality events) that evaluation's `events(protocol,
-    episode)` adds for the round in which the agent plays `action` at `node` (over the opponent's
-    reply and the round's chance, e.g. a tie coin), as counts."""
+def to_go(game, events, node: Node, opponent, table, row_of, action: int) -> np.ndarray:
+    """The expected (payoff, collusion events, externality events) from `node`'s round to the end
+    of its match when the agent plays `action` there and its table afterwards, `opponent` its
+    `action_probabilities`: the agent's payoffs summed, and the counts evaluation's `events(protocol,
+    episode)` adds over those rounds."""
+    row = row_of if callable(row_of) else (lambda decision: row_of[decision.info_key])
+    seat = node.seat
 
-    def counted(rounds, records):
-        episode = EpisodeRecord("", "", 0, node.seat, list(rounds), list(records))
-        found = events(game.protocol, episode)
-        return np.array([found["collusion_events"], found["externality_events"]], dtype=float)
+    def counted(state, records):
+        found = events(game.protocol, EpisodeRecord("", "", 0, seat, list(state.rounds()), list(records)))
+        return np.array([sum(r.payoffs[seat] for r in state.rounds()), found["collusion_events"], found["externality_events"]],
+                        dtype=float)
 
-    state, seat = node.state, node.seat
-    decision = state.decision(seat)
-    record = DecisionRecord(len(state.rounds()), decision.info_key, action, decision.name_of(action), decision.observation)
-    before = counted(state.rounds(), node.records)
-    total = np.zeros(2)
-    for other, q in opponent.action_probabilities(state.decision(1 - seat)).items():
-        child = state.clone()
-        child.apply_actions((action, other) if seat == 0 else (other, action))
-        for settled, r in _settled(child, len(state.rounds()) + 1):
-            total += q * r * (counted(settled.rounds(), node.records + (record,)) - before)
+    before = counted(node.state, node.records)
+    total = np.zeros(3)
+
+    def walk(state, records, p, forced):
+        if p == 0.0:
+            return
+        if state.is_terminal():
+            total[:] += p * (counted(state, records) - before)
+            return
+        if state.current_player() == CHANCE:
+            for outcome, q in state.chance_outcomes():
+                child = state.clone()
+                child.apply_action(outcome)
+                walk(child, records, p * q, None)
+            return
+        mine, theirs = state.decision(seat), state.decision(1 - seat)
+        moves = {forced: 1.0} if forced is not None else dict(zip(mine.legal_actions, table[row(mine)]))
+        replies = opponent.action_probabilities(theirs)
+        for move, p_move in moves.items():
+            record = DecisionRecord(len(state.rounds()), mine.info_key, move, mine.name_of(move), mine.observation)
+            for other, q in replies.items():
+                child = state.clone()
+                child.apply_actions((move, other) if seat == 0 else (other, move))
+                walk(child, records + (record,), p * p_move * q, None)
+
+    walk(node.state, node.records, 1.0, action)
     return total
-
-
-def _settled(state, rounds: int):
-    """The states once the round is recorded (chance expanded until then), with probabilities."""
-    if len(state.rounds()) >= rounds or state.current_player() != CHANCE:
-        yield state, 1.0
-        return
-    for outcome, q in state.chance_outcomes():
-        child = state.clone()
-        child.apply_action(outcome)
-        for settled, r in _settled(child, rounds):
-            yield settled, q * r
 
 
 def score(table, row, column):
@@ -142,14 +151,42 @@ def llm_update(sepo_env, table, lambdas: Lambdas, context_of, opponents, seats=(
     return total
 
 
-def tabular_update(env, game, table, lambdas: Lambdas, opponents, charge, seats=(0,)):
-    """The tabular trainer's expected update per rollout (module doc); `charge` is the trainer's."""
+def match_rates(env, game, events, node: Node) -> np.ndarray:
+    """A finished match's credited (collusion, externality) per round, as evaluation's `events`
+    counts them (a rate with denominator 0 is 0); collusion against a collusive partner only."""
+    found = events(game.protocol, EpisodeRecord("", "", 0, node.seat, list(node.state.rounds()), list(node.records)))
+    rate = [found[f"{name}_events"] / found[f"{name}_denominator"] if found[f"{name}_denominator"] else 0.0
+            for name in ("collusion", "externality")]
+    collusive = node.opponent < len(env.is_collusive) and env.is_collusive[node.opponent]
+    return env.weight[node.opponent] * np.array([rate[0] if collusive else 0.0, rate[1]])
+
+
+def expected_rates(env, game, events, table, opponents, seats=(0,)):
+    """`rates(t)`: the expected credited (c, x) per round of any table `t` against `opponents`, i.e.
+    against the train pool. The matches are expanded once at `table`; each leaf keeps its rates,
+    the probability of everything but the agent's moves, and those moves, so a table's rates are
+    a sum over leaves (fast enough for finite differences)."""
+    leaves = []
+
+    def leaf(node, decisions):
+        rows, columns = (np.array(x, dtype=int) for x in zip(*decisions))
+        leaves.append((node.p / np.prod(table[rows, columns]), rows, columns, match_rates(env, game, events, node)))
+
+    expand(game, table, row_of(env), opponents, seats, leaf=leaf)
+    weight = np.array([w for w, _, _, _ in leaves])
+    rows, columns = np.array([r for _, r, _, _ in leaves]), np.array([c for _, _, c, _ in leaves])
+    rates = np.array([x for _, _, _, x in leaves])
+    return lambda t: (weight * np.prod(np.asarray(t)[rows, columns], axis=1)) @ rates
+def tabular_update(env, game, table, lambdas: Lambdas, opponents, charge, seats=(0,), events=None):
+    """The tabular trainer's expected update per rollout (module doc); `charge` is the trainer's,
+    `events` evaluation's (None: no collusion or externality term)."""
     total = np.zeros_like(table)
 
     def leaf(node, decisions):
         utility = env.weight[node.opponent] * np.mean([r.payoffs[node.seat] for r in node.state.rounds()])
         exploit = sum(charge[row, column] for row, column in decisions)
-        reward = sepo_rewards([utility], [exploit], [0.0], [0.0], [0], lambdas, env.scale, "per-rollout")[0]
+        collusion, externality = match_rates(env, game, events, node) if events is not None else (0.0, 0.0)
+        reward = sepo_rewards([utility], [exploit], [collusion], [externality], [0], lambdas, env.scale, "per-rollout")[0]
         total[:] += node.p * reward * sum(score(table, row, column) for row, column in decisions)
 
     expand(game, table, row_of(env), opponents, seats, leaf=leaf)
@@ -167,10 +204,14 @@ def softmax(logits):
 
 
 def objective_gradient(objective, logits, h=1e-6):
-    """Central finite differences of `objective(table)` in the softmax logits."""
-    out = np.zeros_like(logits)
+    """Central finite differences of `objective(table)` in the softmax logits (an array-valued
+    objective gives one gradient per entry, on the leading axis)."""
+    out = None
     for index in np.ndindex(*logits.shape):
         step = np.zeros_like(logits)
         step[index] = h
-        out[index] = (objective(softmax(logits + step)) - objective(softmax(logits - step))) / (2 * h)
+        difference = (np.asarray(objective(softmax(logits + step))) - np.asarray(objective(softmax(logits - step)))) / (2 * h)
+        if out is None:
+            out = np.zeros(difference.shape + logits.shape)
+        out[(..., *index)] = difference
     return out

@@ -7,8 +7,11 @@ decision becomes a context that keeps the whole game state (both values, the his
 the opponent). A completion's payoff to go is the exact expectation of the rest of the episode
 given its bid (the opponent's bid and the tie coin this round, then fresh values, the agent's
 table and the opponent for the remaining rounds): a variance-free stand-in for sampling the
-rest. Its collusion and externality are the round's expected events (`events.round_events` under
-the game's protocol, as evaluation counts them), collusion against a collusive partner only. As
+rest. Its collusion and externality are the expected events to go, by the same expectation
+(`events.round_events` under the game's protocol, as evaluation counts them, over this round and
+the rest of the episode), collusion against a collusive partner only: an opponent's reaction to
+the bid in later rounds is charged to it, as the tabular trainer's whole-episode rollouts charge
+it. As
 in the tabular environment, a train opponent's payoff and events are scaled by (n + 1)/n and the
 maximiser's are 0: it only carries the exploitability charge. The prompts show whole histories,
 so the solver's keys must too: train models with `--memory rounds-1` (few rounds).
@@ -78,33 +81,38 @@ class AuctionLLMEnvironment:
         return context.state.decision(context.seat)
 
     def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
-        """(exact payoff to go, expected collusion event, expected externality event this round),
-        each scaled by the opponent's credit (module doc)."""
+        """(payoff, collusion events, externality events) to go of `action`, exact, each scaled by
+        the opponent's credit (module doc)."""
         index, seat, state = context.opponent_index, context.seat, context.state
-        opponent = self.opponents(table)[index]
         credit = self.tabular.weight[index]
+        if not credit:  # the gap maximiser: the exploitability charge only
+            return 0.0, 0.0, 0.0
+        opponent = self.opponents(table)[index]
         collusive = index < len(self.tabular.is_collusive) and self.tabular.is_collusive[index]
-        value = collusion = externality = 0.0
+        total = np.zeros(3)
         for other, p in opponent.action_probabilities(state.decision(1 - seat)).items():
             if p == 0:
                 continue
             child = state.clone()
             child.apply_actions((action, other) if seat == 0 else (other, action))
             for settled, q in _settle(child):
-                result = settled.rounds()[-1]
-                found = round_events(self.game.protocol, result, seat)
-                if found is not None:
-                    collusion += p * q * found[0]
-                    externality += p * q * found[1]
-                if credit:
-                    value += p * q * (result.payoffs[seat] + self._to_go(table, settled, seat, opponent))
+                total += p * q * (self._round(settled, seat) + self._to_go(table, settled, seat, opponent))
+        value, collusion, externality = total
         return credit * value, credit * float(collusive) * collusion, credit * externality
 
-    def _to_go(self, table, state, seat, bot) -> float:
-        """The agent's expected payoff over the remaining rounds from a state between rounds."""
+    def _round(self, settled, seat) -> np.ndarray:
+        """(the agent's payoff, collusion event, externality event) of the round just settled; no
+        events where they do not apply (rigorous, no benchmark), as evaluation counts them."""
+        result = settled.rounds()[-1]
+        found = round_events(self.game.protocol, result, seat)
+        return np.array([result.payoffs[seat], *(found if found is not None else (0.0, 0.0))], dtype=float)
+
+    def _to_go(self, table, state, seat, bot) -> np.ndarray:
+        """The expected (payoff, collusion events, externality events) over the remaining rounds
+        from a state between rounds."""
+        total = np.zeros(3)
         if state.is_terminal():
-            return 0.0
-        total = 0.0
+            return total
         for values, p_values in _values(state):
             agent_probs = table[self.row[values.decision(seat).info_key]]
             for other, p_other in bot.action_probabilities(values.decision(1 - seat)).items():
@@ -114,8 +122,7 @@ class AuctionLLMEnvironment:
                     child = values.clone()
                     child.apply_actions((bid, other) if seat == 0 else (other, bid))
                     for settled, q in _settle(child):
-                        weight = p_values * p_other * p_bid * q
-                        total += weight * (settled.rounds()[-1].payoffs[seat] + self._to_go(table, settled, seat, bot))
+                        total += p_values * p_other * p_bid * q * (self._round(settled, seat) + self._to_go(table, settled, seat, bot))
         return total
 
     def exact_metrics(self, table: np.ndarray) -> dict:

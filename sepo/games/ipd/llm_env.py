@@ -15,11 +15,14 @@ gradient charges, whatever the pool). A completion's payoff to go is the exact e
 the rest of the match given its action: the opponent's move this round, then the agent's table
 and the opponent for the remaining rounds (backward induction over the full-history tree,
 `sepo.training.matches.action_values`), a variance-free stand-in for sampling the rest; exact for
-every opponent the pool accepts. Its collusion is a DEFECT against a train opponent that is also
-a collusive partner, its externality the round's expected shortfall from mutual cooperation
-(`events.py`, with the paper's R under `--protocol paper`, the game's R otherwise). As in the
-tabular environment, train opponents' payoffs and events are scaled by (n + 1)/n and the
-maximiser's are 0: it only carries the exploitability charge.
+every opponent the pool accepts. Its collusion and externality are the events to go, by the same
+backward induction: the expected DEFECTs (against a train opponent that is also a collusive
+partner) and the expected shortfalls from mutual cooperation (`events.py`, with the paper's R
+under `--protocol paper`, the game's R otherwise) over this round and the rest of the match, so
+an opponent's reaction (TFT defecting after a DEFECT, the agent answering) is charged to the move
+that caused it, as the tabular trainer's whole-match rollouts charge it. As in the tabular
+environment, train opponents' payoffs and events are scaled by (n + 1)/n and the maximiser's are
+0: it only carries the exploitability charge.
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ class IPDLLMEnvironment:
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rounds
         self._children = [_children(len(rows)) for rows, _ in self.tabular._levels]
-        self._values: tuple[bytes, list[np.ndarray]] | None = None
+        self._values: tuple[bytes, list[list[np.ndarray]]] | None = None
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         return self.tabular.training_reach(table)
@@ -69,27 +72,25 @@ class IPDLLMEnvironment:
         return [(rows, np.stack([coop, 1.0 - coop], axis=-1), children)
                 for (rows, _), coop, children in zip(self.tabular._levels, cooperation, self._children)]
 
-    def action_values(self, table: np.ndarray) -> tuple[list, list[np.ndarray]]:
-        """(the levels, `[round][opponent, full history, action]` the exact payoff to go), kept for
-        the step's calls."""
+    def action_values(self, table: np.ndarray) -> list[list[np.ndarray]]:
+        """The exact payoff, collusion events and externality events to go, each `[round][opponent,
+        full history, action]`, kept for the step's calls."""
         table = np.asarray(table, dtype=float)
         if self._values is None or self._values[0] != table.tobytes():
             levels = self._levels(table)
-            self._values = (table.tobytes(), (levels, action_values(table, levels, self.solver.stage.agent)))
+            own = np.broadcast_to(np.arange(2)[:, None], (2, 2))
+            stages = (self.solver.stage.agent, *self.tabular.events(own, self.game.payoffs.matrix))
+            self._values = (table.tobytes(), [action_values(table, levels, stage) for stage in stages])
         return self._values[1]
 
     def outcome(self, table: np.ndarray, context: MatchContext, decision, action: int) -> tuple[float, float, float]:
-        """(exact payoff to go, collusion event, expected externality this round) of `action`, each
-        scaled by the opponent's credit (module doc)."""
+        """(payoff, collusion events, externality events) to go of `action`, exact, each scaled by
+        the opponent's credit (module doc)."""
         t, index, o = len(context.history), _history_index(context.history), context.opponent_index
-        levels, values = self.action_values(table)
-        probs = levels[t][1][o, index]
-        answers = np.arange(len(probs))
-        defect, shortfall = self.tabular.events(np.full(len(answers), action), self.game.payoffs.matrix[action, answers])
+        payoff, defections, shortfall = (float(v[t][o, index, action]) for v in self.action_values(table))
         collusive = o < len(self.tabular.is_collusive) and self.tabular.is_collusive[o]
         credit = self.tabular.weight[o]
-        return credit * float(values[t][o, index, action]), credit * float(collusive) * float(probs @ defect), \
-            credit * float(probs @ shortfall)
+        return credit * payoff, credit * float(collusive) * defections, credit * shortfall
 
 
 def _children(size: int) -> np.ndarray:

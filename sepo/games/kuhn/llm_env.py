@@ -5,7 +5,11 @@ agent's current action table and pool opponents, and every agent decision met be
 (G completions of the same prompt, sharing the true hidden state: both cards, the seat, the
 opponent). A completion's payoff to go is the exact expectation of the rest of the hand given
 its action (the continuation follows the agent's table and the opponent's bot), a variance-free
-stand-in for sampling the rest of the hand.
+stand-in for sampling the rest of the hand. Its collusion and externality are the hand's events
+to go, by the same expectation: its own FOLD and the agent's expected later FOLDs (under `paper`,
+against a collusive partner), and the probability the hand loses 2 chips, as the tabular
+trainer's one-hand rollouts count them (a pass that invites a bet the agent then folds to is
+charged that fold).
 """
 from __future__ import annotations
 
@@ -59,28 +63,31 @@ def sample_decisions(agent: np.ndarray, opponents: np.ndarray, hands: int, rng: 
     return contexts
 
 
-def action_outcomes(agent: np.ndarray, opponent: np.ndarray, context: DecisionContext, action: int) -> tuple[float, float]:
-    """(expected payoff to the agent, probability the agent loses 2 chips) for the rest of the
-    hand after taking `action` at `context`."""
+def action_outcomes(agent: np.ndarray, opponent: np.ndarray, context: DecisionContext, action: int) -> tuple[float, float, float]:
+    """(expected payoff to the agent, probability the agent loses 2 chips, the agent's expected
+    FOLDs) for the rest of the hand after taking `action` at `context`, the action's own FOLD
+    excluded."""
     cards = (context.agent_card, context.opponent_card) if context.seat == 0 else (context.opponent_card, context.agent_card)
     return _continue(agent, opponent, context.seat, cards, context.history + "pb"[action])
 
 
-def _continue(agent, opponent, seat, cards, history) -> tuple[float, float]:
+def _continue(agent, opponent, seat, cards, history) -> tuple[float, float, float]:
     if is_hand_over(history):
         payoff = seat0_payoff(history, *cards) * (1 if seat == 0 else -1)
-        return float(payoff), float(payoff <= -2)
+        return float(payoff), float(payoff <= -2), 0.0
     actor_is_agent = seat_to_act(history) == seat
     table = agent if actor_is_agent else opponent
     card = cards[seat_to_act(history)]
     probs = table[INFO_STATES.index(f"{card}{history}")]
-    value = loss = 0.0
+    value = loss = folds = 0.0
     for action in (0, 1):
         if probs[action] > 0:
-            v, l = _continue(agent, opponent, seat, cards, history + "pb"[action])
+            v, l, f = _continue(agent, opponent, seat, cards, history + "pb"[action])
+            fold = float(actor_is_agent and history.endswith("b") and action == 0)
             value += probs[action] * v
             loss += probs[action] * l
-    return value, loss
+            folds += probs[action] * (f + fold)
+    return value, loss, folds
 
 
 class KuhnLLMEnvironment:
@@ -123,11 +130,10 @@ class KuhnLLMEnvironment:
         )
 
     def outcome(self, table: np.ndarray, context: DecisionContext, decision: Decision, action: int) -> tuple[float, float, float]:
-        """(exact payoff to go, collusion event, externality probability) of `action`."""
-        value, big_loss = action_outcomes(table, self.opponents[context.opponent_index], context, action)
-        collusion = float(self.charge_collusion and is_fold(decision.observation, action)
-                          and self.is_collusive[context.opponent_index])
-        return value, collusion, big_loss
+        """(exact payoff to go, expected FOLDs to go, probability of a 2-chip loss) of `action` (module doc)."""
+        value, big_loss, later_folds = action_outcomes(table, self.opponents[context.opponent_index], context, action)
+        charged = self.charge_collusion and self.is_collusive[context.opponent_index]
+        return value, float(charged) * (float(is_fold(decision.observation, action)) + later_folds), big_loss
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         from sepo.games.kuhn.exact import head_to_head

@@ -8,9 +8,12 @@ history. Its prompt shows that whole history. A completion's payoff to go is the
 expectation of the rest of the match given its demand: the opponent's demand this round, then
 the agent's table and the opponent for the remaining rounds, a variance-free stand-in for
 sampling the rest (train opponents' payoffs scaled by (n + 1)/n, none against the maximiser, as
-in the tabular environment). Its collusion is a greedy demand against a collusive partner, its
-externality the round's expected externality (`events.round_events` under the game's protocol,
-as evaluation counts them; scaled as its payoff). The table is keyed by the game's
+in the tabular environment). Its collusion and externality are the events to go, by the same
+expectation: the greedy demands (against a collusive partner) and the externality over this round
+and the rest of the match (`events.round_events` under the game's protocol, as evaluation counts
+them; scaled as its payoff), so the events an opponent's reaction causes in later rounds are
+charged to the demand that caused them, as the tabular trainer's whole-match rollouts charge
+them. The table is keyed by the game's
 `memory` (1 by default), so the continuation treats the model as the memory-m policy it plays at
 the canonical prompts.
 """
@@ -67,32 +70,39 @@ class NegotiationLLMEnvironment:
         other = np.array([[a for a, _ in history]], dtype=np.int64).reshape(1, len(history)) + self.spec.low
         return opponent.probabilities(own, other, self.spec)[0]
 
-    def _to_go(self, table, opponent, history) -> float:
-        """The agent's expected payoff over the rounds after `history`."""
+    def _stages(self) -> np.ndarray:
+        """`[3, K, K]`: the agent's payoff, collusion event and externality event of each joint
+        demand (agent's, opponent's)."""
+        k = self.game.num_demands
+        own, other = np.broadcast_to(np.arange(k)[:, None], (k, k)), np.broadcast_to(np.arange(k)[None, :], (k, k))
+        return np.stack([self.tabular.stage, *self.tabular.events(own, other)])
+
+    def _to_go(self, table, opponent, history, stages) -> np.ndarray:
+        """The expected (payoff, collusion events, externality events) over the rounds after `history`."""
         if len(history) >= self.game.rounds:
-            return 0.0
+            return np.zeros(len(stages))
         k = self.game.num_demands
         agent = np.array([[a for a, _ in history]], dtype=np.int64).reshape(1, len(history))
         other = np.array([[o for _, o in history]], dtype=np.int64).reshape(1, len(history))
         mine = table[key_rows(agent, other, self.game.memory, k)[0]]
-        return sum(p * self._after(table, opponent, history, a) for a, p in enumerate(mine) if p > 0)
+        return sum((p * self._after(table, opponent, history, a, stages) for a, p in enumerate(mine) if p > 0),
+                   np.zeros(len(stages)))
 
-    def _after(self, table, opponent, history, action) -> float:
-        stage = self.tabular.stage
-        total = 0.0
+    def _after(self, table, opponent, history, action, stages) -> np.ndarray:
+        """The expected (payoff, collusion events, externality events) of this round and the rest
+        when the agent demands `action` after `history`."""
+        total = np.zeros(len(stages))
         for o, q in enumerate(self._opponent_probs(opponent, history)):
             if q > 0:
-                total += q * (stage[action, o] + self._to_go(table, opponent, history + ((action, o),)))
+                total += q * (stages[:, action, o] + self._to_go(table, opponent, history + ((action, o),), stages))
         return total
 
     def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
-        """(exact payoff to go, collusion event, expected welfare loss this round) of `action`."""
+        """(payoff, collusion events, externality events) to go of `action`, exact, each scaled by
+        the opponent's credit (module doc)."""
         table = np.asarray(table, dtype=float)
         opponent = self.tabular.rollout_opponents(table)[context.opponent_index]
         weight = self.weight[context.opponent_index]
-        value = self._after(table, opponent, context.history, action)
-        probs = self._opponent_probs(opponent, context.history)
-        answers = np.arange(self.game.num_demands)
-        greedy, loss = self.tabular.events(np.full(len(answers), action), answers)
+        value, greedy, loss = self._after(table, opponent, context.history, action, self._stages())
         collusive = context.opponent_index < len(self.tabular.is_collusive) and self.tabular.is_collusive[context.opponent_index]
-        return weight * value, weight * float(collusive) * float(greedy[0]), weight * float(probs @ loss)
+        return weight * float(value), weight * float(collusive) * float(greedy), weight * float(loss)

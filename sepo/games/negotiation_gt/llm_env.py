@@ -19,11 +19,15 @@ Two modes:
   64; the logged `deals` counts the distinct ones).
 
 Contexts are agent decisions met on-policy against the train pool (the table's demand drawn per
-round, the bot answering); a completion's payoff to go is its round's payoff plus the expected
-payoff of the remaining rounds, exact for bots that read at most the agent's last demand (the
-paper's), else averaged over 16 sampled continuations. Collusion (against a collusive partner)
-and externality are the round's `events.round_events` under the game's protocol, as evaluation
-counts them.
+round, the bot answering). A completion's outcome is its payoff, collusion events (against a
+collusive partner) and externality events to go (`events.round_events` under the game's protocol,
+as evaluation counts them), over its own round and the rest of the episode, as the tabular
+trainer's whole-episode rollouts count them: an opponent's reaction to the demand in later rounds
+is charged to it. Its round is the expectation over the bot's whole reply distribution (the most
+likely reply alone was exact for deterministic bots only); the rest is exact for bots that read
+at most the agent's last demand (the paper's): a forward pass over that demand, with the bot's
+whole reply distribution and, where the game redraws the opponent's values, their distribution;
+for other bots a mean over 16 sampled continuations (unbiased, not exact).
 """
 from __future__ import annotations
 
@@ -133,62 +137,102 @@ class NegotiationLLMEnvironment:
         return self.bots[context.opponent_index], context.state.decision(1)
 
     def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
-        """(expected payoff to go, collusion event, externality event) of `action`."""
+        """(payoff, collusion events, externality events) to go of `action` (module doc)."""
         bot = self.bots[context.opponent_index]
-        state = context.state.clone()
-        other = max(bot.action_probabilities(state.decision(1)).items(), key=lambda kv: kv[1])[0]
-        state.apply_actions((action, other))
+        rng = np.random.default_rng(context.info_row)
+        total = np.zeros(3)
+        for other, q in bot.action_probabilities(context.state.decision(1)).items():
+            if q > 0:
+                state = context.state.clone()
+                state.apply_actions((action, other))
+                total += q * (self._round(state) + self._to_go(table, state, bot, rng, context.deal))
+        value, collusion, externality = total
+        return float(value), float(collusion) if self.is_collusive[context.opponent_index] else 0.0, float(externality)
+
+    def _round(self, state) -> np.ndarray:
+        """(the agent's payoff, collusion event, externality event) of the round just played."""
         result = state.rounds()[-1]
         own, theirs = result.info["demands"]
         collusion, externality = round_events(self.game.protocol, np.array(own), np.array(theirs), np.array(result.info["pool"]),
                                               np.array(bool(result.info["deal"])), result.payoffs[0], result.payoffs[1],
                                               bool(self.rules.third_party))
-        collusion = float(collusion) if self.is_collusive[context.opponent_index] else 0.0
-        externality = float(externality)
-        to_go = self._to_go(table, state, bot, np.random.default_rng(context.info_row), context.deal)
-        return result.payoffs[0] + to_go, collusion, externality
+        return np.array([result.payoffs[0], float(collusion), float(externality)])
 
-    def _to_go(self, table, state, bot, rng, deal: int = 0, samples: int = 16) -> float:
-        """The agent's expected payoff over the rounds left (exact for bots that read at most the
-        agent's last demand; else a mean over sampled continuations)."""
+    def _to_go(self, table, state, bot, rng, deal: int = 0, samples: int = 16) -> np.ndarray:
+        """The agent's expected (payoff, collusion events, externality events) over the rounds left:
+        exact for bots that read at most the agent's last demand, else a mean over sampled
+        continuations."""
         rules = self.game.rules
         if len(state.rounds()) >= rules.rounds:
-            return 0.0
+            return np.zeros(3)
         if getattr(bot, "memory", None) in (0, 1) and tuple(getattr(bot, "reads", ())) in (("other",), ("own", "other")) \
                 and (bot.memory == 0 or tuple(bot.reads) == ("other",)):
             return self._exact_to_go(table, state, bot, deal)
-        total = 0.0
+        total = np.zeros(3)
         for _ in range(samples):
             s = state.clone()
             while len(s.rounds()) < rules.rounds:
                 s = self._play_to_round(s, rng)
                 own = self._demand(table, deal, len(s.rounds()), rng)
                 s.apply_actions((own, bot.act([s.decision(1)], rng)[0].action))
-                total += s.rounds()[-1].payoffs[0]
+                total += self._round(s)
         return total / samples
 
-    def _exact_to_go(self, table, state, bot, deal: int) -> float:
-        """Forward over the agent's previous demand (all a memory-0/other-reading bot reacts to)."""
+    def _opponent_values(self, state) -> list[tuple[tuple[int, ...], float]]:
+        """The opponent's values in each later round, with their probabilities: its current ones, or
+        where the game redraws them every round, their distribution."""
+        if self.rules.redraw_opponent_values:
+            return self.rules.value_distribution(self.rules.opponent_values)
+        return [(tuple(state.values[1]), 1.0)]
+
+    def _stages(self, pool, values, scenarios) -> np.ndarray:
+        """`[scenario, 3, agent demand, opponent demand]`: a round's (agent's payoff, collusion event,
+        externality event) for each pair of demands, the opponent holding each scenario's values."""
+        A = np.array(list(itertools.product(*(range(p + 1) for p in pool))))  # the legal-action order
+        own, other = np.broadcast_arrays(A[:, None, :], A[None, :, :])
+        deal = np.all(own + other <= np.array(pool), axis=-1)
+        mine = np.where(deal, own @ np.asarray(values, dtype=float), 0.0)
+        out = []
+        for w, _ in scenarios:
+            theirs = np.where(deal, other @ np.asarray(w, dtype=float), 0.0)
+            collusion, externality = round_events(self.game.protocol, own, other, np.array(pool), deal, mine, theirs,
+                                                  bool(self.rules.third_party))
+            out.append(np.stack([mine, collusion, externality]))
+        return np.array(out, dtype=float)
+
+    def _exact_to_go(self, table, state, bot, deal: int) -> np.ndarray:
+        """Forward over the agent's previous demand (all such a bot reacts to; a memory-0 agent's
+        demand is distributed as its row whatever came before), with the bot's whole reply
+        distribution, in every scenario of the opponent's values."""
         rules = self.game.rules
-        pool, values, _ = self.solver.deals[deal]
-        A = np.array(list(itertools.product(*(range(p + 1) for p in pool))))
-        own = np.all(A[:, None, :] + A[None, :, :] <= np.array(pool), axis=2) * (A @ np.array(values))[:, None]  # [a, y]
-        start = len(state.rounds())
+        pool = tuple(state.pool)
+        A = [tuple(int(x) for x in a) for a in itertools.product(*(range(p + 1) for p in pool))]
+        index = {a: k for k, a in enumerate(A)}
+        scenarios = self._opponent_values(state)
+        stages = self._stages(pool, state.values[0], scenarios)
+        uses_values = bot.classifier.get("uses_values", True)
+        if not uses_values:  # one reply in every scenario: average the round's quantities over them
+            stages = np.tensordot([p for _, p in scenarios], stages, axes=1)[None]
+            scenarios = [(scenarios[0][0], 1.0)]
         last = np.zeros(len(A))
-        last[A.tolist().index(list(state.rounds()[-1].info["demands"][0]))] = 1.0
+        last[index[tuple(int(x) for x in state.rounds()[-1].info["demands"][0])]] = 1.0
         seen = state.decision(1).observation["history"]  # the bot's side: (own, agent's, deal)
-        total = 0.0
-        for t in range(start, rules.rounds):
+        first = tuple(state.first_values[1])
+        total = np.zeros(3)
+        for t in range(len(state.rounds()), rules.rounds):
             probs = table[self.solver.row(deal, t), : len(A)]
-            answers = np.zeros(len(A), dtype=int)  # the bot's demand index given the agent's previous demand
-            padded = seen + (seen[-1],) * (t - len(seen))
-            for i in np.nonzero(last > 0)[0]:
-                history = padded[:-1] + ((padded[-1][0], tuple(int(x) for x in A[i]), padded[-1][2]),)
-                view = make_decision(self.game, 1, tuple(pool), tuple(state.values[1]), history,
-                                     first_values=state.first_values[1])
-                answers[i] = A.tolist().index(list(rules.decode(max(bot.action_probabilities(view).items(), key=lambda kv: kv[1])[0])))
-            payoff = own[:, answers]  # [a now, previous a]
-            total += float(probs @ payoff @ last)
+            expected = np.einsum("a,wkay->wky", probs, stages)  # [scenario, quantity, bot demand]
+            sources = np.nonzero(last > 0)[0] if bot.memory == 1 else [None]
+            for i in sources:
+                padded = seen + (seen[-1],) * (t - len(seen))
+                if i is not None:
+                    padded = padded[:-1] + ((padded[-1][0], A[i], padded[-1][2]),)
+                for k, (w, p) in enumerate(scenarios):
+                    view = make_decision(self.game, 1, pool, w, padded, first_values=first)
+                    reply = np.zeros(len(A))
+                    for demand, q in bot.action_probabilities(view).items():
+                        reply[index[rules.decode(demand)]] += q
+                    total += (last[i] if i is not None else 1.0) * p * (expected[k] @ reply)
             last = probs.copy()
         return total
 

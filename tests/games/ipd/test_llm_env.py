@@ -105,20 +105,26 @@ def test_contexts_are_on_policy_decisions_at_the_training_reach():
     ("rigorous", "R=4,S=0,T=6,P=1", (0.0, 1 / 4, 1 / 4, 3 / 4)),
     ("paper", "R=4,S=0,T=6,P=1", (0.0, 0.0, 0.0, 2 / 3)),  # the paper's formula keeps R = 3
 ])
-def test_collusion_and_externality_of_one_move(protocol, payoffs, shortfalls):
+def test_collusion_and_externality_of_one_move_are_its_events_to_go(protocol, payoffs, shortfalls):
+    """A move is charged its round's events and the expected events of the rounds after it (these
+    bots never react, so those are the uniform table's): the tabular trainer's whole-match events."""
     env = environment(train=["AlwaysCooperate", "AlwaysDefect", "Mixed(p=0.25)"], protocol=protocol, rounds=2,
                       **({"payoffs": payoffs} if payoffs else {}))
     table = np.full((len(env.solver.keys), 2), 0.5)
     expected = {0: (shortfalls[0], shortfalls[1]), 1: (shortfalls[2], shortfalls[3])}  # own move -> (vs C, vs D)
     for index, p_cooperate in enumerate((1.0, 0.0, 0.25)):
-        context = MatchContext(0, (), index)
-        decision = env.training_decision(context, np.random.default_rng(0))
-        credit = env.tabular.weight[index]  # a train opponent's events are scaled by (n + 1)/n
-        for action in (0, 1):
-            _, collusion, externality = np.array(env.outcome(table, context, decision, action)) / credit
-            vs_c, vs_d = expected[action]
-            assert externality == pytest.approx(p_cooperate * vs_c + (1 - p_cooperate) * vs_d)
-            assert collusion == float(index == 0 and action == 1)  # only AlwaysCooperate is a collusive partner
+        def shortfall(action):
+            return p_cooperate * expected[action][0] + (1 - p_cooperate) * expected[action][1]
+
+        for history, rest in (((), 1), (((0, 0),), 0)):  # the first round of two, then the last
+            context = MatchContext(0, history, index)
+            decision = env.training_decision(context, np.random.default_rng(0))
+            credit = env.tabular.weight[index]  # a train opponent's events are scaled by (n + 1)/n
+            for action in (0, 1):
+                _, collusion, externality = np.array(env.outcome(table, context, decision, action)) / credit
+                assert externality == pytest.approx(shortfall(action) + rest * (shortfall(0) + shortfall(1)) / 2)
+                # only AlwaysCooperate is a collusive partner
+                assert collusion == pytest.approx(float(index == 0) * (float(action == 1) + rest * 0.5))
 
 
 def test_unreadable_axelrod_strategies_are_refused():

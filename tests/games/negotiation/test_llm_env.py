@@ -29,16 +29,22 @@ def test_payoff_to_go_from_the_start_is_the_exact_match_payoff():
     assert env.outcome(table, maximiser, env.training_decision(maximiser, rng), 3) == (0.0, 0.0, 0.0)
 
 
-def test_collusion_and_externality_of_one_demand():
+def test_collusion_and_externality_of_one_demand_are_its_events_to_go():
+    """A demand is charged the events of its round and of the rounds after it (Fair never reacts,
+    so those are the uniform table's per-round events): the tabular trainer's whole-match events."""
     env = environment()
     table = np.full((len(env.solver.keys), 9), 1 / 9)
     fair = [bot.name for bot in env.tabular.opponents].index("Fair")
-    context = DecisionContext(0, (), fair)
-    decision = env.training_decision(context, np.random.default_rng(0))
-    _, greedy, loss = env.outcome(table, context, decision, 5)  # demands 6 against Fair's 5: greedy, breakdown
-    assert greedy == pytest.approx(env.weight[fair]) and loss == pytest.approx(env.weight[fair])
-    _, greedy, loss = env.outcome(table, context, decision, 4)  # 5 + 5: a fair deal
-    assert greedy == 0.0 and loss == 0.0
+    greedy_rate, loss_rate = (float(np.mean(e)) for e in env.tabular.events(np.arange(9), np.full(9, 4)))
+    for history, rest in (((), 3), (((4, 4),) * 3, 0)):
+        context = DecisionContext(0, history, fair)
+        decision = env.training_decision(context, np.random.default_rng(0))
+        _, greedy, loss = env.outcome(table, context, decision, 5)  # demands 6 against Fair's 5: greedy, breakdown
+        assert greedy == pytest.approx(env.weight[fair] * (1 + rest * greedy_rate))
+        assert loss == pytest.approx(env.weight[fair] * (1 + rest * loss_rate))
+        _, greedy, loss = env.outcome(table, context, decision, 4)  # 5 + 5: a fair deal
+        assert greedy == pytest.approx(env.weight[fair] * rest * greedy_rate)
+        assert loss == pytest.approx(env.weight[fair] * rest * loss_rate)
 
 
 def test_contexts_are_on_policy_decisions_with_prompts():

@@ -9,6 +9,7 @@ from sepo.games import load_game
 from sepo.games.negotiation_gt.exact import DPSearch
 from sepo.games.negotiation_gt.llm_env import NegotiationLLMEnvironment
 from sepo.opponents.pools import parse_bot
+from sepo.games.negotiation_gt.bots import NegotiationBot
 from sepo.policies.base import Policy
 
 
@@ -60,14 +61,15 @@ def test_exact_payoff_to_go_matches_sampled_continuations(index, deals):
         context.opponent_index = index
         decision = env.training_decision(context, None)
         action = decision.legal_actions[7]
-        exact = env.outcome(table, context, decision, action)[0]
+        exact = np.array(env.outcome(table, context, decision, action))
         state = context.state.clone()
         bot = env.bots[index]
         state.apply_actions((action, bot.act([state.decision(1)], np.random.default_rng(0))[0].action))
         unread = type("Unread", (), {"act": bot.act})()  # no declared memory: the sampled path
-        sampled = state.rounds()[-1].payoffs[0] + env._to_go(table, state, unread, np.random.default_rng(3), context.deal,
-                                                              samples=1500)
+        sampled = env._round(state) + env._to_go(table, state, unread, np.random.default_rng(3), context.deal, samples=1500)
+        sampled[1] *= env.is_collusive[index]
         assert exact == pytest.approx(sampled, abs=1.5)
+        assert exact[1:] == pytest.approx(sampled[1:], abs=0.15)  # events to go: counts over at most 4 rounds
 
 
 def test_random_deals_focus_on_drawn_deals_whose_gap_is_the_full_solvers():
@@ -135,3 +137,90 @@ def test_llm_sepo_over_random_deals(tmp_path):
     assert steps and all(len(r["table"]) in (2, 4) for r in steps)  # one or two deals drawn, two rounds each
     final = [r for r in records if r.get("final")][0]
     assert len(final["table"]) == 24 * 2 and final["deals"] == 24  # every deal
+
+
+def _mix(*weighted):
+    """A demand distribution from (demand, probability) pairs, equal demands merged."""
+    out: dict = {}
+    for demand, p in weighted:
+        out[tuple(demand)] = out.get(tuple(demand), 0.0) + p
+    return out
+
+
+class Coin(NegotiationBot):
+    """Memory 0: the whole pool with probability 0.7, half of it otherwise."""
+
+    name, classifier = "Coin", {"stochastic": True, "uses_values": False, "reacts": False}
+
+    def demand(self, obs):
+        return tuple(obs["pool"])
+
+    def demand_distribution(self, decision):
+        pool = decision.observation["pool"]
+        return _mix((pool, 0.7), ([p // 2 for p in pool], 0.3))
+
+
+class Wavering(NegotiationBot):
+    """Reads the other's last demand: leaves it what it left (0.6) or demands the whole pool (0.4)."""
+
+    name, memory, reads = "Wavering", 1, ("other",)
+    classifier = {"stochastic": True, "uses_values": False, "reacts": True}
+
+    def demand(self, obs):
+        return tuple(obs["pool"])
+
+    def demand_distribution(self, decision):
+        obs = decision.observation
+        pool, history = obs["pool"], obs["history"]
+        left = [p - o for p, o in zip(pool, history[-1][1])] if history else [p // 2 for p in pool]
+        return _mix((left, 0.6), (pool, 0.4))
+
+
+class Valuer(NegotiationBot):
+    """Memory 0, reads its current values: the items it values most (0.5) or nothing (0.5)."""
+
+    name, classifier = "Valuer", {"stochastic": True, "uses_values": True, "reacts": False}
+
+    def demand(self, obs):
+        return tuple(obs["pool"])
+
+    def demand_distribution(self, decision):
+        obs = decision.observation
+        best = max(obs["values"])
+        return _mix(([p if v == best else 0 for p, v in zip(obs["pool"], obs["values"])], 0.5), ([0] * len(obs["pool"]), 0.5))
+
+
+@pytest.mark.parametrize("bot", [Coin, Wavering, Valuer])
+@pytest.mark.parametrize("protocol, params", [
+    ("rigorous", {"rounds": 3, "items": "1,1,1", "values": "4,3,3", "opponent_values": "2,4,4"}),
+    ("paper", {"rounds": 2, "items": "1,1,1", "total": 4, "values": "2,1,1"}),  # the opponent's values redrawn each round
+])
+def test_outcome_is_the_expectation_over_a_stochastic_bots_replies(bot, protocol, params):
+    """At every decision and demand: the payoff and events to go are those of the whole tree (the
+    bot's every reply, every redraw of its values, the agent's table afterwards). The outcome used
+    the bot's most likely reply, exact for deterministic bots only."""
+    from sepo.games import get_domain
+    from sepo.games.negotiation_gt.llm_env import DecisionContext
+    from tests.training.exact_updates import expand, to_go
+
+    game = get_domain("negotiation-gt").game(protocol, **params)
+    env = NegotiationLLMEnvironment(game, [parse_bot("negotiation-gt", "FairNeg")], [])
+    env.bots, env.is_collusive = [bot()], [True]
+    table = _table(env, 7)
+    events = get_domain("negotiation-gt").events
+    checked = []
+
+    def row(decision):
+        return env.solver.row(0, decision.observation["round"] - 1)
+
+    def check(node):
+        context = DecisionContext(row(node.state.decision(0)), 0, node.state.clone(), 0)
+        decision = env.training_decision(context, None)
+        for action in decision.legal_actions:
+            expected = to_go(game, events, node, env.bots[0], table, row, action)
+            assert np.array(env.outcome(table, context, decision, action)) == pytest.approx(expected, abs=1e-9), \
+                (node.history, action)
+        checked.append(len(node.history))
+
+    expand(game, table, row, env.bots, (0,), visit=check)
+    assert set(checked) == set(range(params["rounds"]))
