@@ -375,23 +375,31 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server._slots.acquire(blocking=False):
             return self._error(503, f"the server is busy: {self.server.max_queue} requests are already waiting for the "
                                     "model; retry later", "server_error", code="overloaded", retry_after=1)
+        # The slot is released before any answer is sent, so a client that sends its next request
+        # as soon as it reads this answer never finds the slot still taken.
+        failure = None
         try:
             prompt = self.server.chat.prompt_ids(request)
             response = self.server.chat.complete(request, prompt)
         except ContextTooLong as error:
             with stats.changing():
                 stats.invalid += 1
-            return self._error(400, str(error), "invalid_request_error", code="context_length_exceeded", param="messages")
+            failure = (400, str(error), "invalid_request_error", "context_length_exceeded", "messages")
         except ShuttingDown:
-            return self._error(503, "the server is shutting down", "server_error", code="shutting_down")
+            failure = (503, "the server is shutting down", "server_error", "shutting_down", None)
         except SepoError as error:
-            return self._invalid(str(error))
+            with stats.changing():
+                stats.invalid += 1
+            failure = (400, str(error), "invalid_request_error", None, None)
         except Exception as error:  # noqa: BLE001 - the client gets a 500 with one line, the server keeps serving
             if self.server.log:
                 self.server.log(f"generation failed: {_first_line(error)}")
-            return self._error(500, f"generation failed: {_first_line(error)}", "server_error")
+            failure = (500, f"generation failed: {_first_line(error)}", "server_error", None, None)
         finally:
             self.server._slots.release()
+        if failure is not None:
+            status, message, kind, code, param = failure
+            return self._error(status, message, kind, code=code, param=param)
         with stats.changing():
             stats.answered += 1
             stats.completions += len(response["choices"])
