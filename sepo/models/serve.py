@@ -53,6 +53,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sepo.errors import SepoError
+from sepo.inputs import parse_json
 
 MAX_BODY_BYTES = 4 << 20
 MAX_QUEUE = 16
@@ -356,7 +357,7 @@ class _Handler(BaseHTTPRequestHandler):
                 stats.stalled += 1
             self.server.chat.stopping.wait(self.server.stall_seconds)  # a shutdown ends the stall
         try:
-            payload = json.loads(body)
+            payload = parse_json(body.decode("utf-8"))  # bounded depth: a deep body is a 400, not a dropped connection
             if not isinstance(payload, dict):
                 raise ValueError("the body must be a JSON object")
             refused = sorted(k for k in payload if k in _REFUSED and payload[k] not in (None, 0, False, [], {}))

@@ -80,6 +80,16 @@ def test_bad_requests_are_refused_with_one_line(server, fields, status, words):
     assert words in body["error"]["message"] and "\n" not in body["error"]["message"]
 
 
+def test_a_deeply_nested_body_is_refused_400_not_dropped(server):
+    request = urllib.request.Request(server.url + "/chat/completions", b"[" * 3000 + b"]" * 3000,
+                                     {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    body = json.loads(refused.value.read())
+    assert refused.value.code == 400 and body["error"]["type"] == "invalid_request_error"
+    assert "nested" in body["error"]["message"]
+
+
 def test_models_health_and_special_tokens_in_text_are_defused(chat, server):
     assert get(server.url + "/models")["data"][0]["id"] == "tiny"
     assert get(server.url.removesuffix("/v1") + "/health") == {"status": "ok"}
