@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -87,3 +88,41 @@ def agent_help() -> str:
     """The agent-spec help, with the kinds each registered domain adds."""
     own = [f"{kind}[:ARG] ({name})" for name in domain_names() for kind in get_domain(name).agents]
     return " | ".join(["uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH", "openai:MODEL@URL", *own])
+
+
+def audit_game_params(game: str, raw: dict, agent: str) -> dict:
+    """The game parameters of an audit of `agent`: the given `--PARAM`s, with a `run:DIR` agent's
+    own (its config's `game_params`: rounds, memory, ...) as the defaults, so a run is audited in
+    the game it was trained in; a given option that contradicts the run is refused in one line."""
+    given = game_params_for(game, raw)
+    kind, _, arg = agent.partition(":")
+    trained = _run_game_params(Path(arg), game) if kind == "run" else None
+    if trained is None:
+        return given
+    domain = get_domain(game)
+    out = dict(given)
+    for param in domain.params:
+        if param.name not in trained and param.name not in given:
+            continue
+        was = trained.get(param.name, param.default)
+        now = given.get(param.name, param.default)
+        if param.name in raw and now != was:
+            raise SepoError(f"{agent} was trained with {param.flag} {was}; got {param.flag} {now}")
+        if param.name in trained:
+            out[param.name] = was
+    return out
+
+
+def _run_game_params(run_dir: Path, game: str) -> dict | None:
+    """A run's recorded game parameters, or None when it records none (or is a run of another game,
+    refused with its own message when the agent is loaded)."""
+    import json
+
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict) or config.get("game", game) != game:
+        return None
+    params = config.get("game_params")
+    return params if isinstance(params, dict) else None

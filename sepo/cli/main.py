@@ -17,7 +17,8 @@ from sepo.cli.analyze import app as analyze_app
 from sepo.cli.experiment import app as experiment_app, report_command
 from sepo.cli.common import (at_least, choice_enum, console, print_json as _print_json, progress as _progress, SepoGroup,
                              seed_option, shows_progress, user_errors, value_of)
-from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, agent_help, game_params_for, with_game_params
+from sepo.cli.game_options import (DEFAULT_GAME, GAME_HELP, agent_help, audit_game_params, game_params_for,
+                                   with_game_params)
 from sepo.cli.serve import serve_command
 from sepo.cli.text_options import decoding_applies, policy_line, text_agent_options, with_decoding
 from sepo.errors import SepoError, brief
@@ -124,7 +125,7 @@ def eval_command(
     protocol = value_of(protocol)
     if pool is not None and pool != "injection":
         raise SepoError(f"unknown --pool {pool!r}; the named pool is: injection (the audit's pools come from --pools)")
-    the_game = load_game(game, protocol, **game_params_for(game, game_params))
+    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent))
     _collusion_applies(the_game, protocol, lambda_c)
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed,
                         lambdas=Lambdas(lambda_e, 2.4 if lambda_c is None else lambda_c, lambda_x),
@@ -524,7 +525,7 @@ def exploit_command(
     from sepo.policies.specs import load_agent
 
     protocol = value_of(protocol)
-    the_game = load_game(game, protocol, **game_params_for(game, game_params))
+    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent))
     solver = exact_solver(the_game)  # a solver too large for the machine is refused here, before anything is built
     if solver is None and get_domain(game).lower_bound is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")

@@ -89,3 +89,23 @@ def test_long_matches_solve_and_an_oversized_tree_is_refused(tmp_path):
     refused = _run("exploit", "--game", "ipd", "--agent", f"tabular:{tmp_path / 'whole.json'}", "--rounds", "30")
     assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "--memory M" in refused.stderr and "--threshold P" in refused.stderr
+
+
+def test_a_run_is_audited_at_its_own_rounds_and_memory(tmp_path):
+    out = tmp_path / "tipd"
+    assert _run("train", "--game", "ipd", "--memory", "2", "--rounds", "4", "--steps", "2", "--groups", "4",
+                "--out", str(out)).exit_code == 0
+    values = []
+    for extra in ([], ["--rounds", "4"], ["--memory", "2"]):
+        result = _run("exploit", "--game", "ipd", "--agent", f"run:{out}", "--json", *extra)
+        assert result.exit_code == 0, result.output
+        found = json.loads(result.output)
+        assert found["exact"] is True
+        values.append(found["value"])
+    assert values[0] == values[1] == values[2]
+    for command in ("exploit", "eval"):
+        refused = _run(command, "--game", "ipd", "--agent", f"run:{out}", "--rounds", "6")
+        assert refused.exit_code == 2
+        assert refused.output.strip() == f"error: run:{out} was trained with --rounds 4; got --rounds 6"
+    refused = _run("exploit", "--game", "ipd", "--agent", f"run:{out}", "--memory", "1")
+    assert refused.output.strip() == f"error: run:{out} was trained with --memory 2; got --memory 1"
