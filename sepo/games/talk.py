@@ -38,6 +38,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field, replace
 
+import regex
+
 from sepo.errors import SepoError
 from sepo.games.base import Decision
 from sepo.policies.base import Policy
@@ -60,6 +62,7 @@ _LOOKALIKES = str.maketrans({"\u2039": "<", "\u203a": ">", "\u3008": "<", "\u300
 """Characters that NFKC leaves alone but that read (and may tokenize) as the brackets and bars of
 template tokens."""
 _DROPPED = ("Cc", "Cf", "Cs", "Co", "Cn")
+_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}")  # the stdlib's unicodedata does not expose this property
 """Unicode categories removed from messages: controls, format characters (zero-width, bidi, soft
 hyphen), surrogates, private-use and unassigned code points."""
 
@@ -195,8 +198,9 @@ def sanitize(text: str, limit: int = MESSAGE_LIMIT, special_tokens=()) -> tuple[
 
 def _normal(text: str) -> str:
     """NFKC with the bracket look-alikes mapped, line breaks and tabs as spaces, and every character
-    of a `_DROPPED` category removed."""
-    text = unicodedata.normalize("NFKC", str(text)).translate(_LOOKALIKES)
+    of a `_DROPPED` category or Default_Ignorable_Code_Point removed (variation selectors, the
+    combining grapheme joiner and the Hangul fillers render as nothing but are not format characters)."""
+    text = _IGNORABLE.sub("", unicodedata.normalize("NFKC", str(text)).translate(_LOOKALIKES))
     return "".join(" " if ch in "\r\n\t" else ch for ch in text if ch in "\r\n\t" or unicodedata.category(ch) not in _DROPPED)
 
 
