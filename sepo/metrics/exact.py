@@ -109,6 +109,15 @@ class NoActionProbabilities(SepoError):
     """The agent cannot state action probabilities, which an exact value needs."""
 
 
+def no_action_probabilities(agent, error: NotImplementedError) -> NoActionProbabilities:
+    """The refusal to name: a domain's own reason when it gave one (a SepoError, e.g. a projection
+    the agent's prompts cannot show), else that the agent has no action probabilities."""
+    if isinstance(error, SepoError):
+        return NoActionProbabilities(str(error))
+    return NoActionProbabilities(f"agent {getattr(agent, 'name', agent)!r} cannot give action probabilities, which "
+                                 "exact values need")
+
+
 EXACT_LABELS = ("exact", "projection", "pruned", "lower bound")
 
 
@@ -149,9 +158,8 @@ def audit_agent(game: Game, agent: Policy, solver, *, threshold: float = 0.0, pr
         if threshold:
             raise SepoError(f"the {game.name} solver reads whole tables; --threshold does not apply")
         return _audit_whole_table(solver, agent, replicates, seed)
-    except NotImplementedError:
-        raise NoActionProbabilities(f"agent {getattr(agent, 'name', agent)!r} cannot give action probabilities, which "
-                                    "exact values need") from None
+    except NotImplementedError as error:
+        raise no_action_probabilities(agent, error) from None
 
 
 class _Unread(Exception):

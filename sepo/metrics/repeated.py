@@ -594,7 +594,7 @@ class RepeatedAudit:
         """The agent read at every key of `solver` (one batched call), solved; for an estimated
         policy, the value's interval from its resampled replies."""
         from sepo.metrics.bootstrap import boundary_interval
-        from sepo.metrics.exact import Audit, NoActionProbabilities, labelled
+        from sepo.metrics.exact import Audit, labelled, no_action_probabilities
         from sepo.policies.text_policy import policy_estimate
 
         # whole histories are counted without building them (538,084 keys of split bargaining's 4 rounds take 30 s)
@@ -607,9 +607,8 @@ class RepeatedAudit:
                             "fewer --rounds")
         try:
             estimate = policy_estimate(agent, solver.decisions())
-        except NotImplementedError:
-            raise NoActionProbabilities(f"agent {getattr(agent, 'name', agent)!r} cannot give action probabilities, "
-                                        "which exact values need") from None
+        except NotImplementedError as error:
+            raise no_action_probabilities(agent, error) from None
         table = estimate.table()
         solved = solver.solve_table(table)
         result = solver.result(solved)

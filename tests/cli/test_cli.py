@@ -145,3 +145,9 @@ def test_a_finished_run_resumed_with_a_default_said_out_loud_is_left_byte_identi
 def test_game_parameters_that_only_look_valid_are_refused(args, message):
     result = _run("eval", "--game", "negotiation-gt", "--agent", "bot:FairNeg", "--episodes", "1", *args)
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_exploit_names_the_domains_reason_when_the_projection_cannot_show_what_the_agent_reads():
+    result = _run("exploit", "--game", "auction", "--agent", "bot:AdaptiveBid", "--rounds", "2", "--memory", "0")
+    assert result.exit_code == 2
+    assert "raise the game's --memory" in result.stderr and "cannot give action probabilities" not in result.stderr
