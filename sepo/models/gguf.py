@@ -200,16 +200,19 @@ def check_gguf(path: str | os.PathLike) -> str:
     """The file's architecture, if transformers reads it; a `SepoError` line otherwise. Reads the
     metadata only (fast), before the weights are dequantized."""
     path = Path(path)
+    if path.is_dir():
+        raise SepoError(f"{brief(str(path), 200)} is a folder, not a GGUF file")
     if not path.is_file():
         raise SepoError(f"no such file: {brief(str(path), 200)}")
     with open(path, "rb") as handle:
         if handle.read(4) != GGUF_MAGIC:
             raise SepoError(f"{brief(str(path), 200)} is not a GGUF file (it does not start with 'GGUF')")
     try:
-        import gguf  # noqa: F401
+        import gguf
         from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
     except ImportError:
         raise SepoError("reading GGUF files needs the `gguf` package and transformers: pip install 'sepo[real]'") from None
+    _check_complete(gguf, path)
     try:
         parsed = load_gguf_checkpoint(str(path), return_tensors=False)
     except ValueError as error:
@@ -219,6 +222,20 @@ def check_gguf(path: str | os.PathLike) -> str:
     except Exception as error:  # noqa: BLE001 - a corrupt or truncated file: one line
         raise SepoError(f"cannot read {path.name} as GGUF: {type(error).__name__}: {brief(str(error), 200)}") from None
     return str(parsed.get("config", {}).get("model_type", "unknown"))
+
+
+def _check_complete(gguf, path: Path) -> None:
+    """Refuse, in one line, a file whose header or tensor data does not fit in it (a cut download),
+    before a converter fails on it with a reshape or unpacking error."""
+    truncated = SepoError(f"{brief(str(path), 200)} is truncated or not a GGUF file (its header or tensor data "
+                          "runs past the end of the file)")
+    try:
+        reader = gguf.GGUFReader(str(path))
+    except Exception:  # noqa: BLE001 - the reader fails on a cut file with reshape/unpack errors
+        raise truncated from None
+    size = path.stat().st_size
+    if any(int(t.data_offset) + int(t.n_bytes) > size for t in reader.tensors):
+        raise truncated
 
 
 CHATML_BODY = (

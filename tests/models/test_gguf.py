@@ -136,6 +136,19 @@ def test_unsupported_or_broken_files_are_one_line(tmp_path):
     assert not any((tmp_path / name).exists() for name in "abcd")
 
 
+def test_a_cut_file_or_a_folder_is_one_clear_line(tmp_path):
+    write_tiny_llama_gguf(tmp_path / "whole.gguf")
+    whole = (tmp_path / "whole.gguf").read_bytes()
+    runner = CliRunner()
+    for name, data in (("cut.gguf", whole[: len(whole) * 2 // 3]), ("eight.gguf", whole[:8])):
+        (tmp_path / name).write_bytes(data)
+        result = runner.invoke(app, ["model", "import", str(tmp_path / name), "--out", str(tmp_path / "a")])
+        assert result.exit_code == 2 and "truncated or not a GGUF file" in _error_line(result)
+    result = runner.invoke(app, ["model", "import", str(tmp_path), "--out", str(tmp_path / "b")])
+    assert result.exit_code == 2 and "is a folder, not a GGUF file" in _error_line(result)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 # --------------------------------------------------------------------------- the packaged model
 
 @pytest.fixture
