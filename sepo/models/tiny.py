@@ -34,6 +34,8 @@ import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from sepo.models import quiet_library_progress
+
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -185,6 +187,7 @@ def init_tiny_model(
     model = build_tiny_model(
         len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed=seed, arch=arch, **sizes
     )
+    quiet_library_progress()
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     info = {

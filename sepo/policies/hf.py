@@ -114,6 +114,9 @@ def load_hf_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from sepo.models import quiet_library_progress
+
+    quiet_library_progress()
     tokenizer_source = None
     if isinstance(model_or_path, (str, os.PathLike)):
         path = str(model_or_path)

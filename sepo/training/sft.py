@@ -275,6 +275,9 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
 def save_final_model(model, tokenizer, target: Path) -> Path:
     """Merge any LoRA adapter and save model + tokenizer into the new folder `target`
     (callers write it aside and rename it into place, see `sepo.runs.RunDir.staged`)."""
+    from sepo.models import quiet_library_progress
+
+    quiet_library_progress()
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     model.config.use_cache = True  # trainers switch the KV cache off; generation wants it back

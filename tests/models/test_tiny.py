@@ -119,3 +119,16 @@ def test_llama_variant_loads(tmp_path):
 def test_bad_arch_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="arch"):
         init_tiny_model(tmp_path / "x", episodes=5, arch="gpt9")
+
+
+def test_writing_and_loading_print_no_library_progress_bars(tmp_path, capfd):
+    from transformers.utils import logging as transformers_logging
+
+    from sepo.policies.hf import load_hf_model
+
+    transformers_logging.enable_progress_bar()
+    capfd.readouterr()
+    folder = init_tiny_model(tmp_path / "m", seed=0, episodes=EPISODES)
+    load_hf_model(folder, device="cpu")
+    err = capfd.readouterr().err
+    assert "Writing model shards" not in err and "Loading weights" not in err, err[-300:]
