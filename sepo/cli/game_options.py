@@ -90,12 +90,16 @@ def agent_help() -> str:
     return " | ".join(["uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH", "openai:MODEL@URL", *own])
 
 
-def audit_game_params(game: str, raw: dict, agent: str) -> dict:
+def audit_game_params(game: str, raw: dict, agent: str, protocol: str = "rigorous") -> dict:
     """The game parameters of an audit of `agent`: the given `--PARAM`s, with a `run:DIR` agent's
     own (its config's `game_params`: rounds, memory, ...) as the defaults, so a run is audited in
-    the game it was trained in; a given option that contradicts the run is refused in one line."""
+    the game it was trained in; a given option that contradicts the run is refused in one line. A
+    `tabular:FILE` table whose keys are exactly the states of a memory-M game declares memory M."""
     given = game_params_for(game, raw)
     kind, _, arg = agent.partition(":")
+    if kind == "tabular" and "memory" not in given:
+        memory = _table_memory(Path(arg), game, given, protocol)
+        return given if memory is None else {**given, "memory": memory}
     trained = _run_game_params(Path(arg), game) if kind == "run" else None
     if trained is None:
         return given
@@ -126,3 +130,35 @@ def _run_game_params(run_dir: Path, game: str) -> dict | None:
         return None
     params = config.get("game_params")
     return params if isinstance(params, dict) else None
+
+
+def _table_memory(path: Path, game: str, given: dict, protocol: str) -> int | None:
+    """The memory M whose game's information states are exactly the table's keys (searched from 0
+    while the states are no more than the keys), or None: not a memory game, not the whole history's
+    keys either, or an unreadable file (refused with its own message when the agent is loaded)."""
+    from sepo.games import load_game
+    from sepo.inputs import parse_json, read_text
+    from sepo.metrics.exact import keys_of, solver_for
+
+    if "memory" not in {p.name for p in get_domain(game).params}:
+        return None
+    try:
+        keys = set(parse_json(read_text(path, "tabular policy file")))
+        base = load_game(game, protocol, **given)
+    except (SepoError, ValueError, TypeError, RecursionError):
+        return None
+    if not hasattr(base, "with_memory") or getattr(base, "memory", None) is not None:
+        return None
+    for memory in range(getattr(base, "rounds", 0) - 1):  # memory rounds-1 is the whole history: no declaration
+        try:
+            solver = solver_for(base.with_memory(memory))
+        except SepoError:
+            return None
+        if solver is None:
+            return None
+        states = set(keys_of(solver.decisions()))
+        if states == keys:
+            return memory
+        if len(states) > len(keys):
+            return None
+    return None

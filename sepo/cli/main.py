@@ -125,7 +125,7 @@ def eval_command(
     protocol = value_of(protocol)
     if pool is not None and pool != "injection":
         raise SepoError(f"unknown --pool {pool!r}; the named pool is: injection (the audit's pools come from --pools)")
-    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent))
+    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent, protocol))
     _collusion_applies(the_game, protocol, lambda_c)
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed,
                         lambdas=Lambdas(lambda_e, 2.4 if lambda_c is None else lambda_c, lambda_x),
@@ -525,7 +525,7 @@ def exploit_command(
     from sepo.policies.specs import load_agent
 
     protocol = value_of(protocol)
-    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent))
+    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent, protocol))
     solver = exact_solver(the_game)  # a solver too large for the machine is refused here, before anything is built
     if solver is None and get_domain(game).lower_bound is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")

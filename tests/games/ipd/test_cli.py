@@ -109,3 +109,7 @@ def test_a_run_is_audited_at_its_own_rounds_and_memory(tmp_path):
         assert refused.output.strip() == f"error: run:{out} was trained with --rounds 4; got --rounds 6"
     refused = _run("exploit", "--game", "ipd", "--agent", f"run:{out}", "--memory", "1")
     assert refused.output.strip() == f"error: run:{out} was trained with --memory 2; got --memory 1"
+    table = _run("exploit", "--game", "ipd", "--agent", f"tabular:{out / 'policy.json'}", "--rounds", "4", "--json")
+    assert table.exit_code == 0, table.output
+    assert json.loads(table.output)["exact"] is True
+    assert json.loads(table.output)["value"] == values[0]
