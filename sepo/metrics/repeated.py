@@ -98,6 +98,7 @@ class Level:
     probs: np.ndarray  # [n, nA]
     children: np.ndarray  # [n, nA, nO]
     reach: np.ndarray  # [n] the agent's own probability of reaching the state (full tree only)
+    states: list | None = None  # the agent's declared state at each node ((round, state) trees; histories then empty)
 
 
 @dataclass
@@ -221,16 +222,20 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
                max_states: int | None = None) -> AgentTree:
     """The agent's play on (round, declared state) nodes: per round one call of `reader` at one
     history of each state (histories reached with positive probability only), children by the
-    state after each joint action. Exact for an agent whose declaration holds (`StateOf`)."""
+    state after each joint action. Exact for an agent whose declaration holds (`StateOf`).
+    Nodes keep their state, not their witness history (rounds × history length would grow with
+    the square of the rounds: 10,000 rounds reached 1.8 GB)."""
     _check(stage, rounds, None, 0.0)
     n_a, n_o = stage.shape
     limit = max_states if max_states is not None else memory_budget() // BYTES_PER_STATE_NODE
     witnesses: list[History] = [()]
+    states: list = [state_of(())]
     levels, total = [], 1
     for t in range(rounds):
         probs = _validated(reader([(t, h) for h in witnesses]), len(witnesses), n_a)
         children = np.full((len(witnesses), n_a, n_o), -1, dtype=np.int64)
         following: list[History] = []
+        following_states: list = []
         if t + 1 < rounds:
             index: dict = {}
             for i, history in enumerate(witnesses):
@@ -241,14 +246,15 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
                         if state not in index:
                             index[state] = len(following)
                             following.append(child)
+                            following_states.append(state)
                         children[i, a, o] = index[state]
             total += len(following)
             if total > limit:
                 raise SepoError(f"the agent's declared state has more than {limit:,} (round, state) nodes by round {t + 2}; "
                                 "its declaration cannot be small (give --memory M for a projection)")
-        histories = np.array([[a * n_o + o for a, o in h] for h in witnesses], dtype=np.int64).reshape(len(witnesses), t)
-        levels.append(Level(histories, probs, children, np.full(len(witnesses), np.nan)))
-        witnesses = following
+        levels.append(Level(np.zeros((len(witnesses), 0), dtype=np.int64), probs, children,
+                            np.full(len(witnesses), np.nan), states))
+        witnesses, states = following, following_states
     return AgentTree(stage, rounds, None, 0.0, levels, state_of)
 
 
@@ -314,7 +320,8 @@ class OpponentTable:
     histories: list[np.ndarray]
     actions: list[np.ndarray]
     fallback: int  # played off the table (pruned branches the agent almost never reaches)
-    state_of: StateOf | None = None  # rows are (round, the agent's declared state), each shown by one history
+    state_of: StateOf | None = None  # rows are (round, the agent's declared state)
+    states: list[list] | None = None  # each row's declared state, when state_of is set
     _lookup: dict = field(default=None, repr=False)
 
     def _key(self, t: int, history: History):
@@ -325,23 +332,29 @@ class OpponentTable:
 
     def action(self, t: int, history: History) -> int:
         """The table's action at round t after `history` (agent-first joint actions)."""
+        if self._lookup is None and self.state_of is not None:
+            self._lookup = {(t, state): int(a) for t, (states, acts) in enumerate(zip(self.states, self.actions))
+                            for state, a in zip(states, acts)}
         if self._lookup is None:
             self._lookup = {self._key(t, as_history(row, self.n_opponent)): int(a)
                             for t, (rows, acts) in enumerate(zip(self.histories, self.actions)) for row, a in zip(rows, acts)}
         return self._lookup.get(self._key(t, history), self.fallback)
 
     def to_json(self, agent_names: Sequence[str] | None = None, opponent_names: Sequence[str] | None = None) -> list[dict]:
-        """Rows {round, history, action} in round order, with action names where given."""
+        """Rows {round, history, action} in round order, with action names where given; for a
+        declared state, {round, agent_state, action}: one row per DP node, its size independent of
+        the round (a history string per row would grow with the square of the rounds)."""
         name_a = agent_names or [str(a) for a in range(self.n_agent)]
         name_o = opponent_names or [str(o) for o in range(self.n_opponent)]
+        if self.state_of is not None:
+            return [{"round": t + 1, "agent_state": repr(state), "action": name_o[int(action)]}
+                    for t, (states, actions) in enumerate(zip(self.states, self.actions))
+                    for state, action in zip(states, actions)]
         rows = []
         for t, (histories, actions) in enumerate(zip(self.histories, self.actions)):
             for row, action in zip(histories, actions):
                 pairs = [f"{name_a[j // self.n_opponent]}{name_o[j % self.n_opponent]}" for j in row.tolist()]
-                entry = {"round": t + 1, "history": ",".join(pairs), "action": name_o[int(action)]}
-                if self.state_of is not None:  # the history is one of those that reach the state
-                    entry["agent_state"] = repr(self.state_of(as_history(row, self.n_opponent)))
-                rows.append(entry)
+                rows.append({"round": t + 1, "history": ",".join(pairs), "action": name_o[int(action)]})
         return rows
 
     def policy(self, name: str = "BestResponse", agent_names=None, opponent_names=None) -> "HistoryTable":
@@ -502,6 +515,7 @@ def solve(tree: AgentTree) -> RepeatedResult:
     fallback_gap = int(gap_reward.mean(0).argmax())
     fallback_br = int(stage.opponent.mean(0).argmax())
     histories = [level.histories for level in tree.levels]
+    states = [level.states for level in tree.levels] if tree.state_of is not None else None
     return RepeatedResult(
         rounds=rounds,
         gap=float(gap_values[0][0]) / rounds,
@@ -511,8 +525,8 @@ def solve(tree: AgentTree) -> RepeatedResult:
         br_payoff=float(br_values[0][0]) / rounds,
         br_bound=float(br_bounds[0][0]) / rounds,
         br_agent_payoff=_follow(tree, br_choice, stage.agent, br_reaches) / rounds,
-        gap_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, gap_choice, fallback_gap, tree.state_of),
-        br_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, br_choice, fallback_br, tree.state_of),
+        gap_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, gap_choice, fallback_gap, tree.state_of, states),
+        br_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, br_choice, fallback_br, tree.state_of, states),
         gradient=gradient,
         states=tree.num_states,
         threshold=tree.threshold,

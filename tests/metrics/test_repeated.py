@@ -4,7 +4,7 @@ import itertools
 import numpy as np
 import pytest
 
-from sepo.metrics.repeated import StageGame, play_value, read_agent, solve
+from sepo.metrics.repeated import StageGame, play_value, read_agent, solve, state_tree
 
 PD = StageGame([[3, 0], [5, 1]], [[3, 5], [0, 1]])  # agent action C=0 / D=1 by row, opponent by column
 
@@ -180,3 +180,29 @@ def test_bad_inputs_are_refused():
         read_agent(PD, 2, lambda q: np.ones((len(q), 2)))
     with pytest.raises(ValueError, match="full history"):
         read_agent(PD, 4, reader(tft), memory=1, threshold=0.01)
+
+
+def _grim(history):
+    return any(o == 1 for _, o in history)
+
+
+def _grim_reader(queries):
+    return np.array([[0.0, 1.0] if _grim(h) else [1.0, 0.0] for _, h in queries])
+
+
+@pytest.mark.parametrize("state_of, reader, closed_form", [
+    (lambda h: (), lambda queries: np.full((len(queries), 2), 0.5), lambda T: 2.5),  # uniform: defect each round, (5+1)/2 - (0+1)/2
+    (_grim, _grim_reader, lambda T: (5 + (T - 1) * 1 - (0 + (T - 1) * 1)) / T),  # Grim Trigger: defect first, then mutual defection
+])
+def test_declared_state_rows_are_linear_in_the_rounds(state_of, reader, closed_form):
+    """A declared small state keys the best response by (round, state): 1,000 rounds give at most
+    2 rows a round, none carrying a history, and the value matches the closed form and the whole tree."""
+    result = solve(state_tree(PD, 1000, reader, state_of))
+    rows = result.br_table.to_json()
+    assert len(rows) <= 2 * 1000 and all("history" not in row for row in rows)
+    assert max(len(repr(row)) for row in rows) < 80
+    assert result.gap == pytest.approx(closed_form(1000))
+    assert result.gap_table.action(999, ((0, 1),) * 999) == 1
+    small = solve(state_tree(PD, 5, reader, state_of))
+    whole = solve(read_agent(PD, 5, reader))
+    assert small.gap == pytest.approx(whole.gap) and small.br_payoff == pytest.approx(whole.br_payoff)

@@ -154,15 +154,22 @@ class IPDSolver(RepeatedAudit):
         return found.result, found.response
 
     def _state_after(self, history: tuple):
-        if history not in self._states:
+        """The game state after `history`, cached by length: a query of length L drops the states
+        shorter than L - 1, so reading round by round keeps two rounds (every prefix of a long match
+        kept its own copy of the history: memory grew with the square of the rounds)."""
+        length = len(history)
+        for shorter in [n for n in self._states if n < length - 1]:
+            del self._states[shorter]
+        cached = self._states.setdefault(length, {})
+        if history not in cached:
             if not history:
-                self._states[history] = self.game.new_initial_state()
+                cached[history] = self.game.new_initial_state()
             else:
                 own, other = history[-1]
                 child = self._state_after(history[:-1]).clone()
                 child.apply_actions((own, other) if self.agent_player == 0 else (other, own))
-                self._states[history] = child
-        return self._states[history]
+                cached[history] = child
+        return cached[history]
 
 
 def solver(game: IteratedPrisonersDilemma) -> IPDSolver:

@@ -47,7 +47,7 @@ def test_exploit_json():
     # Concede reads the last round: its DP runs over (round, last joint demand) nodes it reaches (it demands
     # 6, or 5 after a breakdown, against any of 9 demands)
     assert data["information_states"] == 1 + 9 + 18 + 18 and "declared state" in data["method"]
-    assert {"round", "history", "action"} <= set(data["best_response"][0])
+    assert set(data["best_response"][0]) == {"round", "agent_state", "action"}
     table = json.loads(_run("exploit", "--game", "negotiation", "--agent", "bot:Concede", "--memory", "1", "--json").stdout)
     assert table["information_states"] == 82 and "last 1 rounds" in table["method"] and table["exact"] is True
     assert table["adversarial_gap"] == data["adversarial_gap"] and table["br_payoff"] == data["br_payoff"]
