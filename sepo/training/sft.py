@@ -85,7 +85,7 @@ def _load_dataset(path: str):
     if not (folder / "dataset_dict.json").is_file():
         raise SepoError(f"--data {brief(path)} is not a dataset folder (no dataset_dict.json; make one with `sepo data sft`)")
     try:
-        data = load_from_disk(path)
+        data = load_from_disk(path, keep_in_memory=True)  # in memory, so TRL's maps write no cache-*.arrow into the data folder
     except Exception as error:  # noqa: BLE001 - any unreadable dataset (torn, binary junk) is one clear line
         raise SepoError(f"cannot read SFT data {brief(path)}: {one_line(str(error), 200)}") from None
     for split in ("train", "validation"):
@@ -98,10 +98,11 @@ def quiet_library_progress() -> None:
     """The datasets map and model-shard progress bars of TRL's preprocessing and saving: sepo shows
     its own progress (steps, loss), and these would print a dozen bars per run."""
     import datasets
-    import transformers
+
+    from sepo.models import quiet_library_progress as quiet_model_progress
 
     datasets.disable_progress_bars()
-    transformers.utils.logging.disable_progress_bar()
+    quiet_model_progress()
 
 
 def _checkpoint_step(trainer_dir: Path) -> int | None:
@@ -275,8 +276,6 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
 def save_final_model(model, tokenizer, target: Path) -> Path:
     """Merge any LoRA adapter and save model + tokenizer into the new folder `target`
     (callers write it aside and rename it into place, see `sepo.runs.RunDir.staged`)."""
-    from sepo.models import quiet_library_progress
-
     quiet_library_progress()
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()

@@ -95,6 +95,16 @@ def _stamp(root: Path) -> dict:
     return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def test_sft_leaves_the_data_folder_untouched(inputs, tmp_path):
+    """Found: `sepo sft --data D` wrote 3.4 MB of datasets cache-*.arrow files into D/train/, a
+    folder `sepo data sft` owns."""
+    tiny, data = inputs
+    before = _files(data)
+    result = _run("sft", "--model", tiny, "--data", data, "--max-steps", "1", "--batch-size", "4", "--out", tmp_path / "x", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert _files(data) == before
+
+
 @pytest.mark.parametrize("length", [["--max-steps", "2"], ["--epochs", "1"]], ids=["max-steps", "epochs"])
 def test_a_finished_sft_run_rerun_is_read_never_trained_further(inputs, tmp_path, length):
     """Found: three runs of `sepo sft --max-steps 2` said 2, 3, then 4 steps and rewrote metrics.jsonl
