@@ -57,6 +57,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
+from timing import best_of
 
 SMOKE = dict(decisions=4, reference_decisions=2, ipd_rounds=2, groups=2, group_size=2, table_samples=2, max_new_tokens=8)
 
@@ -100,16 +101,6 @@ class Clock:
         setattr(owner, name, timed)
 
 
-def best(repeats: int, fn):
-    """(fastest seconds, last value) of `repeats` calls."""
-    times, value = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), value
-
-
 # ------------------------------------------------------------------------------------------ 1. play
 
 def bench_play(model_dir: Path, args) -> None:
@@ -136,9 +127,9 @@ def bench_play(model_dir: Path, args) -> None:
             return [c for d in batch for c in policy.act([d], rng)]
         return policy.act(batch, rng)
 
-    t_one, _ = best(args.repeats, lambda: run(reference, True))
+    t_one, _ = best_of(args.repeats, lambda: run(reference, True))
     one = dict(clock.seconds), Counter(policy.counts)
-    t_all, _ = best(args.repeats, lambda: run(decisions, False))
+    t_all, _ = best_of(args.repeats, lambda: run(decisions, False))
     batched = dict(clock.seconds), Counter(policy.counts)
     rate_one, rate_all = len(reference) / t_one, len(decisions) / t_all
     print(f"\n1. Play: Kuhn decisions, sample mode (temperature 1, max_new_tokens {args.max_new_tokens}, "
@@ -187,7 +178,7 @@ def bench_audit(model_dir: Path, args) -> None:
     encoded, distinct = sum(len(s) for s in sequences), prefix_tree_tokens(sequences)
     clock = Clock()
     clock.wrap(policy, "answer_probabilities")
-    seconds, (result, _) = best(args.repeats, lambda: solver.evaluate_agent(policy))
+    seconds, (result, _) = best_of(args.repeats, lambda: solver.evaluate_agent(policy))
     read = clock.seconds["answer_probabilities"] / max(1, clock.calls["answer_probabilities"])
     print(f"\n2. Full-history exact audit, IPD {game.rounds} rounds: {len(decisions)} histories, {len(sequences)} "
           f"(history, answer) sequences, read as an answer-only model")

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from sepo.errors import SepoError, brief
+from sepo.models.tiny import CHAT_TEMPLATE
 
 CONVERTER = "sepo.models.gguf/1"
 """Names the conversion recipe; recorded in each converted folder's manifest. Bump it when the
@@ -238,22 +239,8 @@ def _check_complete(gguf, path: Path) -> None:
         raise truncated
 
 
-CHATML_BODY = (
-    "{%- for message in messages %}"
-    "{%- if message['role'] == 'assistant' %}"
-    "{{- '<|im_start|>assistant\\n' }}"
-    "{%- generation %}"
-    "{{- message['content'] + '<|im_end|>\\n' }}"
-    "{%- endgeneration %}"
-    "{%- else %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endif %}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}"
-    "{{- '<|im_start|>assistant\\n' }}"
-    "{%- endif %}"
-)
-"""ChatML with TRL's generation markers around each assistant reply and its `<|im_end|>`."""
+CHATML_BODY = CHAT_TEMPLATE
+"""ChatML with TRL's generation markers (the tiny model's template: one definition)."""
 
 PROBES = (
     [{"role": "system", "content": "S line one.\nS line two."}, {"role": "user", "content": "U?"}],

@@ -6,25 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from sepo.cli.main import app
+from tests.cli.cli_helpers import _error, _run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "analysis"
 TINY = ["--steps", "3", "--groups", "2", "--quiet"]
-
-
-def _run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], env={"HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
-
-
-def _error(result, *words):
-    assert result.exit_code == 2, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and len(lines[0]) < 600, result.stderr
-    for word in words:
-        assert word in result.stderr, result.stderr
 
 
 def _tree(root):

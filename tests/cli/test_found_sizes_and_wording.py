@@ -12,28 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from sepo.cli.main import app
+from tests.cli.cli_helpers import _error, _run
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--steps", "3", "--groups", "2", "--quiet"]
 MEMORY_CAP = 3 << 30
 """Address space of the subprocesses that reproduce memory blow-ups: on code without the size
 checks they fail with MemoryError instead of taking the machine."""
-
-
-def _run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], env={"HF_HUB_OFFLINE": "1", "COLUMNS": "200"})
-
-
-def _error(result, *words):
-    assert result.exit_code == 2, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and len(lines[0]) < 600, result.stderr
-    for word in words:
-        assert word in result.stderr, result.stderr
 
 
 def _capped(*args, timeout=120, **popen):
