@@ -88,8 +88,11 @@ def test_an_audit_too_large_for_an_exact_value_plays_and_says_why():
 
 def test_sigterm_stops_a_long_command_at_once_with_one_line(tmp_path):
     process = _capped("train", "--out", tmp_path / "long", "--steps", "1000000", "--groups", "2", "--quiet")
-    time.sleep(8)  # imports done, training
-    assert process.poll() is None, process.communicate()
+    checkpoint = tmp_path / "long" / "checkpoint.json"
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # the first checkpoint marks training under way
+    assert checkpoint.exists() and process.poll() is None, process.communicate()
     process.send_signal(signal.SIGTERM)
     started = time.monotonic()
     out, err = process.communicate(timeout=30)
