@@ -34,7 +34,8 @@ import numpy as np
 
 from sepo import progress as reporting
 from sepo.errors import SepoError
-from sepo.evaluation.play import EpisodeRecord, play_episodes
+from sepo.evaluation.play import play_episodes
+from sepo.games.records import EpisodeRecord
 from sepo.games.base import Game
 from sepo.games.registry import check_protocol, domain_of
 from sepo.metrics import pool_metrics as pm

@@ -17,57 +17,14 @@ chat, as in training), and its record keeps it (`DecisionRecord.message`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence, Union
+from typing import Mapping, Sequence, Union
 
 import numpy as np
 
 from sepo.games import talk as talk_channel
-from sepo.games.base import CHANCE, SIMULTANEOUS, Game, RoundResult
+from sepo.games.base import CHANCE, SIMULTANEOUS, Game
+from sepo.games.records import DecisionRecord, EpisodeRecord
 from sepo.policies.base import Choice, Policy
-
-
-@dataclass
-class DecisionRecord:
-    """One agent decision: its information state, the action, and the observation the domain's
-    events and behaviour tables read."""
-
-    round: int
-    info_key: str
-    action: int
-    action_name: str
-    observation: Mapping[str, Any] = field(default_factory=dict)
-    parse_status: str = "ok"
-    rule: str | None = None
-    text: str | None = None
-    message: str | None = None
-    """The message the agent sent this round (cheap talk), as delivered."""
-
-
-@dataclass
-class EpisodeRecord:
-    """One played episode from the agent's point of view."""
-
-    opponent: str
-    pool: str
-    seed: int
-    agent_player: int
-    rounds: list[RoundResult]
-    decisions: list[DecisionRecord] = field(default_factory=list)
-
-    @property
-    def agent_payoffs(self) -> np.ndarray:
-        """The agent's payoff in each round."""
-        return np.array([r.payoffs[self.agent_player] for r in self.rounds], dtype=float)
-
-    @property
-    def opponent_payoffs(self) -> np.ndarray:
-        """The other players' payoffs summed, in each round."""
-        return np.array([sum(p for i, p in enumerate(r.payoffs) if i != self.agent_player) for r in self.rounds], dtype=float)
-
-    def third_party_payoffs(self, name: str) -> np.ndarray:
-        """A third party's payoff in each round (0 where it is not recorded)."""
-        return np.array([r.third_party.get(name, 0.0) for r in self.rounds], dtype=float)
 
 
 Opponents = Union[Policy, Mapping[int, Policy]]

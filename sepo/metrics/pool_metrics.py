@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from sepo.evaluation.play import EpisodeRecord
+from sepo.games.records import EpisodeRecord
 from sepo.metrics.bootstrap import StratifiedSample
 
 

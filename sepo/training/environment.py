@@ -15,27 +15,11 @@ The trainer (`sepo.training.tabular`) is the algorithm; a domain plugs in throug
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-
-@dataclass
-class Rollouts:
-    """A batch of sampled rollouts from the agent's point of view.
-
-    `states[r, k]` / `actions[r, k]` are rollout r's k-th agent decision (row of the table, column
-    of the action), valid where `mask[r, k]`; `groups[r]` its group; `utility[r]` its payoff;
-    `collusion[r]`, `externality[r]` its events (0 where they do not apply)."""
-
-    states: np.ndarray
-    actions: np.ndarray
-    mask: np.ndarray
-    groups: np.ndarray
-    utility: np.ndarray
-    collusion: np.ndarray
-    externality: np.ndarray
+from sepo.games.records import Rollouts
 
 
 class TabularEnvironment(Protocol):

@@ -16,7 +16,7 @@ from sepo.games.base import SIMULTANEOUS, TERMINAL, Decision, Game, ParseResult,
 from sepo.games.registry import Domain, Param
 from sepo.metrics.exact import ExactResult, action_table
 from sepo.policies.base import Policy
-from sepo.training.environment import Rollouts
+from sepo.games.records import Rollouts
 
 HEADS, TAILS = 0, 1
 NAMES = ("HEADS", "TAILS")

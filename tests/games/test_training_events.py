@@ -110,7 +110,7 @@ def _context(game_name, env, node):
         from sepo.games.negotiation_gt.llm_env import DecisionContext
 
         return DecisionContext(row, node.opponent, node.state.clone(), 0)
-    from sepo.training.matches import MatchContext
+    from sepo.games.records import MatchContext
 
     return MatchContext(row, node.history, node.opponent)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sepo.evaluation.play import DecisionRecord, EpisodeRecord
+from sepo.games.records import DecisionRecord, EpisodeRecord
 from sepo.games.base import CHANCE
 from sepo.objective.sepo import Lambdas, sepo_rewards
 

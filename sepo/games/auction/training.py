@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from sepo.evaluation.play import DecisionRecord, EpisodeRecord
 from sepo.games.auction.events import events
 from sepo.games.auction.exact import AuctionSolver, FixedOpponent
 from sepo.games.base import CHANCE
-from sepo.training.environment import Rollouts
+from sepo.games.records import DecisionRecord, EpisodeRecord, Rollouts
 
 
 class AuctionTrainingEnvironment:

@@ -14,7 +14,7 @@ current gap maximiser, drawn uniformly (`training.py`: the maximiser reaches eve
 gradient charges, whatever the pool). A completion's payoff to go is the exact expectation of
 the rest of the match given its action: the opponent's move this round, then the agent's table
 and the opponent for the remaining rounds (backward induction over the full-history tree,
-`sepo.training.matches.action_values`), a variance-free stand-in for sampling the rest; exact for
+`sepo.games.matches.action_values`), a variance-free stand-in for sampling the rest; exact for
 every opponent the pool accepts. Its collusion and externality are the events to go, by the same
 backward induction: the expected DEFECTs (against a train opponent that is also a collusive
 partner) and the expected shortfalls from mutual cooperation (`events.py`, with the paper's R
@@ -30,7 +30,8 @@ import numpy as np
 
 from sepo.games.ipd.rollouts import play_matches
 from sepo.games.ipd.training import IPDTrainingEnvironment
-from sepo.training.matches import MatchContext, action_values, match_contexts
+from sepo.games.matches import action_values, match_contexts
+from sepo.games.records import MatchContext
 
 
 class IPDLLMEnvironment:

@@ -29,7 +29,7 @@ from sepo.games.ipd.events import game_reward, round_events
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import key_rows, play_matches
 from sepo.metrics.repeated import dense_histories
-from sepo.training.environment import Rollouts
+from sepo.games.records import Rollouts
 
 
 def vectorised(spec, game) -> IPDBot:

@@ -14,7 +14,7 @@ from sepo.games.kuhn import exact as kuhn_exact
 from sepo.games.kuhn.events import is_big_loss
 from sepo.games.kuhn.rollouts import play_hands
 from sepo.games.kuhn.rules import DEALS, INFO_STATES
-from sepo.training.environment import Rollouts
+from sepo.games.records import Rollouts
 
 
 class KuhnTrainingEnvironment:

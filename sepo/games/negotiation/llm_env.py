@@ -25,8 +25,8 @@ from sepo.games.negotiation.bots import DemandSpec
 from sepo.games.negotiation.exact import key_rows
 from sepo.games.negotiation.rollouts import play_matches
 from sepo.games.negotiation.training import NegotiationTrainingEnvironment
-from sepo.training.matches import MatchContext as DecisionContext  # opponent_index n: the maximiser
-from sepo.training.matches import match_contexts
+from sepo.games.matches import match_contexts
+from sepo.games.records import MatchContext as DecisionContext  # opponent_index n: the maximiser
 
 
 class NegotiationLLMEnvironment:

@@ -25,7 +25,7 @@ from sepo.games.negotiation.events import round_events
 from sepo.games.negotiation.exact import NegotiationSolver, key_rows
 from sepo.games.negotiation.rollouts import play_matches
 from sepo.metrics.repeated import RepeatedResult, dense_histories
-from sepo.training.environment import Rollouts
+from sepo.games.records import Rollouts
 
 
 def forward_levels(game, stage, opponents: list[NegotiationBot]):

@@ -29,7 +29,7 @@ from sepo.errors import SepoError
 from sepo.games.negotiation_gt.bots import NegotiationBot
 from sepo.games.negotiation_gt.deals import DealSolver
 from sepo.games.negotiation_gt.events import round_events
-from sepo.training.environment import Rollouts
+from sepo.games.records import Rollouts
 
 
 def _reads_at_most_last_other(bot) -> bool:

@@ -2,7 +2,7 @@
 import pytest
 
 from sepo.evaluation.evaluate import EvalConfig, evaluate
-from sepo.evaluation.play import EpisodeRecord
+from sepo.games.records import EpisodeRecord
 from sepo.games import get_domain, load_game
 from sepo.games.auction.events import events
 from sepo.games.base import RoundResult

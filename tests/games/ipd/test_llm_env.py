@@ -8,7 +8,7 @@ from sepo.games import get_domain
 from sepo.games.ipd.llm_env import IPDLLMEnvironment
 from sepo.objective.attribution import exploitation_attribution
 from sepo.opponents.pools import parse_bot
-from sepo.training.matches import MatchContext
+from sepo.games.records import MatchContext
 
 
 def environment(train=None, collusive=None, protocol="rigorous", **params):

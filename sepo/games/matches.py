@@ -11,19 +11,9 @@ continuation.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-
-@dataclass(frozen=True)
-class MatchContext:
-    """One agent decision: its row in the solver's table, the joint history ((agent action,
-    opponent action) per past round), and the opponent (an index the environment defines)."""
-
-    info_row: int
-    history: tuple
-    opponent_index: int
+from sepo.games.records import MatchContext
 
 
 def match_contexts(rows: np.ndarray, own: np.ndarray, other: np.ndarray, opponent_of: np.ndarray) -> list[MatchContext]:
