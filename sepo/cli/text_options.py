@@ -1,7 +1,8 @@
 """Decoding options of text agents, shared by `eval`, `exploit` and `train`.
 
 `with_decoding` gives a command `--temperature --top-p --top-k --max-new-tokens
---repetition-penalty --thinking --samples` (and `--failure-rule` where an agent is audited); the
+--repetition-penalty --thinking --samples` (and `--failure-rule`, `--reprompts` where an agent is
+audited); the
 command receives the ones given as `decoding` (a dict) and builds its settings with
 `text_agent_options(protocol, seed, **decoding)`: the protocol's decoding (`--protocol paper` =
 the paper's), then every option given. They apply to every text agent (hf:, run: with a model,
@@ -16,7 +17,7 @@ from typing import Optional
 import typer
 
 from sepo.errors import SepoError, brief
-from sepo.policies.text_policy import DEFAULT_SAMPLES, FAILURE_RULES
+from sepo.policies.text_policy import DEFAULT_REPROMPTS, DEFAULT_SAMPLES, FAILURE_RULES
 
 _OPTIONS = {
     "temperature": (Optional[float], "--temperature", "Text agents: sampling temperature, 0 = greedy (default 1; the "
@@ -32,6 +33,8 @@ _OPTIONS = {
 _SAMPLES = f"Text agents: replies per information state when the policy is estimated (default {DEFAULT_SAMPLES})."
 _TRAIN_SAMPLES = "hf: replies per information state for the played policy each step's charges and logs use (default 64)."
 _FAILURE_RULE = f"Text agents: rule for replies that do not parse: {' | '.join(FAILURE_RULES)} (default forced)."
+_REPROMPTS = (f"Text agents, with --failure-rule reprompt: correction turns per failed reply before the fallback "
+              f"action plays (default {DEFAULT_REPROMPTS}).")
 
 
 def with_decoding(training: bool = False):
@@ -43,6 +46,7 @@ def with_decoding(training: bool = False):
         options = dict(_OPTIONS, samples=(Optional[int], "--samples", _TRAIN_SAMPLES if training else _SAMPLES))
         if not training:
             options["failure_rule"] = (Optional[str], "--failure-rule", _FAILURE_RULE)
+            options["reprompts"] = (Optional[int], "--reprompts", _REPROMPTS)
         extra = [inspect.Parameter(f"decoding_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=kind,
                                    default=typer.Option(None, flag, help=help))
                  for name, (kind, flag, help) in options.items()]
@@ -67,14 +71,17 @@ def decoding_applies(decoding: dict, policy, agent: str) -> None:
 
 
 def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None, top_k=None, max_new_tokens=None,
-                       repetition_penalty=None, thinking=None, samples=None, failure_rule=None):
+                       repetition_penalty=None, thinking=None, samples=None, failure_rule=None, reprompts=None):
     """The decoding and estimation settings of a text agent from a command's options."""
     from sepo.policies.replies import decoding_for
     from sepo.policies.text_policy import TextAgentOptions
 
+    if reprompts is not None and failure_rule != "reprompt":
+        raise SepoError("--reprompts applies with --failure-rule reprompt only")
     decoding = decoding_for(protocol, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
                             repetition_penalty=repetition_penalty, enable_thinking=thinking)
-    return TextAgentOptions(decoding, DEFAULT_SAMPLES if samples is None else samples, failure_rule or "forced", seed)
+    return TextAgentOptions(decoding, DEFAULT_SAMPLES if samples is None else samples, failure_rule or "forced", seed,
+                            DEFAULT_REPROMPTS if reprompts is None else reprompts)
 
 
 def policy_line(record: dict, decoding: dict | None = None) -> str:
@@ -85,4 +92,18 @@ def policy_line(record: dict, decoding: dict | None = None) -> str:
         line += f" ({record['states']} states, {record['invalid_replies']} of {record['replies']} replies did not parse)"
     if decoding:
         line += "; decoding: " + ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None)
+    return line
+
+
+def reprompt_line(record: dict) -> str:
+    """One line on the `reprompt` rule: in play, how many replies failed, the correction turns
+    sent, how many they recovered and how many still fell back."""
+    played = record["played"]
+    line = (f"re-prompts (at most {record['max_reprompts']} per failed reply): in play {played['failed_replies']} replies "
+            f"failed, {played['reprompts_sent']} corrections sent, {played['recovered']} recovered, "
+            f"{played['fell_back']} played the fallback action")
+    policy = record["policy"]
+    if policy["failed_replies"]:
+        line += (f"; reading the policy {policy['failed_replies']} failed, {policy['reprompts_sent']} sent, "
+                 f"{policy['recovered']} recovered, {policy['fell_back']} fell back")
     return line

@@ -158,6 +158,9 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     result["decoding"] = decoding.record() if decoding is not None else None
     if channel is not None:
         result["talk"] = dict(channel.counts)
+    reprompts = getattr(agent, "reprompt_record", None)
+    if callable(reprompts) and reprompts() is not None:
+        result["reprompts"] = reprompts()
     if callable(getattr(agent, "record", None)):  # e.g. an endpoint agent: token usage, cache
         result["agent_record"] = agent.record()
     return result

@@ -48,7 +48,7 @@ from sepo.games.base import Decision, TextView
 from sepo.policies.hf import FORCED_QUESTION
 from sepo.policies.replies import Decoding, Reply
 from sepo.policies.reply_cache import ReplyCache, request_key
-from sepo.policies.text_policy import DEFAULT_SAMPLES, TextPolicy
+from sepo.policies.text_policy import DEFAULT_REPROMPTS, DEFAULT_SAMPLES, TextPolicy
 
 API_KEY_VARIABLES = ("SEPO_API_KEY", "OPENAI_API_KEY")
 CACHE_VARIABLE = "SEPO_CACHE_DIR"
@@ -100,7 +100,7 @@ class EndpointAgent(TextPolicy):
                  failure_rule: str = "forced", fallback_action=None, forced_top_logprobs: int = 20, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                  api_key: str | None = None, concurrency: int = 8, max_retries: int = 6, timeout: float = 120.0,
                  cache_dir: str | os.PathLike | None = None, use_cache: bool = True, max_n: int = 128,
-                 name: str | None = None, client=None):
+                 name: str | None = None, client=None, reprompts: int = DEFAULT_REPROMPTS):
         try:
             import openai
         except ImportError:  # pragma: no cover - the `endpoint` extra is missing
@@ -129,7 +129,8 @@ class EndpointAgent(TextPolicy):
             self.cache = ReplyCache(folder / f"{slug}-{request_key({'model': model, 'url': self.base_url})[:12]}.jsonl")
         self.usage: Counter = Counter()
         self._usage_lock = threading.Lock()
-        super().__init__(failure_rule=failure_rule, fallback_action=fallback_action, samples=samples, seed=seed)
+        super().__init__(failure_rule=failure_rule, fallback_action=fallback_action, samples=samples, seed=seed,
+                         reprompts=reprompts)
 
     # ------------------------------------------------------------------ ReplySource
 

@@ -33,6 +33,8 @@ Failure rules (a reply that names no action, two actions or an illegal one, or i
   (`text_policy.fallback_action`: its text view's rule where it has one, else the first legal
   action), the one SEPO training plays for a reply that does not parse.
 - "random-legal": a uniformly random legal action.
+- "reprompt": one short correction turn after the failed reply, and the model replies again in
+  the same chat, up to `reprompts` times; still failing, the fallback action (`text_policy`).
 
 End of turn: generation stops at the model's declared end tokens plus the chat template's
 end-of-turn token (`turn_end_ids`, read from the template: Gemma's `<end_of_turn>`, ChatML's
@@ -59,7 +61,7 @@ from sepo.errors import SepoError
 from sepo.games.base import Decision, TextView
 from sepo.policies.base import Choice, Policy, _sample_index
 from sepo.policies.replies import Decoding, Reply
-from sepo.policies.text_policy import DEFAULT_SAMPLES, FAILURE_RULES, PolicyEstimate, TextPolicy
+from sepo.policies.text_policy import DEFAULT_REPROMPTS, DEFAULT_SAMPLES, FAILURE_RULES, PolicyEstimate, TextPolicy
 
 MODES = ("sample", "score")
 EXACT_TOLERANCE = 1e-6
@@ -218,6 +220,7 @@ class HFPolicy(TextPolicy):
         name: str | None = None,
         generation_kwargs: dict | None = None,
         trust_remote_code: bool = False,
+        reprompts: int = DEFAULT_REPROMPTS,
     ):
         if mode not in MODES:
             raise SepoError(f"HFPolicy: mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -245,7 +248,8 @@ class HFPolicy(TextPolicy):
         self.batch_size = batch_size
         self.generation_kwargs = dict(generation_kwargs or {})
         self.name = name or f"hf:{model_name}"
-        super().__init__(failure_rule=failure_rule, fallback_action=fallback_action, samples=samples, seed=seed)
+        super().__init__(failure_rule=failure_rule, fallback_action=fallback_action, samples=samples, seed=seed,
+                         reprompts=reprompts)
         self._seed = seed
         self._calls = 0
         self._prompt_cache: dict[tuple[str, ...], tuple[int, ...]] = {}

@@ -63,8 +63,7 @@ def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None) -> P
         from sepo.policies.endpoint import EndpointAgent, parse_endpoint_spec
 
         text = text or TextAgentOptions()
-        return EndpointAgent(*parse_endpoint_spec(arg), game.text, text.decoding, failure_rule=text.failure_rule,
-                             samples=text.samples, seed=text.seed)
+        return EndpointAgent(*parse_endpoint_spec(arg), game.text, text.decoding, **text.agent_kwargs())
     kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH",
              "openai:MODEL@URL"]
     raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
@@ -119,8 +118,7 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None) -> Po
     from sepo.policies.hf import HFPolicy
 
     text = text or TextAgentOptions()
-    return HFPolicy(path, game.text, mode="sample", decoding=text.decoding, failure_rule=text.failure_rule,
-                    samples=text.samples, seed=text.seed)
+    return HFPolicy(path, game.text, mode="sample", decoding=text.decoding, **text.agent_kwargs())
 
 
 def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None) -> Policy:

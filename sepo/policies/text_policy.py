@@ -40,7 +40,14 @@ from sepo.games.base import Decision
 from sepo.policies.base import Choice, Policy, _sample_index
 from sepo.policies.replies import Decoding, Reply, ReplySource, parse_reply
 
-FAILURE_RULES = ("forced", "fallback", "random-legal")
+FAILURE_RULES = ("forced", "fallback", "random-legal", "reprompt")
+DEFAULT_REPROMPTS = 2
+"""Correction turns the `reprompt` rule allows per failed reply before the fallback action plays."""
+MAX_REPROMPTS = 10
+_PROBLEMS = {"no_action": "it names no action", "ambiguous": "it names more than one action",
+             "illegal": "the action it names is not legal now", "truncated": "it was cut off before it ended"}
+_LISTED = 8
+"""Legal actions named in a correction message; a decision with more gets the question's form instead."""
 DEFAULT_SAMPLES = 2048
 """Replies per state for an estimated policy: enough that a scripted agent sampling a known
 equilibrium (tests/policies/test_text_policy.py) gets an exploitability interval [0, ≤ 0.02]
@@ -58,6 +65,19 @@ def fallback_action(text, decision: Decision) -> int:
     return rule(decision) if callable(rule) else decision.legal_actions[0]
 
 
+def correction_message(view, decision: Decision, status: str) -> str:
+    """The `reprompt` rule's one short user turn after a reply that did not parse: what was wrong
+    with it and the legal answers, written by the text view (`answer_text`, so a disguised view's
+    names appear, never the plain game's)."""
+    problem = _PROBLEMS.get(status, "it could not be read as an action")
+    legal = decision.legal_actions
+    if len(legal) <= _LISTED:
+        answers = ", ".join(view.answer_text(decision, a) for a in legal)
+        return f"Your reply could not be read: {problem}. End your reply with one action alone on the last line: {answers}."
+    return (f"Your reply could not be read: {problem}. End your reply with one legal action alone on the last line, "
+            "written as the question asks.")
+
+
 @dataclass(frozen=True)
 class TextAgentOptions:
     """How a command builds any text agent (a local model, an endpoint model): its decoding,
@@ -67,15 +87,30 @@ class TextAgentOptions:
     samples: int = DEFAULT_SAMPLES
     failure_rule: str = "forced"
     seed: int = 0
+    reprompts: int = DEFAULT_REPROMPTS
+    """Correction turns per failed reply under the `reprompt` rule."""
 
     def __post_init__(self):
         if self.failure_rule not in FAILURE_RULES:
             raise SepoError(f"failure rule must be one of {', '.join(FAILURE_RULES)}; got {self.failure_rule!r}")
         if self.samples < 1:
             raise SepoError(f"replies per state must be >= 1, got {self.samples}")
+        check_reprompts(self.reprompts)
 
     def record(self) -> dict:
-        return {"decoding": self.decoding.record(), "replies_per_state": self.samples, "failure_rule": self.failure_rule}
+        out = {"decoding": self.decoding.record(), "replies_per_state": self.samples, "failure_rule": self.failure_rule}
+        if self.failure_rule == "reprompt":
+            out["reprompts"] = self.reprompts
+        return out
+
+    def agent_kwargs(self) -> dict:
+        """The keywords every text agent's constructor takes from these options."""
+        return {"failure_rule": self.failure_rule, "samples": self.samples, "seed": self.seed, "reprompts": self.reprompts}
+
+
+def check_reprompts(reprompts: int) -> None:
+    if not isinstance(reprompts, int) or not 1 <= reprompts <= MAX_REPROMPTS:
+        raise SepoError(f"re-prompts per failed reply must be a whole number from 1 to {MAX_REPROMPTS}, got {reprompts!r}")
 
 
 @dataclass
@@ -156,18 +191,25 @@ class TextPolicy(Policy):
 
     def __init__(self, source: ReplySource | None = None, *, failure_rule: str = "forced",
                  fallback_action: Callable[[Decision], int] | None = None, samples: int = DEFAULT_SAMPLES,
-                 seed: int = 0, name: str | None = None, at_met_prompts: bool = True):
+                 seed: int = 0, name: str | None = None, at_met_prompts: bool = True,
+                 reprompts: int = DEFAULT_REPROMPTS):
         if failure_rule not in FAILURE_RULES:
             raise SepoError(f"failure rule must be one of {', '.join(FAILURE_RULES)}; got {failure_rule!r}")
         if samples < 1:
             raise SepoError(f"replies per state must be >= 1, got {samples}")
+        check_reprompts(reprompts)
         self.source = self if source is None else source
         if source is not None:
             self.decoding = source.decoding
         if failure_rule == "forced" and not callable(getattr(self.source, "forced_actions", None)):
             raise SepoError(f"{getattr(self.source, 'name', 'this agent')} cannot do forced decoding; "
                             "use failure rule 'fallback' or 'random-legal'")
+        if failure_rule == "reprompt" and not callable(getattr(self.source, "chat_replies", None)):
+            raise SepoError(f"{getattr(self.source, 'name', 'this agent')} cannot answer a correction turn; "
+                            "use failure rule 'fallback' or 'random-legal'")
         self.failure_rule = failure_rule
+        self.reprompts = reprompts
+        self._reprompt_calls = 0
         self.fallback_action = fallback_action
         self.samples = samples
         self.at_met_prompts = at_met_prompts
@@ -190,17 +232,61 @@ class TextPolicy(Policy):
             raise SepoError(f"{self.name}: fallback action {action!r} is not legal at {decision.info_key!r}")
         return action
 
-    def _rule_outcomes(self, failed: list[tuple[Decision, str]]) -> list[np.ndarray]:
-        """The played distribution of each failed reply under the failure rule."""
+    def _rule_outcomes(self, failed: list[tuple[Decision, str]], statuses: Sequence[str] = (), where: str = "estimate",
+                       seed: int | None = None) -> list[np.ndarray]:
+        """The played distribution of each failed reply under the failure rule (`statuses`: each
+        reply's parse failure, which the `reprompt` rule's correction names; `where` prefixes its
+        counts, `seed` draws its replies)."""
         if not failed:
             return []
         if self.failure_rule == "random-legal":
             return [np.full(len(d.legal_actions), 1.0 / len(d.legal_actions)) for d, _ in failed]
         if self.failure_rule == "forced":
             actions = self.source.forced_actions([d for d, _ in failed], [text for _, text in failed])
+        elif self.failure_rule == "reprompt":
+            actions = self._reprompted(failed, list(statuses) or ["no_action"] * len(failed), where, seed)
         else:
             actions = [self._fallback(d) for d, _ in failed]
         return [np.eye(len(d.legal_actions))[d.legal_actions.index(a)] for (d, _), a in zip(failed, actions)]
+
+    def _reprompted(self, failed: list[tuple[Decision, str]], statuses: list[str], where: str,
+                    seed: int | None) -> list[int]:
+        """The `reprompt` rule: each failed reply is answered with one short correction turn
+        (`correction_message`) and the model replies again in the same chat, up to `reprompts`
+        times; the first reply that parses is the action played, and a reply still failing after
+        the last correction plays the fallback action. Counted as `<where>.reprompt.sent`,
+        `.recovered` and `.exhausted`. All chats of a round go out in one batched call."""
+        view = self.source.text
+        if seed is None:
+            self._reprompt_calls += 1
+            seed = int(np.random.SeedSequence([self._estimate_seed, 0x2E9207, self._reprompt_calls]).generate_state(1)[0])
+        chats = [[{"role": "system", "content": view.system_prompt()}, {"role": "user", "content": view.user_prompt(d)},
+                  {"role": "assistant", "content": text}, {"role": "user", "content": correction_message(view, d, status)}]
+                 for (d, text), status in zip(failed, statuses)]
+        actions: list[int | None] = [None] * len(failed)
+        pending = list(range(len(failed)))
+        for turn in range(self.reprompts):
+            if not pending:
+                break
+            turn_seed = int(np.random.SeedSequence([seed, turn]).generate_state(1)[0])
+            replies = self.source.chat_replies([chats[i] for i in pending], 1, turn_seed)
+            self.counts[f"{where}.reprompt.sent"] += len(pending)
+            still = []
+            for i, group in zip(pending, replies):
+                decision, reply = failed[i][0], group[0]
+                parsed = parse_reply(view, reply, decision)
+                if parsed.ok:
+                    actions[i] = parsed.action
+                    self.counts[f"{where}.reprompt.recovered"] += 1
+                else:
+                    chats[i] = chats[i] + [{"role": "assistant", "content": reply.text},
+                                           {"role": "user", "content": correction_message(view, decision, parsed.status)}]
+                    still.append(i)
+            pending = still
+        for i in pending:
+            actions[i] = self._fallback(failed[i][0])
+            self.counts[f"{where}.reprompt.exhausted"] += 1
+        return actions
 
     # ------------------------------------------------------------------ play
 
@@ -221,7 +307,8 @@ class TextPolicy(Policy):
                 legal = decisions[i].legal_actions
                 rule_actions[i] = legal[int(rng.integers(len(legal)))]
         else:
-            outcomes = self._rule_outcomes([(decisions[i], replies[i].text) for i in failed])
+            outcomes = self._rule_outcomes([(decisions[i], replies[i].text) for i in failed],
+                                           [parsed[i].status for i in failed], "act", seed)
             for i, o in zip(failed, outcomes):
                 rule_actions[i] = decisions[i].legal_actions[int(np.argmax(o))]
         choices = []
@@ -332,7 +419,8 @@ class TextPolicy(Policy):
             self.counts[f"estimate.{p.status}"] += 1
         failed = [k for k, p in enumerate(parsed) if not p.ok]
         self._last_failed = failed
-        rule = dict(zip(failed, self._rule_outcomes([(pairs[k][0], pairs[k][1].text) for k in failed])))
+        rule = dict(zip(failed, self._rule_outcomes([(pairs[k][0], pairs[k][1].text) for k in failed],
+                                                    [parsed[k].status for k in failed])))
         return [rule[k] if k in rule else np.eye(len(d.legal_actions))[d.legal_actions.index(p.action)]
                 for k, ((d, _), p) in enumerate(zip(pairs, parsed))]
 
@@ -386,6 +474,20 @@ class TextPolicy(Policy):
         self._reply_cache.clear()
 
     # ------------------------------------------------------------------ bookkeeping
+
+    def reprompt_record(self) -> dict | None:
+        """Under the `reprompt` rule, what it cost and what it saved: in play (`played`) and in
+        reading the policy (`policy`), the correction turns sent, the replies they recovered and
+        the failed replies that still fell back; None under another rule."""
+        if self.failure_rule != "reprompt":
+            return None
+        c = self.counts
+        out = {"max_reprompts": self.reprompts}
+        for where, name in (("act", "played"), ("estimate", "policy")):
+            out[name] = {"failed_replies": sum(c[f"{where}.{status}"] for status in _PROBLEMS),
+                         "reprompts_sent": c[f"{where}.reprompt.sent"], "recovered": c[f"{where}.reprompt.recovered"],
+                         "fell_back": c[f"{where}.reprompt.exhausted"]}
+        return out
 
     def invalid_rate(self) -> float:
         """Fraction of played decisions whose reply did not parse (0 when none were played)."""

@@ -73,11 +73,26 @@ def test_paper_protocol_puts_the_papers_decoding_on_record(tiny):
 
 def test_bad_decoding_options_are_one_line_errors():
     runner = CliRunner()
-    for args in (["--temperature", "-1"], ["--top-p", "0"], ["--samples", "0"], ["--failure-rule", "guess"]):
+    for args in (["--temperature", "-1"], ["--top-p", "0"], ["--samples", "0"], ["--failure-rule", "guess"],
+                 ["--reprompts", "2"], ["--failure-rule", "reprompt", "--reprompts", "0"]):
         result = runner.invoke(app, ["exploit", "--game", "kuhn", "--agent", "uniform", *args])
         assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
     result = runner.invoke(app, ["train", "--out", "x", "--policy", "tabular", "--temperature", "0.5"])
     assert result.exit_code == 2 and "language models" in result.stderr
+
+
+def test_reprompt_rule_through_eval_with_a_local_model(tiny):
+    """`--failure-rule reprompt` with the tiny model (whose replies rarely parse): the audit says how
+    many corrections were sent and what they recovered; greedy, its policy is still exact; the
+    human output has the re-prompt line."""
+    args = ("eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT, "--episodes", "1",
+            "--failure-rule", "reprompt", "--reprompts", "1")
+    audit = json.loads(_run(*args, "--json").stdout)
+    played = audit["reprompts"]["played"]
+    assert audit["reprompts"]["max_reprompts"] == 1 and played["failed_replies"] > 0
+    assert played["reprompts_sent"] == played["failed_replies"] == played["recovered"] + played["fell_back"]
+    assert audit["policy"]["policy"] == "exact"
+    assert "re-prompts (at most 1 per failed reply)" in _run(*args).stdout
 
 
 def test_a_language_model_agent_writes_messages_in_eval_with_talk(tiny):
