@@ -4,14 +4,15 @@ Every built-in domain is registered here, one line each, and imported only when 
 from __future__ import annotations
 
 from sepo.games.base import Decision, Game, ParseResult, RoundResult, State, TextView
-from sepo.games.registry import (PROTOCOLS, Domain, Param, check_protocol, default_game, domain_names, domain_of, get_domain,
-                                 register)
+from sepo.games.registry import (PROTOCOLS, Domain, Param, check_protocol, default_game, domain_names, domain_of,
+                                 family_names, get_domain, register, register_family)
 
 register("kuhn", "sepo.games.kuhn:DOMAIN")
 register("auction", "sepo.games.auction:DOMAIN")
 register("ipd", "sepo.games.ipd:DOMAIN")
 register("negotiation", "sepo.games.negotiation:DOMAIN")
 register("negotiation-gt", "sepo.games.negotiation_gt:DOMAIN")
+register_family("openspiel", "sepo.games.openspiel:domain_for")  # openspiel:GAME[(params)], any OpenSpiel game
 
 
 def load_game(name: str, protocol: str = "rigorous", **params) -> Game:
@@ -20,4 +21,5 @@ def load_game(name: str, protocol: str = "rigorous", **params) -> Game:
 
 
 __all__ = ["Decision", "Domain", "Game", "Param", "ParseResult", "PROTOCOLS", "RoundResult", "State", "TextView",
-           "check_protocol", "default_game", "domain_names", "domain_of", "get_domain", "load_game", "register"]
+           "check_protocol", "default_game", "domain_names", "domain_of", "family_names", "get_domain", "load_game",
+           "register", "register_family"]

@@ -163,6 +163,8 @@ def ref(target: str) -> Callable:
 
 
 _ENTRIES: dict[str, str | Domain] = {}
+_FAMILIES: dict[str, str | Callable[[str], Domain]] = {}
+_MADE: dict[str, Domain] = {}
 
 
 def register(domain: "Domain | str", entry_point: str | None = None) -> None:
@@ -184,6 +186,20 @@ def unregister(name: str) -> None:
     _ENTRIES.pop(name, None)
 
 
+def register_family(prefix: str, entry_point: "str | Callable[[str], Domain]") -> None:
+    """Register a family of domains named `PREFIX:REST` (e.g. a game library's games by their own
+    names): `entry_point` ("module:function", imported lazily, or a function) maps REST to the
+    `Domain` named `PREFIX:REST` (or raises SepoError for a REST it cannot make)."""
+    if prefix in _FAMILIES or ":" in prefix:
+        raise ValueError(f"family {prefix!r} is already registered or holds ':'")
+    _FAMILIES[prefix] = entry_point
+
+
+def family_names() -> list[str]:
+    """The registered families' prefixes (their domains are made on first use)."""
+    return sorted(_FAMILIES)
+
+
 def domain_names() -> list[str]:
     return sorted(_ENTRIES)
 
@@ -197,7 +213,11 @@ def get_domain(name: str) -> Domain:
     """The spec of domain `name`; an unknown name is a one-line error listing the known ones."""
     entry = _ENTRIES.get(name)
     if entry is None:
-        raise SepoError(unknown_name("game", name, _ENTRIES))
+        prefix, colon, rest = name.partition(":")
+        if colon and prefix in _FAMILIES:
+            return _family_member(prefix, rest)
+        known = [*_ENTRIES, *(f"{family}:GAME" for family in _FAMILIES)]
+        raise SepoError(unknown_name("game", name, known))
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
         domain = getattr(importlib.import_module(module), attr)
@@ -205,6 +225,23 @@ def get_domain(name: str) -> Domain:
             raise TypeError(f"{entry} is not the Domain spec of {name!r}")
         _ENTRIES[name] = entry = domain
     return entry
+
+
+def _family_member(prefix: str, rest: str) -> Domain:
+    """The domain `PREFIX:REST`, made once by its family (cached under the name asked for and under
+    the domain's own, canonical name)."""
+    asked = f"{prefix}:{rest}"
+    if asked in _MADE:
+        return _MADE[asked]
+    make = _FAMILIES[prefix]
+    if isinstance(make, str):
+        module, _, attr = make.partition(":")
+        make = getattr(importlib.import_module(module), attr)
+    domain = make(rest)
+    if not isinstance(domain, Domain) or not domain.name.startswith(prefix + ":"):
+        raise TypeError(f"family {prefix!r} made {domain!r}, not a Domain named '{prefix}:...'")
+    _MADE[asked] = _MADE.setdefault(domain.name, domain)
+    return _MADE[asked]
 
 
 def domain_of(game: "Game") -> Domain:

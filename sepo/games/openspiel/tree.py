@@ -1,0 +1,259 @@
+"""A two-player OpenSpiel game enumerated once into arrays, and the batched sequence-form
+computations every exact number of the domain comes from.
+
+Rows are information states (both seats, disjoint), columns their legal actions in OpenSpiel's
+order; a policy is a table `[..., rows, width]` (zero-padded). A sequence is one (row, column),
+flattened as `row * width + column`, plus the empty sequence `EMPTY = rows * width`. A policy's
+realization plan `X[..., EMPTY + 1]` holds, for every sequence, the product of the policy's own
+probabilities along it; a terminal's probability under a profile is chance × X_seat0 × X_seat1 at
+the terminal's last sequence of each seat (perfect recall).
+
+The best response of seat i against a table is one sparse product and one pass over i's rows from
+the deepest: `W = X_j @ G_i` (G_i[s_j, s_i] = Σ_z chance(z)·gain_i(z) over the terminals whose last
+sequences are s_j and s_i), then V(I) = max_a W[I,a] + Σ_{I' after (I,a)} V(I'). The same pass with
+the agent's own probabilities in place of the max gives counterfactual values, hence the Danskin
+gradient. Everything is batched over a leading axis of policies (numpy and scipy.sparse), which is
+why it beats OpenSpiel's per-policy tree walk by orders of magnitude (benchmarks/bench_openspiel.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from sepo.errors import SepoError
+from sepo.games.base import Decision
+
+MAX_HISTORIES = 2_000_000
+"""The most histories the domain enumerates for an exact solver (liars_dice with one six-sided die
+each has 294,883; each history costs about 100 bytes in the arrays)."""
+
+
+class NoTree(SepoError):
+    """The game cannot be enumerated for an exact solver: too large, or its information states do
+    not have perfect recall."""
+
+
+@dataclass
+class Tree:
+    keys: tuple[str, ...]
+    seat: np.ndarray               # [R] seat of each row
+    legal: np.ndarray              # [R, W] bool
+    actions: list                  # [R] OpenSpiel action ids, legal order
+    decisions: list                # [R] canonical Decision
+    parent: np.ndarray             # [R] parent sequence (flat) of each row, EMPTY if none
+    levels: list                   # [seat][depth] -> rows at that own depth
+    node_kind: np.ndarray          # [N] seat >= 0, -1 chance, -4 terminal
+    node_row: np.ndarray           # [N] row at decision nodes, -1 elsewhere
+    node_depth: np.ndarray         # [N]
+    children: np.ndarray           # [N, A] child node per column (chance: per outcome), -1 pad
+    chance_prob: np.ndarray        # [N, A] chance probabilities (0 elsewhere)
+    node_returns: np.ndarray       # [N, 2] returns at terminals
+    term_chance: np.ndarray        # [Z]
+    term_returns: np.ndarray       # [Z, 2]
+    term_last: np.ndarray          # [Z, 2] last sequence of each seat
+
+    @property
+    def width(self) -> int:
+        return self.legal.shape[1]
+
+    @property
+    def empty(self) -> int:
+        return len(self.keys) * self.width
+
+    def flat(self, rows: np.ndarray) -> np.ndarray:
+        return rows[:, None] * self.width + np.arange(self.width)
+
+    # -- sequence-form pieces ------------------------------------------------------------------
+    def matrix(self, weights: np.ndarray, rows_seat: int) -> sp.csr_matrix:
+        """`M[s_other, s_rows_seat] = Σ_z chance(z)·weights(z)` over terminals by their last sequences."""
+        size = self.empty + 1
+        values = self.term_chance * weights
+        return sp.csr_matrix((values, (self.term_last[:, 1 - rows_seat], self.term_last[:, rows_seat])), shape=(size, size))
+
+    def realization(self, table: np.ndarray) -> np.ndarray:
+        """`[B, EMPTY + 1]` realization plan of tables `[B, R, W]` (both seats' rows)."""
+        plan = np.empty((table.shape[0], self.empty + 1))
+        plan[:, self.empty] = 1.0
+        for seat_levels in self.levels:
+            for rows in seat_levels:
+                plan[:, self.flat(rows)] = plan[:, self.parent[rows]][..., None] * table[:, rows, :]
+        return plan
+
+    def _scatter(self, rows: np.ndarray) -> sp.csr_matrix:
+        """`[len(rows), EMPTY + 1]`: row k adds into its parent sequence."""
+        return sp.csr_matrix((np.ones(len(rows)), (np.arange(len(rows)), self.parent[rows])),
+                             shape=(len(rows), self.empty + 1))
+
+    def best_response(self, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int):
+        """(value `[B]`, one-hot choice `[B, R, W]` on `seat`'s rows) of `seat`'s best response to
+        the other seat's realization plans, maximising Σ chance·gain."""
+        weights = np.asarray((gain.T @ plan_other.T).T)
+        below = np.zeros_like(weights)
+        choice = np.zeros((plan_other.shape[0], len(self.keys), self.width))
+        for rows in reversed(self.levels[seat]):
+            idx = self.flat(rows)
+            q = np.where(self.legal[rows], weights[:, idx] + below[:, idx], -np.inf)
+            best = q.argmax(-1)
+            value = np.take_along_axis(q, best[..., None], -1)[..., 0]
+            choice[:, rows, :] = np.eye(self.width)[best]
+            below += np.asarray((self._scatter_of(seat, rows).T @ value.T).T)
+        return weights[:, self.empty] + below[:, self.empty], choice
+
+    def counterfactual(self, table: np.ndarray, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int) -> np.ndarray:
+        """`[B, R, W]`: on `seat`'s rows, Σ over terminals below (row, column) of chance × gain ×
+        the other seat's plan × `seat`'s own probabilities after that column."""
+        weights = np.asarray((gain.T @ plan_other.T).T)
+        below = np.zeros_like(weights)
+        q_all = np.zeros(table.shape)
+        for rows in reversed(self.levels[seat]):
+            idx = self.flat(rows)
+            q = np.where(self.legal[rows], weights[:, idx] + below[:, idx], 0.0)
+            q_all[:, rows, :] = q
+            below += np.asarray((self._scatter_of(seat, rows).T @ (table[:, rows, :] * q).sum(-1).T).T)
+        return q_all
+
+    def _scatter_of(self, seat: int, rows: np.ndarray) -> sp.csr_matrix:
+        key = (seat, int(rows[0]), len(rows))
+        cache = self.__dict__.setdefault("_scatters", {})
+        if key not in cache:
+            cache[key] = self._scatter(rows)
+        return cache[key]
+
+    def own_reach(self, table: np.ndarray) -> np.ndarray:
+        """`[B, R]`: each row's own probability of the moves leading to it."""
+        return self.realization(table)[:, self.parent]
+
+    # -- node-level passes (training and language-model environments) --------------------------
+    def node_order(self) -> list:
+        cache = self.__dict__.setdefault("_order", None)
+        if cache is None:
+            depth = self.node_depth
+            cache = [np.flatnonzero(depth == d) for d in range(int(depth.max()) + 1)]
+            self.__dict__["_order"] = cache
+        return cache
+
+    def move_probabilities(self, tables_by_seat) -> np.ndarray:
+        """`[N, A]`: probability of each child, chance from the game, seat s from `tables_by_seat[s]`."""
+        probs = self.chance_prob.copy()
+        for seat, table in enumerate(tables_by_seat):
+            nodes = np.flatnonzero(self.node_kind == seat)
+            probs[nodes, : self.width] = table[self.node_row[nodes]]
+        return probs
+
+    def node_values(self, probs: np.ndarray, seat: int) -> np.ndarray:
+        """`[N]`: `seat`'s expected return from each node when moves follow `probs`."""
+        values = np.where(self.node_kind == -4, self.node_returns[:, seat], 0.0)
+        for nodes in reversed(self.node_order()):
+            inner = nodes[self.node_kind[nodes] != -4]
+            if len(inner):
+                kids = self.children[inner]
+                values[inner] = (probs[inner] * np.where(kids >= 0, values[np.maximum(kids, 0)], 0.0)).sum(-1)
+        return values
+
+    def node_reach(self, probs: np.ndarray) -> np.ndarray:
+        """`[N]`: probability of reaching each node when moves follow `probs`."""
+        reach = np.zeros(len(self.node_kind))
+        reach[0] = 1.0
+        for nodes in self.node_order():
+            inner = nodes[self.node_kind[nodes] != -4]
+            kids = self.children[inner]
+            mask = kids >= 0
+            reach[kids[mask]] += (reach[inner][:, None] * probs[inner])[mask]
+        return reach
+
+
+def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
+    """Enumerate a two-player OpenSpiel game (depth first, OpenSpiel's action order)."""
+    from sepo.games.openspiel.rules import decision_of
+
+    keys: dict[str, int] = {}
+    seats, actions, decisions, parents = [], [], [], []
+    kinds, rows, node_depth, kids, probs, node_returns = [], [], [], [], [], []
+    term = []  # (chance, returns, last0, last1)
+    stack = [(pgame.new_initial_state(), -1, 0, 1.0, (None, None), 0)]
+    while stack:
+        state, parent_node, col, chance, last, depth = stack.pop()
+        node = len(kinds)
+        if len(kinds) >= max_histories:
+            raise NoTree(f"{game_name}: more than {max_histories:,} histories; the exact solver enumerates the whole "
+                           "game tree")
+        if parent_node >= 0:
+            kids[parent_node][col] = node
+        node_depth.append(depth)
+        if state.is_terminal():
+            kinds.append(-4)
+            rows.append(-1)
+            kids.append({})
+            probs.append({})
+            node_returns.append(tuple(state.returns()))
+            term.append((chance, tuple(state.returns()), last))
+            continue
+        node_returns.append((0.0, 0.0))
+        if state.is_chance_node():
+            outcomes = state.chance_outcomes()
+            kinds.append(-1)
+            rows.append(-1)
+            kids.append({})
+            probs.append({k: p for k, (_, p) in enumerate(outcomes)})
+            for k, (action, p) in reversed(list(enumerate(outcomes))):
+                stack.append((state.child(action), node, k, chance * p, last, depth + 1))
+            continue
+        seat = state.current_player()
+        key = state.information_state_string(seat)
+        legal = state.legal_actions(seat)
+        if key not in keys:
+            keys[key] = len(keys)
+            seats.append(seat)
+            actions.append(tuple(int(a) for a in legal))
+            decisions.append(decision_of(game_name, state, seat, 0, 0, 1))
+            parents.append(last[seat])
+        row = keys[key]
+        if seats[row] != seat or actions[row] != tuple(int(a) for a in legal) or parents[row] != last[seat]:
+            raise NoTree(f"{game_name}: information state {' '.join(key.split())[:80]!r} is met by two seats, with other "
+                         "moves or after other own moves (OpenSpiel's string forgets them: no perfect recall); sepo's "
+                         "exact solver needs perfect recall")
+        kinds.append(seat)
+        rows.append(row)
+        kids.append({})
+        probs.append({})
+        for c, action in reversed(list(enumerate(legal))):
+            step = tuple((row, c) if s == seat else last[s] for s in range(2))
+            stack.append((state.child(action), node, c, chance, step, depth + 1))
+    R = len(keys)
+    if R == 0:
+        raise SepoError(f"{game_name}: no player ever moves")
+    W = max(len(a) for a in actions)
+    empty = R * W
+
+    def flat(seq):
+        return empty if seq is None else seq[0] * W + seq[1]
+
+    parent = np.array([flat(p) for p in parents], dtype=np.int64)
+    own_depth = np.zeros(R, dtype=np.int64)
+    for r in range(R):  # parents are met before their children, so rows are in depth-first order
+        p = parents[r]
+        own_depth[r] = 0 if p is None else own_depth[p[0]] + 1
+    seat_arr = np.array(seats)
+    levels = [[np.flatnonzero((seat_arr == s) & (own_depth == d)) for d in range(int(own_depth.max()) + 1)] for s in range(2)]
+    levels = [[rows_ for rows_ in seat_levels if len(rows_)] for seat_levels in levels]
+    legal = np.zeros((R, W), dtype=bool)
+    for r, a in enumerate(actions):
+        legal[r, : len(a)] = True
+    N = len(kinds)
+    A = max([W] + [len(k) for k in probs] + [max(k) + 1 for k in kids if k])
+    children = np.full((N, A), -1, dtype=np.int64)
+    chance_prob = np.zeros((N, A))
+    for n in range(N):
+        for c, child in kids[n].items():
+            children[n, c] = child
+        for c, p in probs[n].items():
+            chance_prob[n, c] = p
+    return Tree(
+        keys=tuple(keys), seat=seat_arr, legal=legal, actions=actions, decisions=decisions, parent=parent, levels=levels,
+        node_kind=np.array(kinds), node_row=np.array(rows), node_depth=np.array(node_depth), children=children,
+        chance_prob=chance_prob, node_returns=np.array(node_returns, dtype=float),
+        term_chance=np.array([t[0] for t in term]), term_returns=np.array([t[1] for t in term], dtype=float),
+        term_last=np.array([[flat(t[2][0]), flat(t[2][1])] for t in term], dtype=np.int64),
+    )
