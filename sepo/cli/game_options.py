@@ -14,14 +14,15 @@ from typing import Optional
 import typer
 
 from sepo.errors import SepoError, brief
-from sepo.games import default_game, domain_names, get_domain
+from sepo.games import default_game, domain_names, family_names, get_domain
 
 DEFAULT_GAME = default_game()
-GAME_HELP = f"Game to play: {', '.join(domain_names())}."
+GAME_HELP = f"Game to play: {', '.join([*domain_names(), *(f'{family}:GAME[(params)]' for family in family_names())])}."
 
 
 def _registered_params() -> dict:
-    """{param name: [(domain, Param), ...]} over every registered domain."""
+    """{param name: [(domain, Param), ...]} over every registered domain (a family's members take
+    `--rounds`, which the repeated games also declare)."""
     found: dict = {}
     for name in domain_names():
         for param in get_domain(name).params:

@@ -103,10 +103,13 @@ class DomainConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _known(cls, name):
-        from sepo.games import domain_names
+        from sepo.games import domain_names, get_domain
 
         if name not in domain_names():
-            raise ValueError(f"unknown domain {brief(name)}; known: {', '.join(domain_names())}")
+            try:
+                get_domain(name)  # a family's member, e.g. PREFIX:GAME
+            except SepoError:
+                raise ValueError(f"unknown domain {brief(name)}; known: {', '.join(domain_names())}") from None
         return name
 
     @model_validator(mode="after")

@@ -216,8 +216,8 @@ def get_domain(name: str) -> Domain:
         prefix, colon, rest = name.partition(":")
         if colon and prefix in _FAMILIES:
             return _family_member(prefix, rest)
-        known = [*_ENTRIES, *(f"{family}:GAME" for family in _FAMILIES)]
-        raise SepoError(unknown_name("game", name, known))
+        families = "".join(f"; or {family}:GAME" for family in sorted(_FAMILIES))
+        raise SepoError(unknown_name("game", name, _ENTRIES) + families)
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
         domain = getattr(importlib.import_module(module), attr)

@@ -14,7 +14,7 @@ from sepo.opponents.pools import BEST_RESPONSE, default_pools
 from sepo.policies.tabular import TabularPolicy
 from tests.games import pennies
 
-DOMAINS = [*domain_names(), "pennies"]
+DOMAINS = [*domain_names(), "pennies", "openspiel:kuhn_poker", "openspiel:liars_dice(dice_sides=3)"]
 
 
 @pytest.fixture(params=DOMAINS)

@@ -1,0 +1,83 @@
+"""The OpenSpiel family: names, rules through pyspiel, the text view and its strict parser."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspiel")
+
+from sepo.errors import SepoError  # noqa: E402
+from sepo.games import get_domain, load_game  # noqa: E402
+from sepo.games.openspiel.rules import unique_names  # noqa: E402
+
+
+def test_a_game_by_name_is_a_domain_named_canonically():
+    domain = get_domain("openspiel:leduc_poker()")
+    assert domain.name == "openspiel:leduc_poker" and domain is get_domain("openspiel:leduc_poker")
+    assert get_domain("openspiel:goofspiel( num_cards=4 )").name == "openspiel:goofspiel(num_cards=4)"
+    assert domain.zero_sum and domain.chance and domain.solver is not None
+
+
+@pytest.mark.parametrize("name, words", [("openspiel:leduc_pokr", ["no game 'leduc_pokr'", "leduc_poker"]),
+                                         ("openspiel:leduc_poker(players=x)", ["openspiel game"]),
+                                         ("openspiel:a b;c", ["write NAME"]),
+                                         ("nogame", ["or openspiel:GAME"])])
+def test_bad_names_are_one_line(name, words):
+    with pytest.raises(SepoError) as error:
+        get_domain(name)
+    assert "\n" not in str(error.value)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_seats_rotate_and_returns_follow_seats():
+    game = load_game("openspiel:kuhn_poker", rounds=2)
+    state = game.new_initial_state()
+    for deal in (0, 1):  # J to seat 0, Q to seat 1
+        state.apply_action(deal)
+    assert state.current_player() == 0 and state.decision(0).observation["seat"] == 0
+    state.apply_action(1)  # bet
+    state.apply_action(1)  # call: seat 1 (Q) wins 2
+    assert state.rounds()[0].payoffs == (-2.0, 2.0)
+    for deal in (0, 1):
+        state.apply_action(deal)
+    assert state.current_player() == 1 and state.decision(1).observation["seat"] == 0  # player 1 opens the second play
+    state.apply_action(1)
+    state.apply_action(0)  # player 0 folds from seat 1
+    assert state.rounds()[1].payoffs == (-1.0, 1.0) and state.is_terminal() and state.returns() == [-3.0, 3.0]
+
+
+def test_prompt_lists_the_legal_moves_and_the_parser_takes_exactly_one():
+    game = load_game("openspiel:leduc_poker")
+    state = game.new_initial_state()
+    state.apply_action(0)
+    state.apply_action(3)
+    decision = state.decision(0)
+    assert decision.action_names == ("Call", "Raise")
+    prompt = game.text.user_prompt(decision)
+    assert "Legal moves: Call; Raise." in prompt and decision.info_key in prompt
+    parse = game.text.parse
+    assert parse("I think so.\nRaise", decision).action == 2
+    assert parse("**call**", decision).action == 1
+    assert parse("I will Raise.", decision).action == 2
+    assert parse("Call or Raise", decision).status == "ambiguous"
+    assert parse("Fold", decision).status == "illegal"
+    assert parse("Raise\nhmm", decision).status == "no_action"
+    assert parse("<think>Raise", decision).status == "truncated"
+
+
+def test_repeated_action_names_are_told_apart():
+    assert unique_names(["Bid", "Bid", " Pass  x"]) == ("Bid", "Bid#2", "Pass x")
+
+
+def test_cli_audits_and_evaluates_a_game_by_name():
+    import json
+
+    from tests.cli.cli_helpers import _run
+
+    result = _run("exploit", "--game", "openspiel:leduc_poker", "--agent", "uniform", "--json")
+    assert result.exit_code == 0, result.output
+    audit = json.loads(result.stdout)
+    assert audit["exploitability"] == pytest.approx(2.373611111111111, abs=1e-12) and audit["exact"] is True
+    assert "sequence-form" in audit["method"]
+    result = _run("eval", "--game", "openspiel:kuhn_poker", "--agent", "bot:CFR(iterations=30)", "--episodes", "4", "--json")
+    assert result.exit_code == 0, result.output

@@ -1,0 +1,103 @@
+"""The OpenSpiel domain's exact solver against OpenSpiel's own exploitability, and against sepo's
+own Kuhn domain (issue 19's acceptance: 1e-9 and 1e-12)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pyspiel = pytest.importorskip("pyspiel")
+
+from open_spiel.python.algorithms import exploitability as os_exploitability  # noqa: E402
+
+from sepo.games import get_domain  # noqa: E402
+from sepo.games.kuhn import exact as kuhn_exact  # noqa: E402
+from sepo.games.kuhn.bots import BOTS  # noqa: E402
+from sepo.games.kuhn.rules import INFO_STATES  # noqa: E402
+from sepo.games.openspiel.bots import average_policy  # noqa: E402
+from sepo.games.openspiel.exact import OpenSpielSolver, to_pyspiel_policy  # noqa: E402
+from sepo.metrics.exact import action_table, solver_for, uniform_table  # noqa: E402
+
+
+def _solver(name: str) -> OpenSpielSolver:
+    return solver_for(get_domain(name).game())
+
+
+def _random_tables(solver, count, seed):
+    rng = np.random.default_rng(seed)
+    legal = solver.tree.legal
+    tables = rng.dirichlet(np.ones(legal.shape[1]), size=(count, len(legal))) * legal
+    return tables / tables.sum(-1, keepdims=True)
+
+
+def _theirs(solver, table) -> float:
+    return os_exploitability.exploitability(solver.game.pyspiel_game, to_pyspiel_policy(solver, table))
+
+
+def test_leduc_exploitability_equals_openspiels():
+    solver = _solver("openspiel:leduc_poker")
+    assert len(solver.keys) == 936 and solver.value_name == "exploitability"
+    cfr = action_table(get_domain("openspiel:leduc_poker").build_bot("CFR", {"iterations": 10}), solver.decisions())
+    tables = {"uniform": uniform_table(solver.decisions()), "CFR(10)": cfr, "random": _random_tables(solver, 1, 0)[0]}
+    for label, table in tables.items():
+        result = solver.evaluate(table)
+        assert result.value == pytest.approx(_theirs(solver, table), abs=1e-9), label
+        assert result.br_payoff == pytest.approx(result.value, abs=1e-12) and result.agent_payoff == pytest.approx(-result.value)
+    assert solver.evaluate(tables["uniform"]).value == pytest.approx(2.373611111111111, abs=1e-12)
+
+
+def test_a_batch_gives_each_tables_own_value():
+    solver = _solver("openspiel:leduc_poker")
+    tables = _random_tables(solver, 5, 1)
+    batched = solver.values(tables)
+    assert np.allclose(batched, [solver.evaluate(t).value for t in tables], atol=1e-12)
+    assert batched[2] == pytest.approx(_theirs(solver, tables[2]), abs=1e-9)
+
+
+def test_cfr_bot_is_openspiels_average_policy():
+    policy = average_policy("kuhn_poker", "CFR", 50)
+    cpp = pyspiel.CFRSolver(pyspiel.load_game("kuhn_poker"))
+    for _ in range(50):
+        cpp.evaluate_and_update_policy()
+    solver = _solver("openspiel:kuhn_poker")
+    bot = get_domain("openspiel:kuhn_poker").build_bot("CFR", {"iterations": 50})
+    value = solver.evaluate(action_table(bot, solver.decisions())).value
+    assert value == pytest.approx(pyspiel.exploitability(pyspiel.load_game("kuhn_poker"), cpp.average_policy()), abs=1e-9)
+    assert set(policy) == set(solver.keys)
+
+
+def test_openspiel_kuhn_gives_sepos_kuhn_exploitability():
+    """The same information-state keys: a sepo Kuhn table maps row by row onto OpenSpiel's."""
+    solver = _solver("openspiel:kuhn_poker")
+    order = [INFO_STATES.index(key) for key in solver.keys]
+    kuhn_tables = [bot().table for bot in BOTS.values()]
+    kuhn_tables += list(np.random.default_rng(2).dirichlet(np.ones(2), size=(20, 12)))
+    for table in kuhn_tables:
+        assert solver.evaluate(table[order]).value == pytest.approx(float(kuhn_exact.exploitability(table)), abs=1e-12)
+    both = np.stack([t[order] for t in kuhn_tables])
+    assert np.allclose(solver.values(both), kuhn_exact.exploitability(np.stack(kuhn_tables)), atol=1e-12)
+
+
+def test_gradient_is_the_derivative_of_exploitability():
+    solver = _solver("openspiel:leduc_poker")
+    table = _random_tables(solver, 1, 3)[0]
+    legal = solver.tree.legal
+    direction = np.where(legal, np.random.default_rng(4).normal(size=table.shape), 0.0)
+    direction -= legal * direction.sum(1, keepdims=True) / legal.sum(1, keepdims=True)
+    eps = 1e-6
+    numeric = (solver.evaluate(table + eps * direction).value - solver.evaluate(table - eps * direction).value) / (2 * eps)
+    assert numeric == pytest.approx(float((solver.gradient(table) * direction).sum()), abs=1e-6)
+
+
+@pytest.mark.parametrize("name", ["openspiel:liars_dice(dice_sides=4)", "openspiel:goofspiel(num_cards=3,imp_info=True)"])
+def test_more_games_by_name_alone(name):
+    solver = _solver(name)
+    for table in [uniform_table(solver.decisions()), _random_tables(solver, 1, 5)[0]]:
+        assert solver.evaluate(table).value == pytest.approx(_theirs(solver, table), abs=1e-9)
+
+
+def test_a_string_that_forgets_own_moves_has_no_exact_solver():
+    """Goofspiel with public bids writes hands, not the order of one's own bids: no perfect recall."""
+    from sepo.metrics.exact import NoExactSolver, exact_solver
+
+    with pytest.raises(NoExactSolver, match="perfect recall"):
+        exact_solver(get_domain("openspiel:goofspiel(num_cards=4)").game())
