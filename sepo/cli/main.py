@@ -23,10 +23,12 @@ from sepo.cli.serve import serve_command
 from sepo.cli.text_options import decoding_applies, policy_line, reprompt_line, text_agent_options, with_decoding
 from sepo.errors import SepoError, brief
 from sepo.games import PROTOCOLS
+from sepo.objective.advantage_alignment import METHODS
 from sepo.objective.sepo import PENALTY_MODES, REWARD_SCALINGS
 
 Protocol = choice_enum("Protocol", PROTOCOLS)
 Penalty = choice_enum("Penalty", PENALTY_MODES)
+Method = choice_enum("Method", METHODS)
 Scaling = choice_enum("Scaling", REWARD_SCALINGS)
 Arch = choice_enum("Arch", ("qwen2", "llama"))
 ReportTo = choice_enum("ReportTo", ("none", "tensorboard"))
@@ -228,7 +230,12 @@ def train_command(
     out: Path = typer.Option(..., "--out", help="Run folder: created fresh, or resumed if it holds this same run (see docs/runs.md)."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     policy: str = typer.Option("tabular", "--policy", help="tabular, or hf:MODEL for a language model."),
+    method: Method = typer.Option("sepo", "--method", help=_help("method")),
     penalty: Penalty = typer.Option("per-rollout", "--penalty", help=_help("penalty")),
+    aa_beta: Optional[float] = typer.Option(None, "--aa-beta", help=_help("aa_beta") + " (>= 0; default 1)"),
+    aa_gamma: Optional[float] = typer.Option(None, "--aa-gamma", help=_help("aa_gamma") + " (in [0, 1]; default 0.96)"),
+    self_play: bool = typer.Option(False, "--self-play", help="tabular: train against the policy itself instead of "
+                                   "the train pool (games whose environment has self-play: the IPD)."),
     lambda_e: float = typer.Option(0.0, "--lambda-e", help=_help("lambda_e") + " (>= 0)"),
     lambda_c: float = typer.Option(0.0, "--lambda-c", help=_help("lambda_c") + " (>= 0)"),
     lambda_x: float = typer.Option(0.0, "--lambda-x", help=_help("lambda_x") + " (>= 0)"),
@@ -254,7 +261,8 @@ def train_command(
     game_params: dict = None,
     decoding: dict = None,
 ):
-    """Train with SEPO or its ablations (constant, none); the run folder resumes after a kill.
+    """Train with SEPO, its ablations (constant, none) or the Advantage Alignment baseline; the run
+    folder resumes after a kill.
 
     --out receives config.json, checkpoints, metrics.jsonl, the final policy (policy.json, or
     model/ for hf), summary.json and curves.png, listed in its manifest sepo-run.json (docs/runs.md).
@@ -277,6 +285,12 @@ def train_command(
              "scale_rewards": value_of(scale_rewards) if scale_rewards is not None else None,
              "protocol": value_of(protocol)}
     given = {k: v for k, v in given.items() if v is not None}
+    if value_of(method) != "sepo":
+        given.update(method=value_of(method), **{k: v for k, v in (("aa_beta", aa_beta), ("aa_gamma", aa_gamma)) if v is not None})
+    elif aa_beta is not None or aa_gamma is not None:
+        raise SepoError("--aa-beta and --aa-gamma apply with --method advantage-alignment only")
+    if self_play and hf:
+        raise SepoError("--self-play trains tabular policies only; a language model trains against the train pool")
     if talk_injection is not None and not talk:
         raise SepoError("--talk-injection applies with --talk only")
     if talk and not get_domain(game).talk:
@@ -320,9 +334,9 @@ def train_command(
     from sepo.reports.plots import plot_runs
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
-    config = TabularSEPOConfig(**given).validate()
+    config = TabularSEPOConfig(**given, **({"self_play": True} if self_play else {})).validate()
     domain = get_domain(game)
-    with open_run(out, "train", {"policy": "tabular", **asdict(config)}, overwrite=overwrite) as run:
+    with open_run(out, "train", {"policy": "tabular", **config.record()}, overwrite=overwrite) as run:
         trainer = TabularSEPOTrainer(config, run)
         value = trainer.env.solver.value_name
         with _progress(quiet) as bar:

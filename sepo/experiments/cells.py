@@ -70,7 +70,19 @@ def _why_not(domain: DomainConfig, agent: AgentConfig, stage: str) -> str | None
         return f"{domain.name} has no tabular training environment"
     if stage in TRAINED and agent.kind == "hf" and spec.llm_training is None:
         return f"{domain.name} has no language-model training environment"
+    if stage == "aa" and not _gives_advantages(spec, agent):
+        return f"{domain.name}'s training environment gives no per-round advantages of both players (Advantage Alignment)"
     return None
+
+
+def _gives_advantages(spec, agent: AgentConfig) -> bool:
+    """Whether the agent's training environment in this domain declares `joint_advantages`."""
+    from sepo.games.registry import resolved
+
+    return bool(getattr(resolved(spec.training if agent.kind == "tabular" else spec.llm_training), "joint_advantages", False))
+    import importlib
+
+    return bool(getattr(getattr(importlib.import_module(module), name), "joint_advantages", False))
 
 
 def expand(config: ExperimentConfig) -> Plan:
@@ -89,7 +101,7 @@ def expand(config: ExperimentConfig) -> Plan:
                 if stage == "base":
                     plan.cells.append(Cell(cell_id(domain.name, agent.name, stage, None), domain.name, agent.name, stage, None, None))
                     continue
-                points = [None] if stage == "sft" else [(0.0, 0.0, 0.0)] if stage == "grpo" else domain.lambdas.points()
+                points = [None] if stage == "sft" else [(0.0, 0.0, 0.0)] if stage in ("grpo", "aa") else domain.lambdas.points()
                 for lambdas in points:
                     for seed in seeds:
                         needs = ()

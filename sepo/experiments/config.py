@@ -17,7 +17,7 @@ the code here never does.
       - {name: qwen, kind: hf, model: Qwen/Qwen3-4B}   # any local folder or hub id
       - {name: ref, kind: fixed, spec: "bot:TFT"}      # any agent spec `sepo eval` takes (base only)
       - {name: api, kind: endpoint, spec: "openai:m@http://host/v1"}   # base only
-    stages: [base, sft, grpo, sepo, constant]
+    stages: [base, sft, grpo, sepo, constant]   # and aa: the Advantage Alignment baseline
     seeds: [0, 1, 2]
     episodes: {validation: 20, test: 50}
     training: {...}; sft: {...}; decoding: {...}
@@ -35,11 +35,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sepo.errors import SepoError, brief
 
-STAGES = ("base", "sft", "grpo", "sepo", "constant")
+STAGES = ("base", "sft", "grpo", "sepo", "constant", "aa")
 """base: the agent as given; sft: supervised on the domain's demonstrations; grpo: payoff-only
-GRPO (penalty none); sepo: per-rollout SEPO penalties; constant: the paper's constant-penalty ablation."""
-TRAINED = ("grpo", "sepo", "constant")
-PENALTY_OF_STAGE = {"grpo": "none", "sepo": "per-rollout", "constant": "constant"}
+GRPO (penalty none); sepo: per-rollout SEPO penalties; constant: the paper's constant-penalty
+ablation; aa: the Advantage Alignment baseline (payoff-only GRPO plus its opponent-shaping term,
+at the trainers' default β and γ; domains whose environments give both players' advantages)."""
+TRAINED = ("grpo", "sepo", "constant", "aa")
+PENALTY_OF_STAGE = {"grpo": "none", "sepo": "per-rollout", "constant": "constant", "aa": "none"}
+METHOD_OF_STAGE = {"aa": "advantage-alignment"}
 AGENT_KINDS = ("tabular", "hf", "fixed", "endpoint")
 TINY = "tiny"
 """`model: tiny` builds the tiny local model (sepo.models.tiny) inside the experiment folder."""
@@ -134,7 +137,7 @@ class AgentConfig(_Strict):
     kind: Literal["tabular", "hf", "fixed", "endpoint"]
     model: Optional[str] = None
     spec: Optional[str] = None
-    stages: Optional[list[Literal["base", "sft", "grpo", "sepo", "constant"]]] = None
+    stages: Optional[list[Literal["base", "sft", "grpo", "sepo", "constant", "aa"]]] = None
     """This agent's stages (default: the experiment's); a language model may run fewer than a tabular agent."""
     seeds: Optional[list[int]] = None
     """This agent's training seeds (default: the experiment's)."""
@@ -258,7 +261,7 @@ class ExperimentConfig(_Strict):
     protocol: Literal["rigorous", "paper"] = "rigorous"
     domains: list[DomainConfig]
     agents: list[AgentConfig]
-    stages: list[Literal["base", "sft", "grpo", "sepo", "constant"]]
+    stages: list[Literal["base", "sft", "grpo", "sepo", "constant", "aa"]]
     seeds: list[int] = [0]
     episodes: Episodes = Episodes()
     eval_seed: int = Field(0, ge=0, le=10**6)

@@ -17,7 +17,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.experiments.cells import Cell
-from sepo.experiments.config import PENALTY_OF_STAGE, TINY, AgentConfig, DomainConfig, ExperimentConfig, llm_training
+from sepo.experiments.config import METHOD_OF_STAGE, PENALTY_OF_STAGE, TINY, AgentConfig, DomainConfig, ExperimentConfig, llm_training
 from sepo.experiments.seeds import split_seed
 from sepo.runs import open_run
 
@@ -166,7 +166,7 @@ def _tabular_candidates(config, domain, agent, cell: Cell, game, cell_run):
                                      lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x, steps=t.steps, groups=t.groups,
                                      group_size=t.group_size, learning_rate=t.learning_rate,
                                      final_learning_rate=t.final_learning_rate, scale_rewards=t.scale_rewards,
-                                     seed=cell.seed, checkpoint_every=t.steps)
+                                     seed=cell.seed, checkpoint_every=t.steps, method=METHOD_OF_STAGE.get(cell.stage, "sepo"))
     init = None if start is None else np.log(np.clip(start, 1e-3, 1.0))
     trainer = TabularSEPOTrainer(train_config, cell_run.path("train"), init_logits=init)
     snapshots = []
@@ -231,7 +231,8 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path,
         filters = audit_decoding(config)
         train_config = LLMSEPOConfig(game=domain.name, game_params=dict(domain.params), model=start, protocol=config.protocol,
                                      top_p=filters.top_p, top_k=filters.top_k, repetition_penalty=filters.repetition_penalty,
-                                     penalty=PENALTY_OF_STAGE[cell.stage], lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x,
+                                     penalty=PENALTY_OF_STAGE[cell.stage], method=METHOD_OF_STAGE.get(cell.stage, "sepo"),
+                                     lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x,
                                      steps=k, groups=t.groups, group_size=t.group_size, learning_rate=t.learning_rate,
                                      beta=t.beta, temperature=t.temperature, max_new_tokens=t.max_new_tokens, lora=t.lora,
                                      scale_rewards=t.scale_rewards, seed=cell.seed, use_cpu=not t.gpu, save_steps=max(1, min(steps)),

@@ -64,7 +64,11 @@ class Rollouts:
 
     `states[r, k]` / `actions[r, k]` are rollout r's k-th agent decision (row of the table, column
     of the action), valid where `mask[r, k]`; `groups[r]` its group; `utility[r]` its payoff;
-    `collusion[r]`, `externality[r]` its events (0 where they do not apply)."""
+    `collusion[r]`, `externality[r]` its events (0 where they do not apply); `advantages[r, k]`
+    (only when asked for, from an environment with `joint_advantages = True`) the agent's and the
+    opponent's exact advantages of the joint action at decision k, in units of the match's return
+    (U is it per round), the agent's credited as U is (Advantage Alignment,
+    `sepo.objective.advantage_alignment`)."""
 
     states: np.ndarray
     actions: np.ndarray
@@ -73,6 +77,7 @@ class Rollouts:
     utility: np.ndarray
     collusion: np.ndarray
     externality: np.ndarray
+    advantages: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

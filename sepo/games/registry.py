@@ -159,7 +159,17 @@ def ref(target: str) -> Callable:
         return getattr(importlib.import_module(module), attr)(*args, **kwargs)
 
     call.__qualname__ = call.__name__ = f"ref({target})"
+    call.target = target
     return call
+
+
+def resolved(reference: Callable):
+    """What a `ref` names, imported (anything else as it is): to read a class attribute of it."""
+    target = getattr(reference, "target", None)
+    if not isinstance(target, str):
+        return reference
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 _ENTRIES: dict[str, str | Domain] = {}

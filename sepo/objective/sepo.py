@@ -87,3 +87,17 @@ def group_advantages(rewards, groups, scaling: str = "batch", eps: float = 1e-8)
     # A group whose rollouts all scored the same (up to rounding) carries no signal: advantage 0,
     # rather than rounding noise blown up by a near-zero std.
     return np.where(spread > eps, centred / np.where(spread > eps, spread, 1.0), 0.0)
+
+
+def advantage_divisor(rewards, groups, scaling: str = "batch", eps: float = 1e-8) -> np.ndarray:
+    """Per rollout, what `group_advantages` divides its centred reward by (1 for `none`, and for a
+    group without spread under `group`): the scale a term added to the advantage is divided by."""
+    rewards = np.asarray(rewards, dtype=float)
+    groups = np.asarray(groups)
+    centred = rewards - group_mean(rewards, groups)[groups]
+    if scaling == "none":
+        return np.ones_like(rewards)
+    if scaling == "batch":
+        return np.full_like(rewards, centred.std() + eps)
+    spread = np.sqrt(group_mean(centred**2, groups))[groups]
+    return np.where(spread > eps, spread, 1.0)

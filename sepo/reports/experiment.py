@@ -30,8 +30,9 @@ from sepo.errors import SepoError
 PAPER_COLUMNS = (("utility", "Pay/r"), ("exploit_pool", "Exploit"), ("robustness", "Robust"), ("externality", "Ext"),
                  ("safety", "Safety"), ("nra", "NRA"))
 RIGOROUS_COLUMNS = (("nra_gtbench", "NRA (GTBench)"), ("invalid_action_rate", "invalid rate"))
-STAGE_LABEL = {"base": "Base", "sft": "SFT", "grpo": "payoff-only GRPO", "sepo": "SEPO", "constant": "constant ablation"}
-STAGE_ORDER = ("base", "sft", "sepo", "grpo", "constant")
+STAGE_LABEL = {"base": "Base", "sft": "SFT", "grpo": "payoff-only GRPO", "sepo": "SEPO", "constant": "constant ablation",
+               "aa": "Advantage Alignment"}
+STAGE_ORDER = ("base", "sft", "sepo", "grpo", "constant", "aa")
 INVALID_LIMIT = 0.5
 """A cell whose replies fail to parse more often than this (invalid-action rate on test episodes, at the
 shown checkpoint) is marked in every table and hatched in Figure 1: its numbers are mostly those of the
@@ -442,7 +443,7 @@ def _ablation(doc, results: Results, domain: str, groups: dict, value_name: str 
     for (agent, stage, lambdas), cells in groups.items():
         if stage != "sepo":
             continue
-        for other_stage, other_lambdas in (("grpo", (0.0, 0.0, 0.0)), ("constant", lambdas)):
+        for other_stage, other_lambdas in (("grpo", (0.0, 0.0, 0.0)), ("constant", lambdas), ("aa", (0.0, 0.0, 0.0))):
             other = groups.get((agent, other_stage, other_lambdas))
             if not other:
                 continue
@@ -453,7 +454,8 @@ def _ablation(doc, results: Results, domain: str, groups: dict, value_name: str 
                     rows.append([agent + mark, "/".join(f"{v:g}" for v in lambdas), f"SEPO − {STAGE_LABEL[other_stage]}", metric,
                                  fmt(diff), str(diff[3]), ", ".join(cells + other)])
     if rows:
-        doc.heading(f"{domain}: SEPO vs payoff-only GRPO vs the constant ablation (paired by seed)", level=3)
+        compared = sorted({row[2].removeprefix("SEPO − ") for row in rows}, key=lambda label: list(STAGE_LABEL.values()).index(label))
+        doc.heading(f"{domain}: SEPO vs {', '.join(compared)} (paired by seed)", level=3)
         doc.table(["agent", "λ", "difference", "metric", "mean [95%]", "seeds", "cells"], rows, f"table-{domain}-ablation")
 
 

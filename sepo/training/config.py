@@ -6,9 +6,10 @@ from these fields (`help_of`), so a setting is documented in one place. Cross-fi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 from sepo.errors import SepoError
+from sepo.objective.advantage_alignment import check_alignment, check_method
 from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode
 
 
@@ -57,6 +58,10 @@ class SEPOConfig:
     seed: int = option(0, "Seed of every random draw of the run.")
     protocol: str = option("rigorous", "rigorous, or paper (the paper's decoding for language models, and the "
                                        "domain's paper accounting of events, e.g. a collusion charge).")
+    method: str = option("sepo", "sepo (the reward of --penalty) or advantage-alignment (payoff-only GRPO plus the "
+                                 "opponent-shaping term of Duque et al. 2025; docs/baselines.md).")
+    aa_beta: float = option(1.0, "advantage-alignment: β, the weight of the opponent-shaping term.")
+    aa_gamma: float = option(0.96, "advantage-alignment: γ, the discount of the agent's past advantages in the term.")
 
     def __post_init__(self):
         from sepo.games.registry import default_game, get_domain
@@ -87,7 +92,21 @@ class SEPOConfig:
         check_learning_rate(self.learning_rate, "learning_rate")
         if not self.train_pool:
             raise SepoError("the train pool is empty")
+        check_method(self.method)
+        check_alignment(self.aa_beta, self.aa_gamma)
+        if self.method == "advantage-alignment" and (self.lambda_e or self.lambda_c or self.lambda_x):
+            raise SepoError("advantage-alignment trains on payoff plus its opponent-shaping term; the SEPO penalties "
+                            "(--lambda-e, --lambda-c, --lambda-x) do not apply to it")
         return self
+
+    def record(self) -> dict:
+        """The config as a run records it: every field, the advantage-alignment ones only when that
+        method is chosen (so a SEPO run's record is the one it always had)."""
+        out = asdict(self)
+        if self.method == "sepo":
+            for name in ("method", "aa_beta", "aa_gamma"):
+                del out[name]
+        return out
 
     @property
     def lambdas(self) -> Lambdas:

@@ -12,6 +12,10 @@ The trainer (`sepo.training.tabular`) is the algorithm; a domain plugs in throug
   opponent, seat and chance outcomes a group shares), `group_size` each, with their utility and
   the domain's collusion and externality events (its one definition, as in evaluation);
 - `exact_metrics(table)`: exact utility against the train pool and the solver's value.
+
+Optional: `use_self_play()` makes the rollouts' opponent the agent's own table (self-play);
+`joint_advantages = True` with `rollouts(..., advantages=True)` fills `Rollouts.advantages`, which
+Advantage Alignment needs.
 """
 from __future__ import annotations
 

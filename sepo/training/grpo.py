@@ -52,13 +52,14 @@ import json
 import math
 import os
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.registry import get_domain
+from sepo.objective.advantage_alignment import alignment_term
 from sepo.objective.attribution import exploitation_attribution
 from sepo.metrics.bootstrap import boundary_interval
 from sepo.metrics.exact import as_projection
@@ -134,7 +135,7 @@ class LLMSEPOConfig(SEPOConfig):
         """The run's recorded config: every field; the talk fields only when talk is on (so runs
         without talk keep the config they always had), then with the fact that the agent's own
         messages are not trained."""
-        settings = asdict(self)
+        settings = self.record()
         if not self.talk:
             del settings["talk"], settings["talk_injection"]
         else:
@@ -207,6 +208,9 @@ class SEPOEnvironment:
         train = [parse_bot(config.game, e) for e in config.train_pool]
         collusive = [parse_bot(config.game, e) for e in config.collusive_pool]
         self.domain_env = domain.llm_training(self.game, train, collusive)
+        if config.method == "advantage-alignment" and not getattr(self.domain_env, "joint_advantages", False):
+            raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
+                            "advantage-alignment trains in games that do (the IPD)")
         self.talk = None
         if config.talk:
             from sepo.games.talk import special_tokens_of
@@ -341,7 +345,7 @@ class SEPOEnvironment:
         seed = int(np.random.default_rng([c.seed, step, trainer.accelerator.process_index, 0x6E4]).integers(2**31))
         completions = [group[0] for group in policy.generate(prompt_ids, 1, seed=seed)]  # the same decoding
 
-        fields = {k: [] for k in ("utility", "exploit", "collusion", "externality", "invalid", "group")}
+        fields = {k: [] for k in ("utility", "exploit", "collusion", "externality", "invalid", "group", "alignment")}
         for prompt, completion in zip(prompts, completions):
             context, decision = chosen[prompt], decisions[prompt]
             action, ok = self.played_action(decision, completion)
@@ -352,6 +356,7 @@ class SEPOEnvironment:
             fields["externality"].append(externality)
             fields["invalid"].append(float(not ok))
             fields["group"].append(group_keys.index(prompt))
+            fields["alignment"].append(self.alignment(table, context, action))
         self.last_step_metrics = {
             "step": step, **self.table_metrics(table),
             "invalid_rate": _global_mean(trainer.accelerator, fields["invalid"]), "table": table.tolist(),
@@ -367,11 +372,32 @@ class SEPOEnvironment:
         return {"prompt_ids": prompt_ids, "completion_ids": [list(x.completion_ids) for x in completions],
                 "logprobs": None, **fields}
 
-    def reward(self, prompts, completions, utility, exploit, collusion, externality, invalid, group, **kwargs) -> list[float]:
+    def alignment(self, table: np.ndarray, context, action: int) -> float:
+        """Advantage Alignment's term of a completion that plays `action` at `context` (0 under
+        `sepo`): β · Σ_{k<t} γ^{t−k} s·A^1_k · s·A^2_t with the agent's exact advantages of its past
+        rounds' joint moves (credited) and the opponent's exact expected advantage of `action`, in
+        units of the match's return, as the completion's payoff to go is (T times the tabular
+        trainer's per-decision term, whose U is per round: the same expected update)."""
+        c = self.config
+        if c.method != "advantage-alignment":
+            return 0.0
+        past, other = self.domain_env.alignment_advantages(table, context, action)
+        own = np.append(self.scale * np.asarray(past, dtype=float), 0.0)[None]
+        opponent = np.zeros_like(own)
+        opponent[0, -1] = self.scale * other
+        return float(alignment_term(own, opponent, c.aa_beta, c.aa_gamma)[0, -1])
+
+    def reward(self, prompts, completions, utility, exploit, collusion, externality, invalid, group, alignment=None,
+               **kwargs) -> list[float]:
+        """The SEPO reward of each completion (`sepo_rewards`), less the invalid penalty, plus the
+        Advantage Alignment term under that method: TRL centres it within the group with the
+        reward, which only subtracts the group's mean term, a baseline."""
         c = self.config
         groups = np.unique(np.asarray(group), return_inverse=True)[1]
         rewards = sepo_rewards(utility, exploit, collusion, externality, groups, c.lambdas, self.scale, c.penalty)
         rewards = rewards - c.invalid_penalty * np.asarray(invalid, dtype=float)
+        if alignment is not None:
+            rewards = rewards + np.asarray(alignment, dtype=float)
         self.last_step_metrics["reward_mean"] = _global_mean(self.accelerator, rewards)
         return [float(r) for r in rewards]
 

@@ -7,7 +7,9 @@ The algorithm; the game comes from the domain's training environment
   2. Sample `groups` start states (opponent, seat, chance); play `group_size` rollouts from each.
   3. Reward each rollout R = s·U − λe·s·E − λc·C − λx·X (or the `constant` / `none` ablations).
   4. Advantages: group-centred rewards, scaled (see `group_advantages`).
-  5. θ ← θ + Adam step on mean_r A_r ∇θ log π(rollout r's actions).
+  5. θ ← θ + Adam step on mean_r Σ_k A_{r,k} ∇θ log π(a_{r,k} | I_{r,k}), with A_{r,k} = A_r for
+     every decision of rollout r; under `method="advantage-alignment"` each decision adds the
+     opponent-shaping term (`sepo.objective.advantage_alignment`), divided by the reward scale.
 It is the same objective and normalisation as the LLM trainer, on a policy small enough that
 every number can be checked exactly. Randomness of step t comes from default_rng([seed, t]),
 so a run resumed from its checkpoint is identical to one that was never interrupted.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -25,13 +27,15 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.registry import get_domain
 from sepo.metrics.exact import check_exact_size
+from sepo.objective.advantage_alignment import alignment_term
 from sepo.objective.attribution import exploitation_attribution
-from sepo.objective.sepo import group_advantages, sepo_rewards
+from sepo.objective.sepo import advantage_divisor, group_advantages, sepo_rewards
 from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
 from sepo.runs import RunDir, open_run
 from sepo.training.checkpoint import MetricsLog, read_json
 from sepo.training.config import SEPOConfig, option
+from sepo.games.records import Rollouts
 
 CHECKPOINT = "checkpoint.json"
 CONFIG = "config.json"
@@ -45,6 +49,8 @@ class TabularSEPOConfig(SEPOConfig):
 
     final_learning_rate: float = option(0.005, "Learning rate at the last step (linear decay from learning_rate).")
     checkpoint_every: int = option(100, "Steps between checkpoints.")
+    self_play: bool = option(False, "Train against the policy itself (held fixed within a step) instead of the train "
+                                    "pool; utility is still reported against the train pool.")
 
     def validate(self) -> "TabularSEPOConfig":
         super().validate()
@@ -53,6 +59,12 @@ class TabularSEPOConfig(SEPOConfig):
         if get_domain(self.game).training is None:
             raise SepoError(f"game {self.game!r} has no tabular training environment")
         return self
+
+    def record(self) -> dict:
+        out = super().record()
+        if not self.self_play:
+            del out["self_play"]
+        return out
 
 
 class Adam:
@@ -90,6 +102,13 @@ class TabularSEPOTrainer:
         train = [parse_bot(config.game, entry) for entry in config.train_pool]
         collusive = [parse_bot(config.game, entry) for entry in config.collusive_pool]
         self.env = domain.training(game, train, collusive)
+        if config.self_play:
+            if not callable(getattr(self.env, "use_self_play", None)):
+                raise SepoError(f"game {config.game!r} has no self-play training (its environment plays the train pool only)")
+            self.env.use_self_play()
+        if config.method == "advantage-alignment" and not getattr(self.env, "joint_advantages", False):
+            raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
+                            "advantage-alignment trains in games that do (the IPD)")
         self.scale = self.env.scale
         self.legal = np.asarray(self.env.legal, dtype=bool)
         self.logits = np.zeros(self.legal.shape) if init_logits is None else np.array(init_logits, dtype=float)
@@ -103,13 +122,13 @@ class TabularSEPOTrainer:
     # -- run directory -------------------------------------------------------------------------
     def settings(self) -> dict:
         """What the run folder's manifest records: every field that changes the result."""
-        return {"policy": "tabular", **asdict(self.config)}
+        return {"policy": "tabular", **self.config.record()}
 
     def _prepare(self, run: RunDir, read_only: bool = False) -> None:
         """Restore the checkpoint and check the metrics history up to it (cutting steps logged after
         it, unless `read_only`: a finished run's files are only read)."""
         if not read_only:
-            run.write_json(CONFIG, asdict(self.config))
+            run.write_json(CONFIG, self.config.record())
             run.path(METRICS)
         checkpoint = self.out / CHECKPOINT
         if run.resumed and checkpoint.exists():
@@ -154,26 +173,43 @@ class TabularSEPOTrainer:
         rng = np.random.default_rng([c.seed, self.step])
         policy = self.policy()
         charge = self.attribution(policy)
-        rollouts = self.env.rollouts(policy, c.groups, c.group_size, rng)
+        aligned = c.method == "advantage-alignment"
+        rollouts = self.env.rollouts(policy, c.groups, c.group_size, rng, **({"advantages": True} if aligned else {}))
 
         exploit = (charge[rollouts.states, rollouts.actions] * rollouts.mask).sum(1)
         rewards = sepo_rewards(rollouts.utility, exploit, rollouts.collusion, rollouts.externality, rollouts.groups,
                                c.lambdas, self.scale, c.penalty)
-        advantages = group_advantages(rewards, rollouts.groups, c.scale_rewards)
-
-        score = np.zeros_like(self.logits)  # Σ_r A_r ∇θ log π(a|I) for softmax logits
-        for k in range(rollouts.states.shape[1]):
-            weight = advantages * rollouts.mask[:, k]
-            np.add.at(score, (rollouts.states[:, k], rollouts.actions[:, k]), weight)
-            np.add.at(score, rollouts.states[:, k], -weight[:, None] * policy[rollouts.states[:, k]])
-        self.logits = self.logits + self.adam.ascent(score / len(rollouts.groups), self.learning_rate(self.step))
+        credit = self.decision_credit(rewards, rollouts)
+        self.logits = self.logits + self.adam.ascent(policy_score(policy, rollouts, credit) / len(rollouts.groups),
+                                                     self.learning_rate(self.step))
         if not np.all(np.isfinite(self.logits)):
             raise SepoError(f"training diverged at step {self.step} (non-finite policy logits); lower --lr or the λ weights")
 
         record = {"step": self.step, "reward_mean": float(rewards.mean()), "sampled_utility": float(rollouts.utility.mean()),
                   "sampled_exploit_charge": float(exploit.mean())}
+        if aligned:
+            record["alignment_term_mean"] = float(np.abs(self.alignment(rollouts)).mean())
         record.update(self.exact_metrics(self.policy()))
         return record
+
+    def alignment(self, rollouts: Rollouts) -> np.ndarray:
+        """`[rollouts, decisions]`: the Advantage Alignment term of every decision (0 where masked),
+        from the scaled advantages s·A of the match's return, divided by the decisions of a
+        rollout (T), as s·U is the scaled return per round."""
+        own, other = (self.scale * rollouts.advantages[..., i] for i in (0, 1))
+        term = alignment_term(own, other, self.config.aa_beta, self.config.aa_gamma) / rollouts.states.shape[1]
+        return term * rollouts.mask
+
+    def decision_credit(self, rewards: np.ndarray, rollouts: Rollouts) -> np.ndarray:
+        """`[rollouts, decisions]`: what multiplies ∇θ log π at each decision: the rollout's group
+        advantage, plus under advantage-alignment the decision's opponent-shaping term divided by
+        the same reward scale."""
+        c = self.config
+        credit = group_advantages(rewards, rollouts.groups, c.scale_rewards)[:, None] * rollouts.mask
+        if c.method == "advantage-alignment":
+            divisor = advantage_divisor(rewards, rollouts.groups, c.scale_rewards)
+            credit = credit + self.alignment(rollouts) / divisor[:, None]
+        return credit
 
     def exact_metrics(self, policy: np.ndarray) -> dict:
         metrics = dict(self.env.exact_metrics(policy))
@@ -215,6 +251,16 @@ class TabularSEPOTrainer:
             run.write_json("summary.json", summary)
             run.complete()
         return summary
+
+
+def policy_score(policy: np.ndarray, rollouts: Rollouts, credit: np.ndarray) -> np.ndarray:
+    """Σ_r Σ_k credit[r, k] ∇θ log π(a_{r,k} | I_{r,k}) for softmax logits (e_a − π(·|I) per decision)."""
+    score = np.zeros_like(policy)
+    for k in range(rollouts.states.shape[1]):
+        weight = credit[:, k]
+        np.add.at(score, (rollouts.states[:, k], rollouts.actions[:, k]), weight)
+        np.add.at(score, rollouts.states[:, k], -weight[:, None] * policy[rollouts.states[:, k]])
+    return score
 
 
 def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:

@@ -201,3 +201,13 @@ def test_the_documented_smoke_cell_count_is_the_plans():
     documented = re.search(r"`configs/smoke.yaml` plans \*\*(\d+) cells\*\*", (root / "docs" / "experiments.md").read_text())
     assert documented, "docs/experiments.md states the smoke's cell count"
     assert int(documented.group(1)) == len(expand(load_config(root / "configs" / "smoke.yaml")[0]).cells)
+
+
+def test_the_advantage_alignment_stage_is_planned_where_the_environment_gives_advantages():
+    data = _data(**{"[base, sft, grpo, sepo, constant]": "[base, grpo, sepo, aa]"})
+    data["domains"] = [{"name": "ipd", "params": {"rounds": 3, "memory": 1}, "lambdas": {"e": 5.0}}, {"name": "kuhn"}]
+    plan = expand(validate_config(data))
+    aa = [c for c in plan.cells if c.stage == "aa"]
+    assert [(c.domain, c.seed, c.lambdas) for c in aa] == [("ipd", 0, (0.0, 0.0, 0.0)), ("ipd", 1, (0.0, 0.0, 0.0))]
+    assert [s["domain"] for s in plan.skipped if s["stage"] == "aa"] == ["kuhn"]
+    assert "advantages" in plan.skipped[0]["reason"]

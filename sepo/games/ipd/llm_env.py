@@ -37,6 +37,8 @@ from sepo.games.records import MatchContext
 class IPDLLMEnvironment:
     """The IPD's side of language-model SEPO (`Domain.llm_training`)."""
 
+    joint_advantages = True
+
     def __init__(self, game, train_specs, collusive_specs):
         self.game = game
         self.tabular = IPDTrainingEnvironment(game, train_specs, collusive_specs)
@@ -92,6 +94,22 @@ class IPDLLMEnvironment:
         collusive = o < len(self.tabular.is_collusive) and self.tabular.is_collusive[o]
         credit = self.tabular.weight[o]
         return credit * payoff, credit * float(collusive) * defections, credit * shortfall
+
+
+    def alignment_advantages(self, table: np.ndarray, context: MatchContext, action: int) -> tuple[np.ndarray, float]:
+        """Advantage Alignment's inputs at a decision, exact, in payoff units of the match: the
+        agent's advantages of its past rounds' joint moves (credited as its payoff is) and the
+        opponent's advantage of `action` this round, in expectation over the opponent's move
+        (`IPDTrainingEnvironment.joint_values`)."""
+        tabular, o = self.tabular, context.opponent_index
+        own = np.array([[a for a, _ in context.history]], dtype=np.int64).reshape(1, -1)
+        other = np.array([[b for _, b in context.history]], dtype=np.int64).reshape(1, -1)
+        past = tabular.match_advantages(table, own, other, np.array([o]))[0, :, 0] * tabular.weight[o]
+        t, index = len(context.history), _history_index(context.history)
+        values = tabular.joint_values(table)
+        cooperate = tabular.cooperation(table)[t][o, index]
+        after = self.game.payoffs.matrix[action, :, 1] + values[t + 1][o, 4 * index + 2 * action + np.arange(2), 1]
+        return past, float(np.dot([cooperate, 1.0 - cooperate], after) - values[t][o, index, 1])
 
 
 def _children(size: int) -> np.ndarray:

@@ -17,6 +17,17 @@ a collusive partner, externality the per-round welfare shortfall (`events.py`). 
 reach ρ(I) is the expected number of visits to key I per training match under that mixture,
 computed exactly over the joint-history tree, so the per-rollout charge (g − Σπg)/ρ makes
 E[E_r ∇log P(r)] the exact gradient of the gap.
+
+Self-play (`use_self_play`): the train bots' place in the rollouts is taken by the agent's own
+current table in the other seat (`SelfBot`, held fixed within a step, each seat's own policy
+gradient; the IPD is symmetric, so the update from seat 0 is the one from seat 1), credited 2 so
+the mixture with the maximiser still ascends u against it; exact metrics still report utility
+against the train pool (and `self_play_utility`).
+
+Advantage Alignment (`rollouts(..., advantages=True)`): each decision's exact advantages of the
+joint action for the agent and the opponent, A^i_t = r^i(a_t, b_t) + V^i(h_{t+1}) − V^i(h_t), V^i
+each side's expected payoff to go under the agent's table and that opponent (`joint_values`,
+backward induction over the full-history tree), in payoff units of the match's return.
 """
 from __future__ import annotations
 
@@ -43,6 +54,8 @@ def vectorised(spec, game) -> IPDBot:
 
 
 class IPDTrainingEnvironment:
+    joint_advantages = True
+
     def __init__(self, game, train_specs, collusive_specs):
         self.game = game
         self.solver = IPDSolver(game)
@@ -56,19 +69,29 @@ class IPDTrainingEnvironment:
         self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
         n = len(self.opponents)
         self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
+        self.rollout_collusive = self.is_collusive
+        self.self_play = False
         self.reward = game_reward(game)
-        self._levels = self._tree()
+        self._levels, self._swapped = self._tree()
         self._solved: tuple[bytes, MaximiserBot] | None = None
+        self._values: tuple[bytes, list[np.ndarray]] | None = None
+
+    def use_self_play(self) -> None:
+        """Rollouts against the agent's own table (seat-swapped) and the gap maximiser (module doc)."""
+        self.self_play = True
+        self.weight = np.array([2.0, 0.0])
+        self.rollout_collusive = np.array([False])
 
     def _tree(self):
         """Per round: the full histories (own, other), the agent's key rows, each bot's P(C)."""
-        levels = []
+        levels, swapped = [], []
         for history in dense_histories(self.solver.stage, self.game.rounds, None):
             own, other = history // 2, history % 2
             rows = key_rows(own, other, self.game.memory)
             coop = np.stack([bot.cooperate_probability(other, own) for bot in self.opponents])  # [bots, n]
             levels.append((rows, coop))
-        return levels
+            swapped.append(key_rows(other, own, self.game.memory))  # the opponent's own key at each history
+        return levels, swapped
 
     def maximiser(self, table: np.ndarray) -> "MaximiserBot":
         """The exact gap maximiser of `table` as a vectorised bot (kept for the step's several uses)."""
@@ -83,19 +106,24 @@ class IPDTrainingEnvironment:
         return round_events(self.game.protocol, own, payoff[..., 0], payoff[..., 1], self.reward)
 
     def rollout_opponents(self, table: np.ndarray) -> list:
-        """The opponents a rollout is drawn from, uniformly: the train bots, then the maximiser."""
-        return [*self.opponents, self.maximiser(table)]
+        """The opponents a rollout is drawn from, uniformly: the train bots (under self-play, the
+        agent's table), then the maximiser."""
+        partners = [SelfBot(table, self.game.memory)] if self.self_play else self.opponents
+        return [*partners, self.maximiser(table)]
 
     def cooperation(self, table: np.ndarray) -> list[np.ndarray]:
         """Per round, each rollout opponent's P(C) at every full history: `[n + 1, histories]`."""
         maximiser = self.maximiser(table)
-        return [np.concatenate([coop, maximiser.at_full_histories(t, len(rows))[None]])
-                for t, (rows, coop) in enumerate(self._levels)]
+        return [np.concatenate([table[swapped, 0][None] if self.self_play else coop,
+                                maximiser.at_full_histories(t, len(rows))[None]])
+                for t, ((rows, coop), swapped) in enumerate(zip(self._levels, self._swapped))]
 
-    def _forward(self, table: np.ndarray):
-        """Expected visits per key per match, averaged over the rollout opponents, and each
+    def _forward(self, table: np.ndarray, cooperation: list[np.ndarray] | None = None):
+        """Expected visits per key per match, averaged over the opponents (default: the rollout
+        opponents; else `cooperation`, each one's P(C) per round and history), and each
         opponent's expected payoff per round."""
-        cooperation = self.cooperation(table)
+        if cooperation is None:
+            cooperation = self.cooperation(table)
         count = len(cooperation[0])
         visits = np.zeros(len(self.keys))
         payoff = np.zeros(count)
@@ -113,7 +141,8 @@ class IPDTrainingEnvironment:
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         return self._forward(np.asarray(table, dtype=float))[0]
 
-    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
+    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator,
+                 advantages: bool = False) -> Rollouts:
         table = np.asarray(table, dtype=float)
         group_opponent = rng.integers(len(self.weight), size=groups)  # index n: the gap maximiser
         group_of = np.repeat(np.arange(groups), group_size)
@@ -122,16 +151,54 @@ class IPDTrainingEnvironment:
                                self.game.payoffs.matrix, rng.random((len(group_of), self.game.rounds, 2)), self.game.memory)
         credit = self.weight[opponent_of]
         defections, externality = self.events(matches.own, matches.payoff)
-        collusive = np.append(self.is_collusive, False)[opponent_of]
+        collusive = np.append(self.rollout_collusive, False)[opponent_of]
+        joint = None
+        if advantages:
+            joint = self.match_advantages(table, matches.own, matches.other, opponent_of)
+            joint[..., 0] *= credit[:, None]
         return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of,
                         credit * matches.payoff[:, :, 0].mean(1), np.where(collusive, credit * defections.mean(1), 0.0),
-                        credit * externality.mean(1))
+                        credit * externality.mean(1), joint)
+
+    def joint_values(self, table: np.ndarray) -> list[np.ndarray]:
+        """Per round t = 0..T, `values[t][o, h, i]`: side i's (agent, opponent) expected payoff to go
+        from full history h of round t against rollout opponent o (kept for the step's calls)."""
+        table = np.asarray(table, dtype=float)
+        if self._values is None or self._values[0] != table.tobytes():
+            matrix = self.game.payoffs.matrix  # [own, other, (agent, opponent)]
+            cooperation = self.cooperation(table)
+            count = len(cooperation[0])
+            values = [None] * self.game.rounds + [np.zeros((count, 4 ** self.game.rounds, 2))]
+            for t in reversed(range(self.game.rounds)):
+                rows = self._levels[t][0]
+                opponent = np.stack([cooperation[t], 1.0 - cooperation[t]], axis=-1)  # [o, h, b]
+                after = matrix[None, None] + values[t + 1].reshape(count, len(rows), 2, 2, 2)  # child 4h + 2a + b
+                values[t] = np.einsum("ha,ohb,ohabi->ohi", table[rows], opponent, after)
+            self._values = (table.tobytes(), values)
+        return self._values[1]
+
+    def match_advantages(self, table: np.ndarray, own: np.ndarray, other: np.ndarray, opponent_of: np.ndarray) -> np.ndarray:
+        """`[matches, T, 2]`: the agent's and the opponent's advantage of each round's joint move,
+        r^i + V^i(h_{t+1}) − V^i(h_t), in payoff units, uncredited."""
+        values = self.joint_values(table)
+        matrix = self.game.payoffs.matrix
+        code = np.zeros(len(opponent_of), dtype=np.int64)
+        out = np.zeros((*own.shape, 2))
+        for t in range(own.shape[1]):
+            child = 4 * code + 2 * own[:, t] + other[:, t]
+            out[:, t] = matrix[own[:, t], other[:, t]] + values[t + 1][opponent_of, child] - values[t][opponent_of, code]
+            code = child
+        return out
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         table = np.asarray(table, dtype=float)
         result = self.solver.evaluate(table)
-        return {"utility": float(self._forward(table)[1][: len(self.opponents)].mean()), result.value_name: result.value,
-                "br_payoff": result.br_payoff}
+        train = [coop for _, coop in self._levels]
+        metrics = {"utility": float(self._forward(table, train)[1].mean()), result.value_name: result.value,
+                   "br_payoff": result.br_payoff}
+        if self.self_play:
+            metrics["self_play_utility"] = float(self._forward(table)[1][0])
+        return metrics
 
 
 class MaximiserBot(IPDBot):
@@ -159,3 +226,16 @@ class MaximiserBot(IPDBot):
         for column in range(own.shape[1]):
             codes = codes * 4 + 2 * other[:, column] + own[:, column]  # the agent's move first
         return (self._moves(own.shape[1], codes) == 0).astype(float)
+
+
+class SelfBot(IPDBot):
+    """The agent's own table in the other seat (self-play): P(C) at the bot's own key of each history."""
+
+    name = "Self"
+    classifier = {"memory_depth": None, "stochastic": True}
+
+    def __init__(self, table: np.ndarray, memory: int | None):
+        self.table, self.memory = np.asarray(table, dtype=float), memory
+
+    def cooperate_probability(self, own: np.ndarray, other: np.ndarray) -> np.ndarray:
+        return self.table[key_rows(own, other, self.memory), 0]

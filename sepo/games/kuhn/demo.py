@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
@@ -61,7 +60,7 @@ def _demo(folder: RunDir, steps: int, console: Console) -> dict:
         config = TabularSEPOConfig(penalty=penalty, lambda_e=lam, steps=steps, seed=0)
         folder.path(name)
         with console.status(f"training {name} ({penalty}, λe={lam:g}, {steps} steps)"), \
-                open_run(out / name, "train", {"policy": "tabular", **asdict(config)}, part_of="demo") as sub:
+                open_run(out / name, "train", {"policy": "tabular", **config.record()}, part_of="demo") as sub:
             runs[name] = TabularSEPOTrainer(config, sub).train()
             if not sub.finished:
                 plot_runs([sub.root], sub.path("curves.png"))

@@ -1,0 +1,35 @@
+"""`sepo train --method advantage-alignment` and `--self-play`: a run, and one line for what does not apply."""
+import json
+
+import pytest
+
+from tests.cli.cli_helpers import _error, _run
+
+
+def test_advantage_alignment_in_self_play_trains_and_records_its_settings(tmp_path):
+    out = tmp_path / "aa"
+    result = _run("train", "--game", "ipd", "--rounds", "3", "--memory", "1", "--method", "advantage-alignment", "--aa-beta", "2",
+                  "--self-play", "--steps", "3", "--groups", "4", "--group-size", "2", "--out", out, "--quiet")
+    assert result.exit_code == 0, result.output
+    config = json.loads((out / "config.json").read_text())
+    assert (config["method"], config["aa_beta"], config["aa_gamma"], config["self_play"]) == ("advantage-alignment", 2.0, 0.96, True)
+
+
+def test_a_sepo_run_records_no_new_fields(tmp_path):
+    out = tmp_path / "sepo"
+    assert _run("train", "--game", "ipd", "--rounds", "2", "--memory", "1", "--steps", "2", "--groups", "2", "--out", out,
+                "--quiet").exit_code == 0
+    assert not {"method", "aa_beta", "aa_gamma", "self_play"} & set(json.loads((out / "config.json").read_text()))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--method", "advantage-alignment", "--lambda-e", "1"], ["do not apply"]),
+    (["--aa-beta", "1"], ["--method advantage-alignment only"]),
+    (["--method", "advantage-alignment", "--aa-gamma", "2"], ["--aa-gamma"]),
+    (["--game", "kuhn", "--method", "advantage-alignment"], ["advantage-alignment trains in games"]),
+    (["--game", "kuhn", "--self-play"], ["self-play"]),
+    (["--method", "lola"], ["lola"]),
+])
+def test_what_does_not_apply_is_one_line(tmp_path, args, words):
+    game = [] if "--game" in args else ["--game", "ipd", "--rounds", "2", "--memory", "1"]
+    _error(_run("train", *game, *args, "--steps", "1", "--out", tmp_path / "x", "--quiet"), *words)
