@@ -235,7 +235,7 @@ def train_command(
     aa_beta: Optional[float] = typer.Option(None, "--aa-beta", help=_help("aa_beta") + " (>= 0; default 1)"),
     aa_gamma: Optional[float] = typer.Option(None, "--aa-gamma", help=_help("aa_gamma") + " (in [0, 1]; default 0.96)"),
     self_play: bool = typer.Option(False, "--self-play", help="tabular: train against the policy itself instead of "
-                                   "the train pool (games whose environment has self-play: the IPD)."),
+                                   "the train pool (games whose training environment has self-play)."),
     lambda_e: float = typer.Option(0.0, "--lambda-e", help=_help("lambda_e") + " (>= 0)"),
     lambda_c: float = typer.Option(0.0, "--lambda-c", help=_help("lambda_c") + " (>= 0)"),
     lambda_x: float = typer.Option(0.0, "--lambda-x", help=_help("lambda_x") + " (>= 0)"),

@@ -11,7 +11,7 @@ made more likely after a history in which the agent did well, less likely after 
 did badly (reciprocity). The update is E[Σ_t A*_t ∇θ log π^1(a_t | s_t)].
 
 In sepo the first term is the trainer's own group-relative advantage (payoff-only GRPO: group-
-centred s·U, as in the LLM version of the method, which trains IPD agents with a group-relative
+centred s·U, as in the LLM version of the method, which trains agents in a repeated dilemma with a group-relative
 baseline), and the second is added to it per decision, divided by the same reward scale
 (`sepo.objective.sepo.advantage_divisor`) so that β weighs it against the payoff gradient
 whatever the scaling. The environment supplies A^1 and A^2 exactly (backward induction over the

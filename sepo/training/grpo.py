@@ -210,7 +210,7 @@ class SEPOEnvironment:
         self.domain_env = domain.llm_training(self.game, train, collusive)
         if config.method == "advantage-alignment" and not getattr(self.domain_env, "joint_advantages", False):
             raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
-                            "advantage-alignment trains in games that do (the IPD)")
+                            "advantage-alignment trains in games whose environment does")
         self.talk = None
         if config.talk:
             from sepo.games.talk import special_tokens_of

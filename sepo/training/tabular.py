@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 from sepo.errors import SepoError
+from sepo.games.records import Rollouts
 from sepo.games.registry import get_domain
 from sepo.metrics.exact import check_exact_size
 from sepo.objective.advantage_alignment import alignment_term
@@ -35,7 +36,6 @@ from sepo.policies.tabular import TabularPolicy
 from sepo.runs import RunDir, open_run
 from sepo.training.checkpoint import MetricsLog, read_json
 from sepo.training.config import SEPOConfig, option
-from sepo.games.records import Rollouts
 
 CHECKPOINT = "checkpoint.json"
 CONFIG = "config.json"
@@ -108,7 +108,7 @@ class TabularSEPOTrainer:
             self.env.use_self_play()
         if config.method == "advantage-alignment" and not getattr(self.env, "joint_advantages", False):
             raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
-                            "advantage-alignment trains in games that do (the IPD)")
+                            "advantage-alignment trains in games whose environment does")
         self.scale = self.env.scale
         self.legal = np.asarray(self.env.legal, dtype=bool)
         self.logits = np.zeros(self.legal.shape) if init_logits is None else np.array(init_logits, dtype=float)
