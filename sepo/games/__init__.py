@@ -12,6 +12,7 @@ register("auction", "sepo.games.auction:DOMAIN")
 register("ipd", "sepo.games.ipd:DOMAIN")
 register("negotiation", "sepo.games.negotiation:DOMAIN")
 register("negotiation-gt", "sepo.games.negotiation_gt:DOMAIN")
+register("pricing", "sepo.games.pricing:DOMAIN")
 register_family("openspiel", "sepo.games.openspiel:domain_for")  # openspiel:GAME[(params)], any OpenSpiel game
 
 

@@ -1,0 +1,199 @@
+"""The pricing market (two firms) as a training environment for the exact tabular SEPO trainer.
+
+The agent is a table over the game's information states (the last `memory` periods: 226 keys
+with the default memory 1 and 15 prices). A group shares its rival, drawn uniformly from the train
+pool plus one more entry, the exact gap maximiser of the current policy; a rollout is one whole
+market (return from the start, per period). As in the other repeated games, maximiser rollouts
+carry no utility and no events and train rollouts' are scaled by (n + 1)/n, so the expected update
+is that of s·u − λe·s·e − λc·c − λx·x with u, c and x against the train pool, while the maximiser
+reaches every state the gap's gradient charges. Collusion is max(0, Δ) per period against a train
+rival that is also a collusive partner, externality the consumers' surplus loss share
+(`events.round_events`: the definitions evaluation uses).
+
+Every rival is a finite-state machine (`bots.Machine`; the maximiser's play depends on the period
+and the agent's key), so everything expected is computed exactly by forward passes over (period,
+agent state, rival state): the training reach ρ(I) (expected visits per market), the utility, and
+the collusion index, consumer surplus and externality against each pool, reported by
+`exact_metrics` (the numbers docs/pricing.md quotes for trained agents).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sepo.errors import SepoError
+from sepo.games.pricing.bots import Machine, PriceSpec, PricingBot
+from sepo.games.pricing.events import round_events
+from sepo.games.pricing.exact import PricingSolver, key_rows
+from sepo.metrics.repeated import RepeatedResult, dense_histories
+from sepo.training.environment import Rollouts
+
+PAYOFF, COLLUSION, EXTERNALITY, DELTA, SURPLUS = range(5)
+
+
+def sample(probs: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """One action per row of `probs` by inverse CDF on `uniforms`."""
+    cumulative = np.cumsum(probs, axis=1)
+    return np.minimum((uniforms[:, None] * cumulative[:, -1:] >= cumulative).sum(1), probs.shape[1] - 1)
+
+
+class Rival:
+    """A rival as the environment plays it: a machine, or (the maximiser) per-period action tables
+    over the agent's states."""
+
+    def __init__(self, label: str, machine: Machine | None = None, actions: list[np.ndarray] | None = None, k: int = 0):
+        self.label, self.machine, self.actions, self.k = label, machine, actions, k
+        self.states = 1 if machine is None else machine.states
+        self.next = np.zeros((1, k, k), dtype=np.int64) if machine is None else machine.next
+
+    def probs(self, t: int, h: np.ndarray, s: np.ndarray) -> np.ndarray:
+        """Price probabilities `[len(h), K]` at agent states `h` (level indices) and rival states `s`."""
+        if self.machine is None:
+            return np.eye(self.k)[self.actions[t][h]]
+        return self.machine.probs[s]
+
+    def level(self, t: int, size: int) -> np.ndarray:
+        """`[H, S, K]`: the probabilities at every (agent state, rival state) of period t."""
+        if self.machine is None:
+            return np.eye(self.k)[self.actions[t]][:, None, :]
+        return np.broadcast_to(self.machine.probs[None], (size, *self.machine.probs.shape))
+
+
+class PricingTrainingEnvironment:
+    def __init__(self, game, train_specs, collusive_specs):
+        if game.num_players != 2:
+            raise SepoError(f"the pricing trainers are for two firms (the exact solver's); got --firms {game.num_players}")
+        self.game = game
+        self.solver = PricingSolver(game)
+        self.keys = self.solver.keys
+        self.k = k = game.k
+        self.legal = np.ones((len(self.keys), k), dtype=bool)
+        self.scale = game.payoff_scale
+        spec = PriceSpec.of_game(game, 1)
+        self.rivals = [self._rival(s, game, spec) for s in train_specs]
+        if not self.rivals:
+            raise SepoError("the pricing trainers need a train pool")
+        collusive = {s.label for s in collusive_specs}
+        self.is_collusive = np.array([s.label in collusive for s in train_specs])
+        self.collusive_rivals = [self._rival(s, game, spec) for s in collusive_specs]
+        stage = game.stage_matrices(0)
+        collusion, externality = round_events(stage["delta"], stage["surplus_loss"])
+        consumer = game.market.consumer_surplus(game.joint_prices())
+        self.quantities = np.stack([stage["agent"], collusion, externality, stage["delta"], consumer])  # [5, K, K]
+        histories = dense_histories(self.solver.stage, game.rounds, game.memory)
+        self._levels = []
+        for t, h in enumerate(histories):
+            rows = key_rows(h // k, h % k, game.memory, k)
+            children = ((np.arange(len(h))[:, None] * k * k + np.arange(k * k)[None, :]) % len(histories[t + 1])
+                        if t + 1 < game.rounds else None)
+            self._levels.append((rows, children))
+        self._offsets = [int(rows[0]) for rows, _ in self._levels]
+        n = len(self.rivals)
+        self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
+        self._solved: tuple[bytes, RepeatedResult] | None = None
+        self._forwards: tuple[bytes, dict] = (b"", {})
+
+    @staticmethod
+    def _rival(spec, game, price_spec) -> Rival:
+        bot = spec.build(game)
+        if not isinstance(bot, PricingBot):
+            raise SepoError(f"the pricing trainers play the domain's bots only; {spec.label!r} is not one")
+        return Rival(spec.label, bot.machine(price_spec), k=game.k)
+
+    def solved(self, table: np.ndarray) -> RepeatedResult:
+        """The exact solution at `table` (kept for the step's several uses)."""
+        table = np.asarray(table, dtype=float)
+        if self._solved is None or self._solved[0] != table.tobytes():
+            self._solved = (table.tobytes(), self.solver.solve_table(table))
+        return self._solved[1]
+
+    def rollout_rivals(self, table: np.ndarray) -> list[Rival]:
+        """The rivals a rollout is drawn from, uniformly: the train bots, then the gap maximiser."""
+        return [*self.rivals, Rival("BestResponse", actions=self.solved(table).gap_table.actions, k=self.k)]
+
+    # -- exact expectations ------------------------------------------------------------------------
+    def forward(self, table: np.ndarray, rival: Rival) -> tuple[np.ndarray, np.ndarray]:
+        """Expected visits per key per market, and the expected `quantities` per period, against
+        `rival` (kept for the latest table: a step's exact metrics are the next step's reach)."""
+        table = np.asarray(table, dtype=float)
+        if self._forwards[0] != table.tobytes():
+            self._forwards = (table.tobytes(), {})
+        found = self._forwards[1]
+        if rival.label not in found:
+            found[rival.label] = self._forward(table, rival)
+        return found[rival.label]
+
+    def _forward(self, table: np.ndarray, rival: Rival) -> tuple[np.ndarray, np.ndarray]:
+        """One forward pass over the (agent state, rival state) pairs reached with positive probability."""
+        k, n_s = self.k, rival.states
+        flat = self.quantities.reshape(len(self.quantities), -1).T  # [K², 5]
+        following = rival.next.transpose(0, 2, 1)  # [s, agent action, rival action]
+        reach = np.zeros((1, n_s))
+        reach[0, 0] = 1.0
+        visits, totals = np.zeros(len(self.keys)), np.zeros(len(self.quantities))
+        for t, (rows, children) in enumerate(self._levels):
+            h, s = np.nonzero(reach)
+            weight = reach[h, s]
+            np.add.at(visits, rows[h], weight)
+            joint = weight[:, None, None] * table[rows[h]][:, :, None] * rival.probs(t, h, s)[:, None, :]  # [P, a, b]
+            totals += joint.reshape(-1, k * k).sum(0) @ flat
+            if children is not None:
+                size = len(self._levels[t + 1][0])
+                index = children[h].reshape(len(h), k, k) * n_s + following[s]
+                reach = np.bincount(index.reshape(-1), weights=joint.reshape(-1), minlength=size * n_s).reshape(size, n_s)
+        return visits, totals / self.game.rounds
+
+    def training_reach(self, table: np.ndarray) -> np.ndarray:
+        """ρ(I): expected visits per rollout, the rival uniform over the train bots and the maximiser."""
+        table = np.asarray(table, dtype=float)
+        return np.mean([self.forward(table, rival)[0] for rival in self.rollout_rivals(table)], axis=0)
+
+    # -- sampled markets ---------------------------------------------------------------------------
+    def play(self, table: np.ndarray, rivals: list[Rival], rival_of: np.ndarray, uniforms: np.ndarray):
+        """Play `len(rival_of)` markets: (own actions, rival actions, key rows), each `[n, T]`."""
+        n, rounds, k = len(rival_of), self.game.rounds, self.k
+        own = np.zeros((n, rounds), dtype=np.int64)
+        other = np.zeros((n, rounds), dtype=np.int64)
+        rows = np.zeros((n, rounds), dtype=np.int64)
+        state = np.zeros(n, dtype=np.int64)
+        for t in range(rounds):
+            rows[:, t] = key_rows(own[:, :t], other[:, :t], self.game.memory, k)
+            rival_probs = np.empty((n, k))
+            for index, rival in enumerate(rivals):
+                mine = rival_of == index
+                if mine.any():
+                    rival_probs[mine] = rival.probs(t, rows[mine, t] - self._offsets[t], state[mine])
+            own[:, t] = sample(table[rows[:, t]], uniforms[:, t, 0])
+            other[:, t] = sample(rival_probs, uniforms[:, t, 1])
+            for index, rival in enumerate(rivals):
+                mine = rival_of == index
+                state[mine] = rival.next[state[mine], other[mine, t], own[mine, t]]
+        return own, other, rows
+
+    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
+        table = np.asarray(table, dtype=float)
+        group_rival = rng.integers(len(self.weight), size=groups)  # the last index: the gap maximiser
+        group_of = np.repeat(np.arange(groups), group_size)
+        rival_of = group_rival[group_of]
+        own, other, rows = self.play(table, self.rollout_rivals(table), rival_of,
+                                     rng.random((len(group_of), self.game.rounds, 2)))
+        credit = self.weight[rival_of]
+        per_period = self.quantities[:, own, other].mean(-1)  # [5, n]
+        collusive = np.append(self.is_collusive, False)[rival_of]
+        return Rollouts(rows, own, np.ones_like(own, dtype=bool), group_of, credit * per_period[PAYOFF],
+                        np.where(collusive, credit * per_period[COLLUSION], 0.0), credit * per_period[EXTERNALITY])
+
+    def exact_metrics(self, table: np.ndarray) -> dict:
+        """Exact utility against the train pool, the solver's value, and the market's numbers:
+        collusion (mean max(0, Δ)), raw Δ and consumer surplus per period against the collusive pool,
+        externality and consumer surplus against the train pool."""
+        table = np.asarray(table, dtype=float)
+        result = self.solver.evaluate(table)
+        train = np.mean([self.forward(table, rival)[1] for rival in self.rivals], axis=0)
+        out = {"utility": float(train[PAYOFF]), result.value_name: result.value, "br_payoff": result.br_payoff,
+               "externality": float(train[EXTERNALITY]), "consumer_surplus_train": float(train[SURPLUS]),
+               "delta_train": float(train[DELTA])}
+        if self.collusive_rivals:
+            partners = np.mean([self.forward(table, rival)[1] for rival in self.collusive_rivals], axis=0)
+            out.update({"collusion": float(partners[COLLUSION]), "delta_collusive": float(partners[DELTA]),
+                        "consumer_surplus_collusive": float(partners[SURPLUS])})
+        return out

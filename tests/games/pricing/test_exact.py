@@ -1,0 +1,75 @@
+"""The exact solver, the training environments' exact expectations, and the bots, checked against
+closed forms and played episodes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sepo.evaluation.play import play_episodes
+from sepo.games import get_domain, load_game
+from sepo.games.pricing.exact import PricingSolver
+from sepo.metrics.exact import action_table, audit_agent
+from sepo.opponents.pools import parse_bot
+
+
+def test_gap_of_the_competitive_bot_is_the_one_shot_best_response():
+    game = load_game("pricing", rounds=4)
+    solver = PricingSolver(game)
+    bot = get_domain("pricing").build_bot("Competitive")
+    found = audit_agent(game, bot, solver)
+    m = game.stage_matrices(0)
+    nash = int(np.argmax(action_table(bot, solver.decisions()[:1])[0]))
+    assert found.result.exact
+    assert found.result.value == pytest.approx(float((m["rival"][nash] - m["agent"][nash]).max()))
+    assert found.result.br_payoff == pytest.approx(float(m["rival"][nash].max()))
+
+
+def test_a_bot_is_solved_alike_on_its_declared_state_and_as_a_memory_one_table():
+    game = load_game("pricing", rounds=5)
+    solver = PricingSolver(game)
+    bot = get_domain("pricing").build_bot("TitForTat")
+    declared = audit_agent(game, bot, solver).result.value
+    table = solver.evaluate(action_table(bot, solver.decisions())).value
+    assert declared == pytest.approx(table, abs=1e-12)
+
+
+def test_forward_pass_equals_played_episodes_against_deterministic_bots():
+    from sepo.policies.tabular import TabularPolicy
+
+    game = load_game("pricing", rounds=6)
+    domain = get_domain("pricing")
+    env = domain.training(game, [parse_bot("pricing", "GrimTrigger"), parse_bot("pricing", "Undercut")],
+                          [parse_bot("pricing", "GrimTrigger")])
+    agent = domain.build_bot("TitForTat")
+    table = action_table(agent, env.solver.decisions())
+    for rival in env.rivals:
+        _, totals = env.forward(table, rival)
+        played = play_episodes(game, TabularPolicy(table, env.keys), [domain.build_bot(rival.label)], [0], agent_seed=0)[0]
+        assert totals[0] == pytest.approx(played.agent_payoffs.mean())
+        assert totals[3] == pytest.approx(np.mean([r.info["delta"] for r in played.rounds]))
+
+
+def test_training_reach_counts_visits_and_llm_values_match_the_forward_pass():
+    game = load_game("pricing", rounds=3, prices=5)
+    domain = get_domain("pricing")
+    train = [parse_bot("pricing", name) for name in ("Competitive", "TitForTat", "GrimTrigger")]
+    env = domain.llm_training(game, train, train[1:])
+    rng = np.random.default_rng(0)
+    table = rng.dirichlet(np.ones(game.k), size=len(env.solver.keys))
+    assert env.training_reach(table).sum() == pytest.approx(game.rounds)
+    values = env.action_values(table)
+    for index, rival in enumerate(env.tabular.rollout_rivals(table)):
+        _, totals = env.tabular.forward(table, rival)
+        start = (table[0] * values[index][0][0, 0, :, 0]).sum()
+        assert start == pytest.approx(totals[0] * game.rounds)
+
+
+def test_rollouts_agree_with_the_exact_utility():
+    game = load_game("pricing", rounds=4, prices=7)
+    domain = get_domain("pricing")
+    train = [parse_bot("pricing", name) for name in ("Competitive", "Undercut")]
+    env = domain.training(game, train, [])
+    table = np.full((len(env.keys), game.k), 1.0 / game.k)
+    rollouts = env.rollouts(table, 4000, 2, np.random.default_rng(1))
+    exact = env.exact_metrics(table)["utility"]
+    assert rollouts.utility.mean() == pytest.approx(exact, abs=0.004)

@@ -1,0 +1,91 @@
+"""The pricing game: institutions, information states, text, parameters."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sepo.errors import SepoError
+from sepo.games import load_game
+from sepo.games.pricing.text import strict_parse
+
+
+def test_payoffs_are_profits_and_consumers_are_a_third_party():
+    game = load_game("pricing")
+    state = game.new_initial_state()
+    state.apply_actions([3, 7])
+    result = state.rounds()[0]
+    prices = game.grid[[3, 7]]
+    assert result.payoffs == pytest.approx(tuple(game.market.profits(prices)))
+    assert result.third_party["consumers"] == pytest.approx(float(game.market.consumer_surplus(prices)))
+    assert result.info["delta"] == pytest.approx(float(game.market.collusion_index(prices)))
+
+
+def test_sanction_takes_the_expected_fine_above_the_threshold():
+    game = load_game("pricing", sanction_threshold=1.7, fine=0.1, detection=0.4)
+    fines = game.fines(np.array([[1.66, 1.74], [1.78, 1.82]]))
+    assert fines == pytest.approx(np.array([[0.0, 0.04], [0.04, 0.04]]))
+
+
+def test_leniency_reporter_pays_less_and_convicts_the_others():
+    game = load_game("pricing", sanction_threshold=1.7, fine=0.1, detection=0.4, leniency=0.5)
+    # both above the threshold, 1.78 the unique lowest: it reports (half of 0.04), the other is fined for certain
+    assert game.fines(np.array([1.78, 1.82])) == pytest.approx([0.02, 0.1])
+    assert game.fines(np.array([1.78, 1.78])) == pytest.approx([0.04, 0.04])  # no unique lowest: nobody reports
+    assert game.fines(np.array([1.66, 1.82])) == pytest.approx([0.0, 0.04])  # one firm above: no cartel period
+
+
+def test_cap_removes_the_prices_above_it():
+    game = load_game("pricing", cap=1.7)
+    assert game.grid.max() <= 1.7 and game.k == int((load_game("pricing").grid <= 1.7).sum())
+    assert game.benchmarks == load_game("pricing").benchmarks  # the yardstick does not move
+    with pytest.raises(SepoError, match="below every grid price"):
+        load_game("pricing", cap=1.0)
+
+
+@pytest.mark.parametrize("params, match", [({"firms": 1}, "firms"), ({"detection": 1.5}, "detection"),
+                                           ({"grid": "1.5,1.4"}, "increasing"), ({"cost": "1,1,1"}, "one per firm"),
+                                           ({"mu": -1.0}, "mu"), ({"leniency": 2.0}, "leniency")])
+def test_bad_parameters_are_one_line_errors(params, match):
+    with pytest.raises(SepoError, match=match):
+        load_game("pricing", **params)
+
+
+def test_information_state_keeps_the_last_period_and_the_scores_are_the_seats():
+    game = load_game("pricing", cost="1,1.2")
+    state = game.new_initial_state()
+    state.apply_actions([0, 14])
+    state.apply_actions([5, 6])
+    d0, d1 = state.decision(0), state.decision(1)
+    assert d0.info_key == f"{game.action_names[5]}-{game.action_names[6]}"
+    assert d1.observation["history"] == ((14, 0), (6, 5))
+    payoffs = [r.payoffs for r in state.rounds()]
+    assert d1.observation["my_score"] == pytest.approx(sum(p[1] for p in payoffs))
+    assert d0.observation["rival_score"] == pytest.approx(sum(p[1] for p in payoffs))
+
+
+def test_three_firms_play_and_have_no_exact_solver():
+    from sepo.metrics.exact import NoExactSolver, exact_solver
+
+    game = load_game("pricing", firms=3)
+    state = game.new_initial_state()
+    state.apply_actions([1, 2, 3])
+    assert state.decision(1).observation["history"] == ((2, (1, 3)),)
+    with pytest.raises(NoExactSolver, match="two firms"):
+        exact_solver(game)
+
+
+def test_strict_parser():
+    names = ("1.43", "1.47", "1.51")
+    assert strict_parse("I will match.\n1.47", names).action == 1
+    assert strict_parse("Price: $1.51", names).action == 2
+    assert strict_parse("1.5", names).status == "illegal"
+    assert strict_parse("1.47 or 1.51", names).status == "ambiguous"
+    assert strict_parse("1.47\nhold", names).status == "no_action"
+    assert strict_parse("<think>1.43</think>\n1.470", names).action == 1
+
+
+def test_prompts_state_the_institutions():
+    game = load_game("pricing", sanction_threshold=1.7, fine=0.1, detection=0.4, leniency=0.5, cap=1.9)
+    text = game.text.system_prompt()
+    assert "price cap of 1.90" in text and "above 1.70" in text and "Leniency" in text
+    assert "Allowed prices: 1.43" in text
