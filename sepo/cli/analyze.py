@@ -356,3 +356,72 @@ def population_command(
     ce = report["correlated_equilibrium_max_welfare"]
     console.print("max-welfare CE of the meta-game: welfare " + _fmt(ce["welfare"]) + "; "
                   + "; ".join(f"{s['row']}/{s['column']} {_fmt(s['probability'])}" for s in ce["support"]), highlight=False)
+
+
+# ---------------------------------------------------------------------------------- institution
+
+def _assignment(text: str, option: str) -> tuple[str, str]:
+    from sepo.analysis.errors import AnalysisInputError
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip() or not value.strip():
+        raise AnalysisInputError(option, option.lstrip("-"), f"{text!r}: write NAME=VALUE")
+    return name.strip().replace("-", "_"), value.strip()
+
+
+@app.command("institution")
+@_user_errors
+def institution_command(
+    game_name: str = typer.Option(..., "--game", help="Domain whose rules are searched (it needs a tabular trainer)."),
+    vary: List[str] = typer.Option(..., "--vary", help="A game parameter and its values to search, NAME=V1,V2,... "
+                                   "(repeat for a grid, e.g. --vary fine=0,0.05 --vary detection=0.5,1)."),
+    fixed: Optional[List[str]] = typer.Option(None, "--set", help="A game parameter held fixed, NAME=VALUE (repeatable)."),
+    out: Path = typer.Option(..., "--out", help="Folder of the search: a training run per setting and seed, and report.json."),
+    seeds: int = typer.Option(3, "--seeds", min=1, max=100, help="Trained agents per setting (seeds 0..N-1)."),
+    steps: int = typer.Option(300, "--steps", min=1, help="Training steps per agent."),
+    groups: int = typer.Option(64, "--groups", min=1, help="Groups per training step."),
+    penalty: str = typer.Option("none", "--penalty", help="Trainer's penalty: none (payoff-only GRPO, default) or per-rollout (SEPO)."),
+    lambda_e: float = typer.Option(0.0, "--lambda-e", help="λe of the trained agents (with --penalty per-rollout)."),
+    lambda_c: float = typer.Option(0.0, "--lambda-c", help="λc of the trained agents (with --penalty per-rollout)."),
+    lambda_x: float = typer.Option(0.0, "--lambda-x", help="λx of the trained agents (with --penalty per-rollout)."),
+    tolerance: float = typer.Option(0.02, "--tolerance", help="Settings within this of the least mean collusion compete "
+                                    "on externality."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Search a game's institution parameters for the setting whose trained agents collude least, at the least externality."""
+    from sepo.analysis.institutions import SearchConfig, cell_name, search
+    from sepo.cli.game_options import game_params_for
+    from sepo.games import get_domain
+
+    domain = get_domain(game_name)
+    defaults = {p.name: p.default for p in domain.params}
+
+    def converted(name: str, text: str):
+        return game_params_for(game_name, {name: text}).get(name, defaults.get(name))
+
+    grid = {}
+    for text in vary:
+        name, values = _assignment(text, "--vary")
+        grid[name] = [converted(name, value) for value in values.split(",")]
+    held = {name: converted(name, value) for name, value in (_assignment(t, "--set") for t in (fixed or []))}
+    config = SearchConfig(game=game_name, vary=grid, fixed=held, seeds=seeds, steps=steps, groups=groups, penalty=penalty,
+                          lambda_e=lambda_e, lambda_c=lambda_c, lambda_x=lambda_x, tolerance=tolerance)
+    with Progress(TextColumn("{task.description}"), console=err_console, transient=True, disable=as_json) as bar:
+        task = bar.add_task("training", total=None)
+        report = search(config, out, progress=lambda text: bar.update(task, description=text))
+    if as_json:
+        _print_json(report)
+        return
+    table = Table(title=f"{game_name}: {len(report['settings'])} settings x {seeds} trained agents "
+                        f"(penalty {penalty}; means with 95% t-intervals over seeds)")
+    for column in ("setting", "collusion", "externality", "utility"):
+        table.add_column(column)
+    for row in report["settings"]:
+        cells = [f"{row[m]['mean']:.4f} [{row[m]['ci'][0]:.4f}, {row[m]['ci'][1]:.4f}]" if m in row else "n/a"
+                 for m in ("collusion", "externality", "utility")]
+        mark = " (chosen)" if row["cell"] == report["chosen_cell"] else ""
+        table.add_row(cell_name(row["setting"]) + mark, *cells)
+    console.print(table)
+    console.print(f"chosen: {cell_name(report['chosen'])}: the least collusion within {tolerance:g} of the least "
+                  f"({report['least_collusion']:.4f}), then the least externality; measured {report['measured']}; "
+                  f"report at {Path(out) / 'report.json'}", highlight=False)

@@ -16,6 +16,7 @@ joint-monopoly price (under a cap, the highest price left if the cap is below it
 from __future__ import annotations
 
 import abc
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +48,12 @@ class PriceSpec:
     def of_decision(cls, decision: Decision) -> "PriceSpec":
         obs = decision.observation
         b = obs["benchmarks"]
-        return cls.of(obs["grid"], b["nash_prices"][decision.player], b["monopoly_prices"][decision.player])
+        return _spec(tuple(obs["grid"]), b["nash_prices"][decision.player], b["monopoly_prices"][decision.player])
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(grid: tuple, nash_price: float, monopoly_price: float) -> PriceSpec:
+    return PriceSpec.of(grid, nash_price, monopoly_price)
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,9 @@ class PricingBot(Policy):
         """The bot's state machine on a grid described by `spec`."""
 
     def action_probabilities(self, decision: Decision) -> dict[int, float]:
-        machine = self.machine(PriceSpec.of_decision(decision))
+        spec = PriceSpec.of_decision(decision)
+        machines = self.__dict__.setdefault("_machines", {})
+        machine = machines.get(spec) or machines.setdefault(spec, self.machine(spec))
         history = [(own, rivals if isinstance(rivals, (int, np.integer)) else min(rivals))
                    for own, rivals in decision.observation["history"]]
         return dict(enumerate(machine.probs[machine.state_after(history)].tolist()))

@@ -199,6 +199,14 @@ class PricingMarket(Game):
         return self.market.profits(prices) - self.fines(prices)
 
     def round_result(self, joint: tuple[int, ...]) -> RoundResult:
+        """The period's result (memoised: a decision's observation recomputes its history's scores)."""
+        joint = tuple(int(a) for a in joint)
+        cache = self.__dict__.setdefault("_results", {})
+        if joint not in cache:
+            cache[joint] = self._round_result(joint)
+        return cache[joint]
+
+    def _round_result(self, joint: tuple[int, ...]) -> RoundResult:
         prices = self.grid[list(joint)]
         gross = self.market.profits(prices)
         fines = self.fines(prices)

@@ -1,0 +1,157 @@
+"""Institution search: which setting of a game's rules leaves trained agents colluding least, at the
+least cost to the third party?
+
+An institution is a set of game parameters (a price cap, a sanction and its detection probability,
+a leniency rule, ...). For every point of a grid over some parameters (the others fixed), agents
+are trained from the same start with the exact tabular trainer (payoff-only GRPO by default: the
+profit-seeking learners the institution must discipline), one per seed, and each trained agent's
+collusion and externality are read: exactly from the training environment where it reports them
+(`collusion` against the collusive pool, `externality` against the train pool), else from an
+evaluation of the final policy. The chosen setting has the least mean collusion; among settings
+within `tolerance` of it, the least mean externality (the chapter's repaired rule: stop the
+collusion, then spare the third party). Each mean has a 95% Student-t interval over the seeds.
+
+Every training run is a run folder inside the search's own (part of it), so an interrupted search
+resumes where it stopped and a finished one is read back.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+from sepo.errors import SepoError
+
+COMMAND = "analyze institution"
+
+
+@dataclass
+class SearchConfig:
+    game: str
+    vary: Mapping[str, Sequence]
+    fixed: Mapping[str, object] = field(default_factory=dict)
+    seeds: int = 3
+    steps: int = 300
+    groups: int = 64
+    group_size: int = 8
+    learning_rate: float = 0.1
+    final_learning_rate: float = 0.01
+    penalty: str = "none"
+    lambda_e: float = 0.0
+    lambda_c: float = 0.0
+    lambda_x: float = 0.0
+    tolerance: float = 0.02
+    episodes: int = 100
+
+    def validate(self) -> "SearchConfig":
+        if not self.vary:
+            raise SepoError("give at least one --vary NAME=V1,V2,... (the institution's parameters to search)")
+        overlap = sorted(set(self.vary) & set(self.fixed))
+        if overlap:
+            raise SepoError(f"--vary and --set both name {overlap[0]!r}")
+        for name, values in self.vary.items():
+            if not values:
+                raise SepoError(f"--vary {name}= has no values")
+        if self.seeds < 1 or self.steps < 1:
+            raise SepoError("--seeds and --steps must be >= 1")
+        if self.tolerance < 0:
+            raise SepoError(f"--tolerance must be >= 0, got {self.tolerance}")
+        return self
+
+    def settings(self) -> dict:
+        return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
+
+    def cells(self) -> list[dict]:
+        names = list(self.vary)
+        return [dict(zip(names, values)) for values in itertools.product(*(self.vary[n] for n in names))]
+
+
+def cell_name(cell: Mapping) -> str:
+    return ",".join(f"{k}={v}" for k, v in cell.items())
+
+
+def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
+    """Mean and 95% Student-t interval (the interval is the mean itself for one value)."""
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return mean, mean, mean
+    half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
+    return mean, mean - half, mean + half
+
+
+def _measure(game_name: str, params: dict, summary: dict, policy, config: SearchConfig, seed: int) -> dict:
+    """Collusion, externality, utility and the exact value of one trained agent."""
+    value_name = summary.get("exact_value")
+    out = {"utility": summary.get("utility"), "exact_value": value_name, "value": summary.get(value_name)}
+    if "collusion" in summary and "externality" in summary:
+        out.update(collusion=summary["collusion"], externality=summary["externality"], measured="exact")
+        return out
+    from sepo.evaluation.evaluate import EvalConfig, evaluate
+    from sepo.games import load_game
+
+    result = evaluate(load_game(game_name, **params), policy, EvalConfig(episodes=config.episodes, seed=seed))
+    out.update(collusion=result["collusion"] or 0.0, externality=result["externality"] or 0.0,
+               measured=f"evaluation, {config.episodes} episodes per opponent")
+    return out
+
+
+def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None] | None = None) -> dict:
+    """Train and measure every (cell, seed); the report (also written to `out/report.json`)."""
+    from sepo.runs import open_run
+    from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
+
+    config.validate()
+    out = Path(out)
+    with open_run(out, COMMAND, config.settings()) as run:
+        if run.finished:
+            return run.result
+        rows = []
+        for index, cell in enumerate(config.cells()):
+            params = {**config.fixed, **cell}
+            measured = []
+            for seed in range(config.seeds):
+                if progress:
+                    progress(f"{cell_name(cell)}: seed {seed} ({index + 1} of {len(config.cells())} settings)")
+                train = TabularSEPOConfig(game=config.game, game_params=params, penalty=config.penalty,
+                                          lambda_e=config.lambda_e, lambda_c=config.lambda_c, lambda_x=config.lambda_x,
+                                          steps=config.steps, groups=config.groups, group_size=config.group_size,
+                                          learning_rate=config.learning_rate, final_learning_rate=config.final_learning_rate,
+                                          seed=seed, checkpoint_every=config.steps)
+                trainer = TabularSEPOTrainer(train, run.path(f"cells/{index}/seed-{seed}"))
+                with open_run(trainer.out, "train", trainer.settings(), part_of=COMMAND) as child:
+                    trainer.run = child
+                    summary = trainer.train()
+                from sepo.policies.tabular import TabularPolicy
+
+                policy = TabularPolicy(trainer.policy(), trainer.env.keys)
+                measured.append(_measure(config.game, params, summary, policy, config, seed))
+                run.commit()
+            row = {"cell": index, "setting": dict(cell), "per_seed": measured}
+            for name in ("collusion", "externality", "utility", "value"):
+                values = [m[name] for m in measured if m[name] is not None]
+                if values:
+                    mean, low, high = mean_interval(values)
+                    row[name] = {"mean": mean, "ci": [low, high]}
+            rows.append(row)
+        report = choose(rows, config.tolerance)
+        report.update({"game": config.game, "fixed": dict(config.fixed), "vary": {k: list(v) for k, v in config.vary.items()},
+                       "seeds": config.seeds, "training": {"penalty": config.penalty, "steps": config.steps,
+                                                           "lambdas": [config.lambda_e, config.lambda_c, config.lambda_x]},
+                       "measured": rows[0]["per_seed"][0]["measured"] if rows else None})
+        run.write_json("report.json", report)
+        run.complete(report)
+        return report
+
+
+def choose(rows: list[dict], tolerance: float) -> dict:
+    """The setting with the least mean collusion; among those within `tolerance` of it, the least mean externality."""
+    least = min(row["collusion"]["mean"] for row in rows)
+    near = [row for row in rows if row["collusion"]["mean"] <= least + tolerance]
+    best = min(near, key=lambda row: (row["externality"]["mean"], row["collusion"]["mean"]))
+    return {"chosen": best["setting"], "chosen_cell": best["cell"], "least_collusion": least, "tolerance": tolerance,
+            "within_tolerance": [row["cell"] for row in near], "settings": rows}

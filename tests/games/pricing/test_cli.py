@@ -1,0 +1,48 @@
+"""The pricing market through the command line: benchmarks in `sepo eval --json`, exact values,
+one-line errors (exit code 2)."""
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from sepo.cli.main import app
+
+runner = CliRunner()
+
+
+def _run(*args):
+    return runner.invoke(app, list(args))
+
+
+def test_eval_reports_the_benchmarks_and_the_exact_gap():
+    result = _run("eval", "--game", "pricing", "--agent", "bot:GrimTrigger", "--episodes", "2", "--rounds", "3", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["pricing/nash_price"] == pytest.approx(1.4729, abs=1e-4)
+    assert out["pricing/monopoly_price"] == pytest.approx(1.9250, abs=1e-4)
+    assert out["exact_label"] == "exact" and out["adversarial_gap"] > 0
+    assert out["collusion"] == pytest.approx(out["pricing/collusive/delta"], abs=0.02)  # GrimTrigger partners: Δ ≈ 1
+
+
+def test_train_then_exploit_a_tabular_run(tmp_path):
+    train = _run("train", "--game", "pricing", "--policy", "tabular", "--rounds", "2", "--prices", "5", "--steps", "3",
+                 "--groups", "4", "--lambda-c", "1", "--out", str(tmp_path / "run"))
+    assert train.exit_code == 0, train.output
+    exploit = _run("exploit", "--game", "pricing", "--rounds", "2", "--prices", "5", "--agent", f"run:{tmp_path / 'run'}",
+                   "--json")
+    assert exploit.exit_code == 0, exploit.output
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert json.loads(exploit.stdout)["value"] == pytest.approx(summary["adversarial_gap"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--firms", "1"), "pricing: firms must be a whole number >= 2, got 1"),
+    (("--detection", "2"), "pricing: detection must be a finite number in [0, 1]"),
+    (("--cap", "0.5"), "below every grid price"),
+    (("--grid", "1.7,1.6"), "at least two increasing prices"),
+    (("--mu", "cheap"), "--mu 'cheap'"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    result = _run("exploit", "--game", "pricing", "--agent", "bot:Competitive", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
