@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.games.pricing.training import COLLUSION, EXTERNALITY, PAYOFF, PricingTrainingEnvironment
-from sepo.training.matches import MatchContext, match_contexts
+from sepo.games.matches import match_contexts
+from sepo.games.records import MatchContext
 
 
 class PricingLLMEnvironment:

@@ -25,7 +25,7 @@ from sepo.games.pricing.bots import Machine, PriceSpec, PricingBot
 from sepo.games.pricing.events import round_events
 from sepo.games.pricing.exact import PricingSolver, key_rows
 from sepo.metrics.repeated import RepeatedResult, dense_histories
-from sepo.training.environment import Rollouts
+from sepo.games.records import Rollouts
 
 PAYOFF, COLLUSION, EXTERNALITY, DELTA, SURPLUS = range(5)
 
