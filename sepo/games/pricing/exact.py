@@ -15,8 +15,19 @@ agent the gap of its memory-m projection, neither an upper nor a lower bound, la
 `audit(agent, threshold, projection)` (`RepeatedAudit`) solves a bot on (period, its declared
 state) at any number of periods, exactly, and reads a language model on the whole history it
 reads, round by round with pruning below `threshold` (the error bound reported), refusing in one
-line a tree that would not fit (K² = 225 joint prices a period: the whole tree of 10 periods has
-about 10^21 states, so a language model is audited through `--threshold` or `--memory`).
+line a tree that would not fit.
+
+Lower bound. With K² = 225 joint prices a period the whole tree of 10 periods has about 10^21
+states, and even pruned it keeps 15^t rival sequences a period; so for an agent that declares
+nothing, when neither `--memory` nor `--threshold` is given and the whole tree does not fit, the
+audit is a lower bound instead of a refusal (`lower_bound_audit`): the gap maximiser of the agent's
+memory-m projection (m the game's memory) is played against the agent itself, the agent read only at
+the histories that rival and the agent's own positive-probability prices reach (one path for a
+deterministic agent); on branches it reaches with probability below `LOWER_BOUND_REACH` the rival
+switches to its maximin price, whose lead max_b min_a (u_R − u_A) a period the agent cannot lower,
+and they are counted at that. The rival so defined is one fixed strategy, and any fixed rival's
+expected lead is at most the best rival's, so the value is a lower bound on the agent's true gap (labelled `lower bound`), equal to it when the agent in fact
+reads at most m periods.
 """
 from __future__ import annotations
 
@@ -27,9 +38,14 @@ from sepo.games.base import Decision
 from sepo.games.pricing.rules import PricingMarket
 from sepo.limits import count_text
 from sepo.metrics.exact import ExactResult
-from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, dense_histories,
-                                   read_agent, solve, tree_from_levels)
+from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, declared_state,
+                                   dense_histories, read_agent, solve, tree_from_levels)
 from sepo.policies.base import Policy
+
+
+LOWER_BOUND_REACH = 1e-4
+"""Branches the agent reaches with less probability are not read in the lower-bound audit (the rival
+plays its maximin price there, counted at its guaranteed lead, which keeps the value a lower bound)."""
 
 
 def key_rows(own: np.ndarray, other: np.ndarray, memory: int | None, k: int) -> np.ndarray:
@@ -164,6 +180,65 @@ class PricingSolver(RepeatedAudit):
 
     def decision_after(self, history: tuple) -> Decision:
         return self.game.decision_after(tuple(history), self.agent_player)
+
+    def audit(self, agent: Policy, threshold: float = 0.0, projection: bool = False, replicates: int = 1000, seed: int = 0):
+        """`RepeatedAudit.audit`, except that an agent declaring nothing, audited without --memory or
+        --threshold, gets the lower bound (module doc) where the whole tree would be refused."""
+        declares = declared_state(agent) is not None or getattr(agent, "table", None) is not None
+        if declares or threshold or projection or self.game.memory is None:
+            return super().audit(agent, threshold, projection, replicates, seed)
+        try:
+            check_tree_fits(self.stage, self.game.rounds, None, what="the pricing market's joint-price tree")
+        except SepoError:
+            return self.lower_bound_audit(agent)
+        return super().audit(agent, threshold, projection, replicates, seed)
+
+    def lower_bound_audit(self, agent: Policy):
+        """The gap maximiser of the agent's memory-m projection, played against the agent (module doc)."""
+        from dataclasses import replace
+
+        from sepo.metrics.exact import Audit, no_action_probabilities
+        from sepo.policies.text_policy import policy_estimate
+
+        try:
+            estimate = policy_estimate(agent, self.decisions())
+        except NotImplementedError as error:
+            raise no_action_probabilities(agent, error) from None
+        solved = self.solve_table(estimate.table())
+        rival = solved.gap_table
+        lead = self.stage.opponent - self.stage.agent
+        rounds, guaranteed = self.game.rounds, float(lead.min(0).max())  # the rival's maximin lead a period
+        totals = np.zeros(3)  # lead, rival payoff, agent payoff
+        level, read, pruned = [((), 1.0)], 0, 0.0
+        for t in range(rounds):
+            if not level:
+                break
+            decisions = [self.decision_after(history) for history, _ in level]
+            probs = policy_estimate(agent, decisions).table()[:, : self.k]
+            read += len(decisions)
+            following = []
+            for (history, reach), p in zip(level, probs):
+                b = rival.action(t, history)
+                for a in np.nonzero(p > 0)[0].tolist():
+                    weight = reach * p[a]
+                    totals += weight * np.array([lead[a, b], self.stage.opponent[a, b], self.stage.agent[a, b]])
+                    if t + 1 < rounds:
+                        if weight >= LOWER_BOUND_REACH:
+                            following.append((history + ((a, b),), weight))
+                        else:
+                            pruned += weight
+                            totals[0] += weight * guaranteed * (rounds - t - 1)
+            level = following
+        base = self.result(solved)
+        memory = self.game.memory
+        result = replace(base, value=float(totals[0] / rounds), br_payoff=float(totals[1] / rounds),
+                         agent_payoff=float(totals[2] / rounds), exact=False, pruning_bound=0.0,
+                         method=(f"lower bound: the gap maximiser of the agent's memory-{memory} projection played against "
+                                 f"the agent ({read} histories read; reach below {LOWER_BOUND_REACH:g}, {pruned:.2g} in all, "
+                                 "where the rival switches to its maximin price, counted at its guaranteed lead); exact when the agent reads at most "
+                                 f"{memory} period{'s' if memory != 1 else ''}"),
+                         extra={"projection_gap": base.value, "histories_read": read, "pruned_reach": pruned})
+        return Audit(result, self.response(solved), estimate.record())
 
 
 def solver(game: PricingMarket) -> PricingSolver:

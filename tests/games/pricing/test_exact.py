@@ -73,3 +73,38 @@ def test_rollouts_agree_with_the_exact_utility():
     rollouts = env.rollouts(table, 4000, 2, np.random.default_rng(1))
     exact = env.exact_metrics(table)["utility"]
     assert rollouts.utility.mean() == pytest.approx(exact, abs=0.004)
+
+
+class _Undeclared:
+    """A bot that hides its memory, as a language model would."""
+
+    classifier: dict = {}
+
+    def __init__(self, bot):
+        self.bot, self.name = bot, f"undeclared {bot.name}"
+
+    def action_probabilities(self, decision):
+        return self.bot.action_probabilities(decision)
+
+    def batch_action_probabilities(self, decisions):
+        return [self.bot.action_probabilities(d) for d in decisions]
+
+
+@pytest.mark.parametrize("name", ["TitForTat", "GrimTrigger", "Uniform"])
+def test_an_undeclared_agent_gets_a_lower_bound_exact_at_its_true_memory(name):
+    from sepo.metrics.exact import exact_label
+
+    game = load_game("pricing", rounds=6)
+    solver = PricingSolver(game)
+    bot = get_domain("pricing").build_bot(name)
+    truth = audit_agent(game, bot, solver).result.value
+    found = audit_agent(game, _Undeclared(bot), solver)
+    assert exact_label(found.result) == "lower bound" and "lower bound" in found.result.method
+    assert found.result.value <= truth + 1e-12
+    if name == "TitForTat":  # memory 1, deterministic: the projection's maximiser is the agent's, one path read
+        assert found.result.value == pytest.approx(truth, abs=1e-12)
+        assert found.result.extra["histories_read"] == game.rounds
+    elif name == "GrimTrigger":  # it reads the whole history: the memory-1 projection's maximiser still nearly attains it
+        assert found.result.value == pytest.approx(truth, abs=0.02)
+    else:  # 15 prices a period: branches below reach 1e-4 are counted at their worst, a looser bound
+        assert found.result.extra["pruned_reach"] > 0
