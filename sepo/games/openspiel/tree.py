@@ -164,8 +164,29 @@ class Tree:
         return reach
 
 
+def estimated_histories(pgame, probes: int = 200, seed: int = 0) -> float:
+    """Knuth's unbiased estimate of the number of histories: along random paths, the sum of the
+    products of the branching factors met (a few hundred paths take milliseconds)."""
+    rng = np.random.default_rng(seed)
+    total = 0.0
+    for _ in range(probes):
+        state, weight, count = pgame.new_initial_state(), 1.0, 1.0
+        while not state.is_terminal():
+            moves = [a for a, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
+            weight *= len(moves)
+            count += weight
+            state = state.child(moves[int(rng.integers(len(moves)))])
+        total += count
+    return total / probes
+
+
 def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
-    """Enumerate a two-player OpenSpiel game (depth first, OpenSpiel's action order)."""
+    """Enumerate a two-player OpenSpiel game (depth first, OpenSpiel's action order); a game whose
+    estimated size is ten times the limit is refused before the walk."""
+    estimate = estimated_histories(pgame)
+    if estimate > 10 * max_histories:
+        raise NoTree(f"{game_name}: about {estimate:.1e} histories (estimated from random paths), more than the "
+                     f"{max_histories:,} the exact solver enumerates")
     from sepo.games.openspiel.rules import decision_of
 
     keys: dict[str, int] = {}

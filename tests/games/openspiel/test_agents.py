@@ -40,8 +40,8 @@ def test_tiny_model_plays_leduc_and_is_audited_exactly(tiny):
                   "--max-new-tokens", "6", "--episodes", "2", "--json")
     assert result.exit_code == 0, result.output
     audit = json.loads(result.stdout)
-    assert audit["policy"]["policy"] == "exact"
-    assert 0.0 <= audit["metrics"]["exploitability"]["value"] <= 13.0
+    assert audit["policy"]["policy"] == "exact" and audit["exact_label"] == "exact"
+    assert 0.0 <= audit["exploitability"] <= 13.0 and audit["br_payoff"] == pytest.approx(audit["exploitability"])
 
 
 @pytest.mark.slow
