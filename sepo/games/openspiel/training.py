@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.games.openspiel.exact import OpenSpielSolver
+from sepo.games.records import Rollouts
 from sepo.metrics.exact import action_table
-from sepo.training.environment import Rollouts
 
 TERMINAL, CHANCE = -4, -1
 
