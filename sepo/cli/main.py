@@ -706,18 +706,18 @@ def plot_command(
 @app.command("demo")
 @user_errors
 def demo_command(
-    out: Path = typer.Option(Path("runs/demo"), "--out", help="Folder for the demo's runs and plots (new, or this same demo's)."),
-    steps: int = typer.Option(1500, "--steps", min=2, help="Training steps of each training run."),
-    game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for the demo's runs, plots and summary (new, or this same "
+                                       "demo's); default runs/demo, or runs/demo-GAME with --game."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=2, help="Training steps of every training run (default: each "
+                                        "domain's own, a few seconds a run)."),
+    game: Optional[str] = typer.Option(None, "--game", help="One domain's own demo (all its reference agents, both protocols, "
+                                       f"its frontier where it has one) instead of the tour of all. {GAME_HELP}"),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ):
-    """A domain end to end: audit reference agents, train SEPO vs payoff-only GRPO, place them on the frontier."""
-    from sepo.games import get_domain
+    """The product in about a minute: an audit table across all domains, SEPO against payoff-only GRPO, the plots."""
+    from sepo.demo import default_out, run_demo
 
-    domain = get_domain(game)
-    if domain.demo is None:
-        raise SepoError(f"game {game!r} has no demo")
-    domain.demo(out, steps, console, overwrite=overwrite)
+    run_demo(out if out is not None else default_out(game), console, game=game, steps=steps, overwrite=overwrite)
 
 
 if __name__ == "__main__":

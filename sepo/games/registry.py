@@ -47,6 +47,43 @@ class Param:
 
 
 @dataclass(frozen=True)
+class DemoAgent:
+    """A reference agent of a domain's demo (an agent spec) and what its audit shows."""
+
+    spec: str
+    shows: str = ""
+
+
+@dataclass(frozen=True)
+class DemoTraining:
+    """SEPO (per-rollout penalty at `lambda_e`) against payoff-only GRPO, both from the uniform
+    table: the tabular trainer's settings the runs share (`TabularSEPOConfig` fields: steps,
+    groups, group_size, learning_rate, game_params, ...), chosen so each run takes seconds."""
+
+    lambda_e: float = 5.0
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    frontier_lambdas: tuple[float, ...] = ()
+    """More SEPO runs, one per λe, placed with the two on the domain's exact frontier
+    (`Domain.frontier`), in the domain's own demo."""
+
+
+@dataclass(frozen=True)
+class DemoSpec:
+    """What `sepo demo` shows of a domain: data only, run by `sepo.demo` above the domains.
+
+    `agents[0]` is the domain's row in the all-domain audit table; the domain's own demo
+    (`sepo demo --game NAME`) audits every agent under both protocols. `params` are the game
+    parameters of the audits, `episodes` the episodes per opponent. A `featured` domain's
+    training comparison is part of the all-domain tour too."""
+
+    agents: tuple[DemoAgent, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    episodes: int = 100
+    training: DemoTraining | None = None
+    featured: bool = False
+
+
+@dataclass(frozen=True)
 class Domain:
     """Everything generic code may know about a game.
 
@@ -77,7 +114,8 @@ class Domain:
         SEPO-GRPO (sepo.training.environment.LLMEnvironment).
       frontier(train_specs, lambdas, runs) -> (report dict, frontier): an exact
         utility/exploitability frontier against the train pool, runs placed on it.
-      demo(out, steps, console) -> dict: the domain end to end (`sepo demo`).
+      demo: a DemoSpec, what `sepo demo` shows of the domain (reference agents, SEPO against
+        payoff-only); `sepo.demo` runs it.
     Capabilities are data: simultaneous moves, chance, zero-sum, third parties, and the paper's
     accounting switch `paper_pooled_exploit` (its exploit score pooled over exploiter episodes), and
     `talk`: the domain's text view shows the other players' cheap-talk messages (sepo.games.talk).
@@ -100,7 +138,7 @@ class Domain:
     training: Callable[..., Any] | None = None
     llm_training: Callable[..., Any] | None = None
     frontier: Callable[..., dict] | None = None
-    demo: Callable[..., dict] | None = None
+    demo: DemoSpec | None = None
     round_name: str = "round"
     payoff_name: str = "payoff"
     simultaneous: bool = False

@@ -47,9 +47,9 @@ def run_curves(run_dir: Path) -> tuple[str, list[int], list[float], list[float]]
     return str(value), steps, exact, utility
 
 
-def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = None) -> Path:
+def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = None, title: str | None = None) -> Path:
     """Exploitability (or the domain's exact value) and pool utility against step, one line per
-    run, in one figure."""
+    run, in one figure (`title` above both panels)."""
     curves = [(run_label(Path(d)), *run_curves(Path(d))) for d in run_dirs]
     fig, (ax_e, ax_u) = plt.subplots(1, 2, figsize=(11, 4))
     for label, value, steps, exact, utility in curves:
@@ -61,6 +61,8 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = 
     ax_u.legend(fontsize=8)
     ax_e.grid(alpha=0.3)
     ax_u.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, out, stamp)
 

@@ -122,14 +122,6 @@ def test_a_finished_run_resumed_says_so_with_its_own_step_count(finished_run, tm
     assert result.exit_code == 0 and "done: 6 steps (already complete)" in result.stdout
 
 
-def test_demo_refuses_a_demo_of_other_steps(tmp_path):
-    from sepo.runs import open_run
-
-    with open_run(tmp_path / "demo", "demo", {"game": "kuhn", "steps": 1500}) as run:
-        run.complete()
-    _error(_run("demo", "--out", tmp_path / "demo", "--steps", "100"), "steps 1500 there, 100 here")
-
-
 def test_sft_resumed_with_other_settings_is_refused(tmp_path):
     from sepo.runs import open_run
     from sepo.training.sft import SFTRunConfig
@@ -334,7 +326,7 @@ def _made_by(out, command, config=None, files=("data.txt",), part_of=None):
     with open_run(out, command, config or {"made": "by " + command}, part_of=part_of) as run:
         run.write_text("sub/" + files[0], "its own work\n")
         if command == "demo":
-            run.write_json("demo_summary.json", {"audits": {}, "runs": []})
+            run.write_json("demo_summary.json", {"game": None, "audits": [], "trainings": [], "out": str(out)})
         run.complete()
     return out
 
@@ -394,7 +386,9 @@ def test_a_file_that_looks_like_a_temporary_is_the_users(tmp_path, command):
     """Found: `.sepo-tmp-mine.txt` inside --out was deleted as a stale temporary on the next run."""
     out = tmp_path / "out"
     if command in ("demo", "experiment run", "report"):  # made directly: what is tested is the next open
-        config = {"demo": {"game": "kuhn", "steps": 2}, "report": {"experiment": str((tmp_path / "experiment").resolve()),
+        from sepo.demo import demo_config
+
+        config = {"demo": demo_config(None, 2), "report": {"experiment": str((tmp_path / "experiment").resolve()),
                                                                     "config_hash": None}}.get(command)
         if command == "experiment run":
             from sepo.experiments.config import load_config

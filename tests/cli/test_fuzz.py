@@ -11,7 +11,7 @@ The options come from introspecting the typer app, so an option or command added
 fuzzed without touching this file. Budget options (steps, episodes, ...) are always given, mostly
 small, so that hundreds of commands fit in the default suite and thousands in `slow` (a default
 budget such as the demo's 1500 steps is slow, not wrong). An output option left out counts its
-default (the demo's `runs/demo`) as the command's own output.
+default (the demo's `runs/demo`, `runs/demo-GAME` with --game) as the command's own output.
 """
 from __future__ import annotations
 
@@ -243,6 +243,11 @@ def _command_lines(draw, commands, kinds, root, fast):
                 args.append(value)
     if path == ("report",) and "--out" not in args and len(args) > 1:
         written.append(os.path.join(args[1], "report"))  # the report's default folder is inside the experiment
+    if path == ("demo",) and "--out" not in args:  # the demo's default folder depends on --game
+        from sepo.demo import default_out
+
+        game = args[args.index("--game") + 1] if "--game" in args else None
+        written.append(str(default_out(game)))
     return args, written, " ".join(path)
 
 

@@ -8,7 +8,7 @@ demonstrators and the paper's mixture), training and llm_env (the tabular and la
 training environments)."""
 from __future__ import annotations
 
-from sepo.games.registry import Domain, Param, ref
+from sepo.games.registry import DemoAgent, DemoSpec, DemoTraining, Domain, Param, ref
 
 DOMAIN = Domain(
     name="auction",
@@ -34,6 +34,13 @@ DOMAIN = Domain(
     demo_opponents=("AggressiveBid", "TruthfulBid", "ConservativeBid"),
     training=ref("sepo.games.auction.training:AuctionTrainingEnvironment"),
     llm_training=ref("sepo.games.auction.llm_env:AuctionLLMEnvironment"),
+    demo=DemoSpec(
+        agents=(DemoAgent("bot:TruthfulBid", "bidding its value: the paper's exploiters find less than the exact best response"),
+                DemoAgent("bot:AdaptiveBid", "one step above the highest other bid of the last round"),
+                DemoAgent("uniform", "random bids")),
+        training=DemoTraining(lambda_e=5.0, settings={"game_params": {"rounds": 4, "memory": 1}, "steps": 100, "groups": 16,
+                                                      "group_size": 8, "learning_rate": 0.2}),
+    ),
     round_name="round",
     payoff_name="points",
     simultaneous=True,

@@ -10,7 +10,7 @@ mixtures), rollouts and training (vectorised matches, the tabular training envir
 (language-model SEPO)."""
 from __future__ import annotations
 
-from sepo.games.registry import Domain, Param, ref
+from sepo.games.registry import DemoAgent, DemoSpec, DemoTraining, Domain, Param, ref
 
 
 def _memory(text: str):
@@ -42,6 +42,14 @@ DOMAIN = Domain(
     llm_training=ref("sepo.games.ipd.llm_env:IPDLLMEnvironment"),
     agents={"axelrod": ref("sepo.games.ipd.bots:axelrod_agent")},
     demo_opponents=("AlwaysCooperate", "AlwaysDefect", "TFT", "GenerousTFT", "GrimTrigger"),
+    demo=DemoSpec(
+        agents=(DemoAgent("bot:TFT", "the paper's exploiters take half of what the exact gap maximiser takes"),
+                DemoAgent("bot:GrimTrigger", "unforgiving reciprocity, audited exactly"),
+                DemoAgent("uniform", "coin flips")),
+        training=DemoTraining(lambda_e=5.0, settings={"game_params": {"memory": 1}, "steps": 300, "groups": 32,
+                                                      "group_size": 4, "learning_rate": 0.1}),
+        featured=True,
+    ),
     round_name="round",
     payoff_name="points",
     simultaneous=True,

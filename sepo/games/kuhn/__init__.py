@@ -3,11 +3,11 @@
 Modules: rules (the game), text (prompts and parser), bots (scripted opponents), pools (the
 paper's pools), events (collusion, externality, behaviour table), exact (batched closed forms and
 the exact solver), demos (SFT demonstrators), rollouts and llm_env (vectorised hands for the
-trainers), training (the tabular training environment), restricted_nash (the exact frontier),
-demo (`sepo demo`)."""
+trainers), training (the tabular training environment), restricted_nash (the exact frontier).
+`DOMAIN.demo` is what `sepo demo` shows of it."""
 from __future__ import annotations
 
-from sepo.games.registry import Domain, Param, ref
+from sepo.games.registry import DemoAgent, DemoSpec, DemoTraining, Domain, Param, ref
 
 DOMAIN = Domain(
     name="kuhn",
@@ -25,7 +25,14 @@ DOMAIN = Domain(
     training=ref("sepo.games.kuhn.training:KuhnTrainingEnvironment"),
     llm_training=ref("sepo.games.kuhn.llm_env:KuhnLLMEnvironment"),
     frontier=ref("sepo.games.kuhn.restricted_nash:frontier_report"),
-    demo=ref("sepo.games.kuhn.demo:run_demo"),
+    demo=DemoSpec(
+        agents=(DemoAgent("bot:MaxExploiter", "the paper's exploit score misses its weakness; the exact best response finds it"),
+                DemoAgent("nash", "an equilibrium: exploitability 0"),
+                DemoAgent("uniform", "uniform play")),
+        episodes=200,
+        training=DemoTraining(lambda_e=5.0, settings={"steps": 1500}, frontier_lambdas=(0.25, 1.0, 4.0)),
+        featured=True,
+    ),
     round_name="hand",
     payoff_name="chips",
     chance=True,

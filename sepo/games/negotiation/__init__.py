@@ -11,7 +11,7 @@ and training (vectorised matches, the tabular training environment), llm_env (la
 SEPO)."""
 from __future__ import annotations
 
-from sepo.games.registry import Domain, Param, ref
+from sepo.games.registry import DemoAgent, DemoSpec, DemoTraining, Domain, Param, ref
 
 
 def _memory(text: str):
@@ -45,6 +45,12 @@ DOMAIN = Domain(
     demo_opponents=("Selfish", "Fair", "Balanced"),
     training=ref("sepo.games.negotiation.training:NegotiationTrainingEnvironment"),
     llm_training=ref("sepo.games.negotiation.llm_env:NegotiationLLMEnvironment"),
+    demo=DemoSpec(
+        agents=(DemoAgent("bot:ConcedeStep", "demands 6, one less after each breakdown: the paper's exploiters find half its gap"),
+                DemoAgent("bot:Fair", "always half the pie: nothing to exploit"),
+                DemoAgent("bot:Complement", "asks what the other's last demand left")),
+        training=DemoTraining(lambda_e=5.0, settings={"steps": 300, "groups": 32, "group_size": 4, "learning_rate": 0.1}),
+    ),
     round_name="round",
     payoff_name="points",
     simultaneous=True,

@@ -8,7 +8,7 @@ agent), demos (SFT demonstrators and the paper's mixture), deals (the exact gap 
 and round), training and llm_env (the tabular and language-model training environments)."""
 from __future__ import annotations
 
-from sepo.games.registry import Domain, Param, ref
+from sepo.games.registry import DemoAgent, DemoSpec, DemoTraining, Domain, Param, ref
 
 
 def _third(text: str) -> str:
@@ -43,6 +43,15 @@ DOMAIN = Domain(
     training=ref("sepo.games.negotiation_gt.training:environment"),
     llm_training=ref("sepo.games.negotiation_gt.llm_env:environment"),
     demo_opponents=("FairNeg", "TFTNeg", "ConcedeNeg", "GreedyNeg", "HardballNeg"),
+    demo=DemoSpec(
+        agents=(DemoAgent("bot:TFTNeg", "reciprocity over three items: a memory-1 bot, so the best-response DP is exact"),
+                DemoAgent("bot:FairNeg", "half of every item, rounded down"),
+                DemoAgent("bot:HardballNeg", "all but one of every item")),
+        params={"items": "2,2,3"},
+        episodes=50,
+        training=DemoTraining(lambda_e=5.0, settings={"game_params": {"items": "2,2,3", "memory": 0}, "steps": 300,
+                                                      "groups": 32, "group_size": 4, "learning_rate": 0.1}),
+    ),
     round_name="round",
     payoff_name="points",
     simultaneous=True,
