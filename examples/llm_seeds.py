@@ -4,7 +4,8 @@
     .venv/bin/python examples/llm_seeds.py --game ipd --param rounds=3 --param memory=1 --sft MODEL --out OUT
 
 Any domain with a language-model training environment (`--game`, its parameters as `--param
-NAME=VALUE`). For each seed, trains `per-rollout` (λe) and `none` for `--steps` steps and
+NAME=VALUE`). For each seed, trains each of `--methods` (default `per-rollout` with λe and `none`;
+also `advantage-alignment` with `--aa-beta`, docs/baselines.md) for `--steps` steps and
 measures the final model's policy as it plays it: the distribution of its parsed action at
 temperature 1 (the training decoding), estimated from `final_samples` replies per state at
 training prompts, with the solver's exact value of that policy (Kuhn's exploitability, the
@@ -21,6 +22,14 @@ from pathlib import Path
 
 from sepo.reports.experiment import t_interval
 from sepo.training.grpo import SEPOEnvironment, LLMSEPOConfig, run_llm_sepo
+
+
+METHODS = {
+    "per-rollout": lambda args: {"penalty": "per-rollout", "lambda_e": args.lambda_e},
+    "none": lambda args: {"penalty": "none"},
+    "advantage-alignment": lambda args: {"penalty": "none", "method": "advantage-alignment", "aa_beta": args.aa_beta},
+}
+"""Each method's trainer settings (the run folder is named after the method)."""
 
 
 def game_params(game: str, pairs: list[str]) -> dict:
@@ -57,6 +66,9 @@ def main() -> None:
     parser.add_argument("--lambda-e", type=float, default=5.0)
     parser.add_argument("--table-samples", type=int, default=64, help="replies per state for each step's policy")
     parser.add_argument("--final-samples", type=int, default=512, help="replies per state for the final measurement")
+    parser.add_argument("--methods", nargs="+", default=["per-rollout", "none"], choices=list(METHODS),
+                        help="per-rollout (SEPO, --lambda-e), none (payoff-only GRPO), advantage-alignment (--aa-beta)")
+    parser.add_argument("--aa-beta", type=float, default=1.0)
     parser.add_argument("--runs-only", action="store_true", help="train the runs only (no SFT baseline, no summary); "
                         "a later call without it reads the finished runs")
     args = parser.parse_args()
@@ -67,9 +79,9 @@ def main() -> None:
 
     runs = []
     for seed in args.seeds:
-        for penalty, lam in (("per-rollout", args.lambda_e), ("none", 0.0)):
-            config = LLMSEPOConfig(penalty=penalty, lambda_e=lam, steps=args.steps, seed=seed,
-                                   table_samples=args.table_samples, **common)
+        for penalty in args.methods:
+            config = LLMSEPOConfig(steps=args.steps, seed=seed, table_samples=args.table_samples, **METHODS[penalty](args),
+                                   **common)
             run_dir = out / f"{penalty}_seed{seed}"
             done = run_dir / "summary.json"  # a finished run is read, not retrained
             summary = json.loads(done.read_text()) if done.exists() else run_llm_sepo(config, run_dir)
@@ -96,7 +108,7 @@ def main() -> None:
 
     report = {"game": args.game, "game_params": params, "value": value,
               "sft": {k: baseline[k] for k in (value, f"{value}_ci", "policy", "utility_exact")}, "runs": runs, "methods": {}}
-    for penalty in ("per-rollout", "none"):
+    for penalty in args.methods:
         e = [r["value"] for r in runs if r["penalty"] == penalty]
         u = [r["utility"] for r in runs if r["penalty"] == penalty]
         e_mean, e_low, e_high = t_interval(e)

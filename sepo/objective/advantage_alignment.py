@@ -11,11 +11,15 @@ made more likely after a history in which the agent did well, less likely after 
 did badly (reciprocity). The update is E[Σ_t A*_t ∇θ log π^1(a_t | s_t)].
 
 In sepo the first term is the trainer's own group-relative advantage (payoff-only GRPO: group-
-centred s·U, as in the LLM version of the method, which trains agents in a repeated dilemma with a group-relative
-baseline), and the second is added to it per decision, divided by the same reward scale
-(`sepo.objective.sepo.advantage_divisor`) so that β weighs it against the payoff gradient
-whatever the scaling. The environment supplies A^1 and A^2 exactly (backward induction over the
-joint-history tree), in the units of the rollout's U, i.e. of the per-round objective.
+centred s·U, as in the LLM version of the method, which trains agents in a repeated dilemma with
+a group-relative baseline), and the second is added to it. The environment supplies A^1 and A^2
+exactly (backward induction over the joint-history tree), scaled by s, in units of the match's
+return. The tabular trainer adds the term to every decision of a rollout, divided by T (its U is
+the return per round) and by the reward scale (`sepo.objective.sepo.advantage_divisor`), so β
+weighs it against the payoff gradient whatever the scaling; the language-model trainer adds it,
+undivided, to the reward of a completion (whose payoff to go is in units of the return), with
+A^2 in expectation over the opponent's move, and TRL centres it within the group. Both have the
+same expected update (`tests/training/test_advantage_alignment.py`).
 """
 from __future__ import annotations
 
