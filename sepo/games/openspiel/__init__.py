@@ -4,7 +4,7 @@
 The registry's family `openspiel` makes one `Domain` per game name (`domain_for`). Modules: rules
 (the game through pyspiel), text (prompt and strict parser), tree (the game enumerated once, and
 the batched sequence-form passes), exact (the solver), bots (uniform, CFR and CFR+ average
-policies), pools, events, training and llm_env (the trainers' environments)."""
+policies), pools, events, demos (SFT demonstrators), training and llm_env (the trainers' environments)."""
 from __future__ import annotations
 
 from functools import partial
@@ -31,6 +31,8 @@ def domain_for(spec: str) -> Domain:
         bots=partial(ref("sepo.games.openspiel.bots:bot_table"), spec),
         pools=ref("sepo.games.openspiel.pools:pools"),
         events=ref("sepo.games.openspiel.events:events"),
+        demos=partial(ref("sepo.games.openspiel.demos:mixtures"), spec) if game.num_players() == 2 else None,
+        demo_opponents=("Uniform", "CFR") if game.num_players() == 2 else (),
         solver=ref("sepo.games.openspiel.exact:solver") if game.num_players() == 2 else None,
         training=ref("sepo.games.openspiel.training:OpenSpielTrainingEnvironment") if game.num_players() == 2 else None,
         llm_training=ref("sepo.games.openspiel.llm_env:OpenSpielLLMEnvironment") if game.num_players() == 2 else None,

@@ -81,3 +81,11 @@ def test_cli_audits_and_evaluates_a_game_by_name():
     assert "sequence-form" in audit["method"]
     result = _run("eval", "--game", "openspiel:kuhn_poker", "--agent", "bot:CFR(iterations=30)", "--episodes", "4", "--json")
     assert result.exit_code == 0, result.output
+
+
+def test_sft_demonstrations_come_from_cfr_and_uniform(tmp_path):
+    from tests.cli.cli_helpers import _run
+
+    result = _run("data", "sft", "--game", "openspiel:kuhn_poker", "--mixture", "cfr", "--episodes", "3", "--out", tmp_path / "d")
+    assert result.exit_code == 0, result.output
+    assert "examples" in result.stdout
