@@ -8,7 +8,8 @@ that plays both seats, computed on the *same* policies in the same process:
 
 1. sepo, batched: `OpenSpielSolver.values(tables)` on the whole `[N, rows, width]` batch (one
    sparse product and one pass over the information states per seat, in blocks of `BLOCK`).
-   Also timed one policy per call, to separate batching from the method.
+   Also timed one policy per call, to separate batching from the method, and by batch size
+   (`--sizes`).
 2. OpenSpiel C++: `pyspiel.exploitability(game, policy)` per policy on a prebuilt
    `pyspiel.TabularPolicy`; the call alone is timed (building the C++ policies from the tables is
    reported separately: a user holding numpy tables pays it too).
@@ -58,6 +59,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200, help="policies (the batch)")
     parser.add_argument("--python", type=int, default=3, help="policies also timed with OpenSpiel's Python exploitability")
     parser.add_argument("--single", type=int, default=20, help="policies timed one per call through sepo")
+    parser.add_argument("--sizes", default="1,10,100,1000", help="batch sizes of sepo's throughput sweep")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     args = parser.parse_args()
@@ -106,6 +108,16 @@ def main() -> None:
     print(f"(building the {args.n} C++ policies from the tables: {convert / args.n:.2e} s each, not in the C++ row)")
     print(f"ratio sepo batched / pyspiel C++: {cpp / per_batch:,.0f}x; sepo one per call / C++: {cpp / single:,.1f}x; "
           f"sepo batched / OpenSpiel Python: {py / per_batch:,.0f}x")
+    print(f"sepo by batch size (best of 3), against the C++ row above:")
+    for size in (int(x) for x in args.sizes.split(",")):
+        batch = random_tables(solver, size, args.seed + 1)
+        times = []
+        for _ in range(3):
+            start = clock()
+            solver.values(batch)
+            times.append(clock() - start)
+        each = min(times) / size
+        print(f"  batch {size:>6,}: {each:.2e} s / policy, {1 / each:>10,.0f} policies / s, {cpp / each:>8,.0f}x the C++")
 
 
 if __name__ == "__main__":
