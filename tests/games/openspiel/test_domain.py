@@ -89,3 +89,18 @@ def test_sft_demonstrations_come_from_cfr_and_uniform(tmp_path):
     result = _run("data", "sft", "--game", "openspiel:kuhn_poker", "--mixture", "cfr", "--episodes", "3", "--out", tmp_path / "d")
     assert result.exit_code == 0, result.output
     assert "examples" in result.stdout
+
+
+def test_a_three_player_game_plays_without_an_exact_solver():
+    """Three-player Kuhn: no exact best response (one line from `exploit`); `eval` plays the
+    uniform train pool (the CFR bots are for two players) and reports the pools' scores."""
+    import json
+
+    from tests.cli.cli_helpers import _error, _run
+
+    name = "openspiel:kuhn_poker(players=3)"
+    assert get_domain(name).solver is None and get_domain(name).training is None
+    result = _run("eval", "--game", name, "--agent", "uniform", "--episodes", "3", "--rounds", "3", "--json")
+    assert result.exit_code == 0, result.output
+    assert "exploitability" not in json.loads(result.stdout) and "exploit_pool" in json.loads(result.stdout)
+    _error(_run("exploit", "--game", name, "--agent", "uniform"), "no exact solver")
