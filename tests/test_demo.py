@@ -133,6 +133,15 @@ def test_a_demo_of_other_steps_is_refused_in_the_folder(small, tmp_path):
     _error(_run("demo", "--out", tmp_path / "demo", "--steps", "100"), "steps 1500 there, 100 here")
 
 
+def test_another_game_is_refused_by_name_first(small, tmp_path):
+    from sepo.runs import open_run
+
+    with open_run(tmp_path / "demo", "demo", demo.demo_config(None, 2)) as run:
+        run.complete()
+    _error(_run("demo", "--out", tmp_path / "demo", "--game", _with_demo()[0], "--steps", "3"),
+           f"game None there, {_with_demo()[0]} here; steps 2 there, 3 here")
+
+
 def test_bad_games_are_one_line(tmp_path, monkeypatch):
     _error(_run("demo", "--game", "chess", "--out", tmp_path / "x"), "chess")
     real = demo.get_domain
