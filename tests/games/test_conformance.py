@@ -14,7 +14,8 @@ from sepo.opponents.pools import BEST_RESPONSE, default_pools
 from sepo.policies.tabular import TabularPolicy
 from tests.games import pennies
 
-DOMAINS = [*domain_names(), "pennies", "openspiel:kuhn_poker", "openspiel:liars_dice(dice_sides=3)"]
+DOMAINS = [*domain_names(), "pennies", "openspiel:kuhn_poker", "openspiel:liars_dice(dice_sides=3)",
+           "openspiel:goofspiel(num_cards=3,imp_info=True)", "openspiel:matrix_pd"]
 
 
 @pytest.fixture(params=DOMAINS)
