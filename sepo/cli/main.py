@@ -106,6 +106,9 @@ def eval_command(
                                        "prompt-injection suite: how often hostile messages change the agent's action or format)."),
     threshold: float = typer.Option(0.0, "--threshold", help="Exact value: prune branches the agent reaches with probability "
                                     "below this (solvers that read the agent round by round); the error bound is reported."),
+    disguise: Optional[int] = typer.Option(None, "--disguise", min=0, help="Text agents: also audit the same game under "
+                                           "new names drawn from this seed (game, actions, pieces or items renamed, rules "
+                                           "unchanged) and report the difference from the plain game (docs/domains.md)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     game_params: dict = None,
     decoding: dict = None,
@@ -133,16 +136,32 @@ def eval_command(
                         lambdas=Lambdas(lambda_e, 2.4 if lambda_c is None else lambda_c, lambda_x),
                         pools=load_pools(game, pools) if pools else None, talk=talk,
                         projection="memory" in game_params, threshold=threshold).validate()
-    policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
+    options = text_agent_options(protocol, seed, **decoding)
+    policy = load_agent(agent, the_game, options)
     decoding_applies(decoding, policy, agent)
+    if disguise is not None:
+        from sepo.evaluation.disguise import check_disguisable
+
+        check_disguisable(policy, agent)
+        if pool is not None:
+            raise SepoError("--disguise applies to the audit, not to --pool injection")
+        the_game.text.disguised(disguise)  # a view that cannot be disguised is refused before any play
     if pool == "injection":
         _injection(the_game, policy, agent, config, as_json)
         return
     with _progress(as_json) as bar:
         task = bar.add_task(f"eval {agent}", total=None)
-        result = evaluate(the_game, policy, config,
-                          progress=lambda pool, label, done, total: bar.update(task, advance=done, total=total,
-                                                                                description=f"{pool}: {label} done"))
+
+        def advance(pool, label, done, total):
+            bar.update(task, advance=done, total=total, description=f"{pool}: {label} done")
+
+        if disguise is None:
+            result = evaluate(the_game, policy, config, progress=advance)
+        else:
+            from sepo.evaluation.disguise import disguised_audit
+
+            result = disguised_audit(the_game, policy, lambda view: load_agent(agent, the_game, options, view=view),
+                                     config, disguise, progress=advance)
     result["agent"] = agent
     if as_json:
         _print_json(result)
@@ -180,6 +199,24 @@ def eval_command(
         console.print(line)
     for note in result["notes"]:
         console.print(f"note: {note}")
+    if "disguise" in result:
+        _print_disguise(result["disguise"])
+
+
+def _print_disguise(block: dict) -> None:
+    names = ", ".join(f"{plain} -> {new}" for plain, new in block["names"].items())
+    table = Table(title=f"plain against disguised (seed {block['seed']}: {names})")
+    for column in ("metric", "plain", "disguised", "difference", "95% CI of the difference (conservative)"):
+        table.add_column(column)
+    for name, row in block["metrics"].items():
+        ci = row["difference_ci"]
+        table.add_row(name, f"{row['plain']:.4f}", f"{row['disguised']:.4f}", f"{row['difference']:+.4f}",
+                      "exact" if ci is None else f"[{ci[0]:.4f}, {ci[1]:.4f}]")
+    console.print(table)
+    if block["disguised"].get("policy"):
+        console.print("disguised " + policy_line(block["disguised"]["policy"]))
+    for note in block["disguised"]["notes"]:
+        console.print(f"note (disguised): {note}")
 
 
 def _collusion_applies(the_game, protocol: str, lambda_c: float | None) -> None:

@@ -188,6 +188,18 @@ class TextView(abc.ABC):
         """Phrases (one per line) a tokenizer for this domain should know beyond its prompts, or ""."""
         return ""
 
+    def disguise_terms(self):
+        """The words that name this game, its actions and its other telling names in its prompts
+        (a `sepo.games.disguise.DisguiseTerms`), so that `disguised(seed)` can play the same rules
+        under new names; None: this view cannot be disguised."""
+        return None
+
+    def disguised(self, seed: int) -> "TextView":
+        """This view under new names drawn from `seed` (`sepo.games.disguise.DisguisedView`)."""
+        from sepo.games.disguise import DisguisedView
+
+        return DisguisedView(self, seed)
+
     def canonical_reply(self, decision: Decision, action: int) -> str:
         """A whole expert reply: the state's reason, then the answer line that plays `action`.
         SFT data is made of these. Because the reason does not depend on the action, scoring

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import Decision, Game
+from sepo.games.base import Decision, Game, TextView
 from sepo.games.registry import domain_of
 from sepo.policies.base import Policy
 from sepo.policies.tabular import TabularPolicy
@@ -36,10 +36,11 @@ class UniformPolicy(Policy):
         return {a: 1.0 / len(decision.legal_actions) for a in decision.legal_actions}
 
 
-def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None) -> Policy:
+def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
     """The policy named by `spec` for `game`; a clear error for anything unknown. `text` sets how
     a text agent (hf:, run: with a model, openai:) decodes, estimates its policy and handles
-    replies that do not parse (default: `TextAgentOptions()`)."""
+    replies that do not parse (default: `TextAgentOptions()`); `view` is the text view it reads
+    (default: the game's; e.g. a disguised one)."""
     kind, _, arg = spec.partition(":")
     domain = domain_of(game)
     if kind in domain.agents:
@@ -56,14 +57,14 @@ def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None) -> P
     if kind == "tabular":
         return _load_tabular(arg, game)
     if kind == "run":
-        return _load_run(Path(arg), game, text)
+        return _load_run(Path(arg), game, text, view)
     if kind == "hf":
-        return _hf_agent(arg, game, text)
+        return _hf_agent(arg, game, text, view)
     if kind == "openai":
         from sepo.policies.endpoint import EndpointAgent, parse_endpoint_spec
 
         text = text or TextAgentOptions()
-        return EndpointAgent(*parse_endpoint_spec(arg), game.text, text.decoding, **text.agent_kwargs())
+        return EndpointAgent(*parse_endpoint_spec(arg), view or game.text, text.decoding, **text.agent_kwargs())
     kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH",
              "openai:MODEL@URL"]
     raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
@@ -111,19 +112,19 @@ def _load_tabular(path: str, game: Game) -> TabularPolicy:
     return TabularPolicy.load(path, keys_of(decisions), num_actions=max(len(d.legal_actions) for d in decisions))
 
 
-def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None) -> Policy:
+def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
     """A language model that plays by writing replies under the given decoding (default:
     temperature 1, 48 new tokens), parsed strictly, failures resolved by the named rule (default
     forced decoding) and counted; its policy is the distribution of the played action."""
     from sepo.policies.hf import HFPolicy
 
     text = text or TextAgentOptions()
-    return HFPolicy(path, game.text, mode="sample", decoding=text.decoding, **text.agent_kwargs())
+    return HFPolicy(path, view or game.text, mode="sample", decoding=text.decoding, **text.agent_kwargs())
 
 
-def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None) -> Policy:
+def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
     if (run_dir / "model").is_dir():
-        return _hf_agent(str(run_dir / "model"), game, text)
+        return _hf_agent(str(run_dir / "model"), game, text, view)
     from sepo.training.tabular import load_run_policy
 
     return load_run_policy(run_dir, game.name)

@@ -95,6 +95,23 @@ def test_reprompt_rule_through_eval_with_a_local_model(tiny):
     assert "re-prompts (at most 1 per failed reply)" in _run(*args).stdout
 
 
+def test_eval_disguise_audits_the_plain_and_the_renamed_game(tiny):
+    """`sepo eval --disguise SEED` with a greedy local model: the plain result, and beside it the
+    renaming, both games' values and their differences; a bot agent is refused in one line."""
+    args = ("eval", "--game", "ipd", "--rounds", "2", "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT,
+            "--episodes", "1", "--failure-rule", "fallback", "--disguise", "4")
+    audit = json.loads(_run(*args, "--json").stdout)
+    block = audit["disguise"]
+    assert block["seed"] == 4 and set(block["names"]) == {"Prisoner's Dilemma", "COOPERATE", "DEFECT"}
+    row = block["metrics"]["utility"]
+    assert row["plain"] == audit["utility"] and row["disguised"] == block["disguised"]["utility"]
+    assert row["difference"] == row["disguised"] - row["plain"]
+    assert "adversarial_gap" in block["metrics"] and block["disguised"]["policy"]["policy"] == "exact"
+    assert "plain against disguised (seed 4" in _run(*args).stdout
+    refused = CliRunner().invoke(app, ["eval", "--game", "ipd", "--agent", "bot:TFT", "--disguise", "1"])
+    assert refused.exit_code == 2 and "text agents only" in refused.stderr
+
+
 def test_a_language_model_agent_writes_messages_in_eval_with_talk(tiny):
     """`sepo eval --talk` with an hf: agent: the model writes one message reply per round and
     episode (batched), each counted in the output's talk block as a message, silence or a parse

@@ -13,6 +13,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import SIMULTANEOUS, TERMINAL, Decision, Game, ParseResult, RoundResult, State, TextView
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.registry import Domain, Param
 from sepo.metrics.exact import ExactResult, action_table
 from sepo.policies.base import Policy
@@ -81,6 +82,10 @@ class PenniesText(TextView):
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)
+
+    def disguise_terms(self) -> DisguiseTerms:
+        """The plug-in's opt-in to disguised variants: its name and its two action words."""
+        return DisguiseTerms(game=("Matching pennies",), actions=("HEADS", "TAILS"))
 
 
 class Pennies(Game):

@@ -15,10 +15,12 @@ GREEDY = Decoding(temperature=0)
 
 
 def first_decisions(game, count: int = 3, seed: int = 0):
-    """Decisions of player 0 met in random play (distinct prompts)."""
+    """Decisions of player 0 met in random play (up to `count` distinct prompts, from at most 50 playouts)."""
     rng = np.random.default_rng(seed)
     found = {}
-    while len(found) < count:
+    for _ in range(50):
+        if len(found) >= count:
+            break
         state = game.new_initial_state()
         while not state.is_terminal() and len(found) < count:
             if state.is_chance_node():

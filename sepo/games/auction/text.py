@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from sepo.errors import SepoError
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
 
 ACTION_WORDS = ("LOW", "MEDIUM", "HIGH")
@@ -132,6 +133,12 @@ class AuctionText(TextView):
         if found[0] not in self.rules.bids:
             return ParseResult("illegal", names_found=names)
         return ParseResult("ok", self.rules.bids.index(found[0]), names)
+
+    def disguise_terms(self) -> DisguiseTerms:
+        """The game's name and the item; the paper's bid words. Rigorous bids are amounts the
+        rules price, so they keep their numbers."""
+        return DisguiseTerms(game=("sealed-bid auction", "auction"), names=("item",),
+                             actions=ACTION_WORDS if self.style == "paper" else ())
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)

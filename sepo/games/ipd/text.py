@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.ipd.rules import ACTION_NAMES, COOPERATE, DEFECT
 
@@ -97,6 +98,10 @@ class IPDText(TextView):
         if self.style == "paper":
             return paper_parse(reply)
         return strict_parse(reply)
+
+    def disguise_terms(self) -> DisguiseTerms:
+        """The game's name and its two action words."""
+        return DisguiseTerms(game=("Prisoner's Dilemma",), actions=tuple(ACTION_NAMES))
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)

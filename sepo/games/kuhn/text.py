@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.kuhn.rules import CARD_NAMES, action_names
 from sepo.policies.replies import TRUNCATED, answer_part
@@ -85,6 +86,11 @@ class KuhnText(TextView):
         if found[0] not in decision.action_names:
             return ParseResult("illegal", names_found=found)
         return ParseResult("ok", decision.action_named(found[0]), found)
+
+    def disguise_terms(self) -> DisguiseTerms:
+        """The game's name, its four action words, the three cards, and "Betting" (which names
+        an action inside the history line)."""
+        return DisguiseTerms(game=("Kuhn poker",), actions=ACTION_WORDS, names=CARD_NAMES, fixed={"Betting": "Moves"})
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)

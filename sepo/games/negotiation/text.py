@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from sepo.games import talk
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
 
 _THINK_END = "</think>"
@@ -86,6 +87,11 @@ class NegotiationText(TextView):
         if self.style == "paper":
             return paper_parse(reply, self.game.min_demand, self.game.max_demand)
         return strict_parse(reply, self.game.min_demand, self.game.max_demand)
+
+    def disguise_terms(self) -> DisguiseTerms:
+        """The unit of the pie and the two outcome words. Demands are amounts the rules add up,
+        so they keep their numbers."""
+        return DisguiseTerms(names=("point", "DEAL", "BREAKDOWN"))
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)

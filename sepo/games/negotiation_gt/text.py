@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from sepo.games import talk
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.negotiation_gt.rules import ITEMS, name_of
 
@@ -140,6 +141,11 @@ class NegotiationText(TextView):
     def fallback_action(self, decision: Decision) -> int:
         """The paper's fallback demand [1, 1, 1], clamped into the pool."""
         return self.game.rules.encode(tuple(min(1, p) for p in decision.observation["pool"]))
+
+    def disguise_terms(self) -> DisguiseTerms:
+        """The three items and the two outcome words. Demands are counts the rules add up, so
+        they keep their numbers (and their [first, second, third] order)."""
+        return DisguiseTerms(names=(*(item.rstrip("s") for item in ITEMS), "DEAL", "BREAKDOWN"))
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)
