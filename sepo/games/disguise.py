@@ -41,7 +41,7 @@ _BLANK = "\u25c6"
 class DisguiseTerms:
     """The words a text view's prompts use to name the game and what is in it (see module doc).
 
-    `game`: names of the game ("... poker"), all renamed to one neutral name. `actions`: action
+    `game`: names of the game as the prompts write them, all renamed to one neutral name. `actions`: action
     words, given neutral words by a seeded permutation. `names`: other telling names (pieces,
     items, outcomes, units), given neutral nouns by a seeded permutation. `fixed`: further telling
     words with the neutral word the domain chose for them."""
@@ -116,8 +116,8 @@ class _Rewriter:
         found = match.group(0)
         stem, ending = found, ""
         if found.lower() not in self.table:
-            ending = next(e for e in _SUFFIXES if found.lower().endswith(e) and found[: -len(e)].lower() in self.table)
-            stem = found[: -len(ending)]
+            size = next(len(e) for e in _SUFFIXES if found.lower().endswith(e) and found[: -len(e)].lower() in self.table)
+            stem, ending = found[:-size], found[-size:]
         target = self.table[stem.lower()]
         if target == _BLANK:
             return _BLANK

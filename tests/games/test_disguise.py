@@ -25,14 +25,22 @@ SMALL = {"kuhn": {"hands": 2}, "ipd": {"rounds": 2}, "auction": {"rounds": 1}, "
          "negotiation-gt": {"rounds": 1}, "pennies": {"rounds": 2}}
 
 
+REQUIRED = {"kuhn", "ipd", "auction", "negotiation", "negotiation-gt", "pennies"}
+"""The paper's five domains and the plug-in must be disguisable; a domain added later is checked
+once its text view opts in (`disguise_terms`)."""
+
+
 @pytest.fixture(params=DOMAINS)
 def domain(request):
     if request.param == "pennies":
         register(pennies.DOMAIN)
         yield pennies.DOMAIN
         unregister("pennies")
-    else:
-        yield get_domain(request.param)
+        return
+    found = get_domain(request.param)
+    if request.param not in REQUIRED and found.game("rigorous").text.disguise_terms() is None:
+        pytest.skip(f"{request.param}'s text view has not opted in to disguised variants")
+    yield found
 
 
 def _plain_words(terms: DisguiseTerms) -> re.Pattern:
@@ -87,7 +95,7 @@ class ReadsTheRules:
 
 
 def test_an_agent_that_reads_the_rules_audits_the_same_under_both_names(domain):
-    game = domain.game("rigorous", **SMALL[domain.name])
+    game = domain.game("rigorous", **SMALL.get(domain.name, {}))
     config = EvalConfig(episodes=2, replicates=50, seed=1)
     result = disguised_audit(game, TextPolicy(ReadsTheRules(game.text, game.text), failure_rule="fallback"),
                              lambda view: TextPolicy(ReadsTheRules(view, game.text), failure_rule="fallback"), config,
