@@ -5,8 +5,10 @@ seats). Zero-sum: `exploitability` = NashConv / 2 = the mean over seats of what 
 to the agent's other seat earns, OpenSpiel's own definition (`tests/games/openspiel` checks it
 against `pyspiel.exploitability` to 1e-9). General-sum: the `adversarial_gap`, the most an
 opponent can lead the agent by, E[u_O − u_A] per play, maximised exactly by the same tabular
-best response on the payoff difference. Games of more than two players have no exact solver here
-(`NoExactSolver`); their audits are lower bounds from the pools.
+best response on the payoff difference; among maximisers that tie, the one that leaves the agent
+least (the rule of every sepo solver), which sets `br_payoff` and `agent_payoff`. Games of more
+than two players have no exact solver here (`NoExactSolver`); their audits are lower bounds from
+the pools.
 """
 from __future__ import annotations
 
@@ -54,6 +56,8 @@ class OpenSpielSolver:
         self.payoff = [t.matrix(returns[:, s], s) for s in range(2)]          # u_s at [s_other, s]
         gains = [returns[:, s] if self.zero_sum else returns[:, s] - returns[:, 1 - s] for s in range(2)]
         self.gain = [t.matrix(gains[s], s) for s in range(2)]                # responder s's gain
+        # general-sum: among tied maximisers, the one that leaves the agent (the other seat) least
+        self.least = [None, None] if self.zero_sum else [t.matrix(returns[:, 1 - s], s) for s in range(2)]
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -76,7 +80,7 @@ class OpenSpielSolver:
             plan = self.tree.realization(block)
             both, choice = [], np.zeros(block.shape)
             for seat in range(2):
-                value, chosen = self.tree.best_response(plan, self.gain[seat], seat)
+                value, chosen = self.tree.best_response(plan, self.gain[seat], seat, self.least[seat])
                 both.append(value)
                 choice += chosen
             values.append(np.stack(both, -1))

@@ -86,16 +86,28 @@ class Tree:
         return sp.csr_matrix((np.ones(len(rows)), (np.arange(len(rows)), self.parent[rows])),
                              shape=(len(rows), self.empty + 1))
 
-    def best_response(self, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int):
+    def best_response(self, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int, least: sp.csr_matrix | None = None):
         """(value `[B]`, one-hot choice `[B, R, W]` on `seat`'s rows) of `seat`'s best response to
-        the other seat's realization plans, maximising Σ chance·gain."""
+        the other seat's realization plans, maximising Σ chance·gain; with `least` (Σ chance·the
+        other seat's payoff, same layout), moves that tie on the gain go to the one that leaves
+        the other seat least (the tie rule of every sepo solver)."""
         weights = np.asarray((gain.T @ plan_other.T).T)
         below = np.zeros_like(weights)
+        if least is not None:
+            left = np.asarray((least.T @ plan_other.T).T)
+            left_below = np.zeros_like(left)
         choice = np.zeros((plan_other.shape[0], len(self.keys), self.width))
         for rows in reversed(self.levels[seat]):
             idx = self.flat(rows)
             q = np.where(self.legal[rows], weights[:, idx] + below[:, idx], -np.inf)
-            best = q.argmax(-1)
+            if least is None:
+                best = q.argmax(-1)
+            else:
+                top = q.max(-1, keepdims=True)
+                tied = q >= top - 1e-12 * np.maximum(1.0, np.abs(top))
+                best = np.where(tied, left[:, idx] + left_below[:, idx], np.inf).argmin(-1)
+                chosen_left = np.take_along_axis(left[:, idx] + left_below[:, idx], best[..., None], -1)[..., 0]
+                left_below += np.asarray((self._scatter_of(seat, rows).T @ chosen_left.T).T)
             value = np.take_along_axis(q, best[..., None], -1)[..., 0]
             choice[:, rows, :] = np.eye(self.width)[best]
             below += np.asarray((self._scatter_of(seat, rows).T @ value.T).T)

@@ -121,3 +121,17 @@ def test_liars_dice_by_its_name_alone_matches_openspiels_cpp():
         policy = pyspiel.TabularPolicy({key: [(int(a), float(table[r, c])) for c, a in enumerate(solver.tree.actions[r])]
                                         for r, key in enumerate(solver.keys)})
         assert solver.evaluate(table).value == pytest.approx(pyspiel.exploitability(solver.game.pyspiel_game, policy), abs=1e-9)
+
+
+def test_general_sum_ties_go_to_the_maximiser_that_leaves_the_agent_least(tmp_path):
+    """A 2x2 game paying (2, 2) when both play the first move and 0 otherwise: against an agent
+    that plays it with probability 0.7 either reply leads by 0, and the rule takes the second,
+    which leaves the agent 0 rather than 1.4."""
+    game_file = tmp_path / "tie.nfg"
+    game_file.write_text('NFG 1 R "tie" { "P1" "P2" } { 2 2 }\n\n2 2 0 0 0 0 0 0\n')
+    solver = _solver(f"openspiel:nfg_game(filename={game_file})")
+    assert solver.value_name == "adversarial_gap"
+    table = np.array([[0.7, 0.3]] * len(solver.keys))
+    result = solver.evaluate(table)
+    assert result.value == pytest.approx(0.0, abs=1e-12)
+    assert result.agent_payoff == pytest.approx(0.0, abs=1e-12) and result.br_payoff == pytest.approx(0.0, abs=1e-12)
