@@ -20,6 +20,7 @@ import html
 import io
 import json
 import math
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -435,7 +436,14 @@ def _domain_section(doc: Document, results: Results, domain: str, paper: dict):
                                   ("frontier", figure_frontier, "exact frontier against the train pool, trained tabular policies")):
         png = figure(results, domain)
         if png is not None:
-            doc.figure(f"{domain}_{name}.png", png, f"{domain}: {caption}")
+            doc.figure(f"{file_stem(domain)}_{name}.png", png, f"{domain}: {caption}")
+
+
+def file_stem(name: str) -> str:
+    """A domain name as a portable file name: a family member's `PREFIX:GAME(k=v)` holds a colon
+    (read as a URL scheme by a markdown link) and brackets, so every run of other characters
+    becomes one underscore."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "domain"
 
 
 def _ablation(doc, results: Results, domain: str, groups: dict, value_name: str | None):

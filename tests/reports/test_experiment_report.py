@@ -136,3 +136,19 @@ def test_cells_whose_replies_do_not_parse_are_marked_in_every_table_and_hatched_
     assert f"{UNPARSED} replies that do not parse" in md and "Hatched grey bars" in md
     _, bars = figure_delta_safety(Results(folder))
     assert [b["unparsed"] for b in bars] == [failing in b["cells"] for b in bars] and any(b["unparsed"] for b in bars)
+
+
+def test_a_family_members_figures_get_portable_file_names(tmp_path):
+    """A registry family's member (`openspiel:kuhn_poker`) runs through the experiment and the
+    report; its figures are written without the colon a markdown link reads as a URL scheme."""
+    pytest.importorskip("pyspiel")
+    from sepo.experiments.runner import run_experiment
+    from tests.experiments.conftest import tiny_config
+
+    (tmp_path / "tiny.yaml").write_text(tiny_config("openspiel:kuhn_poker") + "sft: {mixture: cfr}\n")
+    run_experiment(tmp_path / "tiny.yaml", tmp_path / "out")
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output + result.stderr
+    figures = sorted(p.name for p in (tmp_path / "out" / "report").glob("*.png"))
+    assert "openspiel_kuhn_poker_curves.png" in figures and not [f for f in figures if ":" in f]
+    assert "](openspiel_kuhn_poker_curves.png)" in (tmp_path / "out" / "report" / "report.md").read_text()
