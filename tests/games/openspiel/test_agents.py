@@ -53,3 +53,22 @@ def test_tiny_model_trains_with_language_model_sepo_in_an_openspiel_game(tiny, t
                            lambda_e=5.0, table_samples=2, final_samples=2, max_new_tokens=6)
     summary = run_llm_sepo(config, tmp_path / "run")
     assert summary["steps"] == 1 and 0.0 <= summary["exploitability"] <= 2.0
+
+
+@pytest.mark.slow
+def test_an_endpoint_agent_is_audited_as_the_local_model(tiny, tmp_path, monkeypatch):
+    """`openai:MODEL@URL` through sepo's own chat server: the same exact audit as `hf:`, with the
+    fallback rule (the endpoint's forced decoding sees the API's 20 alternatives)."""
+    from sepo.models.serve import ChatModel
+    from tests.serving import running_server
+
+    monkeypatch.setenv("SEPO_CACHE_DIR", str(tmp_path / "cache"))
+    args = ["exploit", "--game", "openspiel:kuhn_poker", "--temperature", "0", "--max-new-tokens", "6",
+            "--failure-rule", "fallback", "--json"]
+    with running_server(ChatModel(tiny, name="tiny", device="cpu")) as server:
+        remote = _run(*args, "--agent", f"openai:tiny@{server.url}")
+    local = _run(*args, "--agent", f"hf:{tiny}")
+    assert remote.exit_code == 0 and local.exit_code == 0, remote.output + local.output
+    remote, local = json.loads(remote.stdout), json.loads(local.stdout)
+    assert remote["policy"]["policy"] == local["policy"]["policy"] == "exact"
+    assert remote["exploitability"] == pytest.approx(local["exploitability"], abs=1e-12)
