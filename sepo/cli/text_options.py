@@ -33,6 +33,8 @@ _OPTIONS = {
 _SAMPLES = f"Text agents: replies per information state when the policy is estimated (default {DEFAULT_SAMPLES})."
 _TRAIN_SAMPLES = "hf: replies per information state for the played policy each step's charges and logs use (default 64)."
 _FAILURE_RULE = f"Text agents: rule for replies that do not parse: {' | '.join(FAILURE_RULES)} (default forced)."
+_MAX_TOKENS = ("openai: agents: stop the audit cleanly once this many prompt + completion tokens were sent; the "
+               "replies received stay cached, so re-running the command resumes (docs/endpoints.md).")
 _REPROMPTS = (f"Text agents, with --failure-rule reprompt: correction turns per failed reply before the fallback "
               f"action plays (default {DEFAULT_REPROMPTS}).")
 
@@ -47,6 +49,7 @@ def with_decoding(training: bool = False):
         if not training:
             options["failure_rule"] = (Optional[str], "--failure-rule", _FAILURE_RULE)
             options["reprompts"] = (Optional[int], "--reprompts", _REPROMPTS)
+            options["max_tokens_total"] = (Optional[int], "--max-tokens-total", _MAX_TOKENS)
         extra = [inspect.Parameter(f"decoding_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=kind,
                                    default=typer.Option(None, flag, help=help))
                  for name, (kind, flag, help) in options.items()]
@@ -71,7 +74,8 @@ def decoding_applies(decoding: dict, policy, agent: str) -> None:
 
 
 def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None, top_k=None, max_new_tokens=None,
-                       repetition_penalty=None, thinking=None, samples=None, failure_rule=None, reprompts=None):
+                       repetition_penalty=None, thinking=None, samples=None, failure_rule=None, reprompts=None,
+                       max_tokens_total=None):
     """The decoding and estimation settings of a text agent from a command's options."""
     from sepo.policies.replies import decoding_for
     from sepo.policies.text_policy import TextAgentOptions
@@ -81,7 +85,7 @@ def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None
     decoding = decoding_for(protocol, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
                             repetition_penalty=repetition_penalty, enable_thinking=thinking)
     return TextAgentOptions(decoding, DEFAULT_SAMPLES if samples is None else samples, failure_rule or "forced", seed,
-                            DEFAULT_REPROMPTS if reprompts is None else reprompts)
+                            DEFAULT_REPROMPTS if reprompts is None else reprompts, max_tokens_total)
 
 
 def policy_line(record: dict, decoding: dict | None = None) -> str:
@@ -106,4 +110,15 @@ def reprompt_line(record: dict) -> str:
     if policy["failed_replies"]:
         line += (f"; reading the policy {policy['failed_replies']} failed, {policy['reprompts_sent']} sent, "
                  f"{policy['recovered']} recovered, {policy['fell_back']} fell back")
+    return line
+
+
+def usage_line(record: dict) -> str:
+    """One line on an endpoint agent's token spend: sent by this audit, and read from the cache."""
+    u = record["usage"]
+    line = (f"tokens: {u['prompt_tokens']:,} prompt + {u['completion_tokens']:,} completion sent in {u['requests']:,} "
+            f"requests ({u['retries']} retries); {u['cache_hits']:,} requests read from the cache "
+            f"({u['cached_prompt_tokens']:,} + {u['cached_completion_tokens']:,} tokens when first asked)")
+    if record.get("max_tokens_total") is not None:
+        line += f"; budget {record['max_tokens_total']:,}"
     return line

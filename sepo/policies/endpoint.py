@@ -18,7 +18,12 @@ audit against a remote model needs:
   JSON line per answered request (`ReplyCache`): an interrupted audit resumes asking only for
   what is missing, and a re-run reads the same replies. Under greedy decoding the seed is left
   out of the key (the reply does not depend on it), so a prompt met again is not asked again.
-- **Token usage** (prompt and completion tokens, requests sent, cache hits, retries) in `record()`.
+- **Token usage** (prompt and completion tokens, requests sent, cache hits, retries) in `record()`:
+  the tokens sent by this audit, and those its cached replies cost when they were first asked.
+- **A token budget** (`max_tokens_total`): once the prompt and completion tokens sent reach it, no
+  further request is sent and the audit stops with `TokenBudgetReached` (one line). Requests
+  already in flight finish and are cached, so the spend may pass the budget by at most
+  `concurrency` requests; a re-run resumes from the cache and spends a new budget on the rest.
 - `n` replies per decision go out as requests of at most `max_n` (OpenAI's limit is 128).
 
 `finished` is `finish_reason == "stop"`: a reply cut at `max_tokens` ("length") or filtered is a
@@ -92,6 +97,10 @@ def _loopback(url: str | None) -> bool:
         return False
 
 
+class TokenBudgetReached(SepoError):
+    """The audit's token budget is spent: it stops, what was answered stays cached, a re-run resumes."""
+
+
 class EndpointAgent(TextPolicy):
     """A chat model behind an OpenAI-compatible endpoint: a `ReplySource`, played and measured by
     the generic `TextPolicy` (see module doc)."""
@@ -100,13 +109,17 @@ class EndpointAgent(TextPolicy):
                  failure_rule: str = "forced", fallback_action=None, forced_top_logprobs: int = 20, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                  api_key: str | None = None, concurrency: int = 8, max_retries: int = 6, timeout: float = 120.0,
                  cache_dir: str | os.PathLike | None = None, use_cache: bool = True, max_n: int = 128,
-                 name: str | None = None, client=None, reprompts: int = DEFAULT_REPROMPTS):
+                 name: str | None = None, client=None, reprompts: int = DEFAULT_REPROMPTS,
+                 max_tokens_total: int | None = None):
         try:
             import openai
         except ImportError:  # pragma: no cover - the `endpoint` extra is missing
             raise SepoError("openai: agents need the `openai` package: pip install 'sepo[endpoint]'") from None
         if concurrency < 1 or max_retries < 0 or not timeout > 0 or max_n < 1:
             raise SepoError("endpoint agent: concurrency and max_n must be >= 1, max_retries >= 0, timeout > 0")
+        if max_tokens_total is not None and max_tokens_total < 1:
+            raise SepoError(f"--max-tokens-total must be >= 1, got {max_tokens_total}")
+        self.max_tokens_total = max_tokens_total
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         self.text = game_text
@@ -196,7 +209,9 @@ class EndpointAgent(TextPolicy):
             record = self.cache.get(key) if self.cache is not None else None
             if record is not None:
                 records[key] = record
-                self._count(cache_hits=1)
+                usage = record.get("usage") or {}
+                self._count(cache_hits=1, cached_prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                            cached_completion_tokens=int(usage.get("completion_tokens", 0)))
             elif key not in missing:
                 missing[key] = request
         if missing:
@@ -208,6 +223,7 @@ class EndpointAgent(TextPolicy):
     def _ask(self, item: tuple[str, dict]) -> dict:
         """Send one request (the client retries it); its record goes to the cache."""
         key, request = item
+        self._check_budget()
         d = Decoding(**request["decoding"])
         extra = {}
         if d.top_k:
@@ -251,6 +267,18 @@ class EndpointAgent(TextPolicy):
                     completion_tokens=completion_tokens)
         return record
 
+    def _check_budget(self) -> None:
+        """Refuse to send a request once the tokens sent have reached `max_tokens_total`."""
+        if self.max_tokens_total is None:
+            return
+        with self._usage_lock:
+            prompt, completion = self.usage["prompt_tokens"], self.usage["completion_tokens"]
+        if prompt + completion >= self.max_tokens_total:
+            where = f" in {self.cache.path}" if self.cache is not None else ""
+            raise TokenBudgetReached(f"agent {self.name!r}: token budget of {self.max_tokens_total:,} reached "
+                                     f"({prompt:,} prompt + {completion:,} completion tokens sent); the replies received "
+                                     f"are cached{where}: re-run the same command to resume")
+
     def _count(self, **amounts) -> None:
         with self._usage_lock:
             self.usage.update(amounts)
@@ -262,7 +290,9 @@ class EndpointAgent(TextPolicy):
         """What goes into a result: the endpoint, the decoding, token usage (never the key)."""
         return {"kind": "openai", "model": self.model, "base_url": self.base_url, "decoding": self.decoding.record(),
                 "usage": {k: int(self.usage.get(k, 0)) for k in
-                          ("requests", "cache_hits", "retries", "prompt_tokens", "completion_tokens")},
+                          ("requests", "cache_hits", "retries", "prompt_tokens", "completion_tokens",
+                           "cached_prompt_tokens", "cached_completion_tokens")},
+                "max_tokens_total": self.max_tokens_total,
                 "cache": str(self.cache.path) if self.cache is not None else None}
 
 

@@ -64,7 +64,8 @@ def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None, view
         from sepo.policies.endpoint import EndpointAgent, parse_endpoint_spec
 
         text = text or TextAgentOptions()
-        return EndpointAgent(*parse_endpoint_spec(arg), view or game.text, text.decoding, **text.agent_kwargs())
+        return EndpointAgent(*parse_endpoint_spec(arg), view or game.text, text.decoding, **text.agent_kwargs(),
+                             max_tokens_total=text.max_tokens_total)
     kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH",
              "openai:MODEL@URL"]
     raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
@@ -119,6 +120,9 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
     from sepo.policies.hf import HFPolicy
 
     text = text or TextAgentOptions()
+    if text.max_tokens_total is not None:
+        raise SepoError("--max-tokens-total applies to openai: agents only (a local model's replies cost no tokens "
+                        "from a provider)")
     return HFPolicy(path, view or game.text, mode="sample", decoding=text.decoding, **text.agent_kwargs())
 
 

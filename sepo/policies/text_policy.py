@@ -89,6 +89,8 @@ class TextAgentOptions:
     seed: int = 0
     reprompts: int = DEFAULT_REPROMPTS
     """Correction turns per failed reply under the `reprompt` rule."""
+    max_tokens_total: int | None = None
+    """Endpoint agents: the prompt and completion tokens an audit may send before it stops."""
 
     def __post_init__(self):
         if self.failure_rule not in FAILURE_RULES:

@@ -73,8 +73,12 @@ def test_cache_resumes_and_reproduces_without_asking_again(server, decisions, tm
     again = _agent(server, tmp_path)  # a new process would see the same file
     assert again.replies(decisions, 2, seed=5) == replies
     assert _answered(server) - before == len(decisions)
-    assert again.record()["usage"] == {"requests": 0, "cache_hits": len(decisions), "retries": 0, "prompt_tokens": 0,
-                                       "completion_tokens": 0}
+    usage = again.record()["usage"]
+    assert {k: usage[k] for k in ("requests", "cache_hits", "retries", "prompt_tokens", "completion_tokens")} == {
+        "requests": 0, "cache_hits": len(decisions), "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    first_usage = first.record()["usage"]  # what the cached replies cost when they were asked
+    assert (usage["cached_prompt_tokens"], usage["cached_completion_tokens"]) == (
+        first_usage["prompt_tokens"], first_usage["completion_tokens"])
     other_seed = again.replies(decisions[:3], 2, seed=6)
     assert other_seed != replies[:3] and _answered(server) - before == len(decisions) + 3
 
@@ -201,6 +205,53 @@ def test_an_interrupted_audit_resumes_asking_only_for_what_is_missing(server, tm
     resumed = evaluate(game, resumed_agent, config)
     assert _answered(server) - before == resumed_agent.record()["usage"]["requests"] == asked - kept
     assert _metrics(resumed) == _metrics(full)
+
+
+def test_a_token_budget_stops_the_audit_cleanly_and_a_rerun_resumes(server, tmp_path):
+    """`max_tokens_total`: once the tokens sent reach it the audit stops in one line, having sent
+    at most `concurrency` requests past it; the replies it got are cached, and a re-run without a
+    budget asks only for the rest and prints the uninterrupted audit's numbers."""
+    from sepo.evaluation.evaluate import EvalConfig, evaluate
+    from sepo.games import load_game
+    from sepo.opponents.pools import parse_bot
+    from sepo.policies.endpoint import TokenBudgetReached
+
+    pools = {"train": [parse_bot("kuhn", "NashApprox")], "collusive": [parse_bot("kuhn", "LooseAggressive")]}
+    game, decoding = load_game("kuhn", "rigorous"), Decoding(max_new_tokens=8)
+    config = EvalConfig(episodes=2, replicates=50, pools=pools)
+    full_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "full",
+                               failure_rule="fallback")
+    full = evaluate(game, full_agent, config)
+    spent = full_agent.record()["usage"]
+    budget = (spent["prompt_tokens"] + spent["completion_tokens"]) // 3
+
+    limited = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "limited",
+                            failure_rule="fallback", max_tokens_total=budget, concurrency=2)
+    with pytest.raises(TokenBudgetReached, match="token budget of .* reached .* re-run the same command to resume"):
+        evaluate(game, limited, config)
+    usage = limited.record()["usage"]
+    sent = usage["prompt_tokens"] + usage["completion_tokens"]
+    largest_request = max(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]
+                          for r in full_agent.cache._records.values())
+    assert budget <= sent <= budget + 2 * largest_request and 0 < usage["requests"] < spent["requests"]
+
+    resumed_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "limited",
+                                  failure_rule="fallback")
+    assert len(resumed_agent.cache) == usage["requests"]
+    resumed = evaluate(game, resumed_agent, config)
+    assert resumed_agent.record()["usage"]["requests"] == spent["requests"] - usage["requests"]
+    assert _metrics(resumed) == _metrics(full)
+
+
+def test_reprompt_through_the_endpoint_is_cached_and_counted(server, decisions, tmp_path):
+    """The tiny model's greedy replies rarely parse: each failure gets correction turns as chat
+    requests, counted; a second agent on the same cache asks nothing and plays the same."""
+    agent = _agent(server, tmp_path, GREEDY, failure_rule="reprompt", reprompts=1)
+    first = agent.estimate(decisions)
+    assert first.exact and agent.counts["estimate.reprompt.sent"] > 0
+    again = _agent(server, tmp_path, GREEDY, failure_rule="reprompt", reprompts=1)
+    np.testing.assert_array_equal(again.estimate(decisions).table(), first.table())
+    assert again.record()["usage"]["requests"] == 0
 
 
 def _metrics(result: dict) -> str:
