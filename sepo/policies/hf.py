@@ -252,6 +252,10 @@ class HFPolicy(TextPolicy):
                          reprompts=reprompts)
         self._seed = seed
         self._calls = 0
+        self.prefix_sharing = True
+        """Encode prefixes shared by the sequences of an exact read once (`sepo.policies.prefix_cache`)."""
+        self.encoded_tokens = 0
+        """Tokens the exact reads have encoded so far (what prefix sharing saves is visible here)."""
         self._prompt_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
         self._special = sorted(
             {t for t in self.tokenizer.all_special_tokens if t}
@@ -611,9 +615,8 @@ class HFPolicy(TextPolicy):
             k += len(d.legal_actions)
         return rows, np.array([max(0.0, 1.0 - row.sum()) for row in rows])
 
-    def _processed_probabilities(self, prompts: list[list[int]], answers: list[list[int]]) -> list[float]:
-        """P(answer, then a turn-end token) for each (prompt, answer) under the decoding."""
-        import torch
+    def _processors(self):
+        """The decoding's logits processors, in `generate`'s order."""
         from transformers import (LogitsProcessorList, RepetitionPenaltyLogitsProcessor, TemperatureLogitsWarper,
                                   TopKLogitsWarper, TopPLogitsWarper)
 
@@ -627,26 +630,52 @@ class HFPolicy(TextPolicy):
             processors.append(TopKLogitsWarper(d.top_k))
         if d.top_p < 1.0:
             processors.append(TopPLogitsWarper(d.top_p))
+        return processors
+
+    def _processed_probabilities(self, prompts: list[list[int]], answers: list[list[int]]) -> list[float]:
+        """P(answer, then a turn-end token) for each (prompt, answer) under the decoding. Shared
+        prefixes (the system prompt, a repeated game's history) are encoded once
+        (`sepo.policies.prefix_cache`) when the model allows it and `prefix_sharing` is on;
+        otherwise every sequence is encoded whole."""
+        import torch
+
+        from sepo.policies import prefix_cache
+
+        processors = self._processors()
         ends = _tensor(self.turn_end_ids, "cpu")
-        out = []
+        sequences = [p + a for p, a in zip(prompts, answers)]
+
+        def score(position: int, logits, context: list[int], targets) -> float:
+            scores = processors(torch.tensor([context[: position + 1]], dtype=torch.long), logits[None].cpu().float())
+            logp = torch.log_softmax(scores, dim=-1)[0]
+            return [float(logp[t]) if isinstance(t, int) else float(torch.logsumexp(logp[ends], dim=0)) for t in targets]
+
+        def target(i: int, position: int):
+            j = position + 1 - len(prompts[i])
+            return answers[i][j] if j < len(answers[i]) else None
+
+        totals = [0.0] * len(sequences)
+        if self.prefix_sharing and prefix_cache.supports(self.model):
+            def visit(position, logits, requests):
+                values = score(position, logits, sequences[requests[0][0]], [target(i, position) for i, _ in requests])
+                for (i, _), value in zip(requests, values):
+                    totals[i] += value
+
+            wanted = [range(len(p) - 1, len(p) + len(a)) for p, a in zip(prompts, answers)]
+            with self._inference():
+                self.encoded_tokens += prefix_cache.prefix_logits(self.model, sequences, wanted, visit, self.batch_size)
+            return [float(np.exp(t)) for t in totals]
         for start in range(0, len(prompts), self.batch_size):
             chunk = range(start, min(start + self.batch_size, len(prompts)))
             longest = max(len(answers[i]) for i in chunk)
-            logits = self._forward([prompts[i] + answers[i] for i in chunk], longest + 1, raw=True)
+            logits = self._forward([sequences[i] for i in chunk], longest + 1, raw=True)
+            self.encoded_tokens += sum(len(sequences[i]) for i in chunk)
             for row, i in enumerate(chunk):
-                sequence = prompts[i] + answers[i]
-                total = 0.0
                 for j in range(len(answers[i]) + 1):  # positions predicting answer tokens, then the end
-                    position = longest + 1 - (len(answers[i]) + 1) + j
-                    context = torch.tensor([sequence[: len(prompts[i]) + j]], dtype=torch.long)
-                    scores = processors(context, logits[row : row + 1, position, :].cpu().float())
-                    logp = torch.log_softmax(scores, dim=-1)[0]
-                    if j < len(answers[i]):
-                        total += float(logp[answers[i][j]])
-                    else:
-                        total += float(torch.logsumexp(logp[ends], dim=0))
-                out.append(float(np.exp(total)))
-        return out
+                    position = len(prompts[i]) - 1 + j
+                    column = longest + 1 - (len(answers[i]) + 1) + j
+                    totals[i] += score(position, logits[row, column], sequences[i], [target(i, position)])[0]
+        return [float(np.exp(t)) for t in totals]
 
     def exact_distribution(self, decisions: list[Decision], failure_rule: str, fallback) -> list[np.ndarray] | None:
         """The exact played distribution when the model's replies are its answer lines alone (all

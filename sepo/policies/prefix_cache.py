@@ -1,0 +1,184 @@
+"""Logits of many token sequences that share prefixes, each shared prefix encoded once.
+
+An exact audit reads a model at every (prompt, answer) sequence of a game's information states.
+Those sequences share long prefixes: the chat template and system prompt in every domain, and in a
+repeated game whose prompt lays the history out round by round (the rigorous IPD prompt), each
+history's whole prompt head with its four continuations. Re-encoding every sequence costs
+sequences x length tokens; encoding each distinct prefix once costs the number of nodes of the
+sequences' prefix tree. `prefix_logits` builds that tree (compressed: one node per run of tokens
+without a branch), encodes each node once with its ancestors' keys and values as the attention
+cache, and returns the logits asked for at chosen positions.
+
+Why hand-written: transformers' `generate` shares a prompt's cache only along one sequence, and
+the serving engines that share prefix trees (vLLM, SGLang) do not run here. The cache of a node
+is its own tokens' keys and values; a batch's past is its rows' ancestor chains, left-padded, with
+a 4-D mask that hides the padding. Nodes are encoded deepest first and freed once their whole
+subtree is done, so memory stays near a batch of chains, not the whole tree.
+
+Only for decoder-only models whose logits are `lm_head(final hidden state)` over full attention
+(Llama, Qwen2, Mistral, ...); `supports(model)` says whether a model qualifies, and callers fall
+back to plain re-encoding otherwise. Results equal re-encoding to float rounding (tests check
+1e-5 in log-probability).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Sequence
+
+
+@dataclass(eq=False)
+class _Node:
+    tokens: list[int]
+    start: int  # position of its first token in every sequence through it
+    parent: "_Node | None"
+    children: list["_Node"] = field(default_factory=list)
+    wanted: dict[int, list] = field(default_factory=dict)  # local position -> requests
+    kv: object = None  # [layers, 2, kv heads, len(tokens), head dim] once encoded
+    pending: int = 0  # children whose subtrees are not done
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.tokens)
+
+
+def supports(model) -> bool:
+    """Whether `prefix_logits` can run `model` (see module doc)."""
+    config = getattr(model, "config", None)
+    base = getattr(model, "base_model", None)
+    if config is None or base is None or base is model or model.get_output_embeddings() is None:
+        return False
+    if getattr(config, "is_encoder_decoder", False) or getattr(config, "final_logit_softcapping", None):
+        return False
+    if any(kind != "full_attention" for kind in (getattr(config, "layer_types", None) or ())):
+        return False
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        return False
+    return _cache_argument(base) is not None
+
+
+def _cache_argument(module) -> str | None:
+    names = inspect.signature(module.forward).parameters
+    return next((n for n in ("cache", "past_key_values") if n in names), None)
+
+
+def build_tree(sequences: Sequence[Sequence[int]]) -> tuple[_Node, list[list[_Node]]]:
+    """The compressed prefix tree of `sequences` (an empty root) and each sequence's node path."""
+    root = _Node([], 0, None)
+    paths: list[list[_Node]] = [[] for _ in sequences]
+    stack = [(root, list(range(len(sequences))))]
+    while stack:
+        parent, members = stack.pop()
+        branches: dict[int, list[int]] = {}
+        for i in members:
+            if len(sequences[i]) > parent.end:
+                branches.setdefault(sequences[i][parent.end], []).append(i)
+        for group in branches.values():
+            first, end = sequences[group[0]], parent.end + 1
+            while end < len(first) and all(len(sequences[i]) > end and sequences[i][end] == first[end] for i in group):
+                end += 1
+            node = _Node(list(first[parent.end:end]), parent.end, parent)
+            parent.children.append(node)
+            for i in group:
+                paths[i].append(node)
+            stack.append((node, group))
+    return root, paths
+
+
+def prefix_logits(model, sequences: Sequence[Sequence[int]], positions: Sequence[Sequence[int]], visit,
+                  batch_size: int = 64) -> int:
+    """Encode `sequences` once per distinct prefix and call `visit(position, logits, requests)` for
+    every distinct (prefix, position) asked for: `positions[i]` lists positions p of sequence i
+    whose next-token logits (a float32 [vocab] tensor, the logits at p) are wanted; `requests` is
+    the list of (i, p) sharing that prefix. Returns the tokens encoded."""
+    import torch
+
+    root, paths = build_tree(sequences)
+    for i, wanted in enumerate(positions):
+        for p in wanted:
+            node = next(n for n in paths[i] if n.start <= p < n.end)
+            node.wanted.setdefault(p - node.start, []).append((i, p))
+    base, head = model.base_model, model.get_output_embeddings()
+    cache_name = _cache_argument(base)
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    ready = list(root.children)
+    root.pending = len(root.children)
+    encoded = 0
+    while ready:
+        ready.sort(key=lambda n: n.start)
+        batch = [ready.pop() for _ in range(min(batch_size, len(ready)))]
+        encoded += sum(len(n.tokens) for n in batch)
+        hidden = _encode(base, cache_name, batch, device, dtype)
+        for row, node in enumerate(batch):
+            if node.wanted:
+                local = sorted(node.wanted)
+                logits = head(hidden[row, local]).float()
+                for k, q in enumerate(local):
+                    visit(node.start + q, logits[k], node.wanted[q])
+            node.pending = len(node.children)
+            ready.extend(node.children)
+            if not node.children:
+                _release(node)
+        del hidden
+    return encoded
+
+
+def _release(node: _Node) -> None:
+    """A node's subtree is done: drop its cache, and its parent's when that was the last child."""
+    while node is not None and node.pending == 0:
+        node.kv = None
+        node = node.parent
+        if node is not None:
+            node.pending -= 1
+
+
+def _encode(base, cache_name: str, batch: list[_Node], device, dtype):
+    """Run `batch`'s nodes (their tokens right-padded) over their ancestors' caches (left-padded);
+    store each node's own keys and values; return the final hidden states [rows, new, hidden]."""
+    import torch
+    from transformers import DynamicCache
+
+    chains = []
+    for node in batch:
+        chain, up = [], node.parent
+        while up is not None and up.tokens:
+            chain.append(up.kv)
+            up = up.parent
+        chains.append(chain[::-1])
+    past = max(node.start for node in batch)
+    width = max(len(node.tokens) for node in batch)
+    rows = len(batch)
+    ids = torch.zeros((rows, width), dtype=torch.long)
+    positions = torch.zeros((rows, width), dtype=torch.long)
+    keep = torch.zeros((rows, past + width), dtype=torch.bool)
+    for r, node in enumerate(batch):
+        ids[r, : len(node.tokens)] = torch.tensor(node.tokens, dtype=torch.long)
+        positions[r] = node.start + torch.arange(width)
+        keep[r, past - node.start : past] = True
+        keep[r, past : past + len(node.tokens)] = True
+    causal = torch.ones((width, width), dtype=torch.bool).tril()
+    allowed = keep[:, None, :].repeat(1, width, 1)
+    allowed[:, :, past:] &= causal
+    mask = torch.zeros((rows, 1, width, past + width), dtype=dtype)
+    mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+    cache = None
+    if past:
+        sample = next(kv for chain in chains for kv in chain)
+        layers, _, heads, _, dim = sample.shape
+        stacked = torch.zeros((layers, 2, rows, heads, past, dim), dtype=sample.dtype, device=sample.device)
+        for r, (node, chain) in enumerate(zip(batch, chains)):
+            at = past - node.start
+            for kv in chain:
+                stacked[:, :, r, :, at : at + kv.shape[3]] = kv
+                at += kv.shape[3]
+        cache = DynamicCache(ddp_cache_data=[(stacked[l, 0], stacked[l, 1]) for l in range(layers)])
+    else:
+        cache = DynamicCache()
+    out = base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+               use_cache=True, **{cache_name: cache})
+    cache = getattr(out, cache_name, None) or out.past_key_values
+    own = torch.stack([torch.stack([layer.keys[:, :, past:], layer.values[:, :, past:]]) for layer in cache.layers])
+    for r, node in enumerate(batch):
+        node.kv = own[:, :, r, :, : len(node.tokens)].clone()
+    return out.last_hidden_state
