@@ -677,16 +677,29 @@ class HFPolicy(TextPolicy):
                     totals[i] += score(position, logits[row, column], sequences[i], [target(i, position)])[0]
         return [float(np.exp(t)) for t in totals]
 
+    EXACT_PROBE = 16
+    """Prompts read first by `exact_distribution`: a model that is not answer-only is told apart
+    there, before the whole read."""
+
     def exact_distribution(self, decisions: list[Decision], failure_rule: str, fallback) -> list[np.ndarray] | None:
         """The exact played distribution when the model's replies are its answer lines alone (all
         but `exact_tolerance` of the reply probability scored; the rest renormalised away), else
-        None (then the policy is estimated from sampled replies)."""
+        None (then the policy is estimated from sampled replies). One prompt of each of the first
+        `EXACT_PROBE` information states is read first; only if they all pass is the rest read."""
         if self.mode != "sample" or self.decoding.greedy or not decisions:
             return None
-        rows, rest = self.answer_probabilities(decisions)
-        if rest.max() > self.exact_tolerance:
+        firsts = list({d.info_key: k for k, d in reversed(list(enumerate(decisions)))}.values())[::-1][: self.EXACT_PROBE]
+        probe_rows, probe_rest = self.answer_probabilities([decisions[k] for k in firsts])
+        if probe_rest.max() > self.exact_tolerance:
             return None
-        return [row / row.sum() for row in rows]
+        others = [k for k in range(len(decisions)) if k not in set(firsts)]
+        other_rows, other_rest = self.answer_probabilities([decisions[k] for k in others]) if others else ([], np.zeros(0))
+        if len(other_rest) and other_rest.max() > self.exact_tolerance:
+            return None
+        rows: list = [None] * len(decisions)
+        for k, row in [*zip(firsts, probe_rows), *zip(others, other_rows)]:
+            rows[k] = row / row.sum()
+        return rows
 
     # ------------------------------------------------------------------ the constrained player ("score")
 

@@ -387,16 +387,11 @@ class TextPolicy(Policy):
         return self.last_estimate
 
     def _estimate(self, decisions: list[Decision], prompts) -> PolicyEstimate:
+        groups = self._met_groups(decisions) if prompts is None else [self._distinct(group) for group in prompts]
+        exact = self._exact(decisions, groups)
+        if exact is not None:
+            return exact
         if prompts is None:
-            groups = self._met_groups(decisions)
-            flat = [d for group in groups for d, _ in group]
-            if self.source.decoding.greedy:  # one deterministic reply per distinct prompt: exact
-                rows = self._played(list(zip(flat, self._cached_replies(flat))))
-                return self._weighted(decisions, groups, rows, self._split_invalid(groups))
-            compute = getattr(self.source, "exact_distribution", None)
-            rows = compute(flat, self.failure_rule, self._fallback) if callable(compute) else None
-            if rows is not None:
-                return self._weighted(decisions, groups, [np.asarray(r, dtype=float) for r in rows], [0] * len(decisions))
             rng = np.random.default_rng([self._estimate_seed, 0xE571])
             prompts = [self.prompts_for(d, self.samples, rng) for d in decisions]
         flat = [p for group in prompts for p in group]
@@ -412,6 +407,28 @@ class TextPolicy(Policy):
             distinct.append(len({self.source.text.user_prompt(p) for p in group}))
         samples = max((len(g) for g in prompts), default=0)
         return PolicyEstimate(decisions, outcomes, counts, False, samples, self._split_invalid(prompts), distinct)
+
+    def _exact(self, decisions: list[Decision], groups: list[list[tuple[Decision, int]]]) -> PolicyEstimate | None:
+        """The exact policy when the format allows (see module doc): each distinct prompt's played
+        distribution (greedy: its one reply; else the source's `exact_distribution`), weighted by
+        how often the prompt was met or drawn; None when it must be estimated."""
+        flat = [d for group in groups for d, _ in group]
+        if self.source.decoding.greedy:  # one deterministic reply per distinct prompt
+            rows = self._played(list(zip(flat, self._cached_replies(flat))))
+            return self._weighted(decisions, groups, rows, self._split_invalid(groups))
+        compute = getattr(self.source, "exact_distribution", None)
+        rows = compute(flat, self.failure_rule, self._fallback) if callable(compute) else None
+        if rows is None:
+            return None
+        return self._weighted(decisions, groups, [np.asarray(r, dtype=float) for r in rows], [0] * len(decisions))
+
+    def _distinct(self, prompts: Sequence[Decision]) -> list[tuple[Decision, int]]:
+        """The distinct prompts of a list (by user prompt, sorted), each with how often it occurs."""
+        prompt = self.source.text.user_prompt
+        found: dict[str, list] = {}
+        for d in prompts:
+            found.setdefault(prompt(d), [d, 0])[1] += 1
+        return [(d, n) for _, (d, n) in sorted(found.items())]
 
     def _played(self, pairs: list[tuple[Decision, Reply]]) -> list[np.ndarray]:
         """The played distribution of each reply: a point mass on its parsed action, else the

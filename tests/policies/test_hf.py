@@ -397,6 +397,36 @@ def test_exact_distribution_only_when_the_answers_cover_the_replies(scorer, deci
     np.testing.assert_allclose(estimate.table(), np.stack([r / r.sum() for r in rows]))
 
 
+def test_an_answer_only_model_is_read_exactly_at_given_prompts_without_sampling(scorer, decisions):
+    """The trainer reads the played policy at drawn prompts (`estimate(..., prompts=...)`): an
+    answer-only model is read there by one scoring pass, never by sampling replies, each drawn
+    prompt weighted by how often it was drawn."""
+    policy = _policy(scorer, mode="sample", failure_rule="fallback", samples=4, exact_tolerance=1.0)
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("an answer-only model was sampled")
+
+    policy.generate = no_sampling
+    drawn = [[decisions[0]] * 3, [decisions[1], decisions[2], decisions[1]]]
+    estimate = policy.estimate(decisions[:2], prompts=drawn)
+    assert estimate.exact and estimate.label == "exact"
+    rows, _ = policy.answer_probabilities(decisions[:3])
+    rows = [r / r.sum() for r in rows]
+    np.testing.assert_allclose(estimate.table()[0], rows[0])
+    np.testing.assert_allclose(estimate.table()[1], (2 * rows[1] + rows[2]) / 3)
+
+
+def test_a_model_that_is_not_answer_only_is_told_apart_on_the_probe(scorer, decisions):
+    """`exact_distribution` reads a few prompts first; a model that fails there is not read further."""
+    policy = _policy(scorer, mode="sample", failure_rule="fallback")
+    calls = []
+    read = policy.answer_probabilities
+    policy.answer_probabilities = lambda ds: calls.append(len(ds)) or read(ds)
+    many = [d for d in decisions for _ in range(3)]
+    assert policy.exact_distribution(many, "fallback", None) is None
+    assert calls == [len(decisions)]
+
+
 GEMMA_TEMPLATE = (
     "{%- for message in messages %}"
     "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] %}"
