@@ -256,6 +256,8 @@ class HFPolicy(TextPolicy):
         """Encode prefixes shared by the sequences of an exact read once (`sepo.policies.prefix_cache`)."""
         self.encoded_tokens = 0
         """Tokens the exact reads have encoded so far (what prefix sharing saves is visible here)."""
+        self.prefill_tokens = 0
+        """Prompt tokens encoded before sampling with prefix sharing (`generate`)."""
         self._prompt_cache: dict[tuple[str, ...], tuple[int, ...]] = {}
         self._special = sorted(
             {t for t in self.tokenizer.all_special_tokens if t}
@@ -457,7 +459,7 @@ class HFPolicy(TextPolicy):
                     ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
                     mask[row, width - len(p) :] = 1
                 with self._inference():
-                    out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+                    out = self._generate_chunk(chunk, ids, mask, n, kwargs)
                 new = out[:, width:].cpu().tolist()
                 for row, p in enumerate(chunk):
                     group = []
@@ -472,6 +474,28 @@ class HFPolicy(TextPolicy):
                     results.append(group)
                 advance(len(chunk) * n)
         return results
+
+    def _generate_chunk(self, chunk: list[list[int]], ids, mask, n: int, kwargs: dict):
+        """`generate` on one left-padded chunk, `n` completions a prompt (rows prompt-major). With
+        `prefix_sharing` on a model that allows it, every distinct prompt's cache is built once,
+        its shared prefixes once (`prefix_cache.prompt_cache`), and copied to the rows that sample
+        from it: `generate`'s `num_return_sequences` copies the prompt before encoding it, so a
+        GRPO group of G completions (or G equal prompts) would encode it G times."""
+        from sepo.policies import prefix_cache
+
+        if not (self.prefix_sharing and min(len(p) for p in chunk) > 1 and prefix_cache.supports(self.model)):
+            return self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        import torch
+
+        distinct: dict[tuple[int, ...], int] = {}
+        source = [distinct.setdefault(tuple(p), len(distinct)) for p in chunk for _ in range(n)]
+        cache, encoded = prefix_cache.prompt_cache(self.model, [list(p[:-1]) for p in distinct], self.batch_size)
+        self.prefill_tokens += encoded
+        cache.batch_select_indices(torch.tensor(source, dtype=torch.long, device=self.device))
+        rows = torch.tensor([row for row in range(len(chunk)) for _ in range(n)], dtype=torch.long)
+        name = prefix_cache._cache_argument(self.model)
+        return self.model.generate(input_ids=ids[rows].to(self.device), attention_mask=mask[rows].to(self.device),
+                                   **{**kwargs, "num_return_sequences": 1, name: cache})
 
     def turn_ids(self, messages: list[dict[str, str]], reply: Completion, next_messages: list[dict[str, str]]) -> list[int]:
         """The token ids an environment inserts after `reply` (generated for the chat `messages`) so

@@ -91,13 +91,38 @@ def prefix_logits(model, sequences: Sequence[Sequence[int]], positions: Sequence
     every distinct (prefix, position) asked for: `positions[i]` lists positions p of sequence i
     whose next-token logits (a float32 [vocab] tensor, the logits at p) are wanted; `requests` is
     the list of (i, p) sharing that prefix. Returns the tokens encoded."""
-    import torch
-
     root, paths = build_tree(sequences)
     for i, wanted in enumerate(positions):
         for p in wanted:
             node = next(n for n in paths[i] if n.start <= p < n.end)
             node.wanted.setdefault(p - node.start, []).append((i, p))
+    return _run(model, root, visit, batch_size, keep=False)
+
+
+def prompt_cache(model, prompts: Sequence[Sequence[int]], batch_size: int = 64):
+    """(the attention cache of `prompts`, left-padded to the longest, as `generate` lays a batch
+    out; the tokens encoded). Shared prefixes are encoded once."""
+    import torch
+    from transformers import DynamicCache
+
+    root, paths = build_tree(prompts)
+    encoded = _run(model, root, None, batch_size, keep=True)
+    width = max(len(p) for p in prompts)
+    chains = [[node.kv for node in path] for path in paths]
+    layers, _, heads, _, dim = chains[0][0].shape
+    sample = chains[0][0]
+    stacked = torch.zeros((layers, 2, len(prompts), heads, width, dim), dtype=sample.dtype, device=sample.device)
+    for r, (prompt, chain) in enumerate(zip(prompts, chains)):
+        at = width - len(prompt)
+        for kv in chain:
+            stacked[:, :, r, :, at : at + kv.shape[3]] = kv
+            at += kv.shape[3]
+    return DynamicCache(ddp_cache_data=[(stacked[l, 0], stacked[l, 1]) for l in range(layers)]), encoded
+
+
+def _run(model, root: _Node, visit, batch_size: int, keep: bool) -> int:
+    """Encode every node of the tree under `root`, deepest ready nodes first, `batch_size` a batch;
+    hand wanted logits to `visit`; free each subtree's caches when it is done unless `keep`."""
     base, head = model.base_model, model.get_output_embeddings()
     cache_name = _cache_argument(base)
     device = next(model.parameters()).device
@@ -118,7 +143,7 @@ def prefix_logits(model, sequences: Sequence[Sequence[int]], positions: Sequence
                     visit(node.start + q, logits[k], node.wanted[q])
             node.pending = len(node.children)
             ready.extend(node.children)
-            if not node.children:
+            if not node.children and not keep:
                 _release(node)
         del hidden
     return encoded

