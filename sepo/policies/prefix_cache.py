@@ -7,7 +7,10 @@ history's whole prompt head with its four continuations. Re-encoding every seque
 sequences x length tokens; encoding each distinct prefix once costs the number of nodes of the
 sequences' prefix tree. `prefix_logits` builds that tree (compressed: one node per run of tokens
 without a branch), encodes each node once with its ancestors' keys and values as the attention
-cache, and returns the logits asked for at chosen positions.
+cache, and returns the logits asked for at chosen positions. `prompt_cache` does the same for a
+batch of prompts about to be sampled from and returns their cache laid out as `generate` lays
+out the batch (left-padded), so that each distinct prompt, and each prefix the prompts share, is
+encoded once however many completions are drawn from it.
 
 Why hand-written: transformers' `generate` shares a prompt's cache only along one sequence, and
 the serving engines that share prefix trees (vLLM, SGLang) do not run here. The cache of a node

@@ -15,6 +15,10 @@ included, under the decoding it is evaluated with, at the prompts it meets:
   function of the policy (exploitability, safety) gets a sampling interval by resampling the
   replies within each state (`PolicyEstimate.resample`, a nonparametric bootstrap).
 
+The exact read applies wherever the policy is read: at the prompts met in play, and at prompts
+a caller draws (`estimate(..., prompts=...)`, the trainer's), where each distinct prompt is
+weighted by how often it was drawn.
+
 "The prompts it meets": `act` records every decision it is asked to play; the policy at a state
 is then the mixture over the prompts met at that information state (hand number, score line,
 ...), weighted by how often each was met, and replies are drawn at those prompts. A state never

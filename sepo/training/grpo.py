@@ -4,15 +4,18 @@ has an LLM training environment (`Domain.llm_training`, see `sepo.training.envir
 Design: per-decision prompts chosen on-policy by a `rollout_func`. Each step:
   1. Read the model's policy at the solver's information states: the distribution of the action
      it plays under the configured decoding (the one its completions are sampled with), at
-     training prompts, estimated from `table_samples` replies per state (exact under greedy
-     decoding), unparsable replies playing the `fallback` action as they do in step 3. Compute
+     training prompts: exact, by one scoring pass over the legal answers, when the model's replies
+     are its answer lines alone (`HFPolicy.exact_distribution`), else estimated from
+     `table_samples` replies per state, unparsable replies playing the `fallback` action as they
+     do in step 3. Compute
      the exact exploitability attribution at that table (`sepo.objective.attribution`), as the
      tabular trainer does: charges, on-policy decisions and logged values all come from the
      policy the completions are drawn from.
   2. The domain plays episodes between that table and the train pool; every agent decision met is
      a candidate prompt, so prompts arrive with their on-policy frequency. `groups` of them are
      drawn; each is one GRPO group of `group_size` completions sharing the hidden state.
-  3. The model writes every completion in one batched `generate` call. Each is parsed strictly;
+  3. The model writes every completion in one batched `generate` call, each group's shared prompt
+     encoded once (`HFPolicy.generate`, `sepo.policies.prefix_cache`). Each is parsed strictly;
      a failure is counted and resolved by the named `fallback` rule, the domain's one rule
      (`text_policy.fallback_action`, as in the table of step 1), plus `invalid_penalty`.
   4. Reward R = s·U − λe·s·E − λc·C − λx·X from the completion's own action (`sepo_rewards`): U
