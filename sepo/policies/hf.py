@@ -719,7 +719,8 @@ class HFPolicy(TextPolicy):
         probe_rows, probe_rest = self.answer_probabilities([decisions[k] for k in firsts])
         if probe_rest.max() > self.exact_tolerance:
             return None
-        others = [k for k in range(len(decisions)) if k not in set(firsts)]
+        probed = set(firsts)
+        others = [k for k in range(len(decisions)) if k not in probed]
         other_rows, other_rest = self.answer_probabilities([decisions[k] for k in others]) if others else ([], np.zeros(0))
         if len(other_rest) and other_rest.max() > self.exact_tolerance:
             return None
