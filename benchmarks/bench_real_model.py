@@ -72,7 +72,7 @@ import numpy as np
 from timing import best_of
 
 SMOKE = dict(decisions=4, reference_decisions=2, ipd_rounds=2, groups=2, group_size=2, table_samples=2, max_new_tokens=8,
-             thread_sequences=2)
+             thread_sequences=2, token_rounds=3)
 
 
 def load() -> str:
@@ -200,6 +200,23 @@ def bench_audit(model_dir: Path, args) -> None:
           f"[{load_c}]; adversarial gap {r_c.value:.6f}")
     print(f"re-encoding every sequence:  {t_w:8.2f} s, {len(decisions) / t_w:6.1f} histories/s, {tok_w:>9,} tokens encoded "
           f"[{load_w}]; adversarial gap {r_w.value:.6f}")
+    print(f"tokens the audit encodes at each number of rounds (counted from the prefix tree, not timed):")
+    from sepo.policies import prefix_cache
+
+    for rounds in range(2, args.token_rounds + 1):
+        ipd = load_game("ipd", rounds=rounds)
+        counted = HFPolicy(policy.model, ipd.text, tokenizer=policy.tokenizer)
+        sequences = [counted.prompt_ids(d) + counted._ids(counted.defuse(ipd.text.answer_text(d, a)))
+                     for d in IPDSolver(ipd).decisions() for a in d.legal_actions]
+        root, _ = prefix_cache.build_tree(sequences)
+        nodes, stack = 0, list(root.children)
+        while stack:
+            node = stack.pop()
+            nodes += len(node.tokens)
+            stack.extend(node.children)
+        whole = sum(map(len, sequences))
+        print(f"  {rounds} rounds: {len(sequences):>5} sequences, re-encoding {whole:>9,} tokens, prefix tree {nodes:>7,} "
+              f"({whole / nodes:.1f}x fewer)")
     print(f"cached / re-encoding: {t_w / t_c:.1f}x faster, {tok_w / max(1, tok_c):.1f}x fewer tokens (the issue aims for "
           f">= 5x); largest |log p| difference on {len(p_c)} sampled answers: {np.abs(np.log(p_c) - np.log(p_w)).max():.1e}")
 
@@ -327,6 +344,7 @@ def main() -> None:
     parser.add_argument("--step-reference", action="store_true", help="the GRPO step again with prefix sharing off")
     parser.add_argument("--threads-compare", action="store_true", help="one process on 2 threads against 2 of 1 thread")
     parser.add_argument("--thread-sequences", type=int, default=16)
+    parser.add_argument("--token-rounds", type=int, default=6, help="count the audit's tokens up to this many rounds")
     for part in ("play", "audit", "step"):
         parser.add_argument(f"--skip-{part}", action="store_true")
     args = parser.parse_args()

@@ -415,10 +415,23 @@ class HFPolicy(TextPolicy):
         return out
 
     def next_token_logprobs(self, prompts: list[list[int]]):
-        """Log-softmax of the next token after each prompt: a [B, V] tensor (batched, chunked)."""
+        """Log-softmax of the next token after each prompt: a [B, V] tensor (batched, chunked;
+        shared prefixes encoded once under `prefix_sharing`)."""
         import torch
 
+        from sepo.policies import prefix_cache
+
         rows = [None] * len(prompts)
+        if self.prefix_sharing and prompts and min(map(len, prompts)) > 0 and prefix_cache.supports(self.model):
+            def visit(position, logits, requests):
+                logp = torch.log_softmax(logits, dim=-1)
+                for i, _ in requests:
+                    rows[i] = logp
+
+            with self._inference():
+                self.encoded_tokens += prefix_cache.prefix_logits(self.model, prompts, [[len(p) - 1] for p in prompts],
+                                                                  visit, self.batch_size)
+            return torch.stack(rows)
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
