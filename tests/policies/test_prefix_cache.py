@@ -114,3 +114,15 @@ def test_smollm2_full_history_read_and_group_sampling_equal_the_plain_paths(tmp_
     sampled = _completions(policy, prompts, 4, 3)
     policy.prefix_sharing = False
     assert sampled == _completions(policy, prompts, 4, 3)
+
+
+def test_next_token_logprobs_equal_with_and_without_sharing(tiny_dir):
+    """Forced decoding and single-token scoring read next-token log-probabilities; shared prefixes
+    encoded once give what whole prompts give."""
+    game = load_game("ipd", rounds=3)
+    policy = HFPolicy(tiny_dir, game.text, batch_size=4)
+    prompts = [policy.prompt_ids(d) for d in IPDSolver(game).decisions()]
+    shared = policy.next_token_logprobs(prompts)
+    assert 0 < policy.encoded_tokens < sum(map(len, prompts))
+    policy.prefix_sharing = False
+    torch.testing.assert_close(shared, policy.next_token_logprobs(prompts), atol=1e-5, rtol=0)
