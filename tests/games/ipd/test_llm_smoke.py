@@ -55,3 +55,31 @@ def test_two_steps_of_llm_sepo_from_the_cli_twice(sft_model, tmp_path):
             assert 0.0 <= record["invalid_rate"] <= 1.0 and np.isfinite(record["utility_exact"])
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["exact_value"] == "adversarial_gap" and summary["steps"] == 2
+
+
+def test_advantage_alignment_adds_its_term_to_the_language_model_reward(sft_model, tmp_path, monkeypatch):
+    """The same seed and model, payoff-only GRPO and Advantage Alignment: the first step's completions
+    are the same, so the logged rewards differ by the term alone. The term is pinned to 0.5 here (its
+    value is checked by enumeration in tests/training/test_advantage_alignment.py; the tiny model's
+    replies do not parse, so its played policy is deterministic and the true term is 0): this checks
+    that TRL hands each completion's term to the reward, which adds it."""
+    from typer.testing import CliRunner
+
+    from sepo.cli.main import app
+    from sepo.training.grpo import SEPOEnvironment
+
+    pinned = SEPOEnvironment.alignment
+    monkeypatch.setattr(SEPOEnvironment, "alignment", lambda self, table, context, action: pinned(self, table, context, action) + (
+        0.5 if self.config.method == "advantage-alignment" else 0.0))
+    options = dict(zip(ARGS[:-1:2], ARGS[1:-1:2]))  # ARGS ends with the flag --quiet
+    options = {**{k: v for k, v in options.items() if k not in ("--lambda-e", "--lambda-x")}, "--steps": "1"}
+    base = [x for pair in options.items() for x in pair] + ["--quiet"]
+    runs = {"none": ["--penalty", "none"], "aa": ["--method", "advantage-alignment", "--aa-beta", "5"]}
+    for name, extra in runs.items():
+        result = CliRunner().invoke(app, ["--threads", "1", "train", "--policy", f"hf:{sft_model}", "--out", str(tmp_path / name),
+                                          *base, *extra])
+        assert result.exit_code == 0, result.output
+    none, aa = (_metrics(tmp_path / name)[0] for name in runs)
+    assert none["table"] == aa["table"]  # the same played policy before the first update
+    assert aa["reward_mean"] == pytest.approx(none["reward_mean"] + 0.5, abs=1e-9)
+    assert json.loads((tmp_path / "aa" / "config.json").read_text())["method"] == "advantage-alignment"
