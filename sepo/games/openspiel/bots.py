@@ -29,10 +29,12 @@ def average_policy(spec: str, solver: str, iterations: int) -> dict:
     import pyspiel
 
     from sepo.games.openspiel.rules import load
+    from sepo.games.openspiel.tree import check_walkable
 
     game = load(spec)
     if game.num_players() != 2:
         raise SepoError(f"openspiel:{spec}: CFR bots are for two-player games")
+    check_walkable(game, f"openspiel:{spec}", f"pyspiel's {solver}")
     run = {"CFR": pyspiel.CFRSolver, "CFRPlus": pyspiel.CFRPlusSolver}[solver](game)
     for _ in range(iterations):
         run.evaluate_and_update_policy()

@@ -192,13 +192,19 @@ def estimated_histories(pgame, probes: int = 200, seed: int = 0) -> float:
     return total / probes
 
 
-def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
-    """Enumerate a two-player OpenSpiel game (depth first, OpenSpiel's action order); a game whose
-    estimated size is ten times the limit is refused before the walk."""
+def check_walkable(pgame, game_name: str, what: str = "the exact solver", max_histories: int = MAX_HISTORIES) -> None:
+    """`NoTree` (one line) when the estimated tree is ten times `max_histories`: too large for
+    anything that walks the whole game (the exact solver, pyspiel's CFR)."""
     estimate = estimated_histories(pgame)
     if estimate > 10 * max_histories:
         raise NoTree(f"{game_name}: about {estimate:.1e} histories (estimated from random paths), more than the "
-                     f"{max_histories:,} the exact solver enumerates")
+                     f"{max_histories:,} {what} walks")
+
+
+def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
+    """Enumerate a two-player OpenSpiel game (depth first, OpenSpiel's action order); a game whose
+    estimated size is ten times the limit is refused before the walk."""
+    check_walkable(pgame, game_name, max_histories=max_histories)
     from sepo.games.openspiel.rules import decision_of
 
     keys: dict[str, int] = {}

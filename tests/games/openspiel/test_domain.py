@@ -104,3 +104,16 @@ def test_a_three_player_game_plays_without_an_exact_solver():
     assert result.exit_code == 0, result.output
     assert "exploitability" not in json.loads(result.stdout) and "exploit_pool" in json.loads(result.stdout)
     _error(_run("exploit", "--game", name, "--agent", "uniform"), "no exact solver")
+
+
+def test_a_game_too_large_to_walk_plays_against_the_uniform_pool_and_refuses_cfr():
+    """Bargaining (about 1e17 histories): the train pool holds no CFR bot (pyspiel's CFR would walk
+    the whole tree for hours), and asking for one is one line."""
+    from tests.cli.cli_helpers import _error, _run
+
+    game = load_game("openspiel:bargaining")
+    assert get_domain("openspiel:bargaining").pools("rigorous", game)["train"] == ["Uniform"]
+    result = _run("eval", "--game", "openspiel:bargaining", "--agent", "uniform", "--episodes", "2")
+    assert result.exit_code == 0, result.output
+    _error(_run("eval", "--game", "openspiel:bargaining", "--agent", "bot:CFR", "--episodes", "1"),
+           "estimated from random paths", "pyspiel's CFR")
