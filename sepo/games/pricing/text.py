@@ -18,9 +18,9 @@ import re
 
 from sepo.games.base import Decision, ParseResult, TextView
 
-ACTION_WORDS = (".",)
-"""A price is written as a decimal numeral; the tiny model's tokenizer keeps the point a single token
-(numerals are split into digits by every Qwen-style pre-tokenizer)."""
+ACTION_WORDS = tuple("0123456789")
+"""A price is written as a decimal numeral, which every Qwen-style pre-tokenizer splits into digits
+(and the point): the tiny model's tokenizer checks the digits."""
 _THINK_END = "</think>"
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\d)")
 
