@@ -45,6 +45,8 @@ def _pooled(sample: StratifiedSample, keys, field):
 
 def utility(sample: StratifiedSample, protocol: str):
     keys = sample.keys("train")
+    if not keys:  # a pool file without a train pool
+        return np.full(sample.replicates + 1, np.nan)
     if protocol == "paper":  # mean over train episodes of per-decision payoff
         return _pooled(sample, keys, "agent_per_decision") / _pooled(sample, keys, "episodes")
     return np.mean([_ratio(sample.sum(k, "agent"), sample.sum(k, "rounds")) for k in keys], axis=0)
@@ -84,6 +86,8 @@ def robustness(sample: StratifiedSample, protocol: str):
 
 def welfare(sample: StratifiedSample):
     keys = sample.keys("train")
+    if not keys:  # a pool file without a train pool: no partners to measure welfare with
+        return np.full(sample.replicates + 1, np.nan)
     return _pooled(sample, keys, "welfare_per_round") / _pooled(sample, keys, "episodes")
 
 

@@ -287,3 +287,14 @@ def test_a_text_agent_too_large_to_read_is_refused_before_any_play(monkeypatch):
     assert projected["exact_label"] == "projection" and played
     paper = evaluate(load_game("negotiation", "paper"), Text(), EvalConfig(protocol="paper", episodes=1, replicates=20))
     assert "adversarial_gap" not in paper and any("538,084" in note for note in paper["notes"])
+
+
+def test_a_pool_file_without_a_train_pool_audits_with_utility_and_welfare_not_applicable():
+    """Before, utility and welfare divided by the train pool's empty episode count (ZeroDivisionError)."""
+    from sepo.opponents.pools import default_pools
+    from sepo.policies.specs import load_agent
+
+    game = load_game("kuhn", "rigorous", hands=2)
+    pools = {name: (specs if name == "collusive" else []) for name, specs in default_pools("kuhn", "rigorous", game).items()}
+    result = evaluate(game, load_agent("bot:NashApprox", game), EvalConfig(episodes=1, replicates=20, pools=pools))
+    assert result["utility"] is None and result["welfare"] is None and result["exploitability"] is not None

@@ -1,0 +1,97 @@
+"""sepo's Inspect tasks, offline: every domain is registered as `sepo/<domain>`, and a task run
+against Inspect's mock model scores exactly the metrics `sepo eval`'s own audit gives for an agent
+that writes the same replies (skipped where inspect_ai is not installed; the `dev` extra pulls it in)."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("inspect_ai")
+
+from inspect_ai import eval as inspect_eval  # noqa: E402
+from inspect_ai._util.registry import registry_lookup  # noqa: E402
+from inspect_ai.model import ModelOutput, ModelUsage, get_model  # noqa: E402
+
+import sepo._registry  # noqa: E402,F401 (what the entry point imports)
+from sepo.evaluation.evaluate import EvalConfig, evaluate  # noqa: E402
+from sepo.games import domain_names, load_game  # noqa: E402
+from sepo.inspect_tasks import SCORED  # noqa: E402
+from sepo.policies.replies import Decoding, Reply  # noqa: E402
+from sepo.policies.text_policy import TextPolicy  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _answer(user_prompt: str) -> str:
+    """The mock model's rule: bet or call whatever it holds, after a reasoning line."""
+    word = "CALL" if "CALL" in user_prompt.rsplit("Legal actions:", 1)[-1] else "BET"
+    return f"Thinking it over.\n{word}"
+
+
+def _mock(input, tools, tool_choice, config):
+    output = ModelOutput.from_content(model="mockllm/model", content=_answer(input[-1].text))
+    output.usage = ModelUsage(input_tokens=50, output_tokens=4, total_tokens=54)  # no tokenizer download
+    return output
+
+
+class SameReplies:
+    """A `ReplySource` that writes the mock model's replies, for sepo's own audit."""
+
+    name, decoding = "same-replies", Decoding(temperature=0, max_new_tokens=48)
+
+    def __init__(self, view):
+        self.text = view
+
+    def replies(self, decisions, n, seed):
+        return [[Reply(_answer(self.text.user_prompt(d)), True)] * n for d in decisions]
+
+
+def test_every_domain_is_a_registered_task():
+    for name in domain_names():
+        assert registry_lookup("task", f"sepo/{name}") is not None, name
+
+
+def test_the_kuhn_task_scores_what_sepo_eval_measures(tmp_path):
+    args = {"episodes": 2, "seed": 3, "replicates": 50, "game_params": {"hands": 2}}
+    log = inspect_eval("sepo/kuhn", model=get_model("mockllm/model", custom_outputs=_mock), task_args=args,
+                       log_dir=str(tmp_path), display="none")[0]
+    assert log.status == "success", log.error
+    score = log.samples[0].scores["sepo_metrics"]
+    game = load_game("kuhn", "rigorous", hands=2)
+    expected = evaluate(game, TextPolicy(SameReplies(game.text), failure_rule="fallback", seed=3),
+                        EvalConfig(episodes=2, seed=3, replicates=50))
+    assert set(score.value) == set(SCORED)
+    for name in SCORED:
+        want = expected["exploitability"] if name == "exact_value" else expected[name]
+        assert score.value[name] == pytest.approx(want), name
+    assert score.answer == "exploitability (exact) of the exact policy"
+    assert score.metadata["ci"]["utility"] == pytest.approx(expected["ci"]["utility"])
+    assert {s.name for s in log.results.scores} == set(SCORED)
+    assert log.stats.model_usage  # Inspect logged the model calls and their tokens
+
+
+def test_a_named_pool_plays_that_pool_and_the_exact_best_response(tmp_path):
+    """`-T pool=collusive`: the collusive bots only, plus the rigorous protocol's exact best
+    response (as `sepo eval --pools` adds it), so utility has no train pool to read (NaN)."""
+    args = {"episodes": 1, "replicates": 20, "pool": "collusive", "game_params": {"hands": 2}}
+    log = inspect_eval("sepo/kuhn", model=get_model("mockllm/model", custom_outputs=_mock), task_args=args,
+                       log_dir=str(tmp_path), display="none")[0]
+    assert log.status == "success", log.error
+    result = log.samples[0].scores["sepo_metrics"]
+    played = {(row["pool"], row["opponent"]) for row in result.metadata["opponents"]}
+    assert {pool for pool, _ in played} == {"collusive", "exploiter"} and ("exploiter", "BestResponse") in played
+    assert math.isnan(result.value["utility"]) and not math.isnan(result.value["exact_value"])
+
+
+def test_pyproject_declares_the_entry_point_and_an_optional_extra():
+    if sys.version_info < (3, 11):
+        pytest.skip("tomllib is Python 3.11+")
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["inspect_ai"] == {"sepo": "sepo._registry"}
+    assert any(d.startswith("inspect-ai") for d in project["optional-dependencies"]["inspect"])
+    assert not any(d.startswith("inspect") for d in project["dependencies"])
