@@ -6,7 +6,6 @@ import pytest
 
 from sepo.errors import SepoError
 from sepo.games import load_game
-from sepo.games.ipd.training import IPDTrainingEnvironment
 from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
 from sepo.games.records import Rollouts
@@ -39,18 +38,21 @@ def _values(game, table, keys, opponent):
     return value
 
 
-@pytest.mark.parametrize("pool, self_play", [(["TFT", "Mixed(p=0.5)"], False), (["GrimTrigger"], True)])
-def test_expected_update_is_the_formula_by_exact_enumeration(tmp_path, pool, self_play):
-    game = load_game("ipd", rounds=3, memory=1)
-    config = TabularSEPOConfig(game="ipd", game_params={"rounds": 3, "memory": 1}, train_pool=pool, method="advantage-alignment",
+@pytest.mark.parametrize("name, params, pool, self_play", [
+    ("ipd", {"rounds": 3, "memory": 1}, ["TFT", "Mixed(p=0.5)"], False),
+    ("ipd", {"rounds": 3, "memory": 1}, ["GrimTrigger"], True),
+    ("pricing", {"rounds": 3, "prices": 3}, ["TitForTat", "Undercut"], False),
+])
+def test_expected_update_is_the_formula_by_exact_enumeration(tmp_path, name, params, pool, self_play):
+    game = load_game(name, **params)
+    config = TabularSEPOConfig(game=name, game_params=params, train_pool=pool, method="advantage-alignment",
                                aa_beta=BETA, aa_gamma=GAMMA, self_play=self_play, steps=1)
     trainer = TabularSEPOTrainer(config, tmp_path / "run")
     env = trainer.env
-    table = softmax(np.random.default_rng(1).normal(size=(len(env.keys), 2)))
+    table = softmax(np.random.default_rng(1).normal(size=env.legal.shape))
     keys = row_of(env)
-    opponents = env.rollout_opponents(table)
-    # what each rollout opponent is, for the recursion: under self-play the agent's own table
-    played = [TabularPolicy(table, env.keys) if self_play and o == 0 else bot for o, bot in enumerate(opponents)]
+    # the rollouts' opponents as policies of the game (the gap maximiser's rollouts carry no term: left out)
+    played = [TabularPolicy(table, env.keys)] if self_play else [parse_bot(name, entry).build(game) for entry in pool]
     values = [_values(game, table, keys, bot) for bot in played]
     rounds = game.rounds
 
@@ -66,15 +68,15 @@ def test_expected_update_is_the_formula_by_exact_enumeration(tmp_path, pool, sel
             state.apply_actions((a, b))
             advantage = (np.array(state.rounds()[-1].payoffs, dtype=float) + values[node.opponent](state, node.history[: t + 1])
                          - before)
-            own.append(env.weight[node.opponent] * advantage[0])  # the agent's credited as its payoff is
-            other.append(advantage[1])
+            own.append(env.weight[node.opponent] * env.scale * advantage[0])  # scaled by s, credited as the payoff is
+            other.append(env.scale * advantage[1])
         for t, (row, column) in enumerate(decisions):
             term = BETA * sum(GAMMA ** (t - k) * own[k] for k in range(t)) * other[t] / rounds
             expected[:] += node.p * term * score(table, row, column)
         leaves.append((node, decisions))
 
     expand(game, table, keys, played, (0,), leaf=leaf)
-    assert np.abs(expected).max() > 1e-3  # the term moves the policy here
+    assert np.abs(expected).max() > 1e-5  # the term moves the policy here (profits are ~0.2 a period in pricing)
 
     # the trainer's own path: the environment's advantages, the trainer's term, its score
     states = np.array([[r for r, _ in d] for _, d in leaves])

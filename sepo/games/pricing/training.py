@@ -15,6 +15,11 @@ and the agent's key), so everything expected is computed exactly by forward pass
 agent state, rival state): the training reach ρ(I) (expected visits per market), the utility, and
 the collusion index, consumer surplus and externality against each pool, reported by
 `exact_metrics` (the numbers docs/pricing.md quotes for trained agents).
+
+Advantage Alignment (`rollouts(..., advantages=True)`): each period's exact advantages of the joint
+prices for the agent and the rival, A^i_t = r^i(a_t, b_t) + V^i(h_{t+1}, s_{t+1}) − V^i(h_t, s_t),
+V^i each firm's expected profit to go at (period, agent state, rival state) by backward induction
+(`joint_values`), in profit units of the market's return.
 """
 from __future__ import annotations
 
@@ -59,6 +64,8 @@ class Rival:
 
 
 class PricingTrainingEnvironment:
+    joint_advantages = True
+
     def __init__(self, game, train_specs, collusive_specs):
         if game.num_players != 2:
             raise SepoError(f"the pricing trainers are for two firms (the exact solver's); got --firms {game.num_players}")
@@ -91,6 +98,7 @@ class PricingTrainingEnvironment:
         self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
         self._solved: tuple[bytes, RepeatedResult] | None = None
         self._forwards: tuple[bytes, dict] = (b"", {})
+        self._values: tuple[bytes, list] | None = None
 
     @staticmethod
     def _rival(spec, game, price_spec) -> Rival:
@@ -169,7 +177,8 @@ class PricingTrainingEnvironment:
                 state[mine] = rival.next[state[mine], other[mine, t], own[mine, t]]
         return own, other, rows
 
-    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
+    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator,
+                 advantages: bool = False) -> Rollouts:
         table = np.asarray(table, dtype=float)
         group_rival = rng.integers(len(self.weight), size=groups)  # the last index: the gap maximiser
         group_of = np.repeat(np.arange(groups), group_size)
@@ -179,8 +188,56 @@ class PricingTrainingEnvironment:
         credit = self.weight[rival_of]
         per_period = self.quantities[:, own, other].mean(-1)  # [5, n]
         collusive = np.append(self.is_collusive, False)[rival_of]
+        joint = None
+        if advantages:
+            joint = self.match_advantages(table, own, other, rival_of)
+            joint[..., 0] *= credit[:, None]
         return Rollouts(rows, own, np.ones_like(own, dtype=bool), group_of, credit * per_period[PAYOFF],
-                        np.where(collusive, credit * per_period[COLLUSION], 0.0), credit * per_period[EXTERNALITY])
+                        np.where(collusive, credit * per_period[COLLUSION], 0.0), credit * per_period[EXTERNALITY], joint)
+
+    def joint_values(self, table: np.ndarray) -> list[list[np.ndarray]]:
+        """Per rollout rival, per period t = 0..T: `[H, S, 2]` the agent's and the rival's expected
+        profit to go at agent state h and rival state s (kept for the step's calls)."""
+        table = np.asarray(table, dtype=float)
+        if self._values is None or self._values[0] != table.tobytes():
+            k = self.k
+            stage = self.game.stage_matrices(0)
+            stages = np.stack([stage["agent"], stage["rival"]], axis=-1)  # [a, b, 2]
+            per_rival = []
+            for rival in self.rollout_rivals(table):
+                following = rival.next.transpose(0, 2, 1)  # [s, a, b]
+                values, later = [None] * len(self._levels) + [None], None
+                for t in reversed(range(len(self._levels))):
+                    rows, children = self._levels[t]
+                    after = np.broadcast_to(stages, (len(rows), rival.states, k, k, 2))
+                    if later is not None:
+                        after = after + later[children.reshape(len(rows), 1, k, k), following[None]]
+                    values[t] = later = np.einsum("ha,hsb,hsabq->hsq", table[rows], rival.level(t, len(rows)), after)
+                per_rival.append(values)
+            self._values = (table.tobytes(), per_rival)
+        return self._values[1]
+
+    def match_advantages(self, table: np.ndarray, own: np.ndarray, other: np.ndarray, rival_of: np.ndarray) -> np.ndarray:
+        """`[markets, T, 2]`: the agent's and the rival's advantage of each period's joint prices,
+        r^i + V^i(h_{t+1}, s_{t+1}) − V^i(h_t, s_t), in profit units, uncredited."""
+        table = np.asarray(table, dtype=float)
+        rivals, values = self.rollout_rivals(table), self.joint_values(table)
+        stage = self.game.stage_matrices(0)
+        stages = np.stack([stage["agent"], stage["rival"]], axis=-1)
+        rounds = own.shape[1]
+        rows = np.stack([key_rows(own[:, :t], other[:, :t], self.game.memory, self.k) - self._offsets[t]
+                         for t in range(rounds)], axis=1)
+        out = np.zeros((*own.shape, 2))
+        for index, rival in enumerate(rivals):
+            mine = np.nonzero(rival_of == index)[0]
+            state = np.zeros(len(mine), dtype=np.int64)
+            for t in range(rounds):
+                a, b = own[mine, t], other[mine, t]
+                after = rival.next[state, b, a]
+                following = values[index][t + 1][rows[mine, t + 1], after] if t + 1 < rounds else 0.0
+                out[mine, t] = stages[a, b] + following - values[index][t][rows[mine, t], state]
+                state = after
+        return out
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         """Exact utility against the train pool, the solver's value, and the market's numbers:
