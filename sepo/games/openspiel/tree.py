@@ -23,7 +23,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from sepo.errors import SepoError
-from sepo.games.base import Decision
 
 MAX_HISTORIES = 2_000_000
 """The most histories the domain enumerates for an exact solver (liars_dice with one six-sided die
@@ -41,7 +40,7 @@ class Tree:
     seat: np.ndarray               # [R] seat of each row
     legal: np.ndarray              # [R, W] bool
     actions: list                  # [R] OpenSpiel action ids, legal order
-    decisions: list                # [R] canonical Decision
+    decisions: list                # [R] canonical Decision (sepo.games.base)
     parent: np.ndarray             # [R] parent sequence (flat) of each row, EMPTY if none
     levels: list                   # [seat][depth] -> rows at that own depth
     node_kind: np.ndarray          # [N] seat >= 0, -1 chance, -4 terminal
