@@ -29,7 +29,8 @@ def test_sft_then_sepo_grpo_then_exploit(tmp_path):
     assert sft.exit_code == 0, sft.output
     params = {"rounds": 3, "prices": 5}
     config = LLMSEPOConfig(model=str(tmp_path / "sft" / "model"), game="pricing", game_params=params, steps=2, groups=2,
-                           group_size=4, seed=1, lambda_e=2.0, lambda_c=1.0, lambda_x=1.0)
+                           group_size=4, seed=1, lambda_e=2.0, lambda_c=1.0, lambda_x=1.0, max_new_tokens=16,
+                           table_samples=8, final_samples=8)
     summary = run_llm_sepo(config, tmp_path / "grpo")
     records = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     table = np.array(records[-1]["table"])
