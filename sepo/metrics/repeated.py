@@ -218,43 +218,69 @@ def declared_state(policy) -> StateOf | None:
     return None
 
 
+StateStep = Callable[[Hashable, int, int], Hashable]
+"""The declared state after one more round (agent action a, opponent action o) from the state
+before it: `StateOf` without re-reading the history (which costs time in the square of the rounds)."""
+
+
+def declared_step(policy) -> StateStep | None:
+    """`policy`'s own `play_state_after(state, a, o)`, else the step of a finite memory depth d
+    (the last d joint actions); None when it declares neither (the state is then recomputed from
+    each history)."""
+    own = getattr(policy, "play_state_after", None)
+    if callable(own):
+        return own
+    if callable(getattr(policy, "play_state", None)):
+        return None
+    depth = (getattr(policy, "classifier", None) or {}).get("memory_depth")
+    if isinstance(depth, (int, np.integer)) and not isinstance(depth, bool) and depth >= 0:
+        depth = int(depth)
+        return lambda state, a, o: (state + ((a, o),))[len(state) + 1 - min(len(state) + 1, depth):]
+    return None
+
+
 def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_of: StateOf,
-               max_states: int | None = None) -> AgentTree:
+               max_states: int | None = None, step: StateStep | None = None) -> AgentTree:
     """The agent's play on (round, declared state) nodes: per round one call of `reader` at one
     history of each state (histories reached with positive probability only), children by the
     state after each joint action. Exact for an agent whose declaration holds (`StateOf`).
     Nodes keep their state, not their witness history (rounds × history length would grow with
-    the square of the rounds: 10,000 rounds reached 1.8 GB)."""
+    the square of the rounds: 10,000 rounds reached 1.8 GB); with `step` a child's state comes from
+    its parent's, not from its whole history. A progress count per round."""
+    from sepo import progress
+
     _check(stage, rounds, None, 0.0)
     n_a, n_o = stage.shape
     limit = max_states if max_states is not None else memory_budget() // BYTES_PER_STATE_NODE
     witnesses: list[History] = [()]
     states: list = [state_of(())]
     levels, total = [], 1
-    for t in range(rounds):
-        probs = _validated(reader([(t, h) for h in witnesses]), len(witnesses), n_a)
-        children = np.full((len(witnesses), n_a, n_o), -1, dtype=np.int64)
-        following: list[History] = []
-        following_states: list = []
-        if t + 1 < rounds:
-            index: dict = {}
-            for i, history in enumerate(witnesses):
-                for a in np.nonzero(probs[i] > 0)[0].tolist():
-                    for o in range(n_o):
-                        child = history + ((a, o),)
-                        state = state_of(child)
-                        if state not in index:
-                            index[state] = len(following)
-                            following.append(child)
-                            following_states.append(state)
-                        children[i, a, o] = index[state]
-            total += len(following)
-            if total > limit:
-                raise SepoError(f"the agent's declared state has more than {limit:,} (round, state) nodes by round {t + 2}; "
-                                "its declaration cannot be small (give --memory M for a projection)")
-        levels.append(Level(np.zeros((len(witnesses), 0), dtype=np.int64), probs, children,
-                            np.full(len(witnesses), np.nan), states))
-        witnesses, states = following, following_states
+    with progress.counting("best response: rounds read", rounds) as advance:
+        for t in range(rounds):
+            probs = _validated(reader([(t, h) for h in witnesses]), len(witnesses), n_a)
+            children = np.full((len(witnesses), n_a, n_o), -1, dtype=np.int64)
+            following: list[History] = []
+            following_states: list = []
+            if t + 1 < rounds:
+                index: dict = {}
+                for i, (history, parent) in enumerate(zip(witnesses, states)):
+                    for a in np.nonzero(probs[i] > 0)[0].tolist():
+                        for o in range(n_o):
+                            child = history + ((a, o),)
+                            state = state_of(child) if step is None else step(parent, a, o)
+                            if state not in index:
+                                index[state] = len(following)
+                                following.append(child)
+                                following_states.append(state)
+                            children[i, a, o] = index[state]
+                total += len(following)
+                if total > limit:
+                    raise SepoError(f"the agent's declared state has more than {limit:,} (round, state) nodes by round "
+                                    f"{t + 2}; its declaration cannot be small (give --memory M for a projection)")
+            levels.append(Level(np.zeros((len(witnesses), 0), dtype=np.int64), probs, children,
+                                np.full(len(witnesses), np.nan), states))
+            witnesses, states = following, following_states
+            advance(1)
     return AgentTree(stage, rounds, None, 0.0, levels, state_of)
 
 
@@ -581,7 +607,8 @@ class RepeatedAudit:
             return self._audit_table(agent, self, replicates, seed, labelled_for=None)
         state_of = declared_state(agent)
         if state_of is not None and not (projection and memory is not None):
-            solved = solve(state_tree(self.stage, self.game.rounds, self._reader(agent), state_of))
+            solved = solve(state_tree(self.stage, self.game.rounds, self._reader(agent), state_of,
+                                      step=declared_step(agent)))
             result = self.result(solved)
             method = (f"exact DP over (round, the agent's declared state) nodes: {solved.states} nodes over "
                       f"{self.game.rounds} rounds" + ("; nothing pruned (--threshold is not needed)" if threshold else ""))

@@ -30,8 +30,11 @@ class IPDBot(Policy):
 
     def action_probabilities(self, decision: Decision) -> dict[int, float]:
         history = decision.observation["history"]
-        own = np.array([[o for o, _ in history]], dtype=np.int64).reshape(1, len(history))
-        other = np.array([[x for _, x in history]], dtype=np.int64).reshape(1, len(history))
+        depth = self.classifier.get("memory_depth")
+        if isinstance(depth, int) and not isinstance(depth, bool) and depth < len(history):
+            history = history[len(history) - depth:]  # all it reads: one round of a long match costs no more than the first
+        moves = np.array(history, dtype=np.int64).reshape(len(history), 2)
+        own, other = moves[None, :, 0], moves[None, :, 1]
         p = float(self.cooperate_probability(own, other)[0])
         return {0: p, 1: 1.0 - p}
 
@@ -101,6 +104,11 @@ class GrimTrigger(IPDBot):
         """Whether the other has defected yet: all the play depends on."""
         return any(other == 1 for _, other in history)
 
+    @staticmethod
+    def play_state_after(state: bool, own: int, other: int) -> bool:
+        """The state after one more round (`play_state` without re-reading the history)."""
+        return state or other == 1
+
     def cooperate_probability(self, own, other):
         return (other == 0).all(axis=1).astype(float)
 
@@ -130,6 +138,10 @@ class AlternatingDefect(IPDBot):
     @staticmethod
     def play_state(history) -> tuple:
         """Nothing besides the round."""
+        return ()
+
+    @staticmethod
+    def play_state_after(state: tuple, own: int, other: int) -> tuple:
         return ()
 
     def cooperate_probability(self, own, other):

@@ -54,6 +54,7 @@ import zlib
 import numpy as np
 
 from sepo.errors import SepoError
+from sepo.limits import size_text
 from sepo.games.negotiation_gt.rules import NegotiationGame, make_decision
 from sepo.metrics.exact import ExactResult
 from sepo.policies.base import Policy
@@ -65,6 +66,10 @@ LEARNED_MAX_STATES = 15_000
 """The same for the learned best response's models (a larger model falls back to a smaller one:
 on the full game a memory-1 model that splits the posterior over values by its sparse counts
 would otherwise cost minutes per agent)."""
+READ_CHUNK = 4096
+"""Queries of the agent built and read at a time."""
+STATE_OVERHEAD_BYTES = 2_000
+"""Memory of a DP state besides its arrays (its key, window, posterior, path, dicts)."""
 BOTH = ("own", "other")
 
 
@@ -83,6 +88,7 @@ class _Tree:
         self.search, self.pool = search, pool
         self.Y = _demands(pool)
         self.Ys = [tuple(int(x) for x in y) for y in self.Y]
+        self.index = {y: i for i, y in enumerate(self.Ys)}  # demand -> its row in Y (the agent's demands are the same set)
         self.levels: list[dict] = []  # per round: key -> state dict
         self.choice: dict = {}  # key -> best opponent demand index per opponent value index
 
@@ -118,7 +124,13 @@ class DPSearch:
         return (window + (part,))[-self.memory:]
 
     # -- forward: states and the agent's play -----------------------------------------------------
-    def expand(self, agent: Policy) -> None:
+    def expand(self, agent: Policy, what: str | None = None) -> None:
+        """The states of every round and the agent's play at each, round by round (a progress
+        count per round); refused with "states in" (the callers' cue to try a smaller model) when a
+        round exceeds `max_states` or all rounds so far exceed the memory budget."""
+        from sepo import progress
+        from sepo.limits import memory_budget
+
         rules = self.rules
         pools = rules.pools()
         roots = {}
@@ -126,40 +138,69 @@ class DPSearch:
             tree = _Tree(self, pool)
             self.trees[pool] = tree
             roots[pool] = {self.root_key: {"window": (), "mu": self.pv.copy(), "path": ()}}
-        frontier = roots
-        for t in range(rules.rounds):
-            count = sum(len(level) for level in frontier.values())
-            if count > self.max_states:
-                raise SepoError(f"the memory-{self.memory} DP has {count:,} states in round {t + 1} (limit {self.max_states:,})")
-            self._read_agent(agent, frontier)
-            following, self._budget = {}, self.max_states
-            for pool, level in frontier.items():
-                tree = self.trees[pool]
-                tree.levels.append(level)
-                if t + 1 < rules.rounds:
-                    following[pool] = self._children(tree, level)
-                    self._budget -= len(following[pool])
-            frontier = following
+        frontier, held, budget = roots, 0, memory_budget()
+        with progress.counting(what or f"memory-{self.memory} DP: rounds expanded", rules.rounds) as advance:
+            for t in range(rules.rounds):
+                count = sum(len(level) for level in frontier.values())
+                if count > self.max_states:
+                    raise SepoError(f"the memory-{self.memory} DP has {count:,} states in round {t + 1} (limit {self.max_states:,})")
+                held += self._round_bytes(frontier)
+                if held > budget:
+                    raise SepoError(f"the memory-{self.memory} DP has {count:,} states in round {t + 1}, about "
+                                    f"{size_text(held)} for rounds 1-{t + 1}, more than the {size_text(budget)} this machine "
+                                    "can spare")
+                self._read_agent(agent, frontier)
+                following, self._budget = {}, self.max_states
+                for pool, level in frontier.items():
+                    tree = self.trees[pool]
+                    tree.levels.append(level)
+                    if t + 1 < rules.rounds:
+                        following[pool] = self._children(tree, level)
+                        self._budget -= len(following[pool])
+                frontier = following
+                advance(1)
+
+    def _round_bytes(self, frontier: dict) -> int:
+        """An upper bound on the memory a round's states will hold, before the agent is read:
+        per state one row of the agent's play per value with mass over the pool's demands (rows a
+        model shares are counted each time) and the child index table [demands, demands]."""
+        total = 0
+        for pool, level in frontier.items():
+            demands = int(np.prod([p + 1 for p in pool]))
+            columns = demands if self.memory and "other" in self.reads else 1
+            for state in level.values():
+                total += STATE_OVERHEAD_BYTES + 8 * demands * int(np.count_nonzero(state["mu"])) + 4 * demands * columns
+        return total
 
     def _read_agent(self, agent: Policy, frontier: dict) -> None:
-        """pi(a | state, v) for every state of this round and every agent value with mass."""
+        """pi(a | state, v) for every state of this round and every agent value with mass, read in
+        chunks of `READ_CHUNK` queries (the queries of a whole round held at once were most of the
+        peak memory: 8,484 states x 36 values)."""
         sparse = getattr(agent, "demand_distribution", None)
         build = self._view if callable(sparse) else self._decision
-        queries, where = [], []
+        where = []
         for pool, level in frontier.items():
             for key, state in level.items():
                 state["support"], state["probs"] = None, {}
-                for vi in np.nonzero(state["mu"] > 0)[0]:
-                    queries.append(build(pool, self.V[vi], state["path"]))
-                    where.append((state, vi))
-        if callable(sparse):
-            rows = [sparse(d) for d in queries]
-        else:
-            rows = []
-            for d, probs in zip(queries, agent.batch_action_probabilities(queries)):
-                rows.append({self.rules.decode(a): p for a, p in probs.items() if p > 0})
-        for (state, vi), row in zip(where, rows):
-            state["probs"][int(vi)] = {tuple(int(x) for x in a): float(p) for a, p in row.items() if p > 0}
+                where.extend((state, vi, pool) for vi in np.nonzero(state["mu"] > 0)[0])
+        for start in range(0, len(where), READ_CHUNK):
+            chunk = where[start:start + READ_CHUNK]
+            queries = [build(pool, self.V[vi], state["path"]) for state, vi, pool in chunk]
+            if callable(sparse):
+                rows = [sparse(d) for d in queries]
+            else:
+                rows = [{self.rules.decode(a): p for a, p in probs.items() if p > 0}
+                        for probs in agent.batch_action_probabilities(queries)]
+            converted: dict[int, np.ndarray] = {}  # a row object met again (a model's shared distribution) is converted once
+            for (state, vi, pool), row in zip(chunk, rows):
+                if id(row) not in converted:
+                    tree = self.trees[pool]
+                    vector = np.zeros(len(tree.Ys))  # over the pool's demands: 8 bytes a demand, not a dict entry's ~130
+                    for a, p in row.items():
+                        if p > 0:
+                            vector[tree.index[tuple(int(x) for x in a)]] = float(p)
+                    converted[id(row)] = vector
+                state["probs"][int(vi)] = converted[id(row)]
 
     def _view(self, pool, values, path):
         """What a scripted bot reads (its `demand_distribution` needs only the observation); the
@@ -177,26 +218,29 @@ class DPSearch:
         return make_decision(self.game, 0, pool, tuple(int(v) for v in values), history, my_payoffs=mine)
 
     def _children(self, tree: _Tree, level: dict) -> dict:
+        """The next round's states; each state's `child[j, y]` is the index (in the next level's
+        order) of the state after the agent's j-th demand and the opponent's y-th, one column when
+        the window does not hold the opponent's demand. The joint mass J is dropped (the backward
+        pass recomputes it): kept for every state it was most of the DP's memory."""
         children: dict = {}
+        index: dict = {}
         for key, state in level.items():
             self._children_only(tree, state)
-            support, J = state["support"], state["J"]
+            support, J = state["support"], state.pop("J")
             beliefs = [_belief_key(J[:, j]) if J[:, j].sum() > 0 else None for j in range(len(support))]
             ys = tree.Ys if self.memory and "other" in self.reads else tree.Ys[:1]
             if len(children) + len(support) * len(ys) > self._budget and len(children) > self._budget - len(support) * len(ys):
                 raise SepoError(f"the memory-{self.memory} DP has more than {self.max_states:,} states in a round")
-            child = [[None] * len(tree.Y) for _ in support]
+            child = np.zeros((len(support), len(ys)), dtype=np.int32)  # a demand the agent never makes: row unused (mass 0)
             for j, a in enumerate(support):
                 if beliefs[j] is None:
                     continue
-                keys = child[j]
                 for yi, y in enumerate(ys):
                     ckey = (self._window(state["window"], a, y), beliefs[j])
                     if ckey not in children:
+                        index[ckey] = len(children)
                         children[ckey] = {"window": ckey[0], "mu": J[:, j] / J[:, j].sum(), "path": state["path"] + ((a, y),)}
-                    keys[yi] = ckey
-                if len(ys) == 1:
-                    child[j] = [keys[0]] * len(tree.Y)
+                    child[j, yi] = index[ckey]
             state["child"] = child
         return children
 
@@ -206,21 +250,21 @@ class DPSearch:
         totals = np.zeros(3)  # gap, agent payoff, opponent payoff (sums over rounds, expectations)
         for pool, p_pool in self.rules.pools():
             tree = self.trees[pool]
-            following = None
+            following = None  # [states of the next round in level order, 3, opponent values]
             for t in reversed(range(self.rules.rounds)):
-                values = {}
-                for key, state in tree.levels[t].items():
-                    values[key] = self._state_value(tree, state, key, following, t)
-                following = values
-            totals += p_pool * (following[self.root_key] @ self.pw)
+                values = [self._state_value(tree, state, key, following, t) for key, state in tree.levels[t].items()]
+                following = np.stack(values)
+                if self.redraw:  # the opponent's values are drawn afresh: each child is worth its average over them
+                    following = np.broadcast_to((following @ self.pw)[..., None], following.shape)
+            totals += p_pool * (values[0] @ self.pw)  # the root
         T = self.rules.rounds
         return {"gap": totals[0] / T, "agent": totals[1] / T, "opponent": totals[2] / T}
 
     def _state_value(self, tree: _Tree, state: dict, key, following, t) -> np.ndarray:
         """[3, opponent values]: gap, agent and opponent payoff-to-go per unit mass, maximiser's choice."""
-        if state.get("support") is None:
+        if state.get("support") is None or "J" not in state:
             self._children_only(tree, state)
-        support, J = state["support"], state["J"]
+        support, J = state["support"], state.pop("J")
         A = np.array(support, dtype=np.int64).reshape(len(support), 3)
         pool = np.array(tree.pool)
         deal = np.all(A[:, None, :] + tree.Y[None, :, :] <= pool, axis=2).astype(float)  # [A, Y]
@@ -230,19 +274,8 @@ class DPSearch:
         agent_now = (deal.T @ agent_a)[:, None] * np.ones(len(self.W))  # [Y, W]
         q = np.stack([opp_now - agent_now, agent_now, opp_now])  # [3, Y, W]
         if following is not None:
-            cont = np.zeros((3, len(tree.Y), len(self.W)))
-            for j in range(len(support)):
-                if mass_a[j] <= 0:
-                    continue
-                keys = state["child"][j]
-                if keys.count(keys[0]) == len(keys):
-                    child = following[keys[0]][:, None, :]  # [3, 1, W]: the same child whatever the opponent demands
-                else:
-                    child = np.stack([following[k] for k in keys], axis=1)  # [3, Y, W]
-                if self.redraw:
-                    child = np.broadcast_to((child @ self.pw)[..., None], child.shape)
-                cont += mass_a[j] * child
-            q = q + cont
+            # [3, Y or 1, W]: one column when the child does not depend on the opponent's demand
+            q = q + np.einsum("a,ayzw->zyw", mass_a, following[state["child"]])
         best = q[0].argmax(0)  # [W]
         tree.choice[(t, key)] = best
         mass = state["mu"].sum()
@@ -251,12 +284,12 @@ class DPSearch:
     def _children_only(self, tree, state) -> None:
         """A state's support (the agent's demands it may see) and joint mass J[value, demand]; all a
         state of the last round needs (it has no children)."""
-        support = sorted({a for row in state["probs"].values() for a in row})
-        J = np.zeros((len(self.V), len(support)))
-        for vi, row in state["probs"].items():
-            for j, a in enumerate(support):
-                J[vi, j] = state["mu"][vi] * row.get(a, 0.0)
-        state["support"], state["J"] = support, J
+        rows = list(state["probs"].items())
+        columns = np.nonzero(np.any(np.stack([row for _, row in rows]) > 0, axis=0))[0]
+        J = np.zeros((len(self.V), len(columns)))
+        for vi, row in rows:
+            J[vi] = state["mu"][vi] * row[columns]
+        state["support"], state["J"] = [tree.Ys[i] for i in columns], J
 
     def policy(self) -> "DPOpponent":
         return DPOpponent(self)
@@ -285,7 +318,11 @@ class DPOpponent(Policy):
             if state is None:
                 return None
             a, y = tuple(other), tuple(own)
-            mu = np.array([state["mu"][vi] * state["probs"].get(vi, {}).get(a, 0.0) for vi in range(len(search.V))])
+            column = search.trees[pool].index.get(a)
+            if column is None:
+                return None
+            mu = np.array([state["mu"][vi] * state["probs"][vi][column] if vi in state["probs"] else 0.0
+                           for vi in range(len(search.V))])
             if mu.sum() <= 0:
                 return None
             key = (search._window(state["window"], a, y), _belief_key(mu))
@@ -345,6 +382,24 @@ def _bound(played: dict, method: str, extra: dict) -> ExactResult:
                               "measured_episodes": played["episodes"]})
 
 
+def check_search_fits(game: NegotiationGame) -> None:
+    """Refuse, in one line with the rounds that fit, a game whose smallest search (memory 0, one
+    state per pool and round, every agent value read) would not fit in the memory budget: each
+    search keeps every round's states for the maximiser to play from."""
+    from sepo.limits import memory_budget
+
+    search = DPSearch(game, 0)
+    per_round = sum(STATE_OVERHEAD_BYTES + 8 * len(_demands(pool)) * len(search.V) for pool, _ in game.rules.pools())
+    budget = memory_budget()
+    rounds = game.rules.rounds
+    if per_round * rounds > budget:
+        fits = budget // per_round
+        raise SepoError(f"the best-response search over {rounds:,} rounds would hold about {size_text(per_round * rounds)} "
+                        f"(its smallest model: {size_text(per_round)} a round) and this machine can spare "
+                        f"{size_text(budget)}; use --rounds {fits:,} or fewer" +
+                        ("" if game.rules.pool is not None else " or a fixed --items pool"))
+
+
 def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = None, episodes: int = 200,
                      seed: int = 0) -> tuple[ExactResult, Policy]:
     """Method 1 (see the module docstring). Exact when the agent declares that it reads at most
@@ -357,7 +412,7 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
     m = declared if exact else (0 if memory is None else memory)
     reads = getattr(agent, "reads", BOTH)
     search = DPSearch(game, m, reads)
-    search.expand(agent)
+    search.expand(agent, f"memory-{m} best response: rounds expanded")
     solved = search.solve()
     opponent = search.policy()
     played = measured_gap(game, agent, opponent, episodes, seed)
@@ -402,6 +457,7 @@ class _Model(Policy):
 
     def __init__(self, counts: dict, memory: int, reads, use_values: bool = True):
         self.counts, self.memory, self.reads, self.use_values = counts, memory, tuple(reads), use_values
+        self._rows: dict = {}  # one distribution object per condition: the DP stores it once, not per state
 
     @staticmethod
     def window(obs, memory: int, reads) -> tuple:
@@ -428,10 +484,15 @@ class _Model(Policy):
         for key in self.keys(obs):
             counts = self.counts.get(key)
             if counts:
-                total = sum(counts.values())
-                return {d: c / total for d, c in counts.items()}
-        demands = list(itertools.product(*(range(p + 1) for p in obs["pool"])))
-        return {d: 1.0 / len(demands) for d in demands}
+                if key not in self._rows:
+                    total = sum(counts.values())
+                    self._rows[key] = {d: c / total for d, c in counts.items()}
+                return self._rows[key]
+        pool = tuple(obs["pool"])
+        if pool not in self._rows:
+            demands = list(itertools.product(*(range(p + 1) for p in pool)))
+            self._rows[pool] = {d: 1.0 / len(demands) for d in demands}
+        return self._rows[pool]
 
     def action_probabilities(self, decision):
         probs = {a: 0.0 for a in decision.legal_actions}
@@ -447,12 +508,15 @@ def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 
     against a seeded exploration opponent, the exact DP against the model, the maximiser played
     against the agent. Models are tried from the richest down (memory m with the values, m
     without them, then memory 0) until the DP fits in its state budget; the method names the one."""
+    from sepo import progress
     from sepo.evaluation.play import play_episodes
 
     if memory not in (0, 1):
         raise SepoError(f"the learned best response models memory 0 or 1, got {memory}")
+    check_search_fits(game)
     seeds = [int(s) for s in np.random.SeedSequence([seed, 3]).generate_state(episodes)]
     probe = ExplorationOpponent()
+    progress.stage(f"learned best response: the agent plays {episodes} episodes against the exploration opponent")
     explored = play_episodes(game, agent, [probe] * episodes, seeds, agent_seed=seed + 5, opponent_label="exploration")
     counts: dict = {}
     counter = _Model({}, memory, reads)
@@ -467,13 +531,15 @@ def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 
         if any(m == c[0] for c in candidates):
             continue
         search = DPSearch(game, m, reads, max_states=LEARNED_MAX_STATES)
+        what = f"learned best response: memory-{m} model{' with values' if use_values else ''}, rounds expanded"
         try:
-            search.expand(_Model(counts, m, reads, use_values))
+            search.expand(_Model(counts, m, reads, use_values), what)
         except SepoError as error:
             if "states in" not in str(error):
                 raise
             continue
         candidates.append((m, use_values, search))
+    progress.stage("learned best response: solving the models and measuring their maximisers")
     solved = [search.solve() for _, _, search in candidates]
     chosen, selection = 0, []
     if len(candidates) > 1:  # pick on separate episodes, so that the reported measurement is unbiased
@@ -501,7 +567,11 @@ def lower_bound(game: NegotiationGame, agent: Policy, episodes: int = 100, seed:
     named: an exact DP value where the DP applies exactly; otherwise the opponent whose measured
     gap was larger, measured again on `episodes` fresh episodes (choosing the larger of two noisy
     means and reporting it would be biased upward), the bound the lower end of that interval."""
+    from sepo import progress
+
+    check_search_fits(game)
     found = []
+    progress.stage("bounded-memory best response")
     try:
         found.append(dp_best_response(game, agent, memory, episodes, seed))
     except SepoError as error:

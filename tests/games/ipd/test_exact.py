@@ -199,3 +199,40 @@ def test_exact_only_when_the_agent_reads_at_most_the_memory():
     assert not unknown.exact and unknown.extra["projection_memory"] == 1
     whole = short.audit(_Undeclared()).result  # no projection asked: the whole history it reads
     assert whole.exact and whole.value == pytest.approx(0.625) and "joint-history tree" in whole.method
+
+
+def _python_calls(work) -> int:
+    """Python function calls (generator steps included) made by `work()`: a count, not a time."""
+    import sys
+
+    count = [0]
+
+    def profile(frame, event, arg):
+        if event == "call":
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        work()
+    finally:
+        sys.setprofile(None)
+    return count[0]
+
+
+@pytest.mark.parametrize("spec", ["uniform", "bot:TFT", "bot:GrimTrigger"])
+def test_a_declared_agents_long_match_costs_the_same_work_each_round(spec):
+    """Issue 17: `sepo exploit --game ipd --agent uniform --rounds 10000` did not finish in 300 s:
+    each round rebuilt the whole history (and its key and scores) to read the agent, and Grim
+    Trigger's state re-read it. Audit and play now do the same work each round: twice the rounds,
+    about twice the calls (it was 3.4 times at these lengths)."""
+    from sepo.metrics.exact import audit_agent, exact_solver
+    from sepo.policies.specs import load_agent
+
+    def audit_and_play(rounds):
+        game = load_game("ipd", rounds=rounds)
+        agent = load_agent(spec, game)
+        return lambda: (audit_agent(game, agent, exact_solver(game)),
+                        play_episodes(game, agent, [BOTS["TFT"]()], [1], agent_seed=0))
+
+    short, long = _python_calls(audit_and_play(300)), _python_calls(audit_and_play(600))
+    assert long < 2.3 * short, (short, long)

@@ -189,3 +189,78 @@ def test_a_sampled_lower_bound_stays_below_the_exact_gap_over_seeds():
     # the table itself declares its memory: the DP is exact for it
     declared, _ = lower_bound(game, table)
     assert declared.exact and declared.value == pytest.approx(exact, abs=1e-12)
+
+
+# ---------------------------------------------------------------- issue 17 item 3: size, progress, stop
+
+def test_a_search_too_large_for_the_machine_is_refused_with_the_rounds_that_fit(monkeypatch):
+    """Issue 17: `sepo exploit --game negotiation-gt --rounds 12` grew to 1.9 GB with no word; the
+    smallest search is estimated before anything is built and refused with the rounds that fit."""
+    from sepo.errors import SepoError
+    from sepo.games.negotiation_gt import exact
+
+    monkeypatch.setattr("sepo.limits.memory_budget", lambda: 50 << 20)
+    with pytest.raises(SepoError) as refused:
+        exact.lower_bound(load_game("negotiation-gt", rounds=1000), FairNeg())
+    message = str(refused.value)
+    assert "spare" in message and "--rounds" in message and "--items" in message and "\n" not in message
+    rounds = int(message.split("--rounds ")[1].split()[0].replace(",", ""))
+    exact.check_search_fits(load_game("negotiation-gt", rounds=rounds))
+    with pytest.raises(SepoError):
+        exact.check_search_fits(load_game("negotiation-gt", rounds=rounds + 1))
+
+
+def test_a_model_whose_states_exceed_the_memory_budget_falls_back_and_the_search_reports_its_rounds(monkeypatch):
+    """The learned best response checks each round's estimated memory before reading the agent
+    there: a model beyond the budget gives way to a smaller one (not a process that grows until the
+    kernel kills it), and every expansion reports its rounds as a progress count."""
+    from sepo import progress
+    from sepo.games.negotiation_gt import exact
+
+    tasks = []
+
+    class Recorder(progress.Reporter):
+        def add_task(self, description, total=None, **kwargs):
+            tasks.append([description, total, 0])
+            return len(tasks) - 1
+
+        def update(self, task, *, advance=None, **kwargs):
+            tasks[task][2] += advance or 0
+
+    game = load_game("negotiation-gt", rounds=3, items="4,4,4")
+    search = DPSearch(game, 1, ("other",), max_states=exact.LEARNED_MAX_STATES)
+    per_round = search._round_bytes({(4, 4, 4): {search.root_key: {"mu": search.pv}}})
+    monkeypatch.setattr("sepo.limits.memory_budget", lambda: 3 * per_round)  # round 1 fits, 125 states in round 2 do not
+    with Recorder():
+        result, _ = learned_best_response(game, TFTNeg(), episodes=20)
+    assert result.extra["model_memory"] == 0  # the memory-1 models (125 states a round) were over the budget
+    assert any("memory-1" in d and total == 3 and done < 3 for d, total, done in tasks)  # stopped at its estimate
+    assert any("memory-0" in d and total == 3 and done == 3 for d, total, done in tasks)
+
+
+def test_sigterm_stops_the_search_within_seconds_after_its_progress_lines(tmp_path):
+    """Without a terminal the search prints its stages and counts; SIGTERM ends it at once, in one line."""
+    import signal
+    import threading
+    import time
+
+    from tests.cli.test_found_sizes_and_wording import _capped
+
+    process = _capped("exploit", "--game", "negotiation-gt", "--agent", "uniform", "--rounds", "12")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not any("rounds expanded" in line for line in lines) and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.1)
+        assert any("rounds expanded" in line for line in lines), lines
+        process.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        process.wait(timeout=60)
+        assert time.monotonic() - started < 10  # generous for a loaded machine; measured well under a second
+        reader.join(timeout=10)
+        assert process.returncode == 130 and lines[-1].strip() == "error: interrupted", lines[-5:]
+    finally:
+        if process.poll() is None:
+            process.kill()
