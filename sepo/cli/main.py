@@ -227,7 +227,7 @@ def _collusion_applies(the_game, protocol: str, lambda_c: float | None) -> None:
     protocol (no third party to collude against): giving it there is a mistake, not a no-op."""
     if lambda_c and protocol == "rigorous" and the_game.zero_sum and the_game.num_players == 2:
         raise SepoError(f"--lambda-c does not apply to {the_game.name}: a two-player zero-sum game has no collusion to "
-                        "weigh under the rigorous protocol (the paper's fold rate is charged under --protocol paper)")
+                        "weigh under the rigorous protocol (a domain's paper-protocol collusion measure, where it has one, is charged under --protocol paper)")
 
 
 def _injection(the_game, policy, agent: str, config, as_json: bool) -> None:

@@ -298,7 +298,7 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
         notes.append("nra (paper variant) is undefined in a zero-sum game: every opponent's ΣA+ΣO is 0")
     if result["collusion"] is None and game.zero_sum and game.num_players == 2 and protocol == "rigorous":
         notes.append("collusion is not applicable: a two-player zero-sum game has no third party to collude against "
-                     "(the paper's fold rate is reported under --protocol paper only)")
+                     "(a domain's paper-protocol collusion measure, where it has one, is reported under --protocol paper)")
     elif result["collusion"] is None and protocol == "rigorous":
         notes.append("collusion is not applicable: the domain's collusion events do not apply to these episodes "
                      "(no third party to collude against is configured; see the domain's docs)")
