@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.games.disguise import ACTION_WORDS, DisguiseTerms
 from sepo.policies.replies import TRUNCATED, answer_part
 
 _STRIP = " \t\"'`*_.:"
@@ -35,6 +36,7 @@ class OpenSpielText(TextView):
     def __init__(self, game):
         self.game = game
         self._vocabulary: frozenset[str] | None = None
+        self._move_names: tuple[str, ...] | None = None
 
     def system_prompt(self) -> str:
         pg = self.game.pyspiel_game
@@ -76,21 +78,38 @@ class OpenSpielText(TextView):
             return ParseResult("illegal", names_found=(line,))
         return ParseResult("no_action")
 
-    def vocabulary_names(self) -> frozenset[str]:
-        """Every move name the game has for any seat (normalised): a reply naming one that is not
-        legal is "illegal" rather than "no_action"."""
-        if self._vocabulary is None:
+    def move_names(self) -> tuple[str, ...]:
+        """Every move name the game has for any seat, as OpenSpiel writes it (sorted)."""
+        if self._move_names is None:
             pg = self.game.pyspiel_game
             state = pg.new_initial_state()
             names = set()
             for seat in range(pg.num_players()):
                 for action in range(min(pg.num_distinct_actions(), 4096)):
                     try:
-                        names.add(_normal(state.action_to_string(seat, action)))
+                        names.add(state.action_to_string(seat, action))
                     except Exception:  # some games name only the actions legal in a state
                         continue
-            self._vocabulary = frozenset(names)
+            self._move_names = tuple(sorted(names))
+        return self._move_names
+
+    def vocabulary_names(self) -> frozenset[str]:
+        """Every move name the game has for any seat (normalised): a reply naming one that is not
+        legal is "illegal" rather than "no_action"."""
+        if self._vocabulary is None:
+            self._vocabulary = frozenset(_normal(name) for name in self.move_names())
         return self._vocabulary
+
+    def disguise_terms(self) -> DisguiseTerms:
+        """The game's names (OpenSpiel's long and short name) and the words its move names are made
+        of (`Raise`, `Liar`, `Bid`), when there are few enough to rename one to one; numbers are
+        never renamed, so a game whose moves are numbers keeps them and changes only its name."""
+        kind = self.game.pyspiel_game.get_type()
+        words = sorted({w for name in self.move_names() for w in re.findall(r"[A-Za-z]{2,}", name)}, key=str.lower)
+        if len({w.lower() for w in words}) != len(words) or len(words) > len(ACTION_WORDS):
+            words = []
+        names = (kind.long_name, kind.short_name, self.game.spec.split("(")[0].strip())
+        return DisguiseTerms(game=tuple(dict.fromkeys(names)), actions=tuple(words), fixed={"OpenSpiel": "Gamebox"})
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)
