@@ -31,7 +31,10 @@ The rules (docs/runs.md says the same for users):
   manifest lists, never anything else (a file of the user's inside a sepo sub-folder stays);
 - a run folder is locked (`flock` on `.sepo-lock`) while a command writes it; the kernel drops
   the lock of a process that dies, so a stale lock never blocks;
-- a fresh start that fails before `commit()` leaves nothing behind; temporary files are removed
+- a fresh start that fails before `commit()` leaves nothing behind; a stop (Ctrl-C, SIGTERM) never
+  removes work: a fresh run stopped before `commit()` keeps its folder and manifest as an
+  unfinished run the same command resumes (as after a kill -9), and only a run that had written
+  nothing yet is removed; `STOP_NOTES` says which; temporary files are removed
   on every exit path, and those of a killed run on the next open: only temporaries whose prefix
   the manifest recorded, never a user's file that merely looks like one;
 - a run that is part of another command's output (the cells of an experiment, the training runs
@@ -69,6 +72,9 @@ DIR_MODE = 0o777 & ~_UMASK
 
 _OPEN: dict[Path, str] = {}
 """Run folders this process has open for writing -> the temporary-file prefix their manifest records."""
+
+STOP_NOTES: list[str] = []
+"""What a stop (Ctrl-C, SIGTERM) left of the runs it interrupted, for the command's last line."""
 
 
 def normalized(config: dict) -> dict:
@@ -712,6 +718,14 @@ def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extenda
             run._save()  # records this session's temporary prefix before any temporary is made
     try:
         yield run
+    except KeyboardInterrupt:
+        if run.fresh and not run.committed and run.writer:
+            if run.files:  # work of this run exists: kept for a resume, as a kill -9 would have left it
+                STOP_NOTES.append(f"{root} kept as an unfinished `sepo {run.command}` run; the same command resumes it")
+            else:
+                run._rollback()
+                STOP_NOTES.append(f"{root} removed: the run had written nothing yet")
+        raise
     except BaseException:
         if run.fresh and not run.committed:
             run._rollback()

@@ -144,6 +144,14 @@ def _literal_help(command) -> None:
         _literal_help(child)
 
 
+def _interrupted() -> str:
+    """The line a stopped command ends with: what it kept of the runs it was writing."""
+    from sepo.runs import STOP_NOTES
+
+    notes, STOP_NOTES[:] = list(STOP_NOTES), []
+    return "interrupted" + "".join(f"; {note}" for note in notes)
+
+
 class SepoGroup(TyperGroup):
     """The `sepo` program's top-level group: a usage error is one line (exit 2), not a usage box;
     SIGTERM ends a command through its cleanup (temporary files removed), as Ctrl-C does."""
@@ -175,11 +183,11 @@ class SepoGroup(TyperGroup):
             print_error(error.format_message())
             return error.exit_code
         except (typer.Abort, KeyboardInterrupt):
-            print_error("interrupted")
+            print_error(_interrupted())
             return 130
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
         if result == 130:  # typer turns KeyboardInterrupt (Ctrl-C, or SIGTERM above) into exit 130 silently
-            print_error("interrupted")
+            print_error(_interrupted())
         return result if isinstance(result, int) else 0

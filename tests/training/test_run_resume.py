@@ -207,3 +207,64 @@ def test_llm_training_and_its_audit_without_a_terminal_print_stages_and_counts(i
     audited = _run("eval", "--agent", f"run:{run}", "--episodes", "1", "--samples", "2", "--max-new-tokens", "4")
     assert audited.exit_code == 0, audited.output
     assert "train pool: 1 episodes against" in audited.stderr and "model replies:" in audited.stderr
+
+
+@pytest.mark.slow
+def test_a_stop_before_the_first_checkpoint_keeps_the_run_for_a_resume(inputs, tmp_path):
+    """Issue 17: a SIGTERM before the first checkpoint of a language-model training run removed the
+    whole fresh folder (minutes lost). A stop never removes work: the folder and its manifest stay
+    as an unfinished run, the last line says so, and the same command resumes it to the end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    tiny, _ = inputs
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "sepo.cli.main", "--threads", "1", "train", "--policy", f"hf:{tiny}", "--steps", "3",
+               "--groups", "1", "--group-size", "2", "--max-new-tokens", "4", "--final-samples", "2", "--out", str(out)]
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "HF_HUB_OFFLINE": "1",
+           "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        metrics = out / "metrics.jsonl"
+        while process.poll() is None and time.monotonic() < deadline and not (metrics.is_file() and metrics.read_text()):
+            time.sleep(0.1)  # one step logged: training under way, no checkpoint yet (every 5 steps)
+        assert process.poll() is None and not list(out.glob("trainer/checkpoint-*")), process.communicate()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err[-2000:]
+    assert "kept as an unfinished `sepo train` run; the same command resumes it" in err.strip().splitlines()[-1]
+    manifest = json.loads((out / "sepo-run.json").read_text())
+    assert manifest["command"] == "train" and not manifest["complete"] and "config.json" in manifest["files"]
+    resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads((out / "sepo-run.json").read_text())["complete"]
+
+
+def test_a_stop_before_a_run_wrote_anything_removes_its_folder_and_says_so(tmp_path):
+    from sepo.runs import STOP_NOTES, open_run
+
+    STOP_NOTES.clear()
+    with pytest.raises(KeyboardInterrupt):
+        with open_run(tmp_path / "fresh", "train", {"steps": 1}):
+            raise KeyboardInterrupt
+    assert not (tmp_path / "fresh").exists() and STOP_NOTES == [f"{tmp_path / 'fresh'} removed: the run had written nothing yet"]
+    STOP_NOTES.clear()
+    with pytest.raises(KeyboardInterrupt):
+        with open_run(tmp_path / "started", "train", {"steps": 1}) as run:
+            run.write_json("config.json", {"steps": 1})
+            raise KeyboardInterrupt
+    assert (tmp_path / "started" / "config.json").is_file() and "kept as an unfinished" in STOP_NOTES[0]
+    STOP_NOTES.clear()
+    with pytest.raises(ValueError):  # an error (not a stop) before any progress still leaves nothing behind
+        with open_run(tmp_path / "failed", "train", {"steps": 1}) as run:
+            run.write_json("config.json", {"steps": 1})
+            raise ValueError
+    assert not (tmp_path / "failed").exists() and not STOP_NOTES

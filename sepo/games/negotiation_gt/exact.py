@@ -526,6 +526,7 @@ def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 
             for key in counter.keys(d.observation, memory, True):
                 row = counts.setdefault(key, {})
                 row[demand] = row.get(demand, 0) + 1
+    progress.stage("learned best response: the DP against each model of the agent")
     candidates = []  # (model memory, conditions on values, search): per memory the richest model that fits
     for m, use_values in dict.fromkeys([(memory, True), (memory, False), (0, True), (0, False)]):
         if any(m == c[0] for c in candidates):
