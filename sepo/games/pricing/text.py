@@ -1,6 +1,7 @@
 """The pricing market as text: prompts and the strict parser.
 
-Prompts: the system prompt says the firm's cost, how demand splits (logit: a lower price than the
+Prompts: the system prompt (one per game, written for firm 0, the seat sepo's agent holds; with
+asymmetric firms another seat's cost and profits are in its user prompt's history) says the firm's cost, how demand splits (logit: a lower price than the
 rivals' wins customers, and some customers buy nothing), the price list, the profit in a few
 symmetric cases, any institutions in force, and asks for the price alone on the last line; the
 user prompt gives the period, every past period's prices and the firm's profit, the scores, and
