@@ -91,11 +91,13 @@ def agent_help() -> str:
     return " | ".join(["uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH", "openai:MODEL@URL", *own])
 
 
-def audit_game_params(game: str, raw: dict, agent: str, protocol: str = "rigorous") -> dict:
+def audit_game_params(game: str, raw: dict, agent: str, protocol: str = "rigorous", projection: bool = False) -> dict:
     """The game parameters of an audit of `agent`: the given `--PARAM`s, with a `run:DIR` agent's
     own (its config's `game_params`: rounds, memory, ...) as the defaults, so a run is audited in
-    the game it was trained in; a given option that contradicts the run is refused in one line. A
-    `tabular:FILE` table whose keys are exactly the states of a memory-M game declares memory M."""
+    the game it was trained in; a given option that contradicts the run is refused in one line,
+    except, with `projection` (`sepo exploit`), a `--memory M` below the run's memory (or with a
+    run of the whole history): the memory-M projection, labelled so by the audit as it is for a
+    bot. A `tabular:FILE` table whose keys are exactly the states of a memory-M game declares memory M."""
     given = game_params_for(game, raw)
     kind, _, arg = agent.partition(":")
     if kind == "tabular" and "memory" not in given:
@@ -111,11 +113,22 @@ def audit_game_params(game: str, raw: dict, agent: str, protocol: str = "rigorou
             continue
         was = trained.get(param.name, param.default)
         now = given.get(param.name, param.default)
+        if projection and param.name == "memory" and param.name in raw and _smaller_memory(now, was):
+            continue  # the given memory stays: a projection of the run (exact_label "projection")
         if param.name in raw and now != was:
             raise SepoError(f"{agent} was trained with {param.flag} {was}; got {param.flag} {now}")
         if param.name in trained:
             out[param.name] = was
     return out
+
+
+def _smaller_memory(given, trained) -> bool:
+    """Whether `given` keeps fewer past rounds than `trained` (None: the whole history)."""
+    def rounds(memory):
+        return None if memory is None or (isinstance(memory, int) and memory < 0) else memory
+
+    given, trained = rounds(given), rounds(trained)
+    return isinstance(given, int) and (trained is None or (isinstance(trained, int) and given < trained))
 
 
 def _run_game_params(run_dir: Path, game: str) -> dict | None:

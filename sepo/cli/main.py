@@ -581,7 +581,7 @@ def exploit_command(
     from sepo.policies.specs import load_agent
 
     protocol = value_of(protocol)
-    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent, protocol))
+    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent, protocol, projection=True))
     solver = exact_solver(the_game)  # a solver too large for the machine is refused here, before anything is built
     if solver is None and get_domain(game).lower_bound is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")

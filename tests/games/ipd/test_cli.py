@@ -107,8 +107,15 @@ def test_a_run_is_audited_at_its_own_rounds_and_memory(tmp_path):
         refused = _run(command, "--game", "ipd", "--agent", f"run:{out}", "--rounds", "6")
         assert refused.exit_code == 2
         assert refused.output.strip() == f"error: run:{out} was trained with --rounds 4; got --rounds 6"
-    refused = _run("exploit", "--game", "ipd", "--agent", f"run:{out}", "--memory", "1")
-    assert refused.output.strip() == f"error: run:{out} was trained with --memory 2; got --memory 1"
+    # a smaller --memory asks sepo exploit for the run's projection, labelled as for a bot (issue 17)
+    projected = _run("exploit", "--game", "ipd", "--agent", f"run:{out}", "--memory", "1", "--json")
+    assert projected.exit_code == 0, projected.output
+    found = json.loads(projected.output)
+    assert found["exact"] is False and found["exact_label"] == "projection" and found["projection_memory"] == 1
+    assert any("neither an upper nor a lower bound" in note for note in found["notes"])
+    for command, memory in (("exploit", "3"), ("eval", "1")):  # a larger memory, or a game played at another memory
+        refused = _run(command, "--game", "ipd", "--agent", f"run:{out}", "--memory", memory)
+        assert refused.output.strip() == f"error: run:{out} was trained with --memory 2; got --memory {memory}"
     table = _run("exploit", "--game", "ipd", "--agent", f"tabular:{out / 'policy.json'}", "--rounds", "4", "--json")
     assert table.exit_code == 0, table.output
     assert json.loads(table.output)["exact"] is True
