@@ -432,6 +432,7 @@ class RunDir:
         _fix_modes(source)
         new = _tree(source, name) if _real_dir(source) else []
         if not os.path.lexists(target):
+            self._mkdirs(target.parent)  # a recorded folder may not exist yet (`path` records, it does not create)
             os.replace(source, target)
         elif _real_dir(source) and _real_dir(target):
             theirs = [n for n in new if os.path.lexists(self.root / n) and not self.owns(n)

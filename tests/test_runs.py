@@ -156,3 +156,18 @@ def test_json_files_take_numpy_scalars(tmp_path):
     with open_run(tmp_path / "run", "sft", {}) as run:
         run.write_json("audit.json", {"exact": np.bool_(True), "gap": np.float64("nan"), "n": np.int64(3)})
     assert json.loads((tmp_path / "run" / "audit.json").read_text()) == {"exact": True, "gap": None, "n": 3}
+
+
+def test_a_staged_folder_goes_into_a_recorded_folder_not_yet_made(tmp_path):
+    """Found running an experiment with the tiny model: `run.path("models")` records the folder
+    without making it, and staging `models/tiny` then failed ("No such file or directory:
+    .sepo-tmp-...-models_tiny") before any cell ran."""
+    from sepo.runs import open_run
+
+    with open_run(tmp_path / "e", "experiment run", {"x": 1}) as run:
+        run.path("models")
+        with run.staged("models/tiny") as tmp:
+            tmp.mkdir()
+            (tmp / "weights.bin").write_bytes(b"w")
+        run.complete()
+    assert (tmp_path / "e" / "models" / "tiny" / "weights.bin").read_bytes() == b"w"
