@@ -524,7 +524,8 @@ def data_sft_command(
 @user_errors
 def sft_command(
     model: str = typer.Option(..., "--model", help="Model folder or hub id."),
-    data: Path = typer.Option(..., "--data", help="Dataset folder from `sepo data sft`."),
+    data: list[Path] = typer.Option(..., "--data", help="Dataset folder from `sepo data sft`; repeat it to train on "
+                                    "several (e.g. one per domain), their splits concatenated."),
     out: Path = typer.Option(..., "--out", help="Run folder (created fresh, or resumed if it holds this same run); the model goes to OUT/model."),
     epochs: float = typer.Option(2.0, "--epochs", help="Passes over the training split (> 0; ignored with --max-steps)."),
     max_steps: int = typer.Option(-1, "--max-steps", min=-1, help="Stop after this many steps (overrides epochs); -1: use epochs."),
@@ -541,7 +542,7 @@ def sft_command(
 
     if max_steps == 0:
         raise SepoError("--max-steps must be >= 1, or -1 to train for --epochs")
-    config = SFTRunConfig(model=model, data=str(data), epochs=epochs, max_steps=max_steps, batch_size=batch_size,
+    config = SFTRunConfig(model=model, data=str(data[0]) if len(data) == 1 else [str(d) for d in data], epochs=epochs, max_steps=max_steps, batch_size=batch_size,
                           learning_rate=learning_rate, lora=lora, seed=seed, use_cpu=not gpu)
     with _progress(quiet) as bar:
         task = bar.add_task("SFT steps", total=None)

@@ -24,7 +24,8 @@ class SFTRunConfig:
     """Settings of `sepo sft` (defaults sized for the tiny local model on a CPU)."""
 
     model: str
-    data: str
+    data: str | list[str]
+    """One dataset folder from `sepo data sft`, or several (their splits are concatenated)."""
     epochs: float = 2.0
     max_steps: int = -1
     batch_size: int = 16
@@ -59,7 +60,8 @@ class SFTRunConfig:
     def settings(self) -> dict:
         """The run's manifest config: local paths made absolute, so a resume from another folder still matches."""
         settings = asdict(self)
-        settings["data"] = str(Path(self.data).resolve())
+        settings["data"] = ([str(Path(d).resolve()) for d in self.data] if isinstance(self.data, list)
+                            else str(Path(self.data).resolve()))
         if Path(self.model).expanduser().is_dir():
             settings["model"] = str(Path(self.model).expanduser().resolve())
         return settings
@@ -74,6 +76,19 @@ class SFTResult:
     steps: int
     train_loss: float | None
     already_complete: bool = False
+
+
+def _load_datasets(paths: str | list[str]):
+    """The train and validation splits of one dataset folder, or of several concatenated (e.g. one
+    per domain, for one model that plays them all)."""
+    from datasets import concatenate_datasets
+
+    if isinstance(paths, str):
+        return _load_dataset(paths)
+    if not paths:
+        raise SepoError("--data: give at least one dataset folder")
+    splits = [_load_dataset(path) for path in paths]
+    return concatenate_datasets([t for t, _ in splits]), concatenate_datasets([v for _, v in splits])
 
 
 def _load_dataset(path: str):
@@ -216,8 +231,8 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
         if run.finished:  # read, never trained further or rewritten
             result = run.result or {"steps": _checkpoint_step(out / "trainer") or 0}
             return SFTResult(out / "model", result["steps"], result.get("train_loss"), already_complete=True)
-        stage(f"loading the data {config.data}")
-        train, validation = _load_dataset(config.data)
+        stage(f"loading the data {config.data if isinstance(config.data, str) else ', '.join(config.data)}")
+        train, validation = _load_datasets(config.data)
         stage(f"loading the model {config.model}")
         model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
         run.write_json("sft_config.json", asdict(config))

@@ -1,0 +1,129 @@
+"""The invalid-reply rate of a language model in each domain: how often a reply does not parse.
+
+For each game: play episodes of the domain's `paper` demonstration mixture against its train pool
+(the best-response entry left out) with a seed of its own, keep the distinct prompts the mixture
+met, draw `--states` of them, and sample `--replies` replies to each from the model under the
+rigorous protocol's decoding at `--temperature` (default 1). Every reply is parsed strictly as in
+play (`sepo.policies.replies.parse_reply`: a reply cut off at `--max-new-tokens` is `truncated`).
+Printed per game: invalid replies / replies, the rate with its 95% Wilson interval (replies of one
+prompt are not independent, so the interval is a guide, not a guarantee), the failure kinds, the
+mean reply length in tokens and the wall time.
+
+It measures the format only: which action the model picks is `sepo eval`'s business. It exists
+because a `sepo eval` audit also estimates the played policy at every state it meets (thousands of
+replies), which is far more than a format check needs on two CPU cores.
+
+Run: `.venv/bin/python examples/format_rate.py --model runs/smollm2 --games kuhn ipd
+--max-new-tokens kuhn=48,ipd=64 --json runs/format.json`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+
+import numpy as np
+
+from sepo.evaluation.injection import wilson
+from sepo.evaluation.play import play_episodes
+from sepo.games import load_game
+from sepo.games.registry import get_domain
+from sepo.opponents.pools import BEST_RESPONSE, default_pools
+from sepo.policies.base import Policy
+from sepo.policies.hf import HFPolicy
+from sepo.policies.replies import decoding_for, parse_reply
+
+GAMES = ("kuhn", "ipd", "auction", "negotiation", "negotiation-gt")
+
+
+class _Recorder(Policy):
+    """Plays `strategy` and keeps every decision it was asked."""
+
+    def __init__(self, strategy: Policy, sink: list):
+        self.strategy, self.sink, self.name = strategy, sink, strategy.name
+
+    def action_probabilities(self, decision):
+        return self.strategy.action_probabilities(decision)
+
+    def act(self, decisions, rng):
+        self.sink.extend(decisions)
+        return self.strategy.act(decisions, rng)
+
+    def reset(self):
+        self.strategy.reset()
+
+
+def met_decisions(game, episodes: int, seed: int) -> list:
+    """Distinct decisions (by prompt) the `paper` mixture meets against the train pool."""
+    domain = get_domain(game.name)
+    strategies, weights = zip(*domain.demos()["paper"])
+    weights = np.array(weights) / sum(weights)
+    pool = [spec for spec in default_pools(game.name, "rigorous", game)["train"] if spec.name != BEST_RESPONSE]
+    seen: dict = {}
+    for k, spec in enumerate(pool):
+        for episode in range(episodes):
+            rng = np.random.default_rng([seed, k, episode])
+            sink: list = []
+            strategy = strategies[int(rng.choice(len(strategies), p=weights))]()
+            play_episodes(game, _Recorder(strategy, sink), [spec.build(game)], [int(rng.integers(2**31))],
+                          agent_seed=int(rng.integers(2**31)), agent_player=episode % game.num_players)
+            for decision in sink:
+                seen.setdefault((game.text.system_prompt(), game.text.user_prompt(decision)), decision)
+    return list(seen.values())
+
+
+def measure(model, game_name: str, states: int, replies: int, max_new_tokens: int, temperature: float, seed: int) -> dict:
+    game = load_game(game_name)
+    pool = met_decisions(game, episodes=8, seed=seed)
+    rng = np.random.default_rng(seed)
+    chosen = [pool[i] for i in sorted(rng.choice(len(pool), size=min(states, len(pool)), replace=False))]
+    policy = HFPolicy(model, game.text, mode="sample", seed=seed,
+                      decoding=decoding_for("rigorous", temperature=temperature, max_new_tokens=max_new_tokens))
+    start = time.perf_counter()
+    groups = policy.replies(chosen, replies, seed=seed)
+    seconds = time.perf_counter() - start
+    kinds = Counter(parse_reply(game.text, r, d).status for d, group in zip(chosen, groups) for r in group)
+    n = sum(kinds.values())
+    invalid = n - kinds.get("ok", 0)
+    lengths = [r.completion_tokens for group in groups for r in group]
+    return {"game": game_name, "states": len(chosen), "states_met": len(pool), "replies": n, "invalid": invalid,
+            "rate": invalid / n, "ci95": wilson(invalid, n), "kinds": dict(kinds), "max_new_tokens": max_new_tokens,
+            "temperature": temperature, "mean_reply_tokens": float(np.mean(lengths)), "seconds": seconds,
+            "example": groups[0][0].text}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="Hugging Face model folder")
+    parser.add_argument("--games", nargs="+", default=list(GAMES))
+    parser.add_argument("--states", type=int, default=50, help="distinct prompts per game")
+    parser.add_argument("--replies", type=int, default=4, help="replies per prompt")
+    parser.add_argument("--max-new-tokens", default="48", help="one number, or GAME=N pairs, comma-separated")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    limits = dict(pair.split("=") for pair in args.max_new_tokens.split(",")) if "=" in args.max_new_tokens else {}
+    results = []
+    for name in args.games:
+        limit = int(limits.get(name, 48) if limits else args.max_new_tokens)
+        result = measure(args.model, name, args.states, args.replies, limit, args.temperature, args.seed)
+        results.append(result)
+        low, high = result["ci95"]
+        print(f"{name}: {result['invalid']}/{result['replies']} invalid = {result['rate']:.1%} [{low:.1%}, {high:.1%}] "
+              f"kinds {result['kinds']} ({result['states']} prompts of {result['states_met']} met, "
+              f"max {limit} new tokens, mean reply {result['mean_reply_tokens']:.1f} tokens, {result['seconds']:.0f} s)",
+              flush=True)
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump({"model": args.model, "seed": args.seed, "results": results}, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()
