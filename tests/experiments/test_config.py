@@ -77,6 +77,23 @@ def test_the_config_hash_changes_with_any_setting():
     assert a.hash() == validate_config(_data()).hash() and a.hash() != b.hash()
 
 
+def test_the_real_model_config_starts_from_the_sft_model_folder(tmp_path, monkeypatch):
+    """configs/real.yaml (issue 18 part 4) names the SFT model made beforehand; without it, one line."""
+    from pathlib import Path
+
+    from sepo.experiments.config import load_config
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "real.yaml"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SepoError, match="agents.0..model: model 'runs/smollm2-sft/model': no such folder"):
+        load_config(config)
+    (tmp_path / "runs/smollm2-sft/model").mkdir(parents=True)
+    (tmp_path / "runs/smollm2-sft/model/config.json").write_text("{}")
+    cells = expand(load_config(config)[0]).cells
+    assert len(cells) == 20 and {c.domain for c in cells} == {"kuhn", "ipd"}
+    assert sorted({c.seed for c in cells if c.stage != "base"}) == [0, 1, 2] and not any(c.needs for c in cells)
+
+
 def test_the_shipped_configs_validate_and_expand():
     from pathlib import Path
 
