@@ -510,9 +510,6 @@ def data_sft_command(
                                          talk=talk, **params)
                 bar.stage(f"writing the dataset to {out}")
                 with run.staged_contents() as tmp:
-                    from datasets.utils.logging import disable_progress_bar
-
-                    disable_progress_bar()  # its raw "Saving the dataset" bar: the stage line above says it
                     summary = asdict(write_sft_dataset(traces, tmp, seed))
             run.complete(summary)
     complete = " (already complete)" if run.finished else ""

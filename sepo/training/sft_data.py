@@ -113,8 +113,13 @@ def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, prot
 
 def write_sft_dataset(by_episode: list[list[dict]], out: str | Path, seed: int, validation_fraction: float = 0.1) -> SFTDataSummary:
     """Split by episode (no episode in both splits) and save a Hugging Face DatasetDict into the
-    folder `out` (new or empty; the caller makes the write atomic, see `sepo.runs`)."""
+    folder `out` (new or empty; the caller makes the write atomic, see `sepo.runs`). Datasets' raw
+    "Saving the dataset" bar is switched off here, for every caller (`sepo data sft` says the stage;
+    an experiment cell printed the bar into the experiment's progress lines)."""
     from datasets import Dataset, DatasetDict
+    from datasets.utils.logging import disable_progress_bar
+
+    disable_progress_bar()
 
     order = np.random.default_rng([seed, 7]).permutation(len(by_episode))
     cut = max(1, int(round(len(order) * validation_fraction)))

@@ -204,3 +204,17 @@ def test_data_sft_prints_no_library_progress_bar(tmp_path):
     result = _run("data", "sft", "--out", tmp_path / "d", "--episodes", "2")
     assert result.exit_code == 0, result.output
     assert "Saving the dataset" not in result.stderr + result.stdout, result.stderr
+
+
+def test_an_experiment_cells_sft_dataset_prints_no_library_progress_bar(tmp_path, capfd):
+    """Found running an experiment with the tiny model's SFT cell: the dataset the cell writes
+    printed datasets' raw "Saving the dataset" bars among the experiment's progress lines (the
+    bar was switched off by `sepo data sft` only, not by the library call cells make)."""
+    import datasets
+
+    from sepo.training.sft_data import generate_traces, write_sft_dataset
+
+    traces = generate_traces("kuhn", "paper", 2, 0)
+    datasets.enable_progress_bars()
+    write_sft_dataset(traces, tmp_path / "d", 0)
+    assert "Saving the dataset" not in capfd.readouterr().err
