@@ -13,13 +13,97 @@ their names OpenSpiel's `action_to_string` (made unique where a game repeats one
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import re
+import sys
 
 from sepo.errors import SepoError
 from sepo.games.base import CHANCE, TERMINAL, Decision, Game, RoundResult, State, TextView
 
 _NAME = re.compile(r"^[A-Za-z0-9_]+(\(.*\))?$")
+
+
+_INT = re.compile(r"^[+-]?[0-9]+$")
+_FLOAT = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+INT_LIMIT = 2**31 - 1
+"""OpenSpiel's integer parameters are C++ ints: a larger value fails inside pyspiel with only
+`CHECK_TRUE(success)`."""
+
+
+def split_parameters(text: str) -> list[tuple[str, str]]:
+    """`key=value` pairs of a parameter list, split at the commas outside nested parentheses
+    (a parameter may itself be a game: `game=goofspiel(num_cards=4)`)."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+            continue
+        depth += (char == "(") - (char == ")")
+        current += char
+    parts.append(current)
+    pairs = []
+    for part in parts:
+        if not part.strip():
+            continue
+        key, equals, value = part.partition("=")
+        if not equals or not key.strip():
+            raise SepoError(f"openspiel parameter {part.strip()!r}: write key=value")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def spec_text(kind) -> str:
+    """The game's parameters with their defaults, as OpenSpiel declares them."""
+    spec = kind.parameter_specification
+    return ", ".join(f"{k}={v}" for k, v in sorted(spec.items())) or "none"
+
+
+def check_parameters(name: str, text: str, kind) -> None:
+    """One line for what pyspiel would accept silently (a repeated key: the last one wins) or report
+    only as C++ noise (an unknown key, a value of the wrong type or out of range)."""
+    spec = kind.parameter_specification
+    pairs = split_parameters(text)
+    keys = [key for key, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise SepoError(f"openspiel game {name!r}: parameter {key!r} is given {keys.count(key)} times; give it once")
+    for key, value in pairs:
+        if key not in spec:
+            raise SepoError(f"openspiel game {name!r} has no parameter {key!r}; its parameters (defaults): {spec_text(kind)}")
+        expected = type(spec[key])
+        if expected not in _TYPE_NAMES:
+            continue
+        ok = {bool: value.lower() in ("true", "false"), int: bool(_INT.match(value)),
+              float: bool(_FLOAT.match(value)), str: True}[expected]
+        if not ok:
+            raise SepoError(f"openspiel game {name!r}: parameter {key}={value} must be {_TYPE_NAMES[expected]} "
+                            f"(its default: {key}={spec[key]})")
+        if expected is int and abs(int(value)) > INT_LIMIT:
+            raise SepoError(f"openspiel game {name!r}: parameter {key}={value} is out of range (OpenSpiel's integers "
+                            f"are at most {INT_LIMIT:,})")
+        if key == "players" and not kind.min_num_players <= int(value) <= kind.max_num_players:
+            raise SepoError(f"openspiel game {name!r}: parameter players={value} is out of range; {name} is for "
+                            f"{kind.min_num_players} to {kind.max_num_players} players")
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """File descriptor 2 sent to /dev/null: pyspiel's C++ layer prints its exception (for an
+    unknown name, the list of every game, 120 lines) to stderr before raising it, and sepo's
+    error is one line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 @functools.lru_cache(maxsize=32)
@@ -32,19 +116,28 @@ def load(spec: str):
     if not _NAME.match(spec):
         raise SepoError(f"openspiel game {spec!r}: write NAME or NAME(key=value,...), e.g. leduc_poker or "
                         "goofspiel(num_cards=4)")
-    try:
-        game = pyspiel.load_game(spec)
-    except (pyspiel.SpielError, RuntimeError, ValueError) as error:
-        message = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
-        known = ""
-        name = spec.split("(")[0]
-        if name not in {g.short_name for g in pyspiel.registered_games()}:
-            import difflib
+    name = spec.split("(")[0]
+    kinds = {g.short_name: g for g in pyspiel.registered_games()}
+    if name not in kinds:
+        import difflib
 
-            close = difflib.get_close_matches(name, [g.short_name for g in pyspiel.registered_games()], n=3)
-            known = f"; did you mean {', '.join(close)}?" if close else "; `python -c \"import pyspiel; print(pyspiel.registered_names())\"` lists them"
-            message = f"OpenSpiel has no game {name!r}"
-        raise SepoError(f"openspiel game {spec!r}: {message}{known}") from None
+        close = difflib.get_close_matches(name, sorted(kinds), n=3)
+        known = (f"; did you mean {', '.join(close)}?" if close
+                 else "; `python -c \"import pyspiel; print(pyspiel.registered_names())\"` lists them")
+        raise SepoError(f"openspiel game {spec!r}: OpenSpiel has no game {name!r}{known}")
+    if "(" in spec:
+        check_parameters(name, spec[len(name) + 1:-1], kinds[name])
+    try:
+        with quiet_stderr():
+            game = pyspiel.load_game(spec)
+    except MemoryError:
+        raise SepoError(f"openspiel game {spec!r}: too large to load on this machine (pyspiel ran out of memory); "
+                        f"its parameters (defaults): {spec_text(kinds[name])}") from None
+    except (pyspiel.SpielError, RuntimeError, ValueError) as error:
+        lines = [re.sub(r"^\S+\.cc:\d+ ", "", line).strip() for line in str(error).strip().splitlines()]
+        message = "; ".join(line for line in lines if line) or type(error).__name__
+        raise SepoError(f"openspiel game {spec!r}: OpenSpiel refuses it ({message}); its parameters (defaults): "
+                        f"{spec_text(kinds[name])}") from None
     kind = game.get_type()
     if not kind.provides_information_state_string:
         raise SepoError(f"openspiel game {spec!r} gives no information-state string, which sepo's decisions are keyed by")

@@ -184,6 +184,8 @@ def estimated_histories(pgame, probes: int = 200, seed: int = 0) -> float:
         state, weight, count = pgame.new_initial_state(), 1.0, 1.0
         while not state.is_terminal():
             moves = [a for a, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
+            if not moves:  # a game whose parameters leave a player nothing to do (goofspiel with no cards)
+                break
             weight *= len(moves)
             count += weight
             state = state.child(moves[int(rng.integers(len(moves)))])
@@ -193,8 +195,19 @@ def estimated_histories(pgame, probes: int = 200, seed: int = 0) -> float:
 
 def check_walkable(pgame, game_name: str, what: str = "the exact solver", max_histories: int = MAX_HISTORIES) -> None:
     """`NoTree` (one line) when the estimated tree is ten times `max_histories`: too large for
-    anything that walks the whole game (the exact solver, pyspiel's CFR)."""
-    estimate = estimated_histories(pgame)
+    anything that walks the whole game (the exact solver, pyspiel's CFR). A chance node or a
+    decision with more outcomes than ten times the limit is refused from the game's declared
+    sizes before any state is made: the random paths would have to list those outcomes
+    (liars_dice with a billion-sided die runs out of memory listing one roll)."""
+    widest = max(int(pgame.max_chance_outcomes()), int(pgame.num_distinct_actions()))
+    if widest > 10 * max_histories:
+        raise NoTree(f"{game_name}: a single move has up to {widest:,} outcomes (OpenSpiel's max_chance_outcomes and "
+                     f"num_distinct_actions), beyond the {max_histories:,} histories {what} walks")
+    try:
+        estimate = estimated_histories(pgame)
+    except MemoryError:
+        raise NoTree(f"{game_name}: too large to estimate (pyspiel ran out of memory listing one node's moves, of up to "
+                     f"{widest:,}); {what} walks at most {max_histories:,} histories") from None
     if estimate > 10 * max_histories:
         raise NoTree(f"{game_name}: about {estimate:.1e} histories (estimated from random paths), more than the "
                      f"{max_histories:,} {what} walks")

@@ -117,3 +117,24 @@ def test_a_game_too_large_to_walk_plays_against_the_uniform_pool_and_refuses_cfr
     assert result.exit_code == 0, result.output
     _error(_run("eval", "--game", "openspiel:bargaining", "--agent", "bot:CFR", "--episodes", "1"),
            "estimated from random paths", "pyspiel's CFR")
+
+
+@pytest.mark.parametrize("name, words", [
+    ("openspiel:leduc_poker(players=abc,players=2)", ["'players' is given 2 times"]),
+    ("openspiel:leduc_poker(players=abc)", ["players=abc must be an integer"]),
+    ("openspiel:goofspiel(imp_info=yes)", ["imp_info=yes must be true or false"]),
+    ("openspiel:leduc_poker(players=1)", ["players=1 is out of range", "2 to 10 players"]),
+    ("openspiel:leduc_poker(players=99999999999999999999)", ["out of range", "2,147,483,647"]),
+    ("openspiel:leduc_poker(foo=1)", ["no parameter 'foo'", "players=2"]),
+    ("openspiel:liars_dice(bidding_rule=2)", ["OpenSpiel refuses it", "Expected type: kString", "dice_sides=6"]),
+    ("openspiel:nonexistent", ["no game 'nonexistent'"]),
+])
+def test_bad_parameters_are_one_line_without_pyspiels_stderr(name, words, capfd):
+    """pyspiel takes a repeated key (the last wins) and a word for an integer silently, and prints
+    its C++ exception (for an unknown name, every game's name) to stderr before raising it."""
+    with pytest.raises(SepoError) as error:
+        get_domain(name)
+    assert "\n" not in str(error.value)
+    for word in words:
+        assert word in str(error.value)
+    assert capfd.readouterr().err == ""

@@ -135,3 +135,19 @@ def test_general_sum_ties_go_to_the_maximiser_that_leaves_the_agent_least(tmp_pa
     result = solver.evaluate(table)
     assert result.value == pytest.approx(0.0, abs=1e-12)
     assert result.agent_payoff == pytest.approx(0.0, abs=1e-12) and result.br_payoff == pytest.approx(0.0, abs=1e-12)
+
+
+def test_a_game_with_a_huge_chance_node_is_refused_from_its_declared_sizes():
+    """A billion-sided die: listing one roll's outcomes ran pyspiel out of memory inside the size
+    estimate itself (std::bad_alloc); the declared sizes refuse it before any state is made."""
+    from sepo.games.openspiel.rules import load
+    from sepo.games.openspiel.tree import NoTree, check_walkable
+
+    with pytest.raises(NoTree, match="up to 2,000,000,001 outcomes"):
+        check_walkable(load("liars_dice(dice_sides=1000000000)"), "openspiel:liars_dice(dice_sides=1000000000)")
+
+
+def test_a_game_where_nobody_can_move_is_one_line():
+    from tests.cli.cli_helpers import _error, _run
+
+    _error(_run("exploit", "--game", "openspiel:goofspiel(num_cards=0)", "--agent", "uniform"), "no player ever moves")
