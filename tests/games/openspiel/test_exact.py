@@ -151,3 +151,25 @@ def test_a_game_where_nobody_can_move_is_one_line():
     from tests.cli.cli_helpers import _error, _run
 
     _error(_run("exploit", "--game", "openspiel:goofspiel(num_cards=0)", "--agent", "uniform"), "no player ever moves")
+
+
+def test_a_long_wide_game_is_refused_without_walking_its_paths():
+    """goofspiel with 100,000 cards: 200 random paths of 200,000 moves ran for minutes before the
+    estimate stopped as soon as it passed the limit; its episodes are refused from their size."""
+    from sepo.games.openspiel.rules import load
+    from sepo.games.openspiel.tree import NoTree, check_walkable, estimated_histories
+    from tests.cli.cli_helpers import _error, _run
+
+    game = load("goofspiel(num_cards=100000)")
+    assert estimated_histories(game, stop_above=1e9) > 1e9
+    with pytest.raises(NoTree, match="estimated from random paths"):
+        check_walkable(game, "goofspiel")
+    _error(_run("eval", "--game", "openspiel:goofspiel(num_cards=100000)", "--agent", "uniform", "--episodes", "2"),
+           "of episode records", "use a shorter game")
+
+
+def test_episode_size_grows_with_actions_and_length():
+    from sepo.games import load_game
+
+    small, large = load_game("openspiel:goofspiel(num_cards=6)"), load_game("openspiel:goofspiel(num_cards=60)")
+    assert 10_000 < small.episode_bytes() < large.episode_bytes() < 10_000_000
