@@ -34,7 +34,14 @@ class PricingLLMEnvironment:
         return self.tabular.training_reach(table)
 
     def exact_metrics(self, table: np.ndarray) -> dict:
-        return {"utility_exact": self.tabular.exact_metrics(table)["utility"]}
+        """The tabular environment's exact numbers at the model's table: utility, collusion and
+        externality (suffixed `_exact`, beside the trainer's sampled ones), Δ and consumer surplus."""
+        found = self.tabular.exact_metrics(table)
+        out = {"utility_exact": found["utility"], "externality_exact": found["externality"]}
+        if "collusion" in found:
+            out["collusion_exact"] = found["collusion"]
+        out.update({k: v for k, v in found.items() if k.startswith(("delta_", "consumer_surplus_"))})
+        return out
 
     def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[MatchContext]:
         table = np.asarray(table, dtype=float)

@@ -108,3 +108,14 @@ def test_an_undeclared_agent_gets_a_lower_bound_exact_at_its_true_memory(name):
         assert found.result.value == pytest.approx(truth, abs=0.02)
     else:  # 15 prices a period: branches below reach 1e-4 are counted at their worst, a looser bound
         assert found.result.extra["pruned_reach"] > 0
+
+
+def test_llm_environment_reports_the_market_numbers_of_the_models_table():
+    game = load_game("pricing", rounds=3, prices=5)
+    domain = get_domain("pricing")
+    train = [parse_bot("pricing", name) for name in ("Competitive", "TitForTat")]
+    env = domain.llm_training(game, train, train[1:])
+    table = np.random.default_rng(2).dirichlet(np.ones(game.k), size=len(env.solver.keys))
+    found, tabular = env.exact_metrics(table), env.tabular.exact_metrics(table)
+    assert found["collusion_exact"] == tabular["collusion"] and found["externality_exact"] == tabular["externality"]
+    assert found["delta_collusive"] == tabular["delta_collusive"] and "consumer_surplus_train" in found
