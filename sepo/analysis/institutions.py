@@ -74,12 +74,12 @@ def cell_name(cell: Mapping) -> str:
     return ",".join(f"{k}={v}" for k, v in cell.items())
 
 
-def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
-    """Mean and 95% Student-t interval (the interval is the mean itself for one value)."""
+def mean_interval(values: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """Mean and 95% Student-t interval; one value has no interval (None, None): its spread is unknown."""
     values = np.asarray(values, dtype=float)
     mean = float(values.mean())
     if len(values) < 2:
-        return mean, mean, mean
+        return mean, None, None
     half = float(stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values)))
     return mean, mean - half, mean + half
 
@@ -136,7 +136,7 @@ def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None
                 values = [m[name] for m in measured if m[name] is not None]
                 if values:
                     mean, low, high = mean_interval(values)
-                    row[name] = {"mean": mean, "ci": [low, high]}
+                    row[name] = {"mean": mean, "ci": None if low is None else [low, high]}
             rows.append(row)
         report = choose(rows, config.tolerance)
         report.update({"game": config.game, "fixed": dict(config.fixed), "vary": {k: list(v) for k, v in config.vary.items()},

@@ -412,12 +412,14 @@ def institution_command(
     if as_json:
         _print_json(report)
         return
-    table = Table(title=f"{game_name}: {len(report['settings'])} settings x {seeds} trained agents "
-                        f"(penalty {penalty}; means with 95% t-intervals over seeds)")
+    spread = "means with 95% t-intervals over seeds" if seeds >= 2 else "one seed: no interval"
+    table = Table(title=f"{game_name}: {len(report['settings'])} settings x {seeds} trained agent{'s' if seeds != 1 else ''} "
+                        f"(penalty {penalty}; {spread})")
     for column in ("setting", "collusion", "externality", "utility"):
         table.add_column(column)
     for row in report["settings"]:
-        cells = [f"{row[m]['mean']:.4f} [{row[m]['ci'][0]:.4f}, {row[m]['ci'][1]:.4f}]" if m in row else "n/a"
+        cells = [("n/a" if m not in row else f"{row[m]['mean']:.4f} (n/a)" if row[m]["ci"] is None
+                  else f"{row[m]['mean']:.4f} [{row[m]['ci'][0]:.4f}, {row[m]['ci'][1]:.4f}]")
                  for m in ("collusion", "externality", "utility")]
         mark = " (chosen)" if row["cell"] == report["chosen_cell"] else ""
         table.add_row(cell_name(row["setting"]) + mark, *cells)

@@ -19,7 +19,7 @@ def test_least_collusion_then_least_externality_within_the_tolerance():
 def test_mean_interval_is_students_t():
     mean, low, high = mean_interval([1.0, 2.0, 3.0])
     assert mean == 2.0 and high - mean == pytest.approx(4.302653 * 1.0 / 3 ** 0.5, rel=1e-6)
-    assert mean_interval([0.5]) == (0.5, 0.5, 0.5)
+    assert mean_interval([0.5]) == (0.5, None, None)  # one seed: no interval, not a zero-width one
 
 
 def test_config_is_checked_before_anything_runs():

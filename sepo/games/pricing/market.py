@@ -98,6 +98,9 @@ class Market:
     def benchmarks(self) -> dict:
         """The numbers the collusion index and the consumer-surplus loss are read against: Nash and
         monopoly prices per firm, the mean profit per firm at each (π_N, π_M), and CS at each."""
+        from sepo import progress
+
+        progress.stage(f"solving the market's Nash and monopoly prices ({self.firms} firms)")
         nash, monopoly = self.nash_prices, self.monopoly_prices
         return {"nash_prices": nash.tolist(), "monopoly_prices": monopoly.tolist(),
                 "nash_profit": float(self.profits(nash).mean()), "monopoly_profit": float(self.profits(monopoly).mean()),
@@ -123,8 +126,18 @@ class Market:
         charges)."""
         low, high = float(self.nash_prices.min()), float(self.monopoly_prices.max())
         spread = high - low
-        prices = np.round(np.linspace(low - extension * spread, high + extension * spread, points), decimals)
-        if len(np.unique(prices)) != points:
+
+        def spaced(n: int) -> np.ndarray:
+            return np.round(np.linspace(low - extension * spread, high + extension * spread, n), decimals)
+
+        prices = spaced(points)
+        if len(np.unique(prices)) == points:
+            return prices
+        fits = next((n for n in range(points - 1, 1, -1) if len(np.unique(spaced(n))) == n), None)
+        if fits is not None:
             raise SepoError(f"pricing: {points} grid points between {prices[0]:g} and {prices[-1]:g} are not distinct at "
-                            f"{decimals} decimals; use fewer --prices")
-        return prices
+                            f"{decimals} decimals; use --prices {fits} or fewer, or an explicit --grid")
+        raise SepoError(f"pricing: the Nash and monopoly prices ({low:.4f} and {high:.4f}) are less than a cent apart at "
+                        f"these costs, qualities and mu, so no grid between them has two distinct prices at {decimals} "
+                        f"decimals; give an explicit --grid, or a lower --cost (Calvano et al.: cost 1, "
+                        f"quality 2)")

@@ -52,6 +52,11 @@ START = "start"
 CONSUMERS = "consumers"
 MAX_JOINT_CELLS = 50_000_000
 """The most (period, joint price) pairs an exact solve may visit (as in split bargaining)."""
+MAX_FIRMS = 50
+"""The most firms a market may have: the benchmarks' Nash solve (scipy's root finder, an n x n
+Jacobian) stopped converging at 80 firms (it did at 70), and play grows as firms² x periods² (a
+decision shows every rival's price of every period: 50 firms, 2 episodes of 10 periods took 6 s
+on a loaded machine, 300 firms one episode 28 s). Exact values and training take 2."""
 
 
 def _number(value, what: str, low: float | None = None, high: float | None = None) -> float:
@@ -151,6 +156,10 @@ class PricingMarket(Game):
             raise SepoError(f"unknown protocol {protocol!r}; use one of: rigorous, paper")
         self.protocol = protocol
         self.num_players = _whole(firms, "firms", 2)
+        if self.num_players > MAX_FIRMS:
+            raise SepoError(f"pricing: --firms must be at most {MAX_FIRMS}, got {self.num_players:,} (the Nash benchmark "
+                            f"stops converging near 80 firms and play grows as firms squared; exact values and training "
+                            f"take 2)")
         self.rounds = _whole(rounds, "rounds", 1)
         self.market = Market(_per_firm(quality, self.num_players, "quality"), _per_firm(cost, self.num_players, "cost"),
                              _number(outside, "outside"), _number(mu, "mu"))

@@ -46,3 +46,16 @@ def test_bad_input_is_one_line_exit_2(args, message):
     result = _run("exploit", "--game", "pricing", "--agent", "bot:Competitive", *args)
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, message, absent", [
+    (("--firms", "100000"), "pricing: --firms must be at most 50, got 100,000", None),
+    (("--cost", "10"), "give an explicit --grid, or a lower --cost", "fewer --prices"),
+    (("--prices", "200"), "use --prices 55 or fewer", None),
+])
+def test_sizes_that_cannot_work_are_refused_with_what_would(args, message, absent):
+    """Too many firms is refused before the O(n²) Nash solve; a grid that cannot be spaced names what would help."""
+    result = _run("eval", "--game", "pricing", "--agent", "uniform", "--episodes", "2", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert absent is None or absent not in result.stderr

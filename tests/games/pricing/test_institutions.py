@@ -25,3 +25,14 @@ def test_search_trains_per_setting_and_reads_back(tmp_path):
 def test_unknown_parameter_is_one_line(tmp_path):
     result = runner.invoke(app, ["analyze", "institution", "--game", "pricing", "--vary", "bogus=1", "--out", str(tmp_path / "s")])
     assert result.exit_code == 2 and "--bogus does not apply to game 'pricing'" in result.stderr
+
+
+def test_one_seed_has_no_interval(tmp_path):
+    """One seed has no spread: n/a in the table and null in JSON, never a zero-width interval."""
+    args = [arg if arg != "2" or prev != "--seeds" else "1" for prev, arg in zip(["", *ARGS], ARGS)]
+    table = runner.invoke(app, [*args, "--out", str(tmp_path / "s")])
+    assert table.exit_code == 0, table.output
+    text = " ".join(table.stdout.split())  # the table wraps its title
+    assert "t-intervals" not in text and text.count(" (n/a)") == 6 and "one seed: no interval" in text
+    report = json.loads(runner.invoke(app, [*args, "--out", str(tmp_path / "s"), "--json"]).stdout)
+    assert all(row["collusion"]["ci"] is None for row in report["settings"])
