@@ -1,9 +1,9 @@
 """Logits of many token sequences that share prefixes, each shared prefix encoded once.
 
 An exact audit reads a model at every (prompt, answer) sequence of a game's information states.
-Those sequences share long prefixes: the chat template and system prompt in every domain, and in a
-repeated game whose prompt lays the history out round by round (a rigorous repeated-game prompt), each
-history's whole prompt head with its four continuations. Re-encoding every sequence costs
+Those sequences share long prefixes: the chat template and system prompt in every domain, the
+answers of one prompt, and in a repeated game the prompts of histories that agree up to where
+their text first differs. Re-encoding every sequence costs
 sequences x length tokens; encoding each distinct prefix once costs the number of nodes of the
 sequences' prefix tree. `prefix_logits` builds that tree (compressed: one node per run of tokens
 without a branch), encodes each node once with its ancestors' keys and values as the attention

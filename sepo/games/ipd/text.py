@@ -1,15 +1,8 @@
 """The iterated prisoner's dilemma as text: prompts and the two parsers.
 
-Prompts: the system prompt names the game, the two moves and the four payoff rules in words, and
-asks for the action on the last line; the user prompt gives the round, both players' past moves,
-the scores so far, and asks for the action.
-- `paper` (paper-protocol §3.1, its text): "Round t of T.", then each player's past moves as one
-  comma-separated line ("Your past actions:", "Opponent's past actions:") and the scores.
-- `rigorous`: the same facts with the history first, one line per past round ("Round r: you X,
-  opponent Y."), then the scores and "Round t of T.". Each history's prompt then starts with its
-  parent's history lines, so a full-history audit encodes each history's prefix once and adds
-  only the new round's tokens and the tail (`sepo.policies.prefix_cache`); the paper's layout
-  changes the middle of the prompt every round, which no prefix cache can share.
+Prompts (both protocols, paper-protocol §3.1): the system prompt names the game, the two moves
+and the four payoff rules in words, and asks for the action on the last line; the user prompt
+gives the round, both players' past moves, the scores so far, and asks for the action.
 
 Parsers.
 - `rigorous` (strict): drop anything up to a closing `</think>`; take the last non-empty line;
@@ -90,14 +83,8 @@ class IPDText(TextView):
 
     def user_prompt(self, decision: Decision) -> str:
         obs = decision.observation
-        history = obs["history"]
-        if self.style == "rigorous" and history:
-            lines = [f"Round {r}: you {ACTION_NAMES[own]}, opponent {ACTION_NAMES[other]}."
-                     for r, (own, other) in enumerate(history, 1)]
-            lines += [f"Scores so far — you: {obs['my_score']:g}, opponent: {obs['opponent_score']:g}",
-                      f"Round {obs['round']} of {obs['rounds']}.", "", "What is your action?"]
-            return "\n".join(lines)
         lines = [f"Round {obs['round']} of {obs['rounds']}."]
+        history = obs["history"]
         if history:
             lines.append("Your past actions:".ljust(_LABEL_WIDTH) + ", ".join(ACTION_NAMES[own] for own, _ in history))
             lines.append("Opponent's past actions:".ljust(_LABEL_WIDTH) + ", ".join(ACTION_NAMES[other] for _, other in history))

@@ -93,20 +93,6 @@ def test_paper_prompts():
     assert later[3] == "Scores so far — you: 1, opponent: 6"
 
 
-def test_rigorous_prompts_put_the_history_first_so_each_history_extends_its_parent():
-    """The rigorous prompt lays the history out a round a line, before the round number, so the
-    prompt of a history starts with its parent's history lines (the prefix a full-history audit
-    encodes once); the first round's prompt is the paper's."""
-    game = load_game("ipd", rounds=8)
-    first = game.text.user_prompt(game.new_initial_state().decision(0))
-    assert first == "Round 1 of 8.\nThis is the first round. No history yet.\n\nWhat is your action?"
-    parent = game.text.user_prompt(play(game, [(C, D)]).decision(0))
-    later = game.text.user_prompt(play(game, [(C, D), (D, D)]).decision(0))
-    assert later.splitlines() == ["Round 1: you COOPERATE, opponent DEFECT.", "Round 2: you DEFECT, opponent DEFECT.",
-                                  "Scores so far — you: 1, opponent: 6", "Round 3 of 8.", "", "What is your action?"]
-    assert later.startswith(parent.split("Scores so far")[0])
-
-
 def test_strict_parser_reads_the_last_line_only():
     assert strict_parse("The opponent may DEFECT.\nCOOPERATE").action == C
     assert strict_parse("I think so\ndefect").action == D
