@@ -16,7 +16,8 @@ Why hand-written: transformers' `generate` shares a prompt's cache only along on
 the serving engines that share prefix trees (vLLM, SGLang) do not run here. The cache of a node
 is its own tokens' keys and values; a batch's past is its rows' ancestor chains, left-padded, with
 a 4-D mask that hides the padding. Nodes are encoded deepest first and freed once their whole
-subtree is done, so memory stays near a batch of chains, not the whole tree.
+subtree is done, so memory stays near a batch of chains, not the whole tree; a batch holds nodes of
+similar length, so padding wastes little.
 
 Only for decoder-only models whose logits are `lm_head(final hidden state)` over full attention
 (Llama, Qwen2, Mistral, ...); `supports(model)` says whether a model qualifies, and callers fall
@@ -135,7 +136,10 @@ def _run(model, root: _Node, visit, batch_size: int, keep: bool) -> int:
     encoded = 0
     while ready:
         ready.sort(key=lambda n: n.start)
-        batch = [ready.pop() for _ in range(min(batch_size, len(ready)))]
+        size = _width_class(ready[-1])
+        batch = [n for n in reversed(ready) if _width_class(n) == size][:batch_size]
+        taken = set(map(id, batch))
+        ready = [n for n in ready if id(n) not in taken]
         encoded += sum(len(n.tokens) for n in batch)
         hidden = _encode(base, cache_name, batch, device, dtype)
         for row, node in enumerate(batch):
@@ -150,6 +154,12 @@ def _run(model, root: _Node, visit, batch_size: int, keep: bool) -> int:
                 _release(node)
         del hidden
     return encoded
+
+
+def _width_class(node: _Node) -> int:
+    """Nodes batched together have lengths within a factor of 2, so padding at most doubles a
+    batch's tokens (the tail of a prompt and its one-token answers would otherwise share a batch)."""
+    return max(0, len(node.tokens) - 1).bit_length()
 
 
 def _release(node: _Node) -> None:
