@@ -24,6 +24,7 @@ from typing import Callable
 
 import numpy as np
 
+from sepo import progress
 from sepo.errors import SepoError
 from sepo.games.records import Rollouts
 from sepo.games.registry import get_domain
@@ -134,10 +135,10 @@ class TabularSEPOTrainer:
         if run.resumed and checkpoint.exists():
             state = read_json(checkpoint, "checkpoint")
             try:
-                self.logits = np.array(state["logits"], dtype=float).reshape(self.legal.shape)
-                self.adam.load(state["adam"])
+                self.logits, adam = checkpoint_arrays(state, self.legal.shape)
+                self.adam.load(adam)
                 step = state["step"]
-            except (KeyError, TypeError, ValueError, AttributeError) as error:
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
                 raise SepoError(f"unreadable checkpoint {checkpoint}: {error}") from None
             if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= self.config.steps:
                 raise SepoError(f"unreadable checkpoint {checkpoint}: step {step!r} is not in 0..{self.config.steps}")
@@ -154,7 +155,15 @@ class TabularSEPOTrainer:
                             "the run's history cannot be completed (start a new --out)")
 
     def _save_checkpoint(self, run: RunDir) -> None:
-        run.write_json(CHECKPOINT, {"step": self.step, "logits": self.logits.tolist(), "adam": self.adam.state()})
+        """Only the rows a step has touched (nonzero logits or Adam moments): the others are still
+        at their start, zero, and a game with hundreds of thousands of information states wrote
+        78 MB for two steps."""
+        progress.stage(f"step {self.step}: writing the checkpoint")
+        touched = np.flatnonzero(self.logits.any(-1) | self.adam.m.any(-1) | self.adam.v.any(-1))
+        run.write_json(CHECKPOINT, {"step": self.step, "shape": list(self.logits.shape), "rows": touched.tolist(),
+                                    "logits": self.logits[touched].tolist(),
+                                    "adam": {"m": self.adam.m[touched].tolist(), "v": self.adam.v[touched].tolist(),
+                                             "t": self.adam.t}})
         run.commit()
 
     # -- one step ------------------------------------------------------------------------------
@@ -233,20 +242,31 @@ class TabularSEPOTrainer:
         if finished:  # a finished run is checked and read, never rewritten
             return read_json(self.out / "summary.json", "run summary")
         started, done = time.time(), 0
-        while self.step < self.config.steps:
-            record = self.train_step()
-            self.step += 1
-            self.log.append(record)
-            if on_step:
-                on_step(record)
-            done += 1
-            if self.step % self.config.checkpoint_every == 0 or self.step == self.config.steps:
+        saved = logged = (self.step, self.logits, self.adam.m, self.adam.v, self.adam.t)
+        try:
+            while self.step < self.config.steps:
+                record = self.train_step()
+                self.step += 1
+                self.log.append(record)
+                logged = (self.step, self.logits, self.adam.m, self.adam.v, self.adam.t)  # a step replaces, never mutates, them
+                if on_step:
+                    on_step(record)
+                done += 1
+                if self.step % self.config.checkpoint_every == 0 or self.step == self.config.steps:
+                    self._save_checkpoint(run)
+                    saved = logged
+                if stop_after is not None and done >= stop_after:
+                    break
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the steps logged since the last checkpoint are kept
+            if logged[0] > saved[0]:
+                self.step, self.logits, self.adam.m, self.adam.v, self.adam.t = logged
                 self._save_checkpoint(run)
-            if stop_after is not None and done >= stop_after:
-                break
+            raise
         policy = TabularPolicy(self.policy(), self.env.keys, name=f"run:{self.out}")
+        progress.stage(f"step {self.step}: computing the exact value of the policy ({len(self.env.keys):,} information states)")
         summary = {"steps": self.step, "seconds": time.time() - started, **self.exact_metrics(policy.table)}
         if self.step >= self.config.steps:
+            progress.stage("writing the policy")
             run.write_text(POLICY, json.dumps(policy.to_json(), indent=1))  # key order is the table's row order
             run.write_json("summary.json", summary)
             run.complete()
@@ -291,6 +311,22 @@ def load_run_policy(run_dir: str | Path, game: str | None = None) -> TabularPoli
     return policy
 
 
+def checkpoint_arrays(state: dict, shape: tuple) -> tuple[np.ndarray, dict]:
+    """(logits, Adam state) of a checkpoint: the touched rows scattered into zeros (`rows`), or a
+    whole table (checkpoints written before rows were listed)."""
+    if "rows" not in state:
+        return np.array(state["logits"], dtype=float).reshape(shape), state["adam"]
+    if list(state["shape"]) != list(shape):
+        raise ValueError(f"its table is {state['shape']}, this game's {list(shape)}")
+    rows = np.array(state["rows"], dtype=np.int64).reshape(-1)
+    whole = []
+    for part in (state["logits"], state["adam"]["m"], state["adam"]["v"]):
+        table = np.zeros(shape)
+        table[rows] = np.array(part, dtype=float).reshape(len(rows), shape[1])
+        whole.append(table)
+    return whole[0], {"m": whole[1], "v": whole[2], "t": state["adam"]["t"]}
+
+
 def _checkpoint_policy(run_dir: Path) -> TabularPolicy:
     """The policy of an unfinished run: its checkpointed logits over the environment's keys."""
     config = read_json(run_dir / CONFIG, "run config")
@@ -298,7 +334,7 @@ def _checkpoint_policy(run_dir: Path) -> TabularPolicy:
     try:
         fields = {k: v for k, v in config.items() if k in TabularSEPOConfig.__dataclass_fields__}
         trainer = TabularSEPOTrainer(TabularSEPOConfig(**fields), run_dir)
-        logits = np.array(state["logits"], dtype=float).reshape(trainer.legal.shape)
-    except (KeyError, TypeError, ValueError) as error:
+        logits, _ = checkpoint_arrays(state, trainer.legal.shape)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
         raise SepoError(f"unreadable checkpoint {run_dir / CHECKPOINT}: {error}") from None
     return TabularPolicy(trainer.policy(logits), trainer.env.keys)

@@ -103,3 +103,70 @@ def test_kuhn_collusion_is_charged_under_paper_only(tmp_path):
     paper = _final_logits(tmp_path, "paper", lambda_e=1.0, lambda_c=2.0, protocol="paper")
     np.testing.assert_array_equal(rigorous, base)
     assert np.max(np.abs(paper - paper_base)) > 1e-3
+
+
+def test_checkpoint_holds_only_the_touched_rows_and_resumes_and_loads(tmp_path):
+    """Untouched rows are zero and are not written (tic_tac_toe's 78 MB after two steps); the
+    resume and the unfinished run's policy read the rows back into the whole table."""
+    config = TabularSEPOConfig(game="openspiel:leduc_poker", steps=4, groups=2, group_size=2, checkpoint_every=2, seed=0)
+    TabularSEPOTrainer(config, tmp_path / "whole").train()
+    TabularSEPOTrainer(config, tmp_path / "part").train(stop_after=2)
+    state = json.loads((tmp_path / "part" / "checkpoint.json").read_text())
+    rows = TabularSEPOTrainer(config, tmp_path / "probe").legal.shape[0]
+    assert state["step"] == 2 and 0 < len(state["rows"]) < rows // 4
+    assert load_run_policy(tmp_path / "part").table.shape[0] == rows
+    TabularSEPOTrainer(config, tmp_path / "part").train()
+    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads((tmp_path / "part" / "policy.json").read_text())
+
+
+def test_a_dense_checkpoint_still_resumes(tmp_path):
+    config = TabularSEPOConfig(steps=4, groups=8, checkpoint_every=2, seed=0)
+    TabularSEPOTrainer(config, tmp_path / "whole").train()
+    trainer = TabularSEPOTrainer(config, tmp_path / "old")
+    trainer.train(stop_after=2)
+    path = tmp_path / "old" / "checkpoint.json"
+    path.write_text(json.dumps({"step": 2, "logits": trainer.logits.tolist(), "adam": trainer.adam.state()}))
+    TabularSEPOTrainer(config, tmp_path / "old").train()
+    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads((tmp_path / "old" / "policy.json").read_text())
+
+
+def test_a_stop_while_the_final_value_is_computed_keeps_the_finished_steps(tmp_path, monkeypatch):
+    from sepo import runs
+
+    metrics = TabularSEPOTrainer.exact_metrics
+
+    def stopped(self, policy):
+        if self.step == self.config.steps:
+            raise KeyboardInterrupt
+        return metrics(self, policy)
+
+    monkeypatch.setattr(TabularSEPOTrainer, "exact_metrics", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        TabularSEPOTrainer(TabularSEPOConfig(steps=2, groups=8), tmp_path / "run").train()
+    assert json.loads((tmp_path / "run" / "checkpoint.json").read_text())["step"] == 2
+    assert len((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) == 2
+    runs.STOP_NOTES.clear()
+
+
+def test_a_stop_between_checkpoints_checkpoints_the_logged_steps(tmp_path, monkeypatch):
+    """Two steps of a run that checkpoints every 100 were lost when the stop came before the
+    first checkpoint; the stop now writes the logged steps' state, and the resume continues it."""
+    from sepo import runs
+
+    config = TabularSEPOConfig(steps=4, groups=8, checkpoint_every=100, seed=2)
+    TabularSEPOTrainer(config, tmp_path / "whole").train()
+    metrics = TabularSEPOTrainer.exact_metrics
+
+    def stopped(self, policy):
+        if self.step == 2:  # inside the third step, after its update
+            raise KeyboardInterrupt
+        return metrics(self, policy)
+
+    monkeypatch.setattr(TabularSEPOTrainer, "exact_metrics", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        TabularSEPOTrainer(config, tmp_path / "run").train()
+    assert json.loads((tmp_path / "run" / "checkpoint.json").read_text())["step"] == 2
+    runs.STOP_NOTES.clear()
+    monkeypatch.setattr(TabularSEPOTrainer, "exact_metrics", metrics)
+    TabularSEPOTrainer(config, tmp_path / "run").train()
+    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads((tmp_path / "run" / "policy.json").read_text())
