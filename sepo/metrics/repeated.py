@@ -318,12 +318,26 @@ def check_tree_fits(stage: StageGame, rounds: int, memory: int | None = None, th
     read = states if agent_states is None else agent_states
     need = read * BYTES_PER_AGENT_STATE + states * BYTES_PER_STATE_NODE
     budget = memory_budget()
-    if need > budget:
-        raise SepoError(f"{what} at {rounds} rounds has {count_text(states)} states (about {size_text(need)}, more than the "
-                        f"{size_text(budget)} this machine can spare); give --memory M to solve a memory-M "
-                        "projection, --threshold P to prune branches the agent reaches with probability below P, "
-                        "or fewer --rounds")
-    return states
+    if need <= budget:
+        return states
+    sizes = (f"{what} at {rounds} rounds has {count_text(states)} states (about {size_text(need)}, more than the "
+             f"{size_text(budget)} this machine can spare)")
+    if memory is None:
+        raise SepoError(f"{sizes}; give --memory M to solve a memory-M projection, --threshold P to prune branches the "
+                        "agent reaches with probability below P, or fewer --rounds")
+    fits = next((m for m in range(memory - 1, -1, -1) if _memory_need(stage, rounds, m, agent_states is not None) <= budget),
+                None)
+    smaller = f"--memory {fits} or less" if fits is not None else "no --memory fits"
+    raise SepoError(f"{sizes}: --memory {memory} keeps too many; give {smaller}, or fewer --rounds")
+
+
+def _memory_need(stage: StageGame, rounds: int, memory: int, keyed: bool) -> int:
+    """`check_tree_fits`'s estimate for the memory-`memory` states; `keyed`: the agent is read
+    once per key (every remembered history) rather than once per DP state."""
+    states = tree_states(stage, rounds, memory)
+    n = stage.shape[0] * stage.shape[1]
+    read = sum(n ** l for l in range(min(memory, rounds - 1) + 1)) if keyed else states
+    return read * BYTES_PER_AGENT_STATE + states * BYTES_PER_STATE_NODE
 
 
 def _validated(probs, count: int, n_a: int) -> np.ndarray:
@@ -615,7 +629,16 @@ class RepeatedAudit:
             return Audit(replace(result, method=method), self.response(solved),
                          {"policy": "exact", "exact": True, "states": solved.states})
         if memory is not None and projection:
-            return self._audit_table(agent, self, replicates, seed, labelled_for=agent)
+            try:
+                return self._audit_table(agent, self, replicates, seed, labelled_for=agent)
+            except SepoError as error:
+                if state_of is None:
+                    raise
+                depth = (getattr(agent, "classifier", None) or {}).get("memory_depth")
+                reads = f"it reads {depth} round{'s' if depth != 1 else ''}" if isinstance(depth, int) else "its own state"
+                raise SepoError(f"--memory {memory} does not apply to {getattr(agent, 'name', 'this agent')}: it declares "
+                                f"{reads} and is solved exactly without --memory at any number of rounds (drop it); its "
+                                f"memory-{memory} projection does not fit ({str(error).split(' (')[0]})") from None
         whole = self if memory is None else self.whole_history()
         if threshold:
             return whole._audit_pruned(agent, threshold, replicates, seed)

@@ -206,3 +206,16 @@ def test_declared_state_rows_are_linear_in_the_rounds(state_of, reader, closed_f
     small = solve(state_tree(PD, 5, reader, state_of))
     whole = solve(read_agent(PD, 5, reader))
     assert small.gap == pytest.approx(whole.gap) and small.br_payoff == pytest.approx(whole.br_payoff)
+
+
+def test_a_memory_tree_too_big_names_the_largest_memory_that_fits(monkeypatch):
+    """Someone who gave --memory M is told which smaller M fits, not to "give --memory M"."""
+    from sepo.errors import SepoError
+    from sepo.metrics import repeated
+
+    stage = StageGame(np.zeros((15, 15)), np.zeros((15, 15)))
+    monkeypatch.setattr(repeated, "memory_budget", lambda: repeated._memory_need(stage, 10, 2, False))
+    with pytest.raises(SepoError) as error:
+        repeated.check_tree_fits(stage, 10, memory=3)
+    assert "--memory 3 keeps too many; give --memory 2 or less, or fewer --rounds" in str(error.value)
+    assert "give --memory M" not in str(error.value)

@@ -59,3 +59,11 @@ def test_sizes_that_cannot_work_are_refused_with_what_would(args, message, absen
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert absent is None or absent not in result.stderr
+
+
+def test_memory_that_does_not_fit_a_bot_says_why_it_does_not_apply():
+    """A bot that declares its state is solved exactly without --memory: say so, not "give --memory M"."""
+    result = _run("exploit", "--game", "pricing", "--agent", "bot:TitForTat", "--memory", "5")
+    assert result.exit_code == 2, result.output
+    assert "--memory 5 does not apply to TitForTat: it declares it reads 1 round" in result.stderr
+    assert "give --memory M" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
