@@ -404,24 +404,46 @@ def model_init_command(
     out: Path = typer.Option(..., "--out", help="Folder for the model and tokenizer (a new folder, or this same model's)."),
     seed: int = seed_option("Seed of the random weights and the tokenizer's corpus (>= 0)."),
     arch: Arch = typer.Option("qwen2", "--arch", help="Model architecture."),
+    domains: Optional[str] = typer.Option(
+        None, "--domains", help="Comma-separated domains whose text trains the tokenizer (default: every registered "
+        "domain; the model, and every number measured with it, depends on this list)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ):
     """Build the tiny local causal LM (random weights, tokenizer trained on the domains' text)."""
     from sepo.models.tiny import init_tiny_model
     from sepo.runs import open_run
 
-    with open_run(out, "model init", {"seed": seed, "arch": value_of(arch)}, overwrite=overwrite) as run:
+    corpus_domains = _corpus_domains(domains)
+    config = {"seed": seed, "arch": value_of(arch)}
+    if domains is not None:
+        config["domains"] = corpus_domains
+    with open_run(out, "model init", config, overwrite=overwrite) as run:
         if run.finished:  # read, never rebuilt
             info = run.result or json.loads((run.root / "sepo_tiny.json").read_text())
         else:
             with run.staged_contents() as tmp:
-                init_tiny_model(tmp, seed=seed, arch=value_of(arch))
+                init_tiny_model(tmp, seed=seed, arch=value_of(arch), domains=corpus_domains)
                 info = json.loads((tmp / "sepo_tiny.json").read_text())
             info = {"parameters": info["parameters"], "vocab_size": info["vocab_size"]}
             run.complete(info)
     complete = " (already complete)" if run.finished else ""
     console.print(f"tiny {value_of(arch)} model with {info['parameters']:,} parameters and a {info['vocab_size']}-token "
                   f"vocabulary at {out}{complete}")
+
+
+def _corpus_domains(domains: Optional[str]) -> list[str]:
+    """The registered domains named in `--domains` (all registered when not given), sorted."""
+    from sepo.games import domain_names
+
+    known = domain_names()
+    if domains is None:
+        return sorted(known)
+    names = [name.strip() for name in domains.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if not names or unknown:
+        raise SepoError(f"--domains: {'unknown domain ' + ', '.join(map(repr, unknown)) if unknown else 'no domain given'}; "
+                        f"registered: {', '.join(sorted(known))}")
+    return sorted(set(names))
 
 
 def _print_converted(info: dict, out: Path, done_before: bool) -> None:

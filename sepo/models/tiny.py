@@ -171,13 +171,19 @@ def init_tiny_model(
     """Build the tiny model and its tokenizer and save both to `out_dir`; returns the path.
 
     `corpus`: extra texts for the tokenizer (e.g. SFT reasons), added to the text of `domains`
-    (default: every registered game, both protocols, `episodes` random episodes each).
+    (default: every registered game, both protocols, `episodes` random episodes each). The
+    tokenizer, and so every number measured with the model, depends on which domains were read:
+    registering a new domain changes the default model, so `sepo_tiny.json` lists them by name
+    and `sepo model init --domains` rebuilds an earlier model.
     `sizes`: Qwen2/Llama config overrides (hidden_size, intermediate_size, num_hidden_layers,
     num_attention_heads, num_key_value_heads). Writes `sepo_tiny.json` with what was built."""
     from sepo.models.corpus import action_words, domain_corpus, frequent_lines, system_prompts
 
+    from sepo.games import domain_names
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    domains = sorted(domain_names() if domains is None else domains)
     texts = domain_corpus(domains, episodes=episodes, seed=seed)
     if corpus is not None:
         texts.extend(corpus)
@@ -195,7 +201,7 @@ def init_tiny_model(
         "arch": arch,
         "vocab_size": len(tokenizer),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "domains": sorted(domains) if domains is not None else "all registered",
+        "domains": domains,
         "action_words": words,
         "line_tokens": len(lines),
         "corpus_texts": len(texts),

@@ -132,3 +132,22 @@ def test_writing_and_loading_print_no_library_progress_bars(tmp_path, capfd):
     load_hf_model(folder, device="cpu")
     err = capfd.readouterr().err
     assert "Writing model shards" not in err and "Loading weights" not in err, err[-300:]
+
+
+def test_the_tokenizer_corpus_domains_are_recorded_by_name_and_choose_the_model(tiny_dir, tmp_path):
+    """Registering a domain changes the default model, so the list it was built from is recorded by
+    name and a subset rebuilds a different tokenizer."""
+    from sepo.games import domain_names
+
+    info = json.loads((tiny_dir / "sepo_tiny.json").read_text())
+    assert info["domains"] == sorted(domain_names())
+    fewer = init_tiny_model(tmp_path / "fewer", seed=0, episodes=EPISODES, domains=["kuhn", "ipd"])
+    assert json.loads((fewer / "sepo_tiny.json").read_text())["domains"] == ["ipd", "kuhn"]
+    assert (fewer / "tokenizer.json").read_bytes() != (tiny_dir / "tokenizer.json").read_bytes()
+
+
+def test_model_init_names_an_unknown_corpus_domain_in_one_line(tmp_path):
+    from tests.cli.cli_helpers import _error, _run
+
+    _error(_run("model", "init", "--out", tmp_path / "m", "--domains", "kuhn,chess"), "--domains", "'chess'", "registered")
+    assert not (tmp_path / "m").exists()
