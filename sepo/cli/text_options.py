@@ -70,7 +70,8 @@ def decoding_applies(decoding: dict, policy, agent: str) -> None:
     table) would change nothing, so it is refused rather than ignored."""
     if decoding and getattr(policy, "decoding", None) is None:
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in decoding)
-        raise SepoError(f"{flags} apply to text agents only (hf:, run: with a model, openai:); {brief(agent)} is not one")
+        verb = "applies" if len(decoding) == 1 else "apply"
+        raise SepoError(f"{flags} {verb} to text agents only (hf:, run: with a model, openai:); {brief(agent)} is not one")
 
 
 def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None, top_k=None, max_new_tokens=None,

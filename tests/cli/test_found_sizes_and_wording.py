@@ -185,7 +185,9 @@ def test_seeds_given_as_strings_are_refused():
 
 
 def test_settings_that_would_do_nothing_are_refused_or_warned(tmp_path):
-    _error(_run("eval", "--agent", "nash", "--episodes", "1", "--samples", "4"), "--samples", "text agents only")
+    _error(_run("eval", "--agent", "nash", "--episodes", "1", "--samples", "4"), "--samples applies to text agents only")
+    _error(_run("exploit", "--agent", "nash", "--samples", "4", "--max-tokens-total", "9"),
+           "--samples, --max-tokens-total apply to text agents only")
     _error(_run("exploit", "--agent", "nash", "--temperature", "0"), "--temperature")
     _error(_run("eval", "--agent", "nash", "--episodes", "1", "--lambda-c", "1"), "--lambda-c", "kuhn")
     _error(_run("train", "--out", tmp_path / "r", "--lambda-c", "1", *TINY), "--lambda-c")
