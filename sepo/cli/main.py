@@ -737,6 +737,18 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
     domain = get_domain(game)
     if domain.frontier is None:
         raise SepoError(f"game {game!r} has no exact frontier")
+    from sepo.training.tabular import run_game
+
+    for run in runs:
+        trained = run_game(run) if Path(run).is_dir() else None
+        if trained is not None and trained != game:
+            try:
+                has_frontier = get_domain(trained).frontier is not None
+            except SepoError:
+                has_frontier = False
+            raise SepoError(f"{run} is a run of game {trained!r}, not {game!r}; " +
+                            (f"give --game {trained}" if has_frontier else
+                             f"game {trained!r} has no exact frontier, so give a {game} run"))
     try:
         lambda_values = [float(v) for v in lambdas.split(",") if v.strip()]
     except ValueError:

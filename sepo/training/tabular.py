@@ -290,16 +290,25 @@ def masked_softmax(logits: np.ndarray, legal: np.ndarray) -> np.ndarray:
     return weights / weights.sum(-1, keepdims=True)
 
 
+def run_game(run_dir: str | Path) -> str | None:
+    """The game a run directory was trained in (its config's), None when it does not say."""
+    path = Path(run_dir) / CONFIG
+    if not path.is_file():
+        return None
+    config = read_json(path, "run config")
+    trained = config.get("game") if isinstance(config, dict) else None
+    return trained if isinstance(trained, str) else None
+
+
 def load_run_policy(run_dir: str | Path, game: str | None = None) -> TabularPolicy:
     """The final (or, for an unfinished run, latest checkpointed) policy of a run directory; with
     `game`, a run trained in another game is a one-line error (its table has other states)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise SepoError(f"run directory not found: {run_dir}")
-    if game is not None and (run_dir / CONFIG).is_file():
-        trained = read_json(run_dir / CONFIG, "run config")
-        trained = trained.get("game") if isinstance(trained, dict) else None
-        if isinstance(trained, str) and trained != game:
+    if game is not None:
+        trained = run_game(run_dir)
+        if trained is not None and trained != game:
             raise SepoError(f"{run_dir} is a run of game {trained!r}, not {game!r}; give --game {trained} or a {game} run")
     if (run_dir / POLICY).exists():
         policy = TabularPolicy.load(run_dir / POLICY)

@@ -119,6 +119,9 @@ def test_too_long_a_reply_or_too_large_a_learning_rate_is_one_line(tmp_path):
 
 def test_a_run_of_another_game_is_one_line(auction_run):
     _error(_run("frontier", "--game", "kuhn", "--run", auction_run), "'auction'", "not 'kuhn'")
+    result = _run("frontier", "--game", "kuhn", "--run", auction_run)
+    assert "give --game auction" not in result.stderr  # it would fail next: 'auction' has no exact frontier
+    assert "game 'auction' has no exact frontier, so give a kuhn run" in result.stderr
     _error(_run("eval", "--agent", f"run:{auction_run}", "--episodes", "1"), "'auction'")
 
 
