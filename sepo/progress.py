@@ -89,6 +89,11 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+def _count(value: float) -> str:
+    """A count as a person reads it: "1,916,928", never "1.91693e+06"; a fraction stays one."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:,.1f}"
+
+
 class _Task:
     def __init__(self, description: str, total: float | None):
         self.description, self.total, self.completed = description, total, 0.0
@@ -101,12 +106,12 @@ class _Task:
         now = time.monotonic()
         elapsed = now - self.started
         if not self.total:
-            return f"{self.description}: {self.completed:g} done, {_duration(elapsed)} elapsed"
+            return f"{self.description}: {_count(self.completed)} done, {_duration(elapsed)} elapsed"
         done, since = self.base or (0.0, self.started)
         rate = (self.completed - done) / max(now - since, 1e-9)
-        eta = "?" if rate <= 0 else _duration(max(0.0, self.total - self.completed) / rate)
-        return (f"{self.description}: {self.completed:g}/{self.total:g} ({100 * self.completed / self.total:.0f}%), "
-                f"{_duration(elapsed)} elapsed, about {eta} left")
+        eta = "time left not known yet" if rate <= 0 else f"about {_duration(max(0.0, self.total - self.completed) / rate)} left"
+        return (f"{self.description}: {_count(self.completed)}/{_count(self.total)} "
+                f"({100 * self.completed / self.total:.0f}%), {_duration(elapsed)} elapsed, {eta}")
 
 
 class LineReporter(Reporter):

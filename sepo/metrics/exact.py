@@ -191,6 +191,13 @@ def check_audit_fits(game: Game, agent: Policy, solver, *, threshold: float = 0.
     before the play."""
     if solver is None:
         return
+    decoding = getattr(agent, "decoding", None)
+    source = getattr(agent, "source", None)
+    if getattr(solver, "audit", None) is None and decoding is not None and not decoding.greedy \
+            and not callable(getattr(source, "exact_distribution", None)):
+        from sepo.policies.text_policy import check_sampled_replies
+
+        check_sampled_replies(len(solver.decisions()), getattr(agent, "samples", 1), getattr(agent, "name", "the agent"))
     try:
         audit_agent(game, _Unreadable(agent), solver, threshold=threshold, projection=projection, replicates=1)
     except _Unread:

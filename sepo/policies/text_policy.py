@@ -52,6 +52,10 @@ _PROBLEMS = {"no_action": "it names no action", "ambiguous": "it names more than
              "illegal": "the action it names is not legal now", "truncated": "it was cut off before it ended"}
 _LISTED = 8
 """Legal actions named in a correction message; a decision with more gets the question's form instead."""
+MAX_SAMPLED_REPLIES = 100_000
+"""The most replies one estimate samples (states x replies per state; on the tiny CPU model about
+10 ms each, so about 17 minutes): Leduc's 936 information states at the default 2,048 replies
+each planned 1,916,928 replies and grew to 1.9 GB before any finished."""
 DEFAULT_SAMPLES = 2048
 """Replies per state for an estimated policy: enough that a scripted agent sampling a known
 equilibrium (tests/policies/test_text_policy.py) gets an exploitability interval [0, ≤ 0.02]
@@ -188,6 +192,21 @@ def policy_estimate(agent: Policy, decisions: Sequence[Decision]) -> PolicyEstim
     outcomes = [table[i : i + 1, : len(d.legal_actions)] for i, d in enumerate(decisions)]
     return PolicyEstimate(list(decisions), outcomes, [np.ones(1) for _ in decisions], True, 0,
                           [0] * len(decisions), [1] * len(decisions))
+
+
+def check_sampled_replies(states: int, samples: int, name: str) -> None:
+    """One line, before any reply is drawn, when estimating a policy at `states` information
+    states from `samples` replies each is more than `MAX_SAMPLED_REPLIES` replies, with the
+    options that fit: greedy decoding (one exact reply per prompt) or fewer replies per state."""
+    count = states * samples
+    if count <= MAX_SAMPLED_REPLIES:
+        return
+    fewer = MAX_SAMPLED_REPLIES // max(1, states)
+    options = ["--temperature 0 (greedy decoding: one reply per prompt, the policy exact)"]
+    if fewer >= 1:
+        options.append(f"--samples {fewer:,} or fewer (a wider interval)")
+    raise SepoError(f"estimating {name}'s policy at {states:,} information states from {samples:,} sampled replies each "
+                    f"means {count:,} model replies (more than {MAX_SAMPLED_REPLIES:,}); use {' or '.join(options)}")
 
 
 class TextPolicy(Policy):
@@ -396,6 +415,7 @@ class TextPolicy(Policy):
         if exact is not None:
             return exact
         if prompts is None:
+            check_sampled_replies(len(decisions), self.samples, getattr(self, "name", "the agent"))
             rng = np.random.default_rng([self._estimate_seed, 0xE571])
             prompts = [self.prompts_for(d, self.samples, rng) for d in decisions]
         flat = [p for group in prompts for p in group]

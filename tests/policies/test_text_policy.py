@@ -153,3 +153,26 @@ def test_tabular_policies_are_exact():
     estimate = policy_estimate(TabularPolicy(NASH, INFO_STATES), _decisions())
     assert estimate.exact and estimate.label == "exact"
     np.testing.assert_allclose(estimate.table(), NASH)
+
+
+def test_too_many_sampled_replies_are_refused_before_any_is_drawn():
+    """Leduc's 936 states at 2,048 replies each planned 1,916,928 replies (shown as 1.91693e+06)
+    and grew to 1.9 GB; the count is refused in one line with the options that fit."""
+    agent = ScriptedAgent(NASH)
+    policy = TextPolicy(agent, failure_rule="fallback", samples=10_000)
+    with pytest.raises(SepoError, match=r"12 information states .* 120,000 model replies .*--temperature 0.*--samples 8,333"):
+        policy.estimate(_decisions())
+    assert agent.calls == 0
+
+
+def test_an_openspiel_audit_refuses_its_reply_count_before_play():
+    pytest.importorskip("pyspiel")
+    from sepo.games import load_game
+    from sepo.metrics.exact import check_audit_fits, exact_solver
+
+    game = load_game("openspiel:leduc_poker")
+    agent = ScriptedAgent(NASH)
+    with pytest.raises(SepoError, match="936 information states from 2,048 sampled replies each means 1,916,928 model replies"):
+        check_audit_fits(game, TextPolicy(agent, failure_rule="fallback"), exact_solver(game))
+    check_audit_fits(game, TextPolicy(ScriptedAgent(NASH, Decoding(temperature=0)), failure_rule="fallback"), exact_solver(game))
+    assert agent.calls == 0
