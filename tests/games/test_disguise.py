@@ -25,8 +25,8 @@ SMALL = {"kuhn": {"hands": 2}, "ipd": {"rounds": 2}, "auction": {"rounds": 1}, "
          "negotiation-gt": {"rounds": 1}, "pennies": {"rounds": 2}}
 
 
-REQUIRED = {"kuhn", "ipd", "auction", "negotiation", "negotiation-gt", "pennies"}
-"""The paper's five domains and the plug-in must be disguisable; a domain added later is checked
+REQUIRED = {"kuhn", "ipd", "auction", "negotiation", "negotiation-gt", "pricing", "pennies"}
+"""The paper's five domains, the pricing market and the plug-in must be disguisable; a domain added later is checked
 once its text view opts in (`disguise_terms`)."""
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.games.disguise import DisguiseTerms
 
 ACTION_WORDS = tuple("0123456789")
 """A price is written as a decimal numeral, which every Qwen-style pre-tokenizer splits into digits
@@ -86,6 +87,14 @@ class PricingText(TextView):
 
     def parse(self, reply: str, decision: Decision) -> ParseResult:
         return strict_parse(reply, decision.action_names)
+
+    def disguise_terms(self) -> DisguiseTerms:
+        """The words that say "a market": firms, their product, prices and profits, customers,
+        rivals and the authority; "logit demand" and "leniency" (terms of the economics
+        literature). The amounts stay numbers: the rules are written in them."""
+        return DisguiseTerms(names=("firm", "product", "price", "profit", "customer", "competitor", "rival"),
+                             fixed={"logit demand": "share rule", "competition authority": "overseer",
+                                    "Leniency": "Reporting"})
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)
