@@ -94,13 +94,29 @@ def read_results(out: str | Path):
 
 # ----------------------------------------------------------------------------------- backends
 
+_IN_CELL = False
+"""Whether this pool worker is running a cell (what SIGTERM interrupts) or waiting for one."""
+
+
+def _worker_stop(signum, frame) -> None:
+    """SIGTERM in a pool worker (the stopped runner's): a running cell unwinds as after Ctrl-C (its
+    temporaries removed, the resources it holds released: killed outright, it left a semaphore
+    for the resource tracker to warn about); an idle worker just exits."""
+    if _IN_CELL:
+        raise KeyboardInterrupt
+    os._exit(130)
+
+
 def _worker_init(threads: int) -> None:
-    """A pool worker dies with the runner (Linux: parent-death signal), and uses `threads` CPU threads."""
+    """A pool worker dies with the runner (Linux: parent-death signal), stops on SIGTERM
+    (`_worker_stop`), and uses `threads` CPU threads."""
+    import signal
+
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     os.environ.setdefault("MKL_NUM_THREADS", str(threads))
+    signal.signal(signal.SIGTERM, _worker_stop)
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -108,8 +124,17 @@ def _worker_init(threads: int) -> None:
 
 
 def _run_cell_task(config_data: dict, cell: Cell, out: str) -> str:
-    run_cell(validate_config(config_data), cell, Path(out))
+    global _IN_CELL
+    _IN_CELL = True
+    try:
+        run_cell(validate_config(config_data), cell, Path(out))
+    finally:
+        _IN_CELL = False
     return cell.id
+
+
+STOP_SECONDS = 20.0
+"""How long a stopped runner's cells may take to unwind before they are killed."""
 
 
 class LocalBackend:
@@ -133,7 +158,20 @@ class LocalBackend:
         done, _ = wait(futures, return_when=FIRST_COMPLETED)
         return [(f, f.result()) for f in done]
 
-    def close(self):
+    def close(self, abort: bool = False):
+        """Wait for the running cells; with `abort` (the runner was stopped) end them first: a SIGTERM
+        reaches only the runner, whose pool would otherwise wait minutes for its cells to finish.
+        A cell ended mid-way resumes as after a kill -9."""
+        if abort:
+            processes = [p for p in list((getattr(self.pool, "_processes", None) or {}).values()) if p.is_alive()]
+            self.pool.shutdown(wait=False, cancel_futures=True)  # a worker whose cell unwound then exits, not waits for work
+            for process in processes:
+                process.terminate()  # the cell unwinds (`_worker_stop`)
+            deadline = time.monotonic() + STOP_SECONDS
+            for process in processes:
+                process.join(max(0.0, deadline - time.monotonic()))
+                if process.is_alive():
+                    process.kill()
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -164,7 +202,7 @@ class RayBackend:
         done, _ = self.ray.wait(list(futures), num_returns=1)
         return [(f, self.ray.get(f)) for f in done]
 
-    def close(self):
+    def close(self, abort: bool = False):
         pass
 
 
@@ -247,6 +285,11 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
                 report()
                 if stop_after is not None and new >= stop_after:
                     break
+        except BaseException:
+            if engine is not None:
+                engine.close(abort=True)
+                engine = None
+            raise
         finally:
             if engine is not None:
                 engine.close()

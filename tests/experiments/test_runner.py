@@ -153,3 +153,22 @@ def test_overwrite_keeps_the_users_files_inside_cells(tmp_path):
     summary = run_experiment(config, out, overwrite=True)
     assert summary["ran"] == summary["cells"] == 2 and _rows(out) == before
     assert [(p / "notes.txt").read_text() for p in (out / "cells", cell, cell / "train")] == ["mine", "mine too", "and mine"]
+
+
+def test_a_stopped_runner_ends_its_running_cells_at_once():
+    """Found stopping `sepo experiment run --workers 2` with SIGTERM: the signal reaches only the
+    runner, whose pool then waited for both running cells to finish (over a minute). Stopped, it
+    ends them (they resume as after a kill -9)."""
+    import time
+
+    from sepo.experiments.runner import LocalBackend
+
+    engine = LocalBackend(2)
+    running = [engine.pool.submit(time.sleep, 120) for _ in range(2)]
+    deadline = time.monotonic() + 60
+    while sum(p.is_alive() for p in engine.pool._processes.values()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # both sleeps under way
+    started = time.monotonic()
+    engine.close(abort=True)
+    assert time.monotonic() - started < 30 and all(f.done() for f in running)
