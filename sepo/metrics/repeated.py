@@ -246,7 +246,7 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
     state after each joint action. Exact for an agent whose declaration holds (`StateOf`).
     Nodes keep their state, not their witness history (rounds × history length would grow with
     the square of the rounds: 10,000 rounds reached 1.8 GB); with `step` a child's state comes from
-    its parent's, not from its whole history. A progress count per round."""
+    its parent's, not from its whole history. Progress counted in history rounds (reading round t costs about t)."""
     from sepo import progress
 
     _check(stage, rounds, None, 0.0)
@@ -255,7 +255,9 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
     witnesses: list[History] = [()]
     states: list = [state_of(())]
     levels, total = [], 1
-    with progress.counting("best response: rounds read", rounds) as advance:
+    # reading a node builds its witness history's decision, work that grows with the round: the
+    # count is in history rounds (t + 1 at round t), so the ETA does not grow as the rounds get longer
+    with progress.counting("best response: history rounds read", rounds * (rounds + 1) // 2) as advance:
         for t in range(rounds):
             probs = _validated(reader([(t, h) for h in witnesses]), len(witnesses), n_a)
             children = np.full((len(witnesses), n_a, n_o), -1, dtype=np.int64)
@@ -266,11 +268,11 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
                 for i, (history, parent) in enumerate(zip(witnesses, states)):
                     for a in np.nonzero(probs[i] > 0)[0].tolist():
                         for o in range(n_o):
-                            child = history + ((a, o),)
+                            child = history + ((a, o),) if step is None else None
                             state = state_of(child) if step is None else step(parent, a, o)
-                            if state not in index:
+                            if state not in index:  # a witness history is built only for a new state
                                 index[state] = len(following)
-                                following.append(child)
+                                following.append(child if child is not None else history + ((a, o),))
                                 following_states.append(state)
                             children[i, a, o] = index[state]
                 total += len(following)
@@ -280,7 +282,7 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
             levels.append(Level(np.zeros((len(witnesses), 0), dtype=np.int64), probs, children,
                                 np.full(len(witnesses), np.nan), states))
             witnesses, states = following, following_states
-            advance(1)
+            advance(t + 1)
     return AgentTree(stage, rounds, None, 0.0, levels, state_of)
 
 

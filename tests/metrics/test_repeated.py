@@ -219,3 +219,22 @@ def test_a_memory_tree_too_big_names_the_largest_memory_that_fits(monkeypatch):
         repeated.check_tree_fits(stage, 10, memory=3)
     assert "--memory 3 keeps too many; give --memory 2 or less, or fewer --rounds" in str(error.value)
     assert "give --memory M" not in str(error.value)
+
+
+def test_state_tree_counts_progress_in_history_rounds():
+    """Reading round t builds decisions of t rounds of history: progress counted per round gave an
+    ETA that grew as the rounds got longer (13 -> 24 minutes in 90 s at 10,000 rounds)."""
+    from sepo import progress
+
+    class Recorder(progress.Reporter):
+        def add_task(self, description, total=None, **kwargs):
+            self.total, self.done = total, 0
+            return 1
+
+        def update(self, task, *, advance=None, **kwargs):
+            self.done += advance or 0
+
+    stage = StageGame(np.array([[3.0, 0.0], [5.0, 1.0]]), np.array([[3.0, 5.0], [0.0, 1.0]]))
+    with Recorder() as recorder:
+        state_tree(stage, 6, lambda queries: np.tile([0.5, 0.5], (len(queries), 1)), lambda history: len(history))
+    assert recorder.total == recorder.done == 6 * 7 // 2
