@@ -43,11 +43,15 @@ def test_several_datasets_are_concatenated_split_by_split(datasets):
         _load_datasets([str(kuhn), str(kuhn.parent / "missing")])
 
 
-def test_sft_takes_data_more_than_once_and_records_every_folder(datasets, tmp_path):
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
     from sepo.models.tiny import init_tiny_model
 
+    return init_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny", seed=0, episodes=2, num_hidden_layers=1)
+
+
+def test_sft_takes_data_more_than_once_and_records_every_folder(datasets, tiny, tmp_path):
     kuhn, ipd = datasets
-    tiny = init_tiny_model(tmp_path / "tiny", seed=0, episodes=2, num_hidden_layers=1)
     result = _run("sft", "--model", tiny, "--data", kuhn, "--data", ipd, "--max-steps", "1", "--batch-size", "2",
                   "--out", tmp_path / "run", "--quiet")
     assert result.exit_code == 0, result.output
@@ -57,6 +61,25 @@ def test_sft_takes_data_more_than_once_and_records_every_folder(datasets, tmp_pa
     assert "already complete" in again.stdout
     one = _run("sft", "--model", tiny, "--data", kuhn, "--max-steps", "1", "--batch-size", "2", "--out", tmp_path / "run", "--quiet")
     assert one.exit_code == 2  # another run's settings: refused
+
+
+def test_lora_sft_on_the_cpu_saves_one_merged_model(datasets, tiny, tmp_path):
+    """`--lora` had no test: the adapter trains on the CPU and the saved model is the base with the
+    adapter merged in (a plain folder `hf:` loads, no adapter files), its attention weights moved."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kuhn, _ = datasets
+    result = _run("sft", "--model", tiny, "--data", kuhn, "--max-steps", "2", "--batch-size", "2", "--lr", "1e-2", "--lora",
+                  "--out", tmp_path / "run", "--quiet")
+    assert result.exit_code == 0, result.output
+    saved = tmp_path / "run" / "model"
+    assert (saved / "config.json").is_file() and not (saved / "adapter_config.json").exists()
+    before = AutoModelForCausalLM.from_pretrained(tiny).state_dict()
+    after = AutoModelForCausalLM.from_pretrained(saved).state_dict()
+    assert before.keys() == after.keys()
+    moved = [name for name in before if not torch.equal(before[name], after[name])]
+    assert moved and all(any(part in name for part in ("q_proj", "k_proj", "v_proj", "o_proj")) for name in moved)
 
 
 def test_the_reply_end_carries_loss_when_the_pad_token_is_the_end_of_turn(tmp_path):
