@@ -98,9 +98,6 @@ class Market:
     def benchmarks(self) -> dict:
         """The numbers the collusion index and the consumer-surplus loss are read against: Nash and
         monopoly prices per firm, the mean profit per firm at each (π_N, π_M), and CS at each."""
-        from sepo import progress
-
-        progress.stage(f"solving the market's Nash and monopoly prices ({self.firms} firms)")
         nash, monopoly = self.nash_prices, self.monopoly_prices
         return {"nash_prices": nash.tolist(), "monopoly_prices": monopoly.tolist(),
                 "nash_profit": float(self.profits(nash).mean()), "monopoly_profit": float(self.profits(monopoly).mean()),
