@@ -346,7 +346,7 @@ def _check(args, written, root: Path, failures: Counter, examples: dict, command
             owners.update({k: v for k, v in _owners(root).items() if k not in owners})  # runs this command made
 
             def owner_of(rel):
-                inner = max((folder for folder in owners if rel.startswith(folder + "/")), key=len, default=None)
+                inner = max((folder for folder in owners if rel == folder or rel.startswith(folder + "/")), key=len, default=None)
                 return owners[inner] if inner is not None else command
 
             theirs = [k for k in changed if owner_of(k) != command]
