@@ -50,7 +50,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sepo.errors import SepoError
 from sepo.inputs import parse_json
@@ -65,9 +65,17 @@ MAX_TOP_LOGPROBS = 1 << 20
 
 
 class _Message(BaseModel):
+    """One chat message. OpenAI's `developer` role (which its newer clients, Inspect's among them,
+    send in place of `system`) is read as the system message."""
+
     model_config = ConfigDict(extra="ignore")
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant"]
     content: str
+
+    @field_validator("role")
+    @classmethod
+    def _developer_is_system(cls, role: str) -> str:
+        return "system" if role == "developer" else role
 
 
 class ChatRequest(BaseModel):

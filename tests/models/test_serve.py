@@ -175,3 +175,14 @@ def test_server_settings_are_bounded(chat):
     for settings in ({"stall_seconds": float("nan")}, {"stall_seconds": 1e9}, {"max_queue": 0}):
         with pytest.raises(SepoError):
             ChatServer(chat, "127.0.0.1", 0, **settings)
+
+
+def test_a_developer_message_is_the_system_message(chat, server, decisions):
+    """OpenAI's newer clients (Inspect's among them) send the system prompt as role `developer`."""
+    local = _local(chat, temperature=0, max_new_tokens=12)
+    messages = local.messages(decisions[0])
+    assert messages[0]["role"] == "system"
+    as_developer = [{"role": "developer", "content": messages[0]["content"]}, *messages[1:]]
+    plain = _ask(server, messages, temperature=0, max_tokens=12)
+    developer = _ask(server, as_developer, temperature=0, max_tokens=12)
+    assert developer["choices"] == plain["choices"] and developer["usage"] == plain["usage"]
