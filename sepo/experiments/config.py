@@ -31,7 +31,7 @@ import math
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from sepo.errors import SepoError, brief
 
@@ -102,6 +102,18 @@ class DomainConfig(_Strict):
     eval_lambdas: Optional[Lambdas] = None
     llm: dict[str, Any] = {}
     """This domain's changes to `training.llm` (the paper trains one game with another lr and β)."""
+    sft_mixture: Optional[str] = None
+    """This domain's demonstration mixture (default: `sft.mixture`); a game the paper does not
+    have, and so no `paper` mixture, names one of its own."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        """Unset, `sft_mixture` is left out of the dump, so configs written before it existed keep
+        their hash (and their runs resume)."""
+        data = handler(self)
+        if data.get("sft_mixture") is None:
+            data.pop("sft_mixture", None)
+        return data
 
     @field_validator("name")
     @classmethod
@@ -327,7 +339,31 @@ def validate_config(data: Any, source: str = "config") -> ExperimentConfig:
             message = "is required"
         raise SepoError(f"{source}: {_field_path(first['loc'])}: {brief(message, 200)}") from None
     _check_domain_params(config, source)
+    _check_mixtures(config, source)
     return config
+
+
+def sft_mixture(config: "ExperimentConfig", domain: DomainConfig) -> str:
+    """The demonstration mixture of `domain`'s SFT cells."""
+    return domain.sft_mixture or config.sft.mixture
+
+
+def _check_mixtures(config: "ExperimentConfig", source: str) -> None:
+    """Every domain that has an SFT cell has the mixture it names, before anything is written."""
+    from sepo.experiments.cells import expand
+    from sepo.games import get_domain
+
+    with_sft = {cell.domain for cell in expand(config).cells if cell.stage == "sft"}
+    for i, domain in enumerate(config.domains):
+        if domain.name not in with_sft:
+            continue
+        mixture = sft_mixture(config, domain)
+        known = get_domain(domain.name).demos()
+        if mixture not in known:
+            where = f"domains[{i}].sft_mixture" if domain.sft_mixture else "sft.mixture"
+            hint = "" if domain.sft_mixture else f" (give domains[{i}].sft_mixture)"
+            raise SepoError(f"{source}: {where}: {domain.name} has no demonstration mixture {brief(mixture)}; "
+                            f"known: {', '.join(known) or 'none'}{hint}")
 
 
 def _check_domain_params(config: ExperimentConfig, source: str) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.experiments.cells import Cell
-from sepo.experiments.config import METHOD_OF_STAGE, PENALTY_OF_STAGE, TINY, AgentConfig, DomainConfig, ExperimentConfig, llm_training
+from sepo.experiments.config import METHOD_OF_STAGE, PENALTY_OF_STAGE, TINY, AgentConfig, DomainConfig, ExperimentConfig, llm_training, sft_mixture
 from sepo.experiments.seeds import split_seed
 from sepo.runs import open_run
 
@@ -140,11 +140,12 @@ def demonstration_table(config: ExperimentConfig, domain: DomainConfig, env) -> 
     from sepo.metrics.exact import action_table
 
     mixtures = get_domain(domain.name).demos()
-    if config.sft.mixture not in mixtures:
-        raise SepoError(f"sft.mixture: unknown mixture {config.sft.mixture!r} for {domain.name}; known: {', '.join(mixtures)}")
+    mixture = sft_mixture(config, domain)
+    if mixture not in mixtures:
+        raise SepoError(f"sft.mixture: unknown mixture {mixture!r} for {domain.name}; known: {', '.join(mixtures)}")
     decisions = env.solver.decisions()
-    total = sum(w for _, w in mixtures[config.sft.mixture])
-    table = sum(w * action_table(factory(), decisions) for factory, w in mixtures[config.sft.mixture]) / total
+    total = sum(w for _, w in mixtures[mixture])
+    table = sum(w * action_table(factory(), decisions) for factory, w in mixtures[mixture]) / total
     return np.where(np.asarray(env.legal, dtype=bool), table, 0.0)
 
 
@@ -191,11 +192,11 @@ def _sft_model(config: ExperimentConfig, domain: DomainConfig, agent: AgentConfi
     from sepo.training.sft_data import generate_traces, write_sft_dataset
 
     data = cell_run.path("data")
-    data_config = {"game": domain.name, "game_params": dict(domain.params), "mixture": config.sft.mixture,
+    data_config = {"game": domain.name, "game_params": dict(domain.params), "mixture": sft_mixture(config, domain),
                    "episodes": config.sft.episodes, "seed": seed, "protocol": config.protocol}
     with open_run(data, "data sft", data_config, part_of=OWNER) as run:
         if not run.finished:
-            traces = generate_traces(domain.name, config.sft.mixture, config.sft.episodes, seed, config.protocol, **domain.params)
+            traces = generate_traces(domain.name, sft_mixture(config, domain), config.sft.episodes, seed, config.protocol, **domain.params)
             with run.staged_contents() as tmp:
                 summary = write_sft_dataset(traces, tmp, seed)
             run.complete(asdict(summary))

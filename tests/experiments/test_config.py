@@ -228,3 +228,35 @@ def test_the_advantage_alignment_stage_is_planned_where_the_environment_gives_ad
     assert [(c.domain, c.seed, c.lambdas) for c in aa] == [("ipd", 0, (0.0, 0.0, 0.0)), ("ipd", 1, (0.0, 0.0, 0.0))]
     assert [s["domain"] for s in plan.skipped if s["stage"] == "aa"] == ["kuhn"]
     assert "advantages" in plan.skipped[0]["reason"]
+
+
+def _domain_without_the_default_mixture():
+    from sepo.games import domain_names, get_domain
+
+    found = [n for n in domain_names() if get_domain(n).training is not None and "paper" not in get_domain(n).demos()]
+    if not found:
+        pytest.skip("every registered domain has the default demonstration mixture")
+    return found[0]
+
+
+def test_a_domains_demonstration_mixture_is_checked_before_anything_runs():
+    """The smoke config once planned, then failed at its first SFT cell of a game without the
+    paper's mixture; now validation names the field and the per-domain override."""
+    import yaml
+    from sepo.games import get_domain
+
+    name = _domain_without_the_default_mixture()
+    with pytest.raises(SepoError) as error:
+        validate_config(yaml.safe_load(tiny_config(name)))
+    assert "sft.mixture" in str(error.value) and "domains[0].sft_mixture" in str(error.value)
+    own = next(iter(get_domain(name).demos()))
+    text = tiny_config(name).replace("lambdas:", f"sft_mixture: {own}\n    lambdas:", 1)
+    config = validate_config(yaml.safe_load(text))
+    assert config.domains[0].sft_mixture == own and any(c.stage == "sft" for c in expand(config).cells)
+    with pytest.raises(SepoError, match=r"domains\[0\]\.sft_mixture: .* no demonstration mixture nope"):
+        validate_config(yaml.safe_load(tiny_config(name).replace("lambdas:", "sft_mixture: nope\n    lambdas:", 1)))
+
+
+def test_an_unset_per_domain_mixture_leaves_the_config_hash_as_it_was():
+    config = validate_config(_data())
+    assert "sft_mixture" not in config.model_dump(mode="json")["domains"][0]
