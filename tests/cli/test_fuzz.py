@@ -278,6 +278,15 @@ def _inside(rel: str, root: Path, written: list[str]) -> bool:
     return False
 
 
+def _made_parent(rel: str, root: Path, written: list[str], before: dict, after: dict) -> bool:
+    """A folder the command created on the way to its output (`runs/` for the default `runs/demo`)."""
+    if rel in before or after.get(rel) != ("dir",):
+        return False
+    where = os.path.normpath(str(root / rel))
+    targets = [os.path.normpath(os.path.join(str(root), v)) for v in written if v.strip() and v.strip() != "."]
+    return any(target.startswith(where.rstrip("/") + "/") for target in targets)
+
+
 def _foreign(rel: str) -> bool:
     """Files sepo never wrote: the user's folder, the hand-made inputs, the user's files inside run folders."""
     return rel.startswith("user_folder") or "/" not in rel and not rel.startswith(("new_", "run_", "plot.png")) \
@@ -342,7 +351,8 @@ def _check(args, written, root: Path, failures: Counter, examples: dict, command
         if result.exit_code != 0 and changed:
             problem = ("failed but changed files", " ".join(args[:2]))
         else:
-            outside = [k for k in changed if not _inside(k, root, written) or (_foreign(k) and k in before)]
+            outside = [k for k in changed if not (_inside(k, root, written) or _made_parent(k, root, written, before, after))
+                       or (_foreign(k) and k in before)]
             owners.update({k: v for k, v in _owners(root).items() if k not in owners})  # runs this command made
 
             def owner_of(rel):
