@@ -209,7 +209,7 @@ def register_tasks() -> list[str]:
         if registry_info(registered).name != f"sepo/{name}":
             # Inspect prefixes the package's name only when it finds sepo's installed metadata; run
             # from a checkout, the source tree's `sepo.egg-info` (no PEP 610 record) hides it, and the
-            # task would be `kuhn`, not `sepo/kuhn`. Then register the full name as well.
+            # task would be `<domain>`, not `sepo/<domain>`. Then register the full name as well.
             task(name=f"sepo/{name}")(_task_for(name))
     return list(domain_names())
 
