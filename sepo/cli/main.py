@@ -500,11 +500,14 @@ def data_sft_command(
     protocol: Protocol = typer.Option("rigorous", "--protocol", help="Prompt style."),
     talk: bool = typer.Option(False, "--talk", help="Opponents talk (their lines; in half of the episodes a hostile "
                               "message of the injection suite) and the demonstrations ignore it (games with a talk channel)."),
+    answer_only: bool = typer.Option(False, "--answer-only", help="The reply is the answer line alone, without the "
+                                     "reason (a model trained on it is read exactly, and its replies are short)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     game_params: dict = None,
 ):
-    """Expert traces as chat examples (system, user, assistant = reason + action), train/validation split."""
+    """Expert traces as chat examples (system, user, assistant = reason + action, or the action
+    alone with --answer-only), train/validation split."""
     from sepo.games import get_domain, load_game
     from sepo.runs import open_run
     from sepo.training.sft_data import generate_traces, read_sft_summary, write_sft_dataset
@@ -522,6 +525,8 @@ def data_sft_command(
         if not domain.talk:
             raise SepoError(f"game {game!r} has no cheap-talk channel; --talk does not apply to it")
         config["talk"] = True
+    if answer_only:
+        config["answer_only"] = True
     with open_run(out, "data sft", config, overwrite=overwrite) as run:
         if run.finished:  # read, never rewritten
             summary = run.result or read_sft_summary(out)
@@ -529,7 +534,7 @@ def data_sft_command(
             with _progress(quiet) as bar:
                 task = bar.add_task("expert traces", total=episodes * len(domain.demo_opponents))
                 traces = generate_traces(game, mixture, episodes, seed, value_of(protocol), on_episode=lambda: bar.advance(task),
-                                         talk=talk, **params)
+                                         talk=talk, answer_only=answer_only, **params)
                 bar.stage(f"writing the dataset to {out}")
                 with run.staged_contents() as tmp:
                     summary = asdict(write_sft_dataset(traces, tmp, seed))

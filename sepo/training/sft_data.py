@@ -7,6 +7,11 @@ Unlike the paper's canned strings, the reply is the text view's `canonical_reply
 is written from the state itself, so it can never contradict the state. The mixtures and the
 driving opponents are the domain's (`Domain.demos`, `Domain.demo_opponents`).
 
+With `answer_only=True` the assistant turn is the answer line alone (`answer_text`). A model
+trained on such data answers with the action line and nothing else, so its played policy is read
+exactly, by scoring each legal answer (`HFPolicy.answer_probabilities`), instead of estimated from
+sampled replies; its replies are also a few tokens long, which makes play and training cheap.
+
 With cheap talk (`talk=True`) every round also gives one example of the message turn
 (`sepo.games.talk.message_chat`): the assistant writes `MESSAGE: <the strategy's own line>`, or
 `MESSAGE: none` for a strategy without one, so a model trained on the data writes messages in
@@ -31,8 +36,8 @@ from sepo.policies.base import Choice, Policy
 class _Demonstrator(Policy):
     """Plays a strategy and writes the chat example of each decision."""
 
-    def __init__(self, strategy: Policy, game: Game, sink: list):
-        self.strategy, self.game, self.sink = strategy, game, sink
+    def __init__(self, strategy: Policy, game: Game, sink: list, answer_only: bool = False):
+        self.strategy, self.game, self.sink, self.answer_only = strategy, game, sink, answer_only
         self.name = strategy.name
 
     def action_probabilities(self, decision):
@@ -41,7 +46,8 @@ class _Demonstrator(Policy):
     def act(self, decisions, rng):
         choices = self.strategy.act(decisions, rng)
         for decision, choice in zip(decisions, choices):
-            reply = self.game.text.canonical_reply(decision, choice.action)
+            text = self.game.text
+            reply = text.answer_text(decision, choice.action) if self.answer_only else text.canonical_reply(decision, choice.action)
             self.sink.append({"messages": [
                 {"role": "system", "content": self.game.text.system_prompt()},
                 {"role": "user", "content": self.game.text.user_prompt(decision)},
@@ -69,12 +75,13 @@ class SFTDataSummary:
 
 
 def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, protocol: str = "rigorous",
-                    on_episode: Callable[[], None] | None = None, talk: bool = False, **params) -> list[list[dict]]:
+                    on_episode: Callable[[], None] | None = None, talk: bool = False, answer_only: bool = False,
+                    **params) -> list[list[dict]]:
     """Chat examples grouped by episode: `episodes` per driving opponent of the domain; the
     demonstrator takes each seat in turn (`on_episode` is called after each episode). With
     `talk`, the opponents talk (their own lines, and in half of the episodes a message of the
     prompt-injection suite), and the demonstrations, which never read messages, show play that
-    ignores them."""
+    ignores them. With `answer_only`, each reply is the answer line alone."""
     from sepo.games import talk as talk_module
     from sepo.limits import check_episodes
 
@@ -102,7 +109,7 @@ def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, prot
             if talk and rng.random() < 0.5:
                 attacks = sorted(talk_module.INJECTION_SUITE)
                 opponent = talk_module.Injecting(opponent, attacks[int(rng.integers(len(attacks)))])
-            play_episodes(game, _Demonstrator(strategy, game, sink), [opponent],
+            play_episodes(game, _Demonstrator(strategy, game, sink, answer_only), [opponent],
                           [int(rng.integers(2**31))], agent_seed=int(rng.integers(2**31)),
                           agent_player=episode % game.num_players, talk=talk_module.TalkChannel() if talk else None)
             by_episode.append(sink)
