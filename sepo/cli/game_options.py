@@ -151,13 +151,13 @@ def _table_memory(path: Path, game: str, given: dict, protocol: str) -> int | No
     while the states are no more than the keys), or None: not a memory game, not the whole history's
     keys either, or an unreadable file (refused with its own message when the agent is loaded)."""
     from sepo.games import load_game
-    from sepo.inputs import parse_json, read_text
     from sepo.metrics.exact import keys_of, solver_for
+    from sepo.policies.tabular import read_policy_file
 
     if "memory" not in {p.name for p in get_domain(game).params}:
         return None
     try:
-        keys = set(parse_json(read_text(path, "tabular policy file")))
+        keys = set(read_policy_file(path)[0])
         base = load_game(game, protocol, **given)
     except (SepoError, ValueError, TypeError, RecursionError):
         return None

@@ -4,6 +4,13 @@ Keys are the domain's information-state keys (its exact solver's `decisions()`, 
 one); columns follow each decision's legal actions in order. The JSON form maps keys to action
 probabilities. Files are validated on load: every key known and present, probabilities
 non-negative and summing to one.
+
+`save` writes the compact form (`COMPACT_FORMAT`): the same mapping, wrapped with the table's
+width, where a row is an integer k for the uniform distribution over its first k columns or the
+list of its probabilities up to the last non-zero one (the rest 0). A large game's untrained
+rows are uniform, so its file shrinks several times; every key stays in the file, in row order,
+so a file reads without the game and back into the same table, bit for bit. Plain mappings
+(every file written before, and hand-written ones) still load.
 """
 from __future__ import annotations
 
@@ -17,6 +24,10 @@ from sepo.games.base import Decision
 from sepo.policies.base import Policy
 
 _SUM_TOLERANCE = 1e-6
+_ROUNDING = 1e-12
+"""A row summing to 1 within this is kept as written (a saved table reads back bit for bit);
+one further off, within `_SUM_TOLERANCE`, is renormalised."""
+COMPACT_FORMAT = "sepo-tabular/2"
 
 
 class TabularPolicy(Policy):
@@ -41,23 +52,24 @@ class TabularPolicy(Policy):
     def to_json(self) -> dict[str, list[float]]:
         return {key: [float(p) for p in self.table[i]] for i, key in enumerate(self.keys)}
 
+    def compact_text(self) -> str:
+        """The compact JSON form (module docstring), one information state a line."""
+        rows = ",\n".join(f"{json.dumps(key)}: {json.dumps(compact_row(row))}" for key, row in zip(self.keys, self.table))
+        head = json.dumps({"format": COMPACT_FORMAT, "actions": int(self.table.shape[1])})[:-1]
+        return f'{head}, "policy": {{\n{rows}\n}}}}\n'
+
     def save(self, path: str | Path) -> None:
         from sepo.training.checkpoint import atomic_write_text
 
-        atomic_write_text(path, json.dumps(self.to_json(), indent=1))
+        atomic_write_text(path, self.compact_text())
 
     @classmethod
     def load(cls, path: str | Path, keys=None, num_actions: int | None = None) -> "TabularPolicy":
         """A policy from JSON; `keys` (the domain's information states) are checked when given,
         else the file's own keys are used in file order."""
-        from sepo.inputs import parse_json, read_text
-
         path = Path(path)
-        text = read_text(path, "tabular policy file")
-        try:
-            data = parse_json(text)
-        except (ValueError, RecursionError) as error:
-            raise SepoError(f"tabular policy {path} is not readable JSON: {error}") from None
+        data, width = read_policy_file(path)
+        num_actions = width if num_actions is None else num_actions
         if keys is None:
             if not isinstance(data, dict) or not data:
                 raise SepoError(f"{path}: expected a non-empty JSON object mapping information states to probabilities")
@@ -67,6 +79,21 @@ class TabularPolicy(Policy):
             num_actions = len(first) if isinstance(first, (list, tuple)) else 2
         table = table_from_mapping(data, keys, source=str(path), num_actions=num_actions)
         return cls(table, keys, name=f"tabular:{path.name}")
+
+
+def read_policy_file(path: Path) -> tuple[object, int | None]:
+    """A tabular policy file's mapping of information states to rows, in file order (a compact
+    file's expanded), and its width when the file declares one."""
+    from sepo.inputs import parse_json, read_text
+
+    text = read_text(path, "tabular policy file")
+    try:
+        data = parse_json(text)
+    except (ValueError, RecursionError) as error:
+        raise SepoError(f"tabular policy {path} is not readable JSON: {error}") from None
+    if isinstance(data, dict) and "format" in data and not isinstance(data["format"], list):
+        return expand_compact(data, str(path))
+    return data, None
 
 
 def table_from_mapping(data, keys, source: str = "policy", num_actions: int = 2) -> np.ndarray:
@@ -91,8 +118,41 @@ def table_from_mapping(data, keys, source: str = "policy", num_actions: int = 2)
             raise SepoError(f"{source}: key {key!r} has a negative or non-finite probability {row.tolist()}")
         if abs(row.sum() - 1.0) > _SUM_TOLERANCE:
             raise SepoError(f"{source}: probabilities for key {key!r} sum to {row.sum():.6g}, not 1")
-        rows.append(row / row.sum())
+        rows.append(row if abs(row.sum() - 1.0) <= _ROUNDING else row / row.sum())
     return np.stack(rows)
+
+
+def compact_row(row: np.ndarray) -> int | list[float]:
+    """A row of the compact form: k for the uniform distribution over the first k columns, else
+    the probabilities up to the last non-zero one."""
+    nonzero = np.flatnonzero(row)
+    length = int(nonzero[-1]) + 1 if nonzero.size else len(row)
+    if nonzero.size == length and np.all(row[:length] == 1.0 / length):
+        return length
+    return [float(p) for p in row[:length]]
+
+
+def expand_compact(data: dict, source: str) -> tuple[dict, int]:
+    """The plain mapping (rows padded to the width) and the width of a compact-form file; the rows
+    are then checked like any mapping's."""
+    if data.get("format") != COMPACT_FORMAT:
+        raise SepoError(f"{source}: unknown tabular policy format {data.get('format')!r}; expected {COMPACT_FORMAT!r} "
+                        "or a plain mapping of information states to probabilities")
+    width, mapping = data.get("actions"), data.get("policy")
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+        raise SepoError(f"{source}: 'actions' must be a positive integer (the table's width), got {width!r}")
+    if not isinstance(mapping, dict) or not mapping:
+        raise SepoError(f"{source}: 'policy' must be a non-empty JSON object mapping information states to rows")
+    expanded = {}
+    for key, row in mapping.items():
+        if isinstance(row, int) and not isinstance(row, bool):
+            if not 1 <= row <= width:
+                raise SepoError(f"{source}: key {key!r}: a uniform row over {row} columns; the table has {width}")
+            row = [1.0 / row] * row
+        if isinstance(row, list) and len(row) < width:
+            row = row + [0.0] * (width - len(row))
+        expanded[key] = row
+    return expanded, width
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

@@ -267,7 +267,7 @@ class TabularSEPOTrainer:
         summary = {"steps": self.step, "seconds": time.time() - started, **self.exact_metrics(policy.table)}
         if self.step >= self.config.steps:
             progress.stage("writing the policy")
-            run.write_text(POLICY, json.dumps(policy.to_json(), indent=1))  # key order is the table's row order
+            run.write_text(POLICY, policy.compact_text())  # key order is the table's row order
             run.write_json("summary.json", summary)
             run.complete()
         return summary

@@ -31,11 +31,11 @@ def test_json_round_trip(tmp_path):
     path = tmp_path / "policy.json"
     policy.save(path)
     data = json.loads(path.read_text())
-    assert list(data) == list(INFO_STATES)
-    assert all(len(row) == 2 for row in data.values())
+    assert list(data["policy"]) == list(INFO_STATES)
+    assert all(len(row) <= 2 for row in data["policy"].values())
     loaded = TabularPolicy.load(path, INFO_STATES, 2)
     assert loaded.keys == INFO_STATES
-    assert np.allclose(loaded.table, table, rtol=0, atol=1e-15)
+    assert np.array_equal(loaded.table, table)
     assert list(loaded.to_json()) == list(policy.to_json())
     assert kuhn_exact.exploitability(loaded.table) == pytest.approx(kuhn_exact.exploitability(table), abs=1e-14)
     assert "policy.json" in loaded.name
@@ -151,3 +151,79 @@ def test_unknown_information_state_at_play_time_raises():
     decision = Decision(game="kuhn", player=0, info_key="9pp", legal_actions=(0, 1), action_names=("PASS", "BET"))
     with pytest.raises(SepoError, match="9pp"):
         policy.action_probabilities(decision)
+
+
+def _mixed_table(rng, states=40, width=4):
+    """Rows of every kind the compact form writes: uniform over a prefix, padded, deterministic,
+    zeros inside, and softmax rows whose sums are 1 only to rounding."""
+    table = np.zeros((states, width))
+    for row in range(states):
+        legal = 1 + row % width
+        kind = row % 5
+        if kind == 0:
+            table[row, :legal] = 1.0 / legal
+        elif kind == 1:
+            table[row, rng.integers(legal)] = 1.0
+        elif kind == 2 and legal > 2:
+            table[row, [0, legal - 1]] = 0.5
+        else:
+            table[row, :legal] = softmax(rng.normal(size=legal))
+    return table
+
+
+def test_compact_round_trip_is_exact(tmp_path):
+    keys = tuple(f"state {i}" for i in range(40))
+    table = _mixed_table(np.random.default_rng(7))
+    path = tmp_path / "policy.json"
+    TabularPolicy(table, keys).save(path)
+    data = json.loads(path.read_text())
+    assert data["format"] == "sepo-tabular/2" and data["actions"] == 4 and list(data["policy"]) == list(keys)
+    assert data["policy"]["state 0"] == 1 and data["policy"]["state 5"] == 2  # uniform rows are their width
+    for loaded in (TabularPolicy.load(path), TabularPolicy.load(path, keys, 4)):
+        assert loaded.keys == keys
+        assert np.array_equal(loaded.table, table)  # bit for bit
+
+
+def test_compact_policy_acts_like_the_saved_one(tmp_path):
+    table = np.random.default_rng(1).dirichlet([0.5, 0.5], size=12)
+    table[[0, 5]] = 0.5
+    table[3] = [1.0, 0.0]
+    path = tmp_path / "policy.json"
+    TabularPolicy(table, INFO_STATES).save(path)
+    loaded = TabularPolicy.load(path, INFO_STATES, 2)
+    assert np.array_equal(loaded.table, table)
+    assert kuhn_exact.exploitability(loaded.table) == kuhn_exact.exploitability(table)
+    assert loaded.to_json() == TabularPolicy(table, INFO_STATES).to_json()
+
+
+def test_dense_files_of_earlier_versions_still_load(tmp_path):
+    keys = tuple(f"state {i}" for i in range(40))
+    table = _mixed_table(np.random.default_rng(8))
+    path = write(tmp_path, json.dumps(TabularPolicy(table, keys).to_json(), indent=1))  # the old `save`
+    assert np.array_equal(TabularPolicy.load(path).table, table)
+    with_format_key = {"format": [0.5, 0.5], **{key: [0.5, 0.5] for key in INFO_STATES[1:]}}
+    assert TabularPolicy.load(write(tmp_path, with_format_key)).keys[0] == "format"  # a state named "format"
+
+
+@pytest.mark.parametrize(
+    "change,named",
+    [
+        ({"format": "sepo-tabular/9"}, "sepo-tabular/9"),
+        ({"actions": 0}, "'actions'"),
+        ({"actions": True}, "'actions'"),
+        ({"policy": []}, "'policy'"),
+        ({"policy": {"0": 3}}, "'0'"),                     # uniform over more columns than the table has
+        ({"policy": {"0": 0}}, "'0'"),
+        ({"policy": {"0": [0.2, 0.3, 0.5]}}, "'0'"),        # a row longer than the table
+        ({"policy": {"0": [0.5]}}, "'0'"),                 # padded with 0: sums to 0.5
+        ({"policy": {"0": True}}, "'0'"),
+    ],
+    ids=["format", "actions-0", "actions-bool", "policy-list", "uniform-wide", "uniform-0", "long", "short-sum", "bool"],
+)
+def test_bad_compact_files_raise_sepo_error(tmp_path, change, named):
+    data = {"format": "sepo-tabular/2", "actions": 2, "policy": {"0": 2}}
+    if isinstance(change.get("policy"), dict):
+        change = {"policy": {**data["policy"], **change["policy"]}}
+    with pytest.raises(SepoError) as info:
+        TabularPolicy.load(write(tmp_path, {**data, **change}))
+    assert named in str(info.value) and "\n" not in str(info.value)
