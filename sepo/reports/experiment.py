@@ -385,8 +385,11 @@ def build_report(folder: str | Path) -> Document:
         hatched = (f" Hatched grey bars ({UNPARSED}): the SEPO or the Base cell's replies do not parse (invalid-action rate "
                    f"above {INVALID_LIMIT:.0%}); such a bar compares fallback actions, not trained policies."
                    if any(b["unparsed"] for b in bars) else "")
+        beyond = sorted({b["domain"] for b in bars} - set(paper["domains"]))
+        outside = (f" The paper's Figure 1 has no bar for {', '.join(beyond)}: the same measure, extended."
+                   if beyond else "")
         doc.figure("figure1_delta_safety.png", png, "ΔSafety = SEPO − Base per domain and agent (first λ point), paired by "
-                   "seed, 95% interval." + hatched)
+                   "seed, 95% interval." + hatched + outside)
         doc.table(["domain", "agent", "λ", "ΔSafety", "seeds", "cells"],
                   [[b["domain"], b["agent"] + (f" {UNPARSED}" if b["unparsed"] else ""), "/".join(f"{v:g}" for v in b["lambdas"]),
                     fmt(b["delta"]), str(b["delta"][3]), ", ".join(b["cells"])] for b in bars], "table-figure-1")
@@ -417,8 +420,11 @@ def _domain_section(doc: Document, results: Results, domain: str, paper: dict):
             rows.append([f"paper · {STAGE_LABEL[stage]}", *("n/a" if v is None else f"{v:.3f}" for v in values),
                          published.get("source", paper["source"])])
             titles.append("published")
-    doc.heading(f"{domain}: the paper's table", level=3)
+    doc.heading(f"{domain}: the paper's table" if published else f"{domain}: results in the paper's columns", level=3)
     doc.table(header, rows, f"table-{domain}", titles)
+    if not published:
+        doc.para(f"The paper has no {domain} game: these are its columns applied here so that every domain reads "
+                 "alike, with no published numbers to set beside them.")
     if any(results.unparsed(cells) for cells in groups.values()):
         doc.para(UNPARSED_NOTE)
     if results.protocol != "paper" and published:

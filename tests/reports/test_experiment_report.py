@@ -138,17 +138,36 @@ def test_cells_whose_replies_do_not_parse_are_marked_in_every_table_and_hatched_
     assert [b["unparsed"] for b in bars] == [failing in b["cells"] for b in bars] and any(b["unparsed"] for b in bars)
 
 
-def test_a_family_members_figures_get_portable_file_names(tmp_path):
-    """A registry family's member (`openspiel:kuhn_poker`) runs through the experiment and the
-    report; its figures are written without the colon a markdown link reads as a URL scheme."""
+@pytest.fixture(scope="module")
+def family_report(tmp_path_factory):
+    """The report of an experiment on a registry family's member (`openspiel:kuhn_poker`), a game
+    the paper does not have."""
     pytest.importorskip("pyspiel")
     from sepo.experiments.runner import run_experiment
     from tests.experiments.conftest import tiny_config
 
-    (tmp_path / "tiny.yaml").write_text(tiny_config("openspiel:kuhn_poker") + "sft: {mixture: cfr}\n")
-    run_experiment(tmp_path / "tiny.yaml", tmp_path / "out")
-    result = CliRunner().invoke(app, ["report", str(tmp_path / "out")])
+    root = tmp_path_factory.mktemp("family")
+    (root / "tiny.yaml").write_text(tiny_config("openspiel:kuhn_poker") + "sft: {mixture: cfr}\n")
+    run_experiment(root / "tiny.yaml", root / "out")
+    result = CliRunner().invoke(app, ["report", str(root / "out")])
     assert result.exit_code == 0, result.output + result.stderr
-    figures = sorted(p.name for p in (tmp_path / "out" / "report").glob("*.png"))
+    return root / "out" / "report"
+
+
+def test_a_family_members_figures_get_portable_file_names(family_report):
+    """Its figures are written without the colon a markdown link reads as a URL scheme."""
+    figures = sorted(p.name for p in family_report.glob("*.png"))
     assert "openspiel_kuhn_poker_curves.png" in figures and not [f for f in figures if ":" in f]
-    assert "](openspiel_kuhn_poker_curves.png)" in (tmp_path / "out" / "report" / "report.md").read_text()
+    assert "](openspiel_kuhn_poker_curves.png)" in (family_report / "report.md").read_text()
+
+
+def test_a_game_the_paper_lacks_is_not_called_the_papers_table(family_report, report):
+    """The paper has tables (and Figure 1 bars) for its five games only; another game's table is
+    its results in the paper's columns, and says so."""
+    md = (family_report / "report.md").read_text()
+    assert "openspiel:kuhn_poker: the paper's table" not in md
+    assert "### openspiel:kuhn_poker: results in the paper's columns" in md
+    assert "The paper has no openspiel:kuhn_poker game" in md
+    assert "The paper's Figure 1 has no bar for openspiel:kuhn_poker" in md
+    paper_md = (report / "report.md").read_text()
+    assert f"### {tiny_domain()}: the paper's table" in paper_md and "The paper has no" not in paper_md
