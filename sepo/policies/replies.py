@@ -104,6 +104,17 @@ def answer_part(text: str) -> str | None:
     return None if REASONING_OPEN in tail else tail
 
 
+def answer_line(reply: str) -> str | ParseResult:
+    """Steps 1 and 2 of the strict rule (docs/parsing.md), where every domain's strict parser
+    starts: the last non-empty line of the reply's answer part, or the parse that ends there
+    (`truncated` while a reasoning block is still open, `no_action` when nothing is left)."""
+    answer = answer_part(reply)
+    if answer is None:
+        return ParseResult(TRUNCATED)
+    lines = [line for line in answer.splitlines() if line.strip()]
+    return lines[-1] if lines else ParseResult("no_action")
+
+
 def parse_reply(view: TextView, reply: Reply | str, decision: Decision) -> ParseResult:
     """The strict parse of a whole reply: a reply cut off at the token limit (`finished=False`) or
     still inside its reasoning is `truncated`; otherwise the game's parser reads the answer part.

@@ -111,6 +111,22 @@ def test_text_round_trip(domain, protocol):
                 assert reply.endswith(text.answer_text(d, action))
 
 
+def test_strict_parsers_read_the_answer_after_the_reasoning(domain):
+    """docs/parsing.md steps 1-2 in every domain's own parser (the plug-in's is its own): the last
+    non-empty line after the last `</think>`; a reply inside an open `<think>` is truncated."""
+    if domain.name == "pennies":
+        pytest.skip("the plug-in's parser is its own")
+    game = domain.game("rigorous")
+    text = game.text
+    for _, decisions in _playouts(game, 3, seed=4):
+        for d in decisions:
+            action, other = d.legal_actions[0], d.legal_actions[-1]
+            answer = text.answer_text(d, action)
+            assert text.parse(f"<think>{text.answer_text(d, other)}</think>\n{answer}\n\n", d).action == action
+            assert text.parse(f"<think>\n{answer}", d).status == "truncated"
+            assert text.parse("<think>x</think>\n  \n", d).status == "no_action"
+
+
 def test_bots_keep_the_contract(domain):
     game = domain.game()
     decisions = [d for _, ds in _playouts(game, 10, seed=3) for d in ds]

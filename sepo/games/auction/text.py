@@ -18,10 +18,10 @@ import re
 from sepo.errors import SepoError
 from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.policies.replies import answer_line
 
 ACTION_WORDS = ("LOW", "MEDIUM", "HIGH")
 """The paper's bid words (each one token in the tiny model); rigorous bids are numbers."""
-_THINK_END = "</think>"
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
 _PAPER_WORDS = (("high", 2), ("medium", 1), ("low", 0))
 
@@ -119,12 +119,10 @@ class AuctionText(TextView):
         return paper_parse(reply) if self.style == "paper" else self._strict_parse(reply, decision)
 
     def _strict_parse(self, reply: str, decision: Decision) -> ParseResult:
-        if _THINK_END in reply:
-            reply = reply.rsplit(_THINK_END, 1)[1]
-        lines = [line for line in reply.splitlines() if line.strip()]
-        if not lines:
-            return ParseResult("no_action")
-        found = tuple(dict.fromkeys(float(n) for n in _NUMBER.findall(lines[-1])))
+        line = answer_line(reply)
+        if isinstance(line, ParseResult):
+            return line
+        found = tuple(dict.fromkeys(float(n) for n in _NUMBER.findall(line)))
         names = tuple(f"{n:g}" for n in found)
         if not found:
             return ParseResult("no_action")

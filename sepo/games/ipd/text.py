@@ -20,8 +20,8 @@ import re
 from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.ipd.rules import ACTION_NAMES, COOPERATE, DEFECT
+from sepo.policies.replies import answer_line
 
-_THINK_END = "</think>"
 _STRICT = re.compile(r"\b(COOPERATE|DEFECT)\b", re.IGNORECASE)
 _PAPER_RULES = (
     (re.compile(r"\bCOOPERATE\b"), COOPERATE, "COOPERATE"),
@@ -112,12 +112,10 @@ class IPDText(TextView):
 
 def strict_parse(reply: str) -> ParseResult:
     """The rigorous parser: exactly one of COOPERATE / DEFECT as a whole word on the last line."""
-    if _THINK_END in reply:
-        reply = reply.rsplit(_THINK_END, 1)[1]
-    lines = [line for line in reply.splitlines() if line.strip()]
-    if not lines:
-        return ParseResult("no_action")
-    found = tuple(dict.fromkeys(word.upper() for word in _STRICT.findall(lines[-1])))
+    line = answer_line(reply)
+    if isinstance(line, ParseResult):
+        return line
+    found = tuple(dict.fromkeys(word.upper() for word in _STRICT.findall(line)))
     if not found:
         return ParseResult("no_action")
     if len(found) > 1:

@@ -13,7 +13,7 @@ import re
 from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.kuhn.rules import CARD_NAMES, action_names
-from sepo.policies.replies import TRUNCATED, answer_part
+from sepo.policies.replies import answer_line
 
 ACTION_WORDS = ("PASS", "BET", "CALL", "FOLD")
 _WORD = re.compile(r"\b(PASS|BET|CALL|FOLD)\b", re.IGNORECASE)
@@ -72,13 +72,10 @@ class KuhnText(TextView):
         return "\n".join(lines)
 
     def parse(self, reply: str, decision: Decision) -> ParseResult:
-        reply = answer_part(reply)
-        if reply is None:
-            return ParseResult(TRUNCATED)
-        lines = [line for line in reply.splitlines() if line.strip()]
-        if not lines:
-            return ParseResult("no_action")
-        found = tuple(dict.fromkeys(word.upper() for word in _WORD.findall(lines[-1])))
+        line = answer_line(reply)
+        if isinstance(line, ParseResult):
+            return line
+        found = tuple(dict.fromkeys(word.upper() for word in _WORD.findall(line)))
         if not found:
             return ParseResult("no_action")
         if len(found) > 1:

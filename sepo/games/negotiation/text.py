@@ -22,8 +22,8 @@ import re
 from sepo.games import talk
 from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.policies.replies import answer_line
 
-_THINK_END = "</think>"
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\d)")
 _PAPER_DIGIT = re.compile(r"\b([1-9])\b")
 
@@ -105,12 +105,10 @@ class NegotiationText(TextView):
 
 def strict_parse(reply: str, low: int, high: int) -> ParseResult:
     """The rigorous parser: exactly one distinct whole number, within low..high, on the last line."""
-    if _THINK_END in reply:
-        reply = reply.rsplit(_THINK_END, 1)[1]
-    lines = [line for line in reply.splitlines() if line.strip()]
-    if not lines:
-        return ParseResult("no_action")
-    found = tuple(dict.fromkeys(_NUMBER.findall(lines[-1])))
+    line = answer_line(reply)
+    if isinstance(line, ParseResult):
+        return line
+    found = tuple(dict.fromkeys(_NUMBER.findall(line)))
     if not found:
         return ParseResult("no_action")
     if len(found) > 1:

@@ -23,11 +23,11 @@ from sepo.games import talk
 from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.negotiation_gt.rules import ITEMS, name_of
+from sepo.policies.replies import answer_line
 
 ACTION_WORDS = ("[", "]")
 """A demand is written as a bracketed triple of numerals; the tiny model's tokenizer keeps the
 brackets single tokens (numerals are split into digits by every Qwen-style pre-tokenizer)."""
-_THINK_END = "</think>"
 _BRACKET = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
 _LABELLED = (re.compile(r"books?\s*[:=]\s*(\d+)\D{0,12}?hats?\s*[:=]\s*(\d+)\D{0,12}?balls?\s*[:=]\s*(\d+)", re.I),
              re.compile(r"(\d+)\s*books?\D{0,12}?(\d+)\s*hats?\D{0,12}?(\d+)\s*balls?", re.I))
@@ -115,12 +115,10 @@ class NegotiationText(TextView):
         return self._paper_parse(reply, decision) if self.style == "paper" else self._strict_parse(reply, decision)
 
     def _strict_parse(self, reply: str, decision: Decision) -> ParseResult:
-        if _THINK_END in reply:
-            reply = reply.rsplit(_THINK_END, 1)[1]
-        lines = [line for line in reply.splitlines() if line.strip()]
-        if not lines:
-            return ParseResult("no_action")
-        found = tuple(dict.fromkeys(tuple(int(x) for x in m) for m in _BRACKET.findall(lines[-1])))
+        line = answer_line(reply)
+        if isinstance(line, ParseResult):
+            return line
+        found = tuple(dict.fromkeys(tuple(int(x) for x in m) for m in _BRACKET.findall(line)))
         names = tuple(name_of(d) for d in found)
         if not found:
             return ParseResult("no_action")

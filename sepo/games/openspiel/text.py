@@ -17,7 +17,7 @@ import re
 
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.disguise import ACTION_WORDS, DisguiseTerms
-from sepo.policies.replies import TRUNCATED, answer_part
+from sepo.policies.replies import answer_line
 
 _STRIP = " \t\"'`*_.:"
 
@@ -58,13 +58,10 @@ class OpenSpielText(TextView):
                           "What is your move?"])
 
     def parse(self, reply: str, decision: Decision) -> ParseResult:
-        reply = answer_part(reply)
-        if reply is None:
-            return ParseResult(TRUNCATED)
-        lines = [line for line in reply.splitlines() if line.strip()]
-        if not lines:
-            return ParseResult("no_action")
-        line = _normal(lines[-1])
+        line = answer_line(reply)
+        if isinstance(line, ParseResult):
+            return line
+        line = _normal(line)
         for action, name in zip(decision.legal_actions, decision.action_names):
             if line == _normal(name):
                 return ParseResult("ok", action, (name,))

@@ -19,11 +19,11 @@ import re
 
 from sepo.games.base import Decision, ParseResult, TextView
 from sepo.games.disguise import DisguiseTerms
+from sepo.policies.replies import answer_line
 
 ACTION_WORDS = tuple("0123456789")
 """A price is written as a decimal numeral, which every Qwen-style pre-tokenizer splits into digits
 (and the point): the tiny model's tokenizer checks the digits."""
-_THINK_END = "</think>"
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\d)")
 
 
@@ -108,12 +108,10 @@ class PricingText(TextView):
 
 def strict_parse(reply: str, names) -> ParseResult:
     """Exactly one distinct number on the last non-empty line, equal to a listed price to the cent."""
-    if _THINK_END in reply:
-        reply = reply.rsplit(_THINK_END, 1)[1]
-    lines = [line for line in reply.splitlines() if line.strip()]
-    if not lines:
-        return ParseResult("no_action")
-    found = tuple(dict.fromkeys(float(n) for n in _NUMBER.findall(lines[-1])))
+    line = answer_line(reply)
+    if isinstance(line, ParseResult):
+        return line
+    found = tuple(dict.fromkeys(float(n) for n in _NUMBER.findall(line)))
     if not found:
         return ParseResult("no_action")
     text = tuple(f"{n:g}" for n in found)
