@@ -70,9 +70,14 @@ def test_adaptive_bot_six_rounds_matches_reference_on_three():
 
 def exact_head_to_head(game, agent: Policy, opponent: Policy) -> float:
     """E[u_O - u_A] per round by enumerating the whole game tree (agent in seat 0)."""
+    return _expected(game, agent, opponent, lambda r: r.payoffs[1] - r.payoffs[0])
+
+
+def _expected(game, agent, opponent, quantity):
+    """E[quantity of a round] per round by enumerating the whole game tree (agent in seat 0)."""
     def walk(state, weight):
         if state.is_terminal():
-            return weight * sum(r.payoffs[1] - r.payoffs[0] for r in state.rounds())
+            return weight * sum(quantity(r) for r in state.rounds())
         if state.is_chance_node():
             total = 0.0
             for outcome, p in state.chance_outcomes():
@@ -80,11 +85,9 @@ def exact_head_to_head(game, agent: Policy, opponent: Policy) -> float:
                 child.apply_action(outcome)
                 total += walk(child, weight * p)
             return total
-        a_probs = agent.action_probabilities(state.decision(0))
-        o_probs = opponent.action_probabilities(state.decision(1))
         total = 0.0
-        for a, pa in a_probs.items():
-            for b, pb in o_probs.items():
+        for a, pa in agent.action_probabilities(state.decision(0)).items():
+            for b, pb in opponent.action_probabilities(state.decision(1)).items():
                 if pa * pb:
                     child = state.clone()
                     child.apply_actions((a, b))
@@ -149,28 +152,6 @@ def test_fixed_opponent_payoff_and_reach(name):
     reach = fixed.reach(table)
     for t in range(2):
         assert reach[solver.offsets[t]:solver.offsets[t + 1]].sum() == pytest.approx(1.0)
-
-
-def _expected(game, agent, opponent, quantity):
-    def walk(state, weight):
-        if state.is_terminal():
-            return weight * sum(quantity(r) for r in state.rounds())
-        if state.is_chance_node():
-            total = 0.0
-            for outcome, p in state.chance_outcomes():
-                child = state.clone()
-                child.apply_action(outcome)
-                total += walk(child, weight * p)
-            return total
-        total = 0.0
-        for a, pa in agent.action_probabilities(state.decision(0)).items():
-            for b, pb in opponent.action_probabilities(state.decision(1)).items():
-                if pa * pb:
-                    child = state.clone()
-                    child.apply_actions((a, b))
-                    total += walk(child, weight * pa * pb)
-        return total
-    return walk(game.new_initial_state(), 1.0) / game.rules.rounds
 
 
 def test_learned_best_response_is_a_lower_bound_and_close_for_a_memory_one_agent():
