@@ -15,155 +15,28 @@ lower bound, labelled so. `audit(agent, threshold, projection)` (`RepeatedAudit`
 on (round, its declared state) at any number of rounds and reads a language model on the whole
 history it reads (round by round, pruning below `threshold` with the error bound reported),
 refusing in one line a tree that would not fit in memory.
+
+The solver is `sepo.metrics.joint_history.JointHistorySolver` under this game's names (the pricing
+market's is the same code).
 """
 from __future__ import annotations
 
-import numpy as np
-
-from sepo.errors import SepoError
-from sepo.games.base import Decision
-from sepo.limits import count_text
 from sepo.games.negotiation.rules import SplitBargaining
-from sepo.metrics.exact import ExactResult
-from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, dense_histories,
-                                   read_agent, solve, tree_from_levels)
-from sepo.policies.base import Policy
+from sepo.metrics.joint_history import JointHistorySolver, joint_key_rows as key_rows
+
+__all__ = ["NegotiationSolver", "key_rows", "solver"]
 
 
-def key_rows(own: np.ndarray, other: np.ndarray, memory: int | None, k: int) -> np.ndarray:
-    """Row of each history's key in `game.info_keys()` order ("start", then every remembered
-    history of length 1, 2, ... in base-k² order); `own`, `other`: [n, t] action indices."""
-    t = own.shape[1]
-    length = t if memory is None else min(t, memory)
-    base = k * k
-    offset = sum(base**l for l in range(length))
-    joint = k * own[:, t - length:] + other[:, t - length:]
-    code = np.zeros(own.shape[0], dtype=np.int64)
-    for column in range(length):
-        code = code * base + joint[:, column]
-    return offset + code
-
-
-class NegotiationSolver(RepeatedAudit):
+class NegotiationSolver(JointHistorySolver):
     """Exact DP over the joint-demand tree of one split-bargaining game, the agent in seat 0."""
 
-    value_name = "adversarial_gap"
+    joint_name = "joint-demand"
+    joint_actions = "joint demands"
+    game_title = "split bargaining's"
+    table_name = "a split-bargaining action table"
 
     def __init__(self, game: SplitBargaining, agent_player: int = 0):
-        self.game = game
-        self.agent_player = agent_player
-        self.k = game.num_demands
-        self.stage = game.stage_game(agent_player)
-        self.kept_memory = game.memory  # the rounds its states keep (None: the whole history)
-        self._keys: tuple[str, ...] | None = None
-        self._decisions: list[Decision] | None = None
-        if game.memory is None:
-            histories = sum((self.k ** 2) ** t for t in range(game.rounds))
-            self.method = (f"exact DP over the joint-demand tree ({game.rounds} rounds, {self.k ** 2} joint demands a round, "
-                           f"{count_text(histories)} agent histories)")
-        else:
-            self.method = (f"exact DP over (round, last {game.memory} rounds) states: exact for agents that remember at most "
-                           f"{game.memory} rounds")
-
-    # -- the agent's information states ---------------------------------------------------------
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """Every information-state key (built once, after checking that the tree fits)."""
-        if self._keys is None:
-            depth = self.game.rounds - 1 if self.game.memory is None else min(self.game.memory, self.game.rounds - 1)
-            check_tree_fits(self.stage, self.game.rounds, self.game.memory,
-                            agent_states=sum((self.k ** 2) ** l for l in range(depth + 1)),
-                            what="split bargaining's joint-demand tree" if self.game.memory is None else
-                            "split bargaining's memory states")
-            self._keys = tuple(self.game.info_keys())
-            self._row = {key: i for i, key in enumerate(self._keys)}
-        return self._keys
-
-    def decisions(self) -> list[Decision]:
-        """One decision per information-state key, at the first round where it occurs."""
-        if self._decisions is None:
-            keys = self.keys  # refuses a tree that would not fit before building it
-            k, memory = self.k, self.game.memory
-            depth = self.game.rounds - 1 if memory is None else min(memory, self.game.rounds - 1)
-            decisions = []
-            for level in dense_histories(self.stage, depth + 1, None):
-                for row in level.tolist():
-                    decisions.append(self.game.decision_after(tuple((j // k, j % k) for j in row), self.agent_player))
-            assert tuple(d.info_key for d in decisions) == keys
-            self._decisions = decisions
-        return self._decisions
-
-    def _rows(self, queries) -> np.ndarray:
-        row = {key: i for i, key in enumerate(self.keys)} if self._keys is None else self._row
-        return np.array([row[self.game.history_key(self.game.remembered(history))] for _, history in queries], dtype=np.int64)
-
-    def _check(self, table) -> np.ndarray:
-        table = np.asarray(table, dtype=float)
-        if table.shape != (len(self.keys), self.k):
-            raise SepoError(f"a split-bargaining action table has shape ({len(self.keys)}, {self.k}), got {table.shape}")
-        return table
-
-    def tree(self, table) -> AgentTree:
-        """The agent's table on every DP state (rows found by vectorised key arithmetic)."""
-        k, memory = self.k, self.game.memory
-        return tree_from_levels(self.stage, self.game.rounds, lambda t, h: table[key_rows(h // k, h % k, memory, k)], memory)
-
-    def solve_table(self, table, threshold: float = 0.0) -> RepeatedResult:
-        table = self._check(table)
-        if threshold:
-            return solve(read_agent(self.stage, self.game.rounds, lambda q: table[self._rows(q)], self.game.memory, threshold))
-        return solve(self.tree(table))
-
-    # -- the ExactSolver interface ----------------------------------------------------------------
-    def evaluate(self, table, threshold: float = 0.0) -> ExactResult:
-        return self.result(self.solve_table(table, threshold))
-
-    def result(self, solved: RepeatedResult) -> ExactResult:
-        return solved.exact_result(self.method, self.value_name)
-
-    def best_response(self, table) -> Policy:
-        """The gap-maximising opponent (against it, the pool's exploit score is the gap)."""
-        return self.response(self.solve_table(table))
-
-    def response(self, solved: RepeatedResult) -> HistoryTable:
-        names = self.game.action_names
-        return HistoryTable(solved.gap_table, "BestResponse", [f"{name}-" for name in names], names)
-
-    def gradient(self, table) -> np.ndarray:
-        """∂gap/∂table[key, action] with the maximiser held fixed, summed over the states of each key."""
-        solved = self.solve_table(table)
-        out = np.zeros((len(self.keys), self.k))
-        for rows, grad in zip(self._tree_rows(), solved.gradient):
-            np.add.at(out, rows, grad)
-        return out
-
-    def own_reach(self, table) -> np.ndarray:
-        """The agent's own probability of the demands leading to each key, summed over the
-        histories (and rounds) where the key occurs, each opponent demand counted with probability 1."""
-        tree = self.tree(self._check(table))
-        out, reach = np.zeros(len(self.keys)), np.ones(1)
-        for t, (rows, level) in enumerate(zip(self._tree_rows(), tree.levels)):
-            np.add.at(out, rows, reach)
-            if t + 1 < self.game.rounds:
-                weight = np.repeat((reach[:, None] * level.probs)[:, :, None], self.k, axis=2)
-                reach = np.bincount(level.children.reshape(-1), weights=weight.reshape(-1), minlength=len(tree.levels[t + 1].probs))
-        return out
-
-    def _tree_rows(self) -> list[np.ndarray]:
-        k, memory = self.k, self.game.memory
-        return [key_rows(level // k, level % k, memory, k) for level in dense_histories(self.stage, self.game.rounds, memory)]
-
-    # -- any agent: the tree its declared memory allows (RepeatedAudit) ---------------------------
-    def whole_history(self) -> "NegotiationSolver":
-        return NegotiationSolver(self.game.with_memory(None), self.agent_player)
-
-    def decision_after(self, history: tuple) -> Decision:
-        return self.game.decision_after(tuple(history), self.agent_player)
-
-    def evaluate_agent(self, agent: Policy, threshold: float = 0.0, projection: bool = True) -> tuple[ExactResult, HistoryTable]:
-        """`audit`'s result and gap-maximising opponent (the game's memory states by default)."""
-        found = self.audit(agent, threshold, projection)
-        return found.result, found.response
+        super().__init__(game, game.num_demands, agent_player)
 
 
 def solver(game: SplitBargaining) -> NegotiationSolver:

@@ -17,6 +17,9 @@ state) at any number of periods, exactly, and reads a language model on the whol
 reads, round by round with pruning below `threshold` (the error bound reported), refusing in one
 line a tree that would not fit.
 
+The exact solver is `sepo.metrics.joint_history.JointHistorySolver` under this market's names
+(split bargaining's is the same code); the lower-bound audit below is the market's own.
+
 Lower bound. With K² = 225 joint prices a period the whole tree of 10 periods has about 10^21
 states, and even pruned it keeps 15^t rival sequences a period; so for an agent that declares
 nothing, when neither `--memory` nor `--threshold` is given and the whole tree does not fit, the
@@ -34,13 +37,12 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import Decision
 from sepo.games.pricing.rules import PricingMarket
-from sepo.limits import count_text
-from sepo.metrics.exact import ExactResult
-from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, declared_state,
-                                   dense_histories, read_agent, solve, tree_from_levels)
+from sepo.metrics.joint_history import JointHistorySolver, joint_key_rows as key_rows
+from sepo.metrics.repeated import check_tree_fits, declared_state
 from sepo.policies.base import Policy
+
+__all__ = ["LOWER_BOUND_REACH", "PricingSolver", "key_rows", "solver"]
 
 
 LOWER_BOUND_REACH = 1e-4
@@ -48,138 +50,19 @@ LOWER_BOUND_REACH = 1e-4
 plays its maximin price there, counted at its guaranteed lead, which keeps the value a lower bound)."""
 
 
-def key_rows(own: np.ndarray, other: np.ndarray, memory: int | None, k: int) -> np.ndarray:
-    """Row of each history's key in `game.info_keys()` order ("start", then every remembered
-    history of length 1, 2, ... in base-k² order); `own`, `other`: [n, t] price actions."""
-    t = own.shape[1]
-    length = t if memory is None else min(t, memory)
-    base = k * k
-    offset = sum(base**l for l in range(length))
-    joint = k * own[:, t - length:] + other[:, t - length:]
-    code = np.zeros(own.shape[0], dtype=np.int64)
-    for column in range(length):
-        code = code * base + joint[:, column]
-    return offset + code
-
-
-class PricingSolver(RepeatedAudit):
+class PricingSolver(JointHistorySolver):
     """Exact DP over the joint-price tree of one two-firm market, the agent in seat 0."""
 
-    value_name = "adversarial_gap"
+    round_name = "period"
+    joint_name = "joint-price"
+    joint_actions = "joint prices"
+    game_title = "the pricing market's"
+    table_name = "a pricing action table"
 
     def __init__(self, game: PricingMarket, agent_player: int = 0):
         if game.num_players != 2:
             raise SepoError(game.exact_size(0) or "pricing: the exact solver is for two firms")
-        self.game = game
-        self.agent_player = agent_player
-        self.k = game.k
-        self.stage = game.stage_game(agent_player)
-        self.kept_memory = game.memory  # the periods its states keep (None: the whole history)
-        self._keys: tuple[str, ...] | None = None
-        self._decisions: list[Decision] | None = None
-        self._solved: tuple[bytes, RepeatedResult] | None = None
-        if game.memory is None:
-            histories = sum((self.k ** 2) ** t for t in range(game.rounds))
-            self.method = (f"exact DP over the joint-price tree ({game.rounds} periods, {self.k ** 2} joint prices a "
-                           f"period, {count_text(histories)} agent histories)")
-        else:
-            self.method = (f"exact DP over (period, last {game.memory} periods) states: exact for agents that remember at "
-                           f"most {game.memory} periods")
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """Every information-state key (built once, after checking that the tree fits)."""
-        if self._keys is None:
-            depth = self.game.rounds - 1 if self.game.memory is None else min(self.game.memory, self.game.rounds - 1)
-            check_tree_fits(self.stage, self.game.rounds, self.game.memory,
-                            agent_states=sum((self.k ** 2) ** l for l in range(depth + 1)),
-                            what="the pricing market's joint-price tree" if self.game.memory is None else
-                            "the pricing market's memory states")
-            self._keys = tuple(self.game.info_keys())
-            self._row = {key: i for i, key in enumerate(self._keys)}
-        return self._keys
-
-    def decisions(self) -> list[Decision]:
-        """One decision per information-state key, at the first period where it occurs."""
-        if self._decisions is None:
-            keys = self.keys
-            k, memory = self.k, self.game.memory
-            depth = self.game.rounds - 1 if memory is None else min(memory, self.game.rounds - 1)
-            decisions = [self.game.decision_after(tuple((j // k, j % k) for j in row), self.agent_player)
-                         for level in dense_histories(self.stage, depth + 1, None) for row in level.tolist()]
-            assert tuple(d.info_key for d in decisions) == keys
-            self._decisions = decisions
-        return self._decisions
-
-    def _rows(self, queries) -> np.ndarray:
-        row = {key: i for i, key in enumerate(self.keys)} if self._keys is None else self._row
-        return np.array([row[self.game.history_key(self.game.remembered(history))] for _, history in queries], dtype=np.int64)
-
-    def _check(self, table) -> np.ndarray:
-        table = np.asarray(table, dtype=float)
-        if table.shape != (len(self.keys), self.k):
-            raise SepoError(f"a pricing action table has shape ({len(self.keys)}, {self.k}), got {table.shape}")
-        return table
-
-    def tree(self, table) -> AgentTree:
-        """The agent's table on every DP state (rows found by vectorised key arithmetic)."""
-        k, memory = self.k, self.game.memory
-        return tree_from_levels(self.stage, self.game.rounds, lambda t, h: table[key_rows(h // k, h % k, memory, k)], memory)
-
-    def solve_table(self, table, threshold: float = 0.0) -> RepeatedResult:
-        """The DP's solution (the latest whole-tree one kept: a training step asks for it three times)."""
-        table = self._check(table)
-        if threshold:
-            return solve(read_agent(self.stage, self.game.rounds, lambda q: table[self._rows(q)], self.game.memory, threshold))
-        if self._solved is None or self._solved[0] != table.tobytes():
-            self._solved = (table.tobytes(), solve(self.tree(table)))
-        return self._solved[1]
-
-    # -- the ExactSolver interface ----------------------------------------------------------------
-    def evaluate(self, table, threshold: float = 0.0) -> ExactResult:
-        return self.result(self.solve_table(table, threshold))
-
-    def result(self, solved: RepeatedResult) -> ExactResult:
-        return solved.exact_result(self.method, self.value_name)
-
-    def best_response(self, table) -> Policy:
-        """The gap-maximising rival (against it, the pool's exploit score is the gap)."""
-        return self.response(self.solve_table(table))
-
-    def response(self, solved: RepeatedResult) -> HistoryTable:
-        names = self.game.action_names
-        return HistoryTable(solved.gap_table, "BestResponse", [f"{name}-" for name in names], names)
-
-    def gradient(self, table) -> np.ndarray:
-        """∂gap/∂table[key, action] with the maximiser held fixed, summed over the states of each key."""
-        solved = self.solve_table(table)
-        out = np.zeros((len(self.keys), self.k))
-        for rows, grad in zip(self._tree_rows(), solved.gradient):
-            np.add.at(out, rows, grad)
-        return out
-
-    def own_reach(self, table) -> np.ndarray:
-        """The agent's own probability of the prices leading to each key, summed over the histories
-        (and periods) where the key occurs, each rival price counted with probability 1."""
-        tree = self.tree(self._check(table))
-        out, reach = np.zeros(len(self.keys)), np.ones(1)
-        for t, (rows, level) in enumerate(zip(self._tree_rows(), tree.levels)):
-            np.add.at(out, rows, reach)
-            if t + 1 < self.game.rounds:
-                weight = np.repeat((reach[:, None] * level.probs)[:, :, None], self.k, axis=2)
-                reach = np.bincount(level.children.reshape(-1), weights=weight.reshape(-1), minlength=len(tree.levels[t + 1].probs))
-        return out
-
-    def _tree_rows(self) -> list[np.ndarray]:
-        k, memory = self.k, self.game.memory
-        return [key_rows(level // k, level % k, memory, k) for level in dense_histories(self.stage, self.game.rounds, memory)]
-
-    # -- any agent: the tree its declared memory allows (RepeatedAudit) ---------------------------
-    def whole_history(self) -> "PricingSolver":
-        return PricingSolver(self.game.with_memory(None), self.agent_player)
-
-    def decision_after(self, history: tuple) -> Decision:
-        return self.game.decision_after(tuple(history), self.agent_player)
+        super().__init__(game, game.k, agent_player)
 
     def audit(self, agent: Policy, threshold: float = 0.0, projection: bool = False, replicates: int = 1000, seed: int = 0):
         """`RepeatedAudit.audit`, except that an agent declaring nothing, audited without --memory or
@@ -188,7 +71,7 @@ class PricingSolver(RepeatedAudit):
         if declares or threshold or projection or self.game.memory is None:
             return super().audit(agent, threshold, projection, replicates, seed)
         try:
-            check_tree_fits(self.stage, self.game.rounds, None, what="the pricing market's joint-price tree")
+            check_tree_fits(self.stage, self.game.rounds, None, what=self.tree_name())
         except SepoError:
             return self.lower_bound_audit(agent)
         return super().audit(agent, threshold, projection, replicates, seed)
