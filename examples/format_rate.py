@@ -34,7 +34,7 @@ from sepo.policies.base import Policy
 from sepo.policies.hf import HFPolicy
 from sepo.policies.replies import decoding_for, parse_reply
 
-GAMES = ("kuhn", "ipd", "auction", "negotiation", "negotiation-gt")
+GAMES = ("kuhn", "ipd", "auction", "negotiation", "negotiation-gt", "pricing", "openspiel:leduc_poker")
 
 
 class _Recorder(Policy):
@@ -55,9 +55,11 @@ class _Recorder(Policy):
 
 
 def met_decisions(game, episodes: int, seed: int) -> list:
-    """Distinct decisions (by prompt) the `paper` mixture meets against the train pool."""
+    """Distinct decisions (by prompt) the `paper` mixture (else the domain's first) meets against
+    the train pool."""
     domain = get_domain(game.name)
-    strategies, weights = zip(*domain.demos()["paper"])
+    mixtures = domain.demos()
+    strategies, weights = zip(*mixtures.get("paper", next(iter(mixtures.values()))))
     weights = np.array(weights) / sum(weights)
     pool = [spec for spec in default_pools(game.name, "rigorous", game)["train"] if spec.name != BEST_RESPONSE]
     seen: dict = {}
@@ -93,6 +95,23 @@ def measure(model, game_name: str, states: int, replies: int, max_new_tokens: in
             "example": groups[0][0].text}
 
 
+def measure_exact(model, game_name: str, temperature: float, seed: int) -> dict:
+    """At every distinct prompt met (not a sample of them), the exact probability that the reply
+    is a legal action's answer line followed by the end of the turn (`answer_probabilities`). One
+    minus it bounds the invalid-reply probability there from above: every such reply parses, and
+    some other replies may parse too. Exact, no sampling; meant for models SFT'd to answer with
+    the action line alone."""
+    game = load_game(game_name)
+    pool = met_decisions(game, episodes=8, seed=seed)
+    policy = HFPolicy(model, game.text, mode="sample", seed=seed, decoding=decoding_for("rigorous", temperature=temperature))
+    start = time.perf_counter()
+    _, rest = policy.answer_probabilities(pool)
+    seconds = time.perf_counter() - start
+    return {"game": game_name, "states": len(pool), "temperature": temperature, "mean_rest": float(rest.mean()),
+            "max_rest": float(rest.max()), "median_rest": float(np.median(rest)),
+            "states_rest_over_2pct": int((rest > 0.02).sum()), "seconds": seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="Hugging Face model folder")
@@ -103,6 +122,8 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--exact", action="store_true",
+                        help="bound the invalid rate exactly at every prompt met instead of sampling replies (answer-only models)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
 
@@ -112,14 +133,21 @@ def main() -> None:
     limits = dict(pair.split("=") for pair in args.max_new_tokens.split(",")) if "=" in args.max_new_tokens else {}
     results = []
     for name in args.games:
-        limit = int(limits.get(name, 48) if limits else args.max_new_tokens)
-        result = measure(args.model, name, args.states, args.replies, limit, args.temperature, args.seed)
-        results.append(result)
-        low, high = result["ci95"]
-        print(f"{name}: {result['invalid']}/{result['replies']} invalid = {result['rate']:.1%} [{low:.1%}, {high:.1%}] "
-              f"kinds {result['kinds']} ({result['states']} prompts of {result['states_met']} met, "
-              f"max {limit} new tokens, mean reply {result['mean_reply_tokens']:.1f} tokens, {result['seconds']:.0f} s)",
-              flush=True)
+        if args.exact:
+            result = measure_exact(args.model, name, args.temperature, args.seed)
+            results.append(result)
+            print(f"{name}: invalid probability <= {result['mean_rest']:.3%} on average over the {result['states']} prompts met "
+                  f"(median {result['median_rest']:.3%}, max {result['max_rest']:.3%}, "
+                  f"{result['states_rest_over_2pct']} prompts over 2%; exact, {result['seconds']:.0f} s)", flush=True)
+        else:
+            limit = int(limits.get(name, 48) if limits else args.max_new_tokens)
+            result = measure(args.model, name, args.states, args.replies, limit, args.temperature, args.seed)
+            results.append(result)
+            low, high = result["ci95"]
+            print(f"{name}: {result['invalid']}/{result['replies']} invalid = {result['rate']:.1%} [{low:.1%}, {high:.1%}] "
+                  f"kinds {result['kinds']} ({result['states']} prompts of {result['states_met']} met, "
+                  f"max {limit} new tokens, mean reply {result['mean_reply_tokens']:.1f} tokens, {result['seconds']:.0f} s)",
+                  flush=True)
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump({"model": args.model, "seed": args.seed, "results": results}, handle, indent=1)
