@@ -218,6 +218,17 @@ class Progress:
     eta: float | None
 
 
+def seed_major(config, plan) -> Callable:
+    """The order cells start in: unseeded cells (a base audit) first, then every stage at the
+    first seed, then at the second, ...; the plan's order within one seed. An experiment stopped
+    part-way (2-core budgets) then holds each method at its first seeds, not every seed of the
+    first method."""
+    seeds = [s for agent in config.agents for s in (agent.seeds or [])] + list(config.seeds)
+    rank = {seed: k for k, seed in reversed(list(enumerate(seeds)))}
+    index = {c.id: k for k, c in enumerate(plan.cells)}
+    return lambda cell: (-1 if cell.seed is None else rank.get(cell.seed, len(rank)), index[cell.id])
+
+
 def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "local", workers: int = 1,
                    overwrite: bool = False, on_progress: Callable[[Progress], None] | None = None,
                    stop_after: int | None = None) -> dict:
@@ -251,7 +262,7 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
         prepare(config, run)
         finished = {c.id for c in plan.cells if (out / "cells" / c.id / RESULT).exists()}
         already = len(finished)
-        pending = [c for c in plan.cells if c.id not in finished]
+        pending = sorted((c for c in plan.cells if c.id not in finished), key=seed_major(config, plan))
         durations: list[float] = []
         engine = (LocalBackend(workers) if backend == "local" else RayBackend(config, workers)) if pending else None
         running: dict = {}

@@ -172,3 +172,21 @@ def test_a_stopped_runner_ends_its_running_cells_at_once():
     started = time.monotonic()
     engine.close(abort=True)
     assert time.monotonic() - started < 30 and all(f.done() for f in running)
+
+
+def test_cells_start_seed_major_so_a_stopped_experiment_holds_every_method_at_its_first_seed(tmp_path):
+    from sepo.experiments.cells import expand
+    from sepo.experiments.config import load_config
+    from sepo.experiments.runner import seed_major
+
+    path = tmp_path / "x.yaml"
+    path.write_text(tiny_config())
+    config, _ = load_config(path)
+    plan = expand(config)
+    ordered = sorted(plan.cells, key=seed_major(config, plan))
+    seeds = [c.seed for c in ordered]
+    assert seeds[0] is None and [s for s in seeds if s is not None] == sorted(s for s in seeds if s is not None)
+    first = [c for c in ordered if c.seed == 0]
+    assert {c.stage for c in first} == {c.stage for c in plan.cells if c.seed is not None}
+    assert [c.id for c in first] == [c.id for c in plan.cells if c.seed == 0]  # the plan's order within a seed
+    assert [c.seed for c in plan.cells if c.seed is not None] != [s for s in seeds if s is not None]  # the plan itself is stage-major
