@@ -110,7 +110,8 @@ def _load_tabular(path: str, game: Game) -> TabularPolicy:
     if solver is None:
         return TabularPolicy.load(path)
     decisions = solver.decisions()
-    return TabularPolicy.load(path, keys_of(decisions), num_actions=max(len(d.legal_actions) for d in decisions))
+    policy = TabularPolicy.load(path, keys_of(decisions), num_actions=max(len(d.legal_actions) for d in decisions))
+    return policy.check_decisions(decisions, path)
 
 
 def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
@@ -129,9 +130,12 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
 def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
     if (run_dir / "model").is_dir():
         return _hf_agent(str(run_dir / "model"), game, text, view)
+    from sepo.metrics.exact import solver_for
     from sepo.training.tabular import load_run_policy
 
-    return load_run_policy(run_dir, game.name)
+    policy = load_run_policy(run_dir, game.name)
+    solver = solver_for(game)
+    return policy.check_decisions(solver.decisions(), str(run_dir)) if solver is not None else policy
 
 
 def policy_table(agent: Policy, decisions: list[Decision] | None) -> np.ndarray | None:

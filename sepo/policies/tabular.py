@@ -49,6 +49,38 @@ class TabularPolicy(Policy):
             raise SepoError(f"{self.name}: no entry for information state {decision.info_key!r}")
         return {action: float(self.table[row, column]) for column, action in enumerate(decision.legal_actions)}
 
+    def check_decisions(self, decisions, source: str) -> "TabularPolicy":
+        """Check the table against a game's information states and cut it to their widest legal
+        action set: a row read at a decision with n legal actions keeps its probability on its
+        first n columns (the rest is never read: a solver and play would see a distribution that
+        does not sum to 1), and the table has at least n columns."""
+        if not decisions:
+            return self
+        legal = np.fromiter((len(d.legal_actions) for d in decisions), dtype=np.int64, count=len(decisions))
+        rows = np.fromiter((self._row.get(d.info_key, -1) for d in decisions), dtype=np.int64, count=len(decisions))
+        read = rows >= 0  # a missing state is refused with its own message when the policy is read there
+        columns = self.table.shape[1]
+        narrow = np.flatnonzero(read & (legal > columns))
+        if narrow.size:
+            first = decisions[narrow[0]]
+            raise SepoError(f"{source}: key {first.info_key!r} has {legal[narrow[0]]} legal actions; the table has "
+                            f"{columns} columns")
+        beyond = np.zeros(len(decisions))
+        beyond[read] = np.where(np.arange(columns) >= legal[read, None], self.table[rows[read]], 0.0).sum(1)
+        over = np.flatnonzero(beyond > _SUM_TOLERANCE)
+        if over.size:
+            first = decisions[over[0]]
+            raise SepoError(f"{source}: key {first.info_key!r} puts probability {beyond[over[0]]:.6g} on columns beyond "
+                            f"its {legal[over[0]]} legal actions")
+        for index in np.flatnonzero(beyond):  # rounding-sized leftovers: dropped, the row renormalised
+            row = rows[index]
+            self.table[row, legal[index]:] = 0.0
+            self.table[row] /= self.table[row].sum()
+        width = int(legal.max())
+        if columns > width:
+            self.table = np.ascontiguousarray(self.table[:, :width])
+        return self
+
     def to_json(self) -> dict[str, list[float]]:
         return {key: [float(p) for p in self.table[i]] for i, key in enumerate(self.keys)}
 

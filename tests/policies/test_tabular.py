@@ -227,3 +227,65 @@ def test_bad_compact_files_raise_sepo_error(tmp_path, change, named):
     with pytest.raises(SepoError) as info:
         TabularPolicy.load(write(tmp_path, {**data, **change}))
     assert named in str(info.value) and "\n" not in str(info.value)
+
+
+def _leduc_table_file(tmp_path, move_first_row: bool):
+    """A compact Leduc table written the way training writes it (uniform over each decision's
+    legal actions), the first row's mass moved to a column its decision does not have."""
+    from sepo.games import load_game
+    from sepo.metrics.exact import keys_of, solver_for
+
+    game = load_game("openspiel:leduc_poker", "rigorous")
+    decisions = solver_for(game).decisions()
+    rows = {d.info_key: len(d.legal_actions) for d in decisions}
+    assert rows[decisions[0].info_key] == 2  # the opening decision: call or raise
+    if move_first_row:
+        rows[decisions[0].info_key] = [0.0, 0.0, 1.0]
+    path = write(tmp_path, {"format": "sepo-tabular/2", "actions": 3, "policy": rows})
+    return game, decisions, keys_of, path
+
+
+@pytest.mark.parametrize("kind", ["tabular", "run"])
+def test_mass_outside_a_decisions_legal_actions_is_refused(tmp_path, kind):
+    """A solver reads only a decision's legal columns: a row whose mass lies beyond them was read
+    as a distribution summing to 0 and audited into a silently wrong 'exact' number."""
+    from sepo.policies.specs import load_agent
+
+    game, decisions, _, path = _leduc_table_file(tmp_path, move_first_row=True)
+    spec = f"tabular:{path}" if kind == "tabular" else f"run:{tmp_path}"
+    with pytest.raises(SepoError, match="beyond its 2 legal actions") as info:
+        load_agent(spec, game)
+    assert "\n" not in str(info.value)
+
+
+def test_a_table_narrower_than_a_decisions_legal_actions_is_refused(tmp_path):
+    from sepo.policies.specs import load_agent
+
+    game, decisions, _, _ = _leduc_table_file(tmp_path, move_first_row=False)
+    write(tmp_path, {"format": "sepo-tabular/2", "actions": 2, "policy": {d.info_key: 2 for d in decisions}})
+    with pytest.raises(SepoError, match="3 legal actions; the table has 2 columns"):
+        load_agent(f"run:{tmp_path}", game)
+
+
+def test_a_run_table_wider_than_the_game_is_cut_to_its_legal_actions(tmp_path):
+    """Kuhn has two actions; a third column of zeros is dropped (the solver reads two), one with
+    mass is refused in one line instead of the solver's traceback."""
+    from sepo.games import load_game
+    from sepo.policies.specs import load_agent
+
+    game = load_game("kuhn", "rigorous")
+    write(tmp_path, {"format": "sepo-tabular/2", "actions": 3, "policy": {key: 2 for key in INFO_STATES}})
+    assert load_agent(f"run:{tmp_path}", game).table.shape == (12, 2)
+    write(tmp_path, {"format": "sepo-tabular/2", "actions": 3, "policy": {**{key: 2 for key in INFO_STATES}, "0": [0, 0, 1]}})
+    with pytest.raises(SepoError, match="'0' puts probability 1 on columns beyond its 2 legal actions"):
+        load_agent(f"run:{tmp_path}", game)
+
+
+def test_a_well_formed_leduc_table_loads_unchanged(tmp_path):
+    from sepo.policies.specs import load_agent
+
+    game, decisions, keys_of, path = _leduc_table_file(tmp_path, move_first_row=False)
+    for spec in (f"tabular:{path}", f"run:{tmp_path}"):
+        policy = load_agent(spec, game)
+        assert policy.keys == keys_of(decisions) and policy.table.shape == (936, 3)
+        assert all(policy.table[i, : len(d.legal_actions)].sum() == 1.0 for i, d in enumerate(decisions))
