@@ -95,19 +95,21 @@ def measure(model, game_name: str, states: int, replies: int, max_new_tokens: in
             "example": groups[0][0].text}
 
 
-def measure_exact(model, game_name: str, temperature: float, seed: int) -> dict:
+def measure_exact(model, game_name: str, max_new_tokens: int, temperature: float, seed: int) -> dict:
     """At every distinct prompt met (not a sample of them), the exact probability that the reply
-    is a legal action's answer line followed by the end of the turn (`answer_probabilities`). One
-    minus it bounds the invalid-reply probability there from above: every such reply parses, and
-    some other replies may parse too. Exact, no sampling; meant for models SFT'd to answer with
-    the action line alone."""
+    is a legal action's answer line followed by the end of the turn within `max_new_tokens`
+    (`answer_probabilities`). One minus it bounds the invalid-reply probability there from above:
+    every such reply parses, and some other replies may parse too. Exact, no sampling; meant for
+    models SFT'd to answer with the action line alone."""
     game = load_game(game_name)
     pool = met_decisions(game, episodes=8, seed=seed)
-    policy = HFPolicy(model, game.text, mode="sample", seed=seed, decoding=decoding_for("rigorous", temperature=temperature))
+    policy = HFPolicy(model, game.text, mode="sample", seed=seed,
+                      decoding=decoding_for("rigorous", temperature=temperature, max_new_tokens=max_new_tokens))
     start = time.perf_counter()
     _, rest = policy.answer_probabilities(pool)
     seconds = time.perf_counter() - start
-    return {"game": game_name, "states": len(pool), "temperature": temperature, "mean_rest": float(rest.mean()),
+    return {"game": game_name, "states": len(pool), "temperature": temperature, "max_new_tokens": max_new_tokens,
+            "mean_rest": float(rest.mean()),
             "max_rest": float(rest.max()), "median_rest": float(np.median(rest)),
             "states_rest_over_2pct": int((rest > 0.02).sum()), "seconds": seconds}
 
@@ -126,6 +128,9 @@ def main() -> None:
                         help="bound the invalid rate exactly at every prompt met instead of sampling replies (answer-only models)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
+    if args.exact and args.temperature <= 0:
+        parser.error("--exact bounds the invalid rate of sampled replies (--temperature > 0); at --temperature 0 "
+                     "each prompt has one greedy reply: measure it without --exact")
 
     import torch
 
@@ -133,14 +138,15 @@ def main() -> None:
     limits = dict(pair.split("=") for pair in args.max_new_tokens.split(",")) if "=" in args.max_new_tokens else {}
     results = []
     for name in args.games:
+        limit = int(limits.get(name, 48) if limits else args.max_new_tokens)
         if args.exact:
-            result = measure_exact(args.model, name, args.temperature, args.seed)
+            result = measure_exact(args.model, name, limit, args.temperature, args.seed)
             results.append(result)
             print(f"{name}: invalid probability <= {result['mean_rest']:.3%} on average over the {result['states']} prompts met "
                   f"(median {result['median_rest']:.3%}, max {result['max_rest']:.3%}, "
-                  f"{result['states_rest_over_2pct']} prompts over 2%; exact, {result['seconds']:.0f} s)", flush=True)
+                  f"{result['states_rest_over_2pct']} prompts over 2%; max {limit} new tokens; exact, "
+                  f"{result['seconds']:.0f} s)", flush=True)
         else:
-            limit = int(limits.get(name, 48) if limits else args.max_new_tokens)
             result = measure(args.model, name, args.states, args.replies, limit, args.temperature, args.seed)
             results.append(result)
             low, high = result["ci95"]

@@ -640,7 +640,9 @@ class HFPolicy(TextPolicy):
         """Per decision, the probability under the decoding that the whole reply is each legal
         action's answer line followed by the template's end-of-turn token, and the probability
         left to every other reply. The decoding's logits processors (repetition penalty,
-        temperature, top-k, top-p, in `generate`'s order) are applied at every scored position."""
+        temperature, top-k, top-p, in `generate`'s order) are applied at every scored position.
+        An answer whose tokens and the end token exceed `max_new_tokens` has probability 0:
+        generation stops there, so that reply is always `truncated`, never played."""
         if self.decoding.greedy:
             raise SepoError("answer_probabilities needs a sampling decoding (temperature > 0)")
         prompts, answers = [], []
@@ -648,7 +650,10 @@ class HFPolicy(TextPolicy):
             for a in d.legal_actions:
                 prompts.append(self.prompt_ids(d))
                 answers.append(self._ids(self.defuse(self.text.answer_text(d, a))))
-        probs = self._processed_probabilities(prompts, answers)
+        fits = [len(answer) + 1 <= self.decoding.max_new_tokens for answer in answers]
+        kept = [k for k, fit in enumerate(fits) if fit]
+        scored = iter(self._processed_probabilities([prompts[k] for k in kept], [answers[k] for k in kept]) if kept else [])
+        probs = [next(scored) if fit else 0.0 for fit in fits]
         rows, k = [], 0
         for d in decisions:
             rows.append(np.array(probs[k : k + len(d.legal_actions)]))

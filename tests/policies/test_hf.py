@@ -530,3 +530,24 @@ def test_a_models_message_is_cut_and_cleaned_by_the_channel(scorer):
     play_episodes(game, policy, [Listener()], [0], agent_seed=0, talk=channel)
     assert seen[0] and len(seen[0][0]) == MESSAGE_LIMIT and seen[0][0].startswith("assistant xxx")
     assert channel.counts["cut"] >= 1 and channel.counts["tokens_removed"] >= 1 and channel.counts["model_replies"] >= 1
+
+
+def test_an_answer_that_does_not_fit_the_token_limit_is_never_a_played_reply(scorer, decisions):
+    """Generation stops at `max_new_tokens`, so an answer line whose tokens and the end token do not
+    fit is always cut off (`truncated`): its exact probability is 0 and the model is not read
+    exactly (before, the limit was ignored and a model was read as playing answers it cannot write)."""
+    from sepo.policies.replies import Decoding
+
+    d = decisions[INFO_STATES.index("1")]
+    wide = _policy(scorer, mode="sample", decoding=Decoding(temperature=1.0, max_new_tokens=48))
+    lengths = [len(wide._ids(wide.text.answer_text(d, a))) for a in d.legal_actions]
+    shortest, longest = min(lengths), max(lengths)
+    rows, _ = wide.answer_probabilities([d])
+    assert rows[0].min() > 0
+    tight = _policy(scorer, mode="sample", decoding=Decoding(temperature=1.0, max_new_tokens=shortest),
+                    failure_rule="fallback", exact_tolerance=0.999)
+    tight_rows, rest = tight.answer_probabilities([d])
+    assert tight_rows[0].tolist() == [0.0] * len(d.legal_actions) and rest[0] == 1.0
+    assert tight.exact_distribution([d], "fallback", None) is None
+    fits = _policy(scorer, mode="sample", decoding=Decoding(temperature=1.0, max_new_tokens=longest + 1))
+    np.testing.assert_array_equal(fits.answer_probabilities([d])[0][0], rows[0])

@@ -1,0 +1,44 @@
+"""examples/format_rate.py: the exact bound honours the token limit; --exact needs sampling."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from sepo.models.tiny import init_tiny_model  # noqa: E402
+
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "format_rate.py"
+
+
+@pytest.fixture(scope="module")
+def format_rate():
+    spec = importlib.util.spec_from_file_location("format_rate", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return str(init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=20))
+
+
+def test_exact_bound_counts_answers_cut_off_by_the_token_limit(format_rate, tiny):
+    """With one new token no answer line and its end fit: every reply is cut off, so the bound is
+    100% (before, --max-new-tokens was ignored under --exact and the bound was the 48-token one)."""
+    cut = format_rate.measure_exact(tiny, "kuhn", max_new_tokens=1, temperature=1.0, seed=1)
+    assert cut["max_new_tokens"] == 1 and cut["mean_rest"] == 1.0
+    room = format_rate.measure_exact(tiny, "kuhn", max_new_tokens=48, temperature=1.0, seed=1)
+    assert room["mean_rest"] < 1.0
+
+
+def test_exact_at_temperature_zero_is_one_line(format_rate, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["format_rate.py", "--model", "unused", "--exact", "--temperature", "0"])
+    with pytest.raises(SystemExit) as info:
+        format_rate.main()
+    assert info.value.code == 2 and "--exact" in capsys.readouterr().err
