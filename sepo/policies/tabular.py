@@ -21,6 +21,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision
+from sepo.limits import count_text, memory_budget, size_text
 from sepo.policies.base import Policy
 
 _SUM_TOLERANCE = 1e-6
@@ -143,7 +144,10 @@ def table_from_mapping(data, keys, source: str = "policy", num_actions: int = 2)
         row = data[key]
         if not isinstance(row, (list, tuple)) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in row):
             raise SepoError(f"{source}: key {key!r} must map to a list of numbers, got {row!r}")
-        row = np.asarray(row, dtype=float)
+        try:
+            row = np.asarray(row, dtype=float)
+        except OverflowError:
+            raise SepoError(f"{source}: key {key!r} has a number too large for a probability") from None
         if row.shape != (num_actions,):
             raise SepoError(f"{source}: key {key!r} has {row.size} probabilities, expected {num_actions}")
         if not np.all(np.isfinite(row)) or np.any(row < 0):
@@ -175,6 +179,10 @@ def expand_compact(data: dict, source: str) -> tuple[dict, int]:
         raise SepoError(f"{source}: 'actions' must be a positive integer (the table's width), got {width!r}")
     if not isinstance(mapping, dict) or not mapping:
         raise SepoError(f"{source}: 'policy' must be a non-empty JSON object mapping information states to rows")
+    size = len(mapping) * width * np.dtype(float).itemsize
+    if size > memory_budget():  # a few bytes of 'actions' would otherwise pad every row to any width
+        raise SepoError(f"{source}: 'actions' {count_text(width)} over {len(mapping):,} states is a {size_text(size)} table, more "
+                        f"than this machine's memory budget of {size_text(memory_budget())}")
     expanded = {}
     for key, row in mapping.items():
         if isinstance(row, int) and not isinstance(row, bool):

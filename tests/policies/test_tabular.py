@@ -217,8 +217,12 @@ def test_dense_files_of_earlier_versions_still_load(tmp_path):
         ({"policy": {"0": [0.2, 0.3, 0.5]}}, "'0'"),        # a row longer than the table
         ({"policy": {"0": [0.5]}}, "'0'"),                 # padded with 0: sums to 0.5
         ({"policy": {"0": True}}, "'0'"),
+        ({"actions": 10**12}, "memory budget"),           # a few bytes would pad every row to a terabyte
+        ({"actions": 10**400}, "about 10^400"),
+        ({"policy": {"0": [1, 10**400]}}, "'0'"),          # an integer no float holds
     ],
-    ids=["format", "actions-0", "actions-bool", "policy-list", "uniform-wide", "uniform-0", "long", "short-sum", "bool"],
+    ids=["format", "actions-0", "actions-bool", "policy-list", "uniform-wide", "uniform-0", "long", "short-sum", "bool",
+         "actions-huge", "actions-enormous", "row-enormous"],
 )
 def test_bad_compact_files_raise_sepo_error(tmp_path, change, named):
     data = {"format": "sepo-tabular/2", "actions": 2, "policy": {"0": 2}}
