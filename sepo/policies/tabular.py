@@ -124,7 +124,9 @@ def read_policy_file(path: Path) -> tuple[object, int | None]:
         data = parse_json(text)
     except (ValueError, RecursionError) as error:
         raise SepoError(f"tabular policy {path} is not readable JSON: {error}") from None
-    if isinstance(data, dict) and "format" in data and not isinstance(data["format"], list):
+    compact = isinstance(data, dict) and (("format" in data and not isinstance(data["format"], list))
+                                          or isinstance(data.get("policy"), dict))  # a plain row is a list
+    if compact:
         return expand_compact(data, str(path))
     return data, None
 
