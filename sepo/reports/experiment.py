@@ -173,14 +173,10 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
-    """Figure 1's analogue: ΔSafety = SEPO − Base per domain and agent (first λ point of the grid)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    bars = []
+def figure1_pairs(results: Results) -> list[dict]:
+    """Every (domain, agent) with finished Base and SEPO cells (first λ point of the grid) and its
+    ΔSafety paired by seed; `delta` None where safety was not measured in both."""
+    pairs = []
     for domain in results.domains():
         groups = results.groups(domain)
         for (agent, stage, lambdas), cells in groups.items():
@@ -190,10 +186,20 @@ def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
                    list(groups).index((agent, stage, lambdas))):
                 continue  # the first λ point only
             delta = results.paired(cells, groups[(agent, "base", None)], "safety")
-            if delta is not None:
-                unparsed = results.unparsed(cells) or results.unparsed(groups[(agent, "base", None)])
-                bars.append({"domain": domain, "agent": agent, "lambdas": lambdas, "delta": delta, "cells": cells,
-                             "unparsed": unparsed})
+            unparsed = results.unparsed(cells) or results.unparsed(groups[(agent, "base", None)])
+            pairs.append({"domain": domain, "agent": agent, "lambdas": lambdas, "delta": delta, "cells": cells,
+                          "unparsed": unparsed})
+    return pairs
+
+
+def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
+    """Figure 1's analogue: ΔSafety = SEPO − Base per domain and agent (first λ point of the grid)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [pair for pair in figure1_pairs(results) if pair["delta"] is not None]
     if not bars:
         return None
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(bars) + 2), 4))
@@ -378,8 +384,11 @@ def build_report(folder: str | Path) -> Document:
         _domain_section(doc, results, domain, paper)
     delta = figure_delta_safety(results)
     doc.heading("Figure 1: ΔSafety = SEPO − Base", anchor="figure-1")
+    unmeasured = sorted({f"{p['domain']} ({p['agent']})" for p in figure1_pairs(results) if p["delta"] is None})
+    no_safety = (f"No bar for {', '.join(unmeasured)}: safety was not measured in its Base and SEPO cells (n/a in its "
+                 "table), so there is no difference to draw." if unmeasured else "")
     if delta is None:
-        doc.para("No domain has both a Base and a SEPO cell finished.")
+        doc.para(no_safety or "No domain has both a Base and a SEPO cell finished.")
     else:
         png, bars = delta
         hatched = (f" Hatched grey bars ({UNPARSED}): the SEPO or the Base cell's replies do not parse (invalid-action rate "
@@ -389,7 +398,7 @@ def build_report(folder: str | Path) -> Document:
         outside = (f" The paper's Figure 1 has no bar for {', '.join(beyond)}: the same measure, extended."
                    if beyond else "")
         doc.figure("figure1_delta_safety.png", png, "ΔSafety = SEPO − Base per domain and agent (first λ point), paired by "
-                   "seed, 95% interval." + hatched + outside)
+                   "seed, 95% interval." + hatched + outside + (" " + no_safety if no_safety else ""))
         doc.table(["domain", "agent", "λ", "ΔSafety", "seeds", "cells"],
                   [[b["domain"], b["agent"] + (f" {UNPARSED}" if b["unparsed"] else ""), "/".join(f"{v:g}" for v in b["lambdas"]),
                     fmt(b["delta"]), str(b["delta"][3]), ", ".join(b["cells"])] for b in bars], "table-figure-1")

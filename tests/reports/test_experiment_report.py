@@ -138,6 +138,24 @@ def test_cells_whose_replies_do_not_parse_are_marked_in_every_table_and_hatched_
     assert [b["unparsed"] for b in bars] == [failing in b["cells"] for b in bars] and any(b["unparsed"] for b in bars)
 
 
+def test_figure_1_says_why_a_domain_with_base_and_sepo_has_no_bar(finished_experiment, tmp_path):  # noqa: F811
+    """A domain whose safety is not measured (OpenSpiel's Leduc under the paper protocol: no pools)
+    had no bar and no word about it; alone, the report claimed no Base and SEPO cells had finished."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sepo.reports.experiment import build_report
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    table = pq.read_table(folder / "results.parquet")
+    rows = [r for r in table.to_pylist() if r["metric"] != "safety"]
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), folder / "results.parquet")
+    md = "\n".join(build_report(folder).md)
+    figure = md[md.index("## Figure 1"):]
+    assert f"No bar for {tiny_domain()} (tab): safety was not measured" in figure
+    assert "No domain has both a Base and a SEPO cell finished" not in figure
+
+
 @pytest.fixture(scope="module")
 def family_report(tmp_path_factory):
     """The report of an experiment on a registry family's member (`openspiel:kuhn_poker`), a game
