@@ -85,7 +85,7 @@ def test_the_real_model_config_starts_from_the_sft_model_folder(tmp_path, monkey
 
     config = Path(__file__).resolve().parents[2] / "configs" / "real.yaml"
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SepoError, match="agents.0..model: model 'runs/smollm2-sft/model': no such folder"):
+    with pytest.raises(SepoError, match="agents.0..model: model 'runs/smollm2-sft-answer2/model': no such folder"):
         load_config(config)
     (tmp_path / "runs/smollm2-sft/model").mkdir(parents=True)
     (tmp_path / "runs/smollm2-sft/model/config.json").write_text("{}")
