@@ -87,8 +87,8 @@ def test_the_real_model_config_starts_from_the_sft_model_folder(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SepoError, match="agents.0..model: model 'runs/smollm2-sft-answer2/model': no such folder"):
         load_config(config)
-    (tmp_path / "runs/smollm2-sft/model").mkdir(parents=True)
-    (tmp_path / "runs/smollm2-sft/model/config.json").write_text("{}")
+    (tmp_path / "runs/smollm2-sft-answer2/model").mkdir(parents=True)
+    (tmp_path / "runs/smollm2-sft-answer2/model/config.json").write_text("{}")
     cells = expand(load_config(config)[0]).cells
     assert len(cells) == 20 and {c.domain for c in cells} == {"kuhn", "ipd"}
     assert sorted({c.seed for c in cells if c.stage != "base"}) == [0, 1, 2] and not any(c.needs for c in cells)
