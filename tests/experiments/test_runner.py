@@ -21,6 +21,7 @@ from sepo.experiments.runner import read_results, run_experiment
 from sepo.experiments.seeds import check_disjoint, episode_seeds, split_seed
 from sepo.games import domain_names, get_domain
 from tests.experiments.conftest import tiny_config
+from tests.experiments.workers import mark_and_sleep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -155,20 +156,19 @@ def test_overwrite_keeps_the_users_files_inside_cells(tmp_path):
     assert [(p / "notes.txt").read_text() for p in (out / "cells", cell, cell / "train")] == ["mine", "mine too", "and mine"]
 
 
-def test_a_stopped_runner_ends_its_running_cells_at_once():
+def test_a_stopped_runner_ends_its_running_cells_at_once(tmp_path):
     """Found stopping `sepo experiment run --workers 2` with SIGTERM: the signal reaches only the
     runner, whose pool then waited for both running cells to finish (over a minute). Stopped, it
     ends them (they resume as after a kill -9)."""
-    import time
-
     from sepo.experiments.runner import LocalBackend
 
     engine = LocalBackend(2)
-    running = [engine.pool.submit(time.sleep, 120) for _ in range(2)]
-    deadline = time.monotonic() + 60
-    while sum(p.is_alive() for p in engine.pool._processes.values()) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)  # both sleeps under way
+    marks = [tmp_path / f"running-{i}" for i in range(2)]
+    running = [engine.pool.submit(mark_and_sleep, str(mark), 120) for mark in marks]
+    deadline = time.monotonic() + 60  # a worker's start (spawn, imports) on a loaded machine
+    while not all(mark.exists() for mark in marks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(mark.exists() for mark in marks), "the two cells never started"
     started = time.monotonic()
     engine.close(abort=True)
     assert time.monotonic() - started < 30 and all(f.done() for f in running)
