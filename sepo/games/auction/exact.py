@@ -235,9 +235,11 @@ class AuctionSolver:
 
     def solve(self, table, objective: str = "gap"):
         """(levels, maximiser, optimal total, agent's total, opponent's total, pruning bound);
-        the last table's results are cached (a trainer asks for value and gradient at one table)."""
+        the last table's results are cached (a trainer asks for value and gradient at one table),
+        keyed by the table's bytes themselves: a hash of them could collide and serve another
+        table's results."""
         table = np.ascontiguousarray(table, dtype=float)
-        key = (objective, table.shape, hash(table.tobytes()))
+        key = (objective, table.shape, table.tobytes())
         if self._cache.get(key) is None:
             tables = self._round_tables(table)
             levels, pruned = self._forward(tables)

@@ -218,3 +218,18 @@ def test_an_audit_reads_an_undeclared_agent_on_whole_histories_and_labels_a_proj
     assert whole.value == pytest.approx(truth.value, abs=1e-12)
     projected = solver.audit(_Undeclared(), projection=True).result
     assert not projected.exact and projected.extra["projection_memory"] == 1
+
+
+def test_the_solve_cache_is_keyed_by_the_table_itself_not_its_hash(monkeypatch):
+    """Two tables whose Python hash() collides are two tables: the second is solved, not served
+    the first one's cached value."""
+    import sepo.games.auction.exact as exact_module
+
+    monkeypatch.setattr(exact_module, "hash", lambda value: 0, raising=False)
+    game = make_game("rigorous", rounds=2, memory=1)
+    solver = AuctionSolver(game)
+    first = action_table(random_tabular(solver, 1), solver.decisions())
+    second = action_table(random_tabular(solver, 2), solver.decisions())
+    expected = AuctionSolver(game).solve(second)[2]
+    solver.solve(first)
+    assert solver.solve(second)[2] == pytest.approx(expected, abs=1e-12)
