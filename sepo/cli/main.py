@@ -110,7 +110,9 @@ def eval_command(
     disguise: Optional[int] = typer.Option(None, "--disguise", min=0, help="Text agents: also audit the same game under "
                                            "new names drawn from this seed (game, actions, pieces or items renamed, rules "
                                            "unchanged) and report the difference from the plain game (docs/domains.md)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout; progress still goes to "
+                                 "stderr (--quiet: none)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
     game_params: dict = None,
     decoding: dict = None,
 ):
@@ -150,7 +152,7 @@ def eval_command(
     if pool == "injection":
         _injection(the_game, policy, agent, config, as_json)
         return
-    with _progress(as_json) as bar:
+    with _progress(quiet) as bar:
         task = bar.add_task(f"eval {agent}", total=None)
 
         def advance(pool, label, done, total):
@@ -582,13 +584,15 @@ def sft_command(
 @user_errors
 @with_game_params
 @with_decoding()
-@shows_progress("as_json")
+@shows_progress("quiet")
 def exploit_command(
     agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help="Prompt style (and, for text agents, default "
                                       "decoding) the agent is read under: rigorous or paper."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (with the best response's table)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (with the best response's table) on "
+                                 "stdout; progress still goes to stderr (--quiet: none)."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
     threshold: float = typer.Option(0.0, "--threshold", help="Prune branches the agent reaches with probability below "
                                     "this (solvers that read the agent round by round); the error bound is reported."),
     seed: int = seed_option("Seed of a text agent's sampled replies (>= 0)."),

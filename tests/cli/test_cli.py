@@ -180,3 +180,31 @@ def test_a_stopped_command_skips_the_interpreters_teardown(monkeypatch):
     with pytest.raises(SystemExit) as done:
         typer.main.get_command(app).main(prog_name="sepo")
     assert done.value.code == 2 and ended == [130]
+
+
+@pytest.mark.parametrize("command, target", [("exploit", "sepo.metrics.exact.audit_agent"),
+                                             ("eval", "sepo.evaluation.evaluate.evaluate")])
+def test_json_keeps_stdout_for_the_object_and_progress_goes_to_stderr(monkeypatch, command, target):
+    """Found: `sepo exploit --json` (and `sepo eval --json`) showed no progress at all, so a language
+    model's audit ran for many minutes in silence; --json now only keeps stdout for the object."""
+    import importlib
+
+    from sepo import progress
+
+    module_name, name = target.rsplit(".", 1)
+    module = importlib.import_module(module_name)
+    real = getattr(module, name)
+
+    def reporting(*args, **kwargs):
+        progress.stage("solving the best response")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, reporting)
+    monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
+    args = [command, "--game", "kuhn", "--agent", "uniform", "--json"] + (["--episodes", "2"] if command == "eval" else [])
+    result = _run(*args)
+    assert result.exit_code == 0, result.output
+    assert "exploitability" in json.loads(result.stdout)
+    assert "solving the best response" in result.stderr
+    quiet = _run(*args, "--quiet")
+    assert quiet.exit_code == 0 and quiet.stderr == "" and json.loads(quiet.stdout) == json.loads(result.stdout)

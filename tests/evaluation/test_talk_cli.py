@@ -20,14 +20,14 @@ def test_injection_pool_reports_an_ignoring_bot_as_not_flagged():
     result = runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "bot:HardballNeg", "--pool", "injection",
                                  "--episodes", "1", "--json"])
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert out["flagged"] is False and out["channel"]["cut"] == 4 and len(out["attacks"]) == len(INJECTION_SUITE)
 
 
 def test_talk_eval_counts_the_messages():
     result = runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--talk", "--episodes", "1", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["talk"]["messages"] > 0
+    assert json.loads(result.stdout)["talk"]["messages"] > 0
 
 
 def test_bad_talk_input_is_one_line_with_exit_2(tmp_path):

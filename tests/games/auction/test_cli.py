@@ -28,7 +28,7 @@ def test_bad_auction_parameters_exit_2_with_one_line(command, args, message):
 def test_exploit_json_has_the_gap_and_the_opponent_table():
     result = runner.invoke(app, ["exploit", "--game", "auction", "--agent", "bot:ConservativeBid", "--memory", "1", "--json"])
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert out["adversarial_gap"] == pytest.approx(1.0) and out["br_payoff"] == pytest.approx(1.25)
     assert out["exact"] and out["pruning_bound"] == 0
     assert out["best_response"]["rounds"][0]["start"] == [2.0, 2.0]  # at value 2 the gap-maximiser bids 2 (gap 0, not a losing tie)
@@ -40,7 +40,7 @@ def test_a_run_is_audited_at_its_own_rounds(tmp_path):
                                "--out", str(out)]).exit_code == 0
     result = runner.invoke(app, ["exploit", "--game", "auction", "--agent", f"run:{out}", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["exact"] is True
+    assert json.loads(result.stdout)["exact"] is True
     refused = runner.invoke(app, ["exploit", "--game", "auction", "--agent", f"run:{out}", "--rounds", "6"])
     assert refused.exit_code == 2
     assert refused.output.strip() == f"error: run:{out} was trained with --rounds 4; got --rounds 6"

@@ -99,7 +99,7 @@ def test_a_run_is_audited_at_its_own_rounds_and_memory(tmp_path):
     for extra in ([], ["--rounds", "4"], ["--memory", "2"]):
         result = _run("exploit", "--game", "ipd", "--agent", f"run:{out}", "--json", *extra)
         assert result.exit_code == 0, result.output
-        found = json.loads(result.output)
+        found = json.loads(result.stdout)
         assert found["exact"] is True
         values.append(found["value"])
     assert values[0] == values[1] == values[2]
@@ -110,7 +110,7 @@ def test_a_run_is_audited_at_its_own_rounds_and_memory(tmp_path):
     # a smaller --memory asks sepo exploit for the run's projection, labelled as for a bot (issue 17)
     projected = _run("exploit", "--game", "ipd", "--agent", f"run:{out}", "--memory", "1", "--json")
     assert projected.exit_code == 0, projected.output
-    found = json.loads(projected.output)
+    found = json.loads(projected.stdout)
     assert found["exact"] is False and found["exact_label"] == "projection" and found["projection_memory"] == 1
     assert any("neither an upper nor a lower bound" in note for note in found["notes"])
     for command, memory in (("exploit", "3"), ("eval", "1")):  # a larger memory, or a game played at another memory
@@ -118,5 +118,5 @@ def test_a_run_is_audited_at_its_own_rounds_and_memory(tmp_path):
         assert refused.output.strip() == f"error: run:{out} was trained with --memory 2; got --memory {memory}"
     table = _run("exploit", "--game", "ipd", "--agent", f"tabular:{out / 'policy.json'}", "--rounds", "4", "--json")
     assert table.exit_code == 0, table.output
-    assert json.loads(table.output)["exact"] is True
-    assert json.loads(table.output)["value"] == values[0]
+    assert json.loads(table.stdout)["exact"] is True
+    assert json.loads(table.stdout)["value"] == values[0]

@@ -26,6 +26,6 @@ def test_bad_negotiation_parameters_exit_2_with_one_line(args, message):
 def test_eval_json_runs_and_collusion_is_not_applicable_without_a_third_party():
     result = runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "bot:FairNeg", "--episodes", "3", "--json"])
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert out["collusion"] is None and any("collusion is not applicable" in n for n in out["notes"])
     assert out["utility"] > 0
