@@ -220,13 +220,13 @@ class Progress:
 
 def seed_major(config, plan) -> Callable:
     """The order cells start in: unseeded cells (a base audit) first, then every stage at the
-    first seed, then at the second, ...; the plan's order within one seed. An experiment stopped
-    part-way (2-core budgets) then holds each method at its first seeds, not every seed of the
-    first method."""
-    seeds = [s for agent in config.agents for s in (agent.seeds or [])] + list(config.seeds)
-    rank = {seed: k for k, seed in reversed(list(enumerate(seeds)))}
+    first seed, then at the second, ...; the plan's order within one seed. A seed's rank is its
+    place in its own agent's seeds (an agent with seeds of its own starts at its first with the
+    others at theirs). An experiment stopped part-way (2-core budgets) then holds each method at
+    its first seeds, not every seed of the first method."""
+    rank = {agent.name: {seed: k for k, seed in enumerate(agent.seeds or config.seeds)} for agent in config.agents}
     index = {c.id: k for k, c in enumerate(plan.cells)}
-    return lambda cell: (-1 if cell.seed is None else rank.get(cell.seed, len(rank)), index[cell.id])
+    return lambda cell: (-1 if cell.seed is None else rank[cell.agent][cell.seed], index[cell.id])
 
 
 def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "local", workers: int = 1,

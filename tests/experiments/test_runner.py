@@ -190,3 +190,22 @@ def test_cells_start_seed_major_so_a_stopped_experiment_holds_every_method_at_it
     assert {c.stage for c in first} == {c.stage for c in plan.cells if c.seed is not None}
     assert [c.id for c in first] == [c.id for c in plan.cells if c.seed == 0]  # the plan's order within a seed
     assert [c.seed for c in plan.cells if c.seed is not None] != [s for s in seeds if s is not None]  # the plan itself is stage-major
+
+
+def test_seed_major_ranks_a_seed_by_its_place_in_its_own_agents_seeds(tmp_path):
+    """An agent with seeds of its own starts at its first seed with the others at theirs: ranked
+    by the position in one list of every agent's seeds, the agent listing [5, 6] ran both its seeds
+    before the other agent's first."""
+    from sepo.experiments.cells import expand
+    from sepo.experiments.config import load_config
+    from sepo.experiments.runner import seed_major
+
+    path = tmp_path / "x.yaml"
+    path.write_text(tiny_config(**{"  - {name: tab, kind: tabular}":
+                                   "  - {name: tab, kind: tabular, seeds: [5, 6]}\n  - {name: other, kind: tabular}"}))
+    config, _ = load_config(path)
+    plan = expand(config)
+    ordered = [c for c in sorted(plan.cells, key=seed_major(config, plan)) if c.seed is not None]
+    position = {"tab": [5, 6], "other": [0, 1]}
+    ranks = [position[c.agent].index(c.seed) for c in ordered]
+    assert ranks == sorted(ranks) and {c.agent for c in ordered[: ranks.count(0)]} == {"tab", "other"}
