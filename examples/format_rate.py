@@ -1,13 +1,20 @@
 """The invalid-reply rate of a language model in each domain: how often a reply does not parse.
 
-For each game: play episodes of the domain's `paper` demonstration mixture against its train pool
-(the best-response entry left out) with a seed of its own, keep the distinct prompts the mixture
-met, draw `--states` of them, and sample `--replies` replies to each from the model under the
-rigorous protocol's decoding at `--temperature` (default 1). Every reply is parsed strictly as in
-play (`sepo.policies.replies.parse_reply`: a reply cut off at `--max-new-tokens` is `truncated`).
-Printed per game: invalid replies / replies, the rate with its 95% Wilson interval (replies of one
-prompt are not independent, so the interval is a guide, not a guarantee), the failure kinds, the
-mean reply length in tokens and the wall time.
+For each game: play episodes of the domain's `paper` demonstration mixture (a game without one: its
+first mixture) against its train pool (the best-response entry left out) with a seed of its own,
+keep the distinct prompts the mixture met, draw `--states` of them, and sample `--replies` replies
+to each from the model under the rigorous protocol's decoding at `--temperature` (default 1).
+Every reply is parsed strictly as in play (`sepo.policies.replies.parse_reply`: a reply cut off at
+`--max-new-tokens` is `truncated`). Printed per game: invalid replies / replies, the rate with its
+95% Wilson interval (replies of one prompt are not independent, so the interval is a guide, not a
+guarantee), the failure kinds, the mean reply length in tokens and the wall time.
+
+With `--exact` (models SFT'd to answer with the action line alone, `--temperature` > 0) nothing
+is sampled: at every distinct prompt met, the probability that the reply is a legal action's
+answer line and the end of the turn within `--max-new-tokens` is computed exactly
+(`HFPolicy.answer_probabilities`); one minus it bounds the invalid-reply probability there from
+above. Printed per game: the bound's mean over the prompts met, its median and maximum, and how
+many prompts exceed 2%. `--json` is rewritten whole after every game.
 
 It measures the format only: which action the model picks is `sepo eval`'s business. It exists
 because a `sepo eval` audit also estimates the played policy at every state it meets (thousands of
@@ -33,6 +40,7 @@ from sepo.opponents.pools import BEST_RESPONSE, default_pools
 from sepo.policies.base import Policy
 from sepo.policies.hf import HFPolicy
 from sepo.policies.replies import decoding_for, parse_reply
+from sepo.training.checkpoint import atomic_write_text
 
 GAMES = ("kuhn", "ipd", "auction", "negotiation", "negotiation-gt", "pricing", "openspiel:leduc_poker")
 
@@ -154,9 +162,8 @@ def main() -> None:
                   f"kinds {result['kinds']} ({result['states']} prompts of {result['states_met']} met, "
                   f"max {limit} new tokens, mean reply {result['mean_reply_tokens']:.1f} tokens, {result['seconds']:.0f} s)",
                   flush=True)
-        if args.json:
-            with open(args.json, "w") as handle:
-                json.dump({"model": args.model, "seed": args.seed, "results": results}, handle, indent=1)
+        if args.json:  # replaced whole after every game: a stop or a failed write never leaves a torn file
+            atomic_write_text(args.json, json.dumps({"model": args.model, "seed": args.seed, "results": results}, indent=1))
 
 
 if __name__ == "__main__":

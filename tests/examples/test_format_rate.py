@@ -42,3 +42,21 @@ def test_exact_at_temperature_zero_is_one_line(format_rate, monkeypatch, capsys)
     with pytest.raises(SystemExit) as info:
         format_rate.main()
     assert info.value.code == 2 and "--exact" in capsys.readouterr().err
+
+
+def test_json_results_are_replaced_whole_never_left_torn(format_rate, monkeypatch, tmp_path):
+    """The file is rewritten after every game; a write that fails part-way (here the second
+    game's result cannot be written) leaves the first game's complete file, not a torn one."""
+    import json
+
+    def fake_measure(model, name, states, replies, limit, temperature, seed):
+        result = {"game": name, "states": 1, "states_met": 1, "replies": 1, "invalid": 0, "rate": 0.0,
+                  "ci95": (0.0, 1.0), "kinds": {"ok": 1}, "mean_reply_tokens": 1.0, "seconds": 0.0}
+        return {**result, "example": object()} if name == "ipd" else result
+
+    out = tmp_path / "rates.json"
+    monkeypatch.setattr(format_rate, "measure", fake_measure)
+    monkeypatch.setattr(sys, "argv", ["format_rate.py", "--model", "unused", "--games", "kuhn", "ipd", "--json", str(out)])
+    with pytest.raises(TypeError):
+        format_rate.main()
+    assert [r["game"] for r in json.loads(out.read_text())["results"]] == ["kuhn"]
