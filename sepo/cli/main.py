@@ -496,7 +496,8 @@ def model_import_command(
 def data_sft_command(
     out: Path = typer.Option(..., "--out", help="Folder for the Hugging Face dataset (a new folder, or this same dataset's)."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    mixture: str = typer.Option("paper", "--mixture", help="A demonstration mixture of the game, e.g. paper."),
+    mixture: Optional[str] = typer.Option(None, "--mixture", help="A demonstration mixture of the game (default: the "
+                                          "game's own default, the first it lists: the paper's where the game has one)."),
     episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per driving opponent."),
     seed: int = seed_option("Seed of the traces and of the train/validation split (>= 0)."),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help="Prompt style."),
@@ -509,14 +510,17 @@ def data_sft_command(
     game_params: dict = None,
 ):
     """Expert traces as chat examples (system, user, assistant = reason + action, or the action
-    alone with --answer-only), train/validation split."""
+    alone with --answer-only), train/validation split. Without --mixture, the game's default
+    mixture (the paper's where the game has it); the one used is printed and recorded."""
     from sepo.games import get_domain, load_game
     from sepo.runs import open_run
     from sepo.training.sft_data import generate_traces, read_sft_summary, write_sft_dataset
 
     domain = get_domain(game)
-    if domain.demos is None:
+    if domain.default_mixture() is None:
         raise SepoError(f"game {game!r} defines no SFT demonstrations")
+    if mixture is None:
+        mixture = domain.default_mixture()
     if mixture not in domain.demos():
         raise SepoError(f"unknown --mixture {brief(mixture)} for {game}; use one of: {', '.join(domain.demos())}")
     params = game_params_for(game, game_params)
@@ -542,7 +546,8 @@ def data_sft_command(
                     summary = asdict(write_sft_dataset(traces, tmp, seed))
             run.complete(summary)
     complete = " (already complete)" if run.finished else ""
-    console.print(f"{summary['examples']} examples ({summary['train']} train, {summary['validation']} validation) at {out}"
+    console.print(f"{summary['examples']} examples ({summary['train']} train, {summary['validation']} validation) of the "
+                  f"{mixture} mixture at {out}"
                   f"{complete}; by strategy: " + ", ".join(f"{k} {v}" for k, v in sorted(summary['by_strategy'].items())))
 
 

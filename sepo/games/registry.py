@@ -105,7 +105,8 @@ class Domain:
         solver, the strongest best-response lower bound on the agent's value the domain can find,
         its method named in the result (`sepo exploit` and the rigorous exploiter pool use it).
       frequencies(episodes) -> {"<name>/<key>": value}: the domain's behaviour table.
-      demos() -> {mixture name: [(factory, weight), ...]} and demo_opponents: SFT traces.
+      demos() -> {mixture name: [(factory, weight), ...]} and demo_opponents: SFT traces; the
+        first mixture listed is the game's default (`default_mixture`; the paper's where the game has it).
       agents: {kind: factory(arg, game) -> Policy}: agent specs only this domain defines
         (for example an equilibrium family, `nash[:ALPHA]`).
       training(game, train_entries, collusive_entries) -> a tabular training environment
@@ -176,6 +177,12 @@ class Domain:
             raise
         except (TypeError, ValueError) as error:
             raise SepoError(f"bad parameters {params} for bot {name!r}: {error}") from None
+
+    def default_mixture(self) -> str | None:
+        """The demonstration mixture used when none is named: the first `demos()` lists (None: no demos)."""
+        if self.demos is None:
+            return None
+        return next(iter(self.demos()), None)
 
     def has_bot(self, name: str) -> bool:
         return name in self.bots() or self.make_bot is not None

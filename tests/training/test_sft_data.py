@@ -33,3 +33,31 @@ def test_answer_only_is_recorded_and_a_rerun_without_it_is_refused(tmp_path):
     assert json.loads((out / "sepo-run.json").read_text())["config"]["answer_only"] is True
     again = runner.invoke(app, args)
     assert again.exit_code == 2 and "answer_only" in again.output.replace("-", "_")
+
+
+def test_without_mixture_each_game_uses_its_own_default_and_a_missing_named_one_is_one_line(tmp_path):
+    """Found: `sepo data sft` defaulted to --mixture paper, which a game the paper does not have
+    lacks, so the command without --mixture failed there; it now uses the game's own default (the
+    first mixture its domain lists) and records it. Naming a mixture the game lacks is still refused."""
+    runner = CliRunner()
+    for name in domain_names():
+        domain = get_domain(name)
+        if domain.demos is not None:
+            assert domain.default_mixture() == next(iter(domain.demos()))
+            if "paper" in domain.demos():
+                assert domain.default_mixture() == "paper", name
+    lacking = next(name for name in domain_names()
+                   if get_domain(name).demos is not None and "paper" not in get_domain(name).demos())
+    default = get_domain(lacking).default_mixture()
+    out = tmp_path / "data"
+    args = ["data", "sft", "--game", lacking, "--episodes", "1", "--out", str(out), "--quiet"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"of the {default} mixture" in result.stdout
+    assert json.loads((out / "sepo-run.json").read_text())["config"]["mixture"] == default
+    assert runner.invoke(app, [*args, "--mixture", default]).exit_code == 0  # the same run: already complete
+    named = runner.invoke(app, ["data", "sft", "--game", lacking, "--mixture", "paper", "--episodes", "1",
+                                "--out", str(tmp_path / "other"), "--quiet"])
+    assert named.exit_code == 2 and len(named.stderr.strip().splitlines()) == 1
+    assert "unknown --mixture paper" in named.stderr and default in named.stderr
+    assert not (tmp_path / "other").exists()
