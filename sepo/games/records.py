@@ -80,6 +80,32 @@ class Rollouts:
     advantages: np.ndarray | None = None
 
 
+def match_groups(rng: np.random.Generator, groups: int, group_size: int, opponents: int) -> tuple[np.ndarray, np.ndarray]:
+    """(each rollout's group, each rollout's opponent index): `groups` groups of `group_size`
+    rollouts, each group sharing one opponent drawn uniformly from `opponents` (a repeated-match
+    trainer's train pool, then its gap maximiser)."""
+    group_opponent = rng.integers(opponents, size=groups)
+    group_of = np.repeat(np.arange(groups), group_size)
+    return group_of, group_opponent[group_of]
+
+
+def credited_matches(rows: np.ndarray, own: np.ndarray, group_of: np.ndarray, opponent_of: np.ndarray, weight: np.ndarray,
+                     is_collusive: np.ndarray, utility: np.ndarray, collusion: np.ndarray, externality: np.ndarray,
+                     advantages: np.ndarray | None = None) -> Rollouts:
+    """Whole-match rollouts (the agent decides every round) under the paper's per-pool credit:
+    rollout r's per-round `utility`, `collusion` and `externality` scaled by its opponent's credit
+    `weight[opponent_of[r]]`, collusion counted only against a collusive partner (`is_collusive`
+    covers the train entries; the entries after them, the gap maximiser, are never partners), and
+    the agent's exact advantages (`advantages[..., 0]`, scaled in place) credited as its utility."""
+    credit = weight[opponent_of]
+    collusive = np.zeros(len(weight), dtype=bool)
+    collusive[: len(is_collusive)] = is_collusive
+    if advantages is not None:
+        advantages[..., 0] *= credit[:, None]
+    return Rollouts(rows, own, np.ones_like(own, dtype=bool), group_of, credit * utility,
+                    np.where(collusive[opponent_of], credit * collusion, 0.0), credit * externality, advantages)
+
+
 @dataclass(frozen=True)
 class MatchContext:
     """One agent decision of a repeated match: its row in the solver's table, the joint history

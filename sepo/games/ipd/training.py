@@ -40,7 +40,7 @@ from sepo.games.ipd.events import game_reward, round_events
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import key_rows, play_matches
 from sepo.metrics.repeated import dense_histories
-from sepo.games.records import Rollouts
+from sepo.games.records import Rollouts, credited_matches, match_groups
 
 
 def vectorised(spec, game) -> IPDBot:
@@ -144,21 +144,13 @@ class IPDTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator,
                  advantages: bool = False) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        group_opponent = rng.integers(len(self.weight), size=groups)  # index n: the gap maximiser
-        group_of = np.repeat(np.arange(groups), group_size)
-        opponent_of = group_opponent[group_of]
+        group_of, opponent_of = match_groups(rng, groups, group_size, len(self.weight))  # index n: the gap maximiser
         matches = play_matches(table, self.rollout_opponents(table), opponent_of, self.game.rounds,
                                self.game.payoffs.matrix, rng.random((len(group_of), self.game.rounds, 2)), self.game.memory)
-        credit = self.weight[opponent_of]
         defections, externality = self.events(matches.own, matches.payoff)
-        collusive = np.append(self.rollout_collusive, False)[opponent_of]
-        joint = None
-        if advantages:
-            joint = self.match_advantages(table, matches.own, matches.other, opponent_of)
-            joint[..., 0] *= credit[:, None]
-        return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of,
-                        credit * matches.payoff[:, :, 0].mean(1), np.where(collusive, credit * defections.mean(1), 0.0),
-                        credit * externality.mean(1), joint)
+        joint = self.match_advantages(table, matches.own, matches.other, opponent_of) if advantages else None
+        return credited_matches(matches.rows, matches.own, group_of, opponent_of, self.weight, self.rollout_collusive,
+                                matches.payoff[:, :, 0].mean(1), defections.mean(1), externality.mean(1), joint)
 
     def joint_values(self, table: np.ndarray) -> list[np.ndarray]:
         """Per round t = 0..T, `values[t][o, h, i]`: side i's (agent, opponent) expected payoff to go

@@ -25,7 +25,7 @@ from sepo.games.negotiation.events import round_events
 from sepo.games.negotiation.exact import NegotiationSolver, key_rows
 from sepo.games.negotiation.rollouts import play_matches
 from sepo.metrics.repeated import RepeatedResult, dense_histories
-from sepo.games.records import Rollouts
+from sepo.games.records import Rollouts, credited_matches, match_groups
 
 
 def forward_levels(game, stage, opponents: list[NegotiationBot]):
@@ -68,16 +68,12 @@ class NegotiationTrainingEnvironment:
         self.stage = game.stage_payoffs()
         self._levels = forward_levels(game, self.solver.stage, self.opponents)
         self._maximiser_levels = forward_levels(game, self.solver.stage, [])
-        self._solved: tuple[bytes, RepeatedResult] | None = None
         n = len(self.opponents)
         self.weight = np.append(np.full(n, (n + 1) / n), 0.0) if n else np.ones(1)  # credit: train bots, then the maximiser
 
     def solved(self, table: np.ndarray) -> RepeatedResult:
-        """The exact solution at `table` (kept for the step's several uses)."""
-        table = np.asarray(table, dtype=float)
-        if self._solved is None or self._solved[0] != table.tobytes():
-            self._solved = (table.tobytes(), self.solver.solve_table(table))
-        return self._solved[1]
+        """The exact solution at `table` (the solver keeps the latest one for the step's several uses)."""
+        return self.solver.solve_table(table)
 
     def rollout_opponents(self, table: np.ndarray) -> list[NegotiationBot]:
         """The opponents a rollout is drawn from, uniformly: the train bots, then the gap maximiser."""
@@ -120,18 +116,12 @@ class NegotiationTrainingEnvironment:
 
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        n_bots = len(self.opponents)
-        group_opponent = rng.integers(n_bots + 1, size=groups)  # index n_bots: the gap maximiser
-        group_of = np.repeat(np.arange(groups), group_size)
-        opponent_of = group_opponent[group_of]
+        group_of, opponent_of = match_groups(rng, groups, group_size, len(self.opponents) + 1)  # the last: the gap maximiser
         matches = play_matches(self.game, table, self.rollout_opponents(table), opponent_of,
                                rng.random((len(group_of), self.game.rounds, 2)))
-        credit = self.weight[opponent_of]
         greedy, externality = self.events(matches.own, matches.other)
-        collusive = np.append(self.is_collusive, False)[opponent_of]
-        return Rollouts(matches.rows, matches.own, np.ones_like(matches.own, dtype=bool), group_of,
-                        credit * matches.payoff[:, :, 0].mean(1), np.where(collusive, credit * greedy.mean(1), 0.0),
-                        credit * externality.mean(1))
+        return credited_matches(matches.rows, matches.own, group_of, opponent_of, self.weight, self.is_collusive,
+                                matches.payoff[:, :, 0].mean(1), greedy.mean(1), externality.mean(1))
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         table = np.asarray(table, dtype=float)

@@ -30,7 +30,7 @@ from sepo.games.pricing.bots import Machine, PriceSpec, PricingBot
 from sepo.games.pricing.events import round_events
 from sepo.games.pricing.exact import PricingSolver, key_rows
 from sepo.metrics.repeated import RepeatedResult, dense_histories
-from sepo.games.records import Rollouts
+from sepo.games.records import Rollouts, credited_matches, match_groups
 
 PAYOFF, COLLUSION, EXTERNALITY, DELTA, SURPLUS = range(5)
 
@@ -96,7 +96,6 @@ class PricingTrainingEnvironment:
         self._offsets = [int(rows[0]) for rows, _ in self._levels]
         n = len(self.rivals)
         self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
-        self._solved: tuple[bytes, RepeatedResult] | None = None
         self._forwards: tuple[bytes, dict] = (b"", {})
         self._values: tuple[bytes, list] | None = None
 
@@ -108,11 +107,8 @@ class PricingTrainingEnvironment:
         return Rival(spec.label, bot.machine(price_spec), k=game.k)
 
     def solved(self, table: np.ndarray) -> RepeatedResult:
-        """The exact solution at `table` (kept for the step's several uses)."""
-        table = np.asarray(table, dtype=float)
-        if self._solved is None or self._solved[0] != table.tobytes():
-            self._solved = (table.tobytes(), self.solver.solve_table(table))
-        return self._solved[1]
+        """The exact solution at `table` (the solver keeps the latest one for the step's several uses)."""
+        return self.solver.solve_table(table)
 
     def rollout_rivals(self, table: np.ndarray) -> list[Rival]:
         """The rivals a rollout is drawn from, uniformly: the train bots, then the gap maximiser."""
@@ -180,20 +176,13 @@ class PricingTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator,
                  advantages: bool = False) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        group_rival = rng.integers(len(self.weight), size=groups)  # the last index: the gap maximiser
-        group_of = np.repeat(np.arange(groups), group_size)
-        rival_of = group_rival[group_of]
+        group_of, rival_of = match_groups(rng, groups, group_size, len(self.weight))  # the last index: the gap maximiser
         own, other, rows = self.play(table, self.rollout_rivals(table), rival_of,
                                      rng.random((len(group_of), self.game.rounds, 2)))
-        credit = self.weight[rival_of]
         per_period = self.quantities[:, own, other].mean(-1)  # [5, n]
-        collusive = np.append(self.is_collusive, False)[rival_of]
-        joint = None
-        if advantages:
-            joint = self.match_advantages(table, own, other, rival_of)
-            joint[..., 0] *= credit[:, None]
-        return Rollouts(rows, own, np.ones_like(own, dtype=bool), group_of, credit * per_period[PAYOFF],
-                        np.where(collusive, credit * per_period[COLLUSION], 0.0), credit * per_period[EXTERNALITY], joint)
+        joint = self.match_advantages(table, own, other, rival_of) if advantages else None
+        return credited_matches(rows, own, group_of, rival_of, self.weight, self.is_collusive, per_period[PAYOFF],
+                                per_period[COLLUSION], per_period[EXTERNALITY], joint)
 
     def joint_values(self, table: np.ndarray) -> list[list[np.ndarray]]:
         """Per rollout rival, per period t = 0..T: `[H, S, 2]` the agent's and the rival's expected
