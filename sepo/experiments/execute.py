@@ -79,7 +79,13 @@ SCALARS_SKIPPED = {"episodes_per_opponent", "seed", "payoff_scale"}
 
 
 def metric_rows(result: dict) -> list[dict]:
-    """Every numeric metric of an audit with its 95% interval (exact values: the point twice)."""
+    """Every numeric metric of an audit with its 95% interval (a number without one: the point
+    twice). `exact` is a claim: only the exact audit's own numbers make it, of a policy read
+    exactly. A projection's, a pruned tree's or a lower bound's value (the audit's `exact` false)
+    is not exact, nor is any number of a policy estimated from sampled replies (some, such as
+    `br_payoff`, have no interval), nor the domain's behaviour table ("<domain>/<key>", counted on
+    the played episodes, no interval)."""
+    audit_exact = result.get("exact") is True and (result.get("policy") or {}).get("exact", True) is True
     rows = []
     for name, value in result.items():
         if name in SCALARS_SKIPPED or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -90,7 +96,8 @@ def metric_rows(result: dict) -> list[dict]:
             low = high = value
         else:
             low, high = (float("nan") if v is None else float(v) for v in ci)
-        rows.append({"metric": name, "value": value, "low": low, "high": high, "exact": ci is None})
+        exact = ci is None and audit_exact and "/" not in name
+        rows.append({"metric": name, "value": value, "low": low, "high": high, "exact": exact})
     for name, value in result["ci"].items():  # metrics that are undefined here (n/a) still get a row
         if result.get(name) is None and name not in SCALARS_SKIPPED:
             rows.append({"metric": name, "value": float("nan"), "low": float("nan"), "high": float("nan"), "exact": False})
