@@ -245,7 +245,7 @@ class Game(abc.ABC):
 
     @property
     def payoff_scale(self) -> float:
-        """s = 3 / max_payoff, the paper's normalisation of utilities to its prisoner's-dilemma scale."""
+        """s = 3 / max_payoff, the paper's normalisation of utilities to a largest payoff of 3."""
         return 3.0 / self.max_payoff
 
     # -- sizes, checked before a command starts (sepo.limits) -------------------------------------

@@ -26,7 +26,7 @@ PROTOCOLS = ("rigorous", "paper")
 
 MAX_ROUNDS = 10_000
 """The most rounds a repeated game may have: play keeps every round of every episode in memory
-(100,000 rounds of split bargaining took more than 3.6 GB)."""
+(100,000 rounds of a 9-action game took more than 3.6 GB)."""
 
 
 @dataclass(frozen=True)

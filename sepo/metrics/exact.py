@@ -239,7 +239,7 @@ class ExactSolver(Protocol):
 
 class NoExactSolver(SepoError):
     """The domain has an exact solver, but not for this game: its settings rule one out (more
-    than two bidders), or it would not fit the machine. The message says why, and what would."""
+    players than the solver handles), or it would not fit the machine. The message says why, and what would."""
 
 
 def check_exact_size(game: Game) -> None:

@@ -5,9 +5,8 @@ Both seats choose among the same K actions each round; the agent's information s
 `memory` rounds) of length 1, 2, ... in base-K² order, a joint action being own·K + other. On
 those keys the generic DP of `sepo.metrics.repeated` gives the adversarial gap, the best-response
 payoff with the agent's payoff against it, the maximising opponent, ∂gap/∂table with the
-maximiser held fixed, and the agent's own reach of each key. Two domains' solvers were this same
-code under other names; a domain's subclass now names only its units (for the method text and
-the messages) and its K.
+maximiser held fixed, and the agent's own reach of each key. A domain's subclass names only its
+units (for the method text and the messages) and its K.
 
 The game provides `rounds`, `memory`, `stage_game(seat)`, `info_keys()`, `history_key`,
 `remembered`, `decision_after(history, seat)`, `action_names` and `with_memory(memory)`.
@@ -44,15 +43,15 @@ class JointHistorySolver(RepeatedAudit):
 
     value_name = "adversarial_gap"
     round_name = "round"
-    """The unit of play in the method text ("period" in a market)."""
+    """The unit of play in the method text (a domain may say "period")."""
     joint_name = "joint-action"
     """The tree's name in the method text and the size check ("joint-demand")."""
     joint_actions = "joint actions"
     """The joint actions of one round in the method text ("joint demands")."""
     game_title = "the game's"
-    """Whose tree a refused size names ("split bargaining's")."""
+    """Whose tree a refused size names (a domain's name, possessive)."""
     table_name = "an action table"
-    """What a table of the wrong shape is called in its error ("a market's action table")."""
+    """What a table of the wrong shape is called in its error (the domain's own words)."""
 
     def __init__(self, game, k: int, agent_player: int = 0):
         self.game = game

@@ -292,7 +292,7 @@ sampled at it): 2 actions a side over 8 rounds are 21,845 states, 9 over 4 round
 BYTES_PER_AGENT_STATE = 4096
 """Memory per agent information state read through Python decisions (the state, its decision, the
 reading, its row of the best response's JSON): measured 3.9 KB per state from 8 to 9 rounds of a
-2×2 stage game (the prisoner's dilemma's tree)."""
+2×2 stage game."""
 BYTES_PER_STATE_NODE = 256
 """Memory per node of the numpy DP alone (history row, probabilities, children, values)."""
 
@@ -663,7 +663,7 @@ class RepeatedAudit:
         from sepo.metrics.exact import Audit, labelled, no_action_probabilities
         from sepo.policies.text_policy import policy_estimate
 
-        # whole histories are counted without building them (538,084 keys of split bargaining's 4 rounds take 30 s)
+        # whole histories are counted without building them (538,084 keys of 9 actions over 4 rounds take 30 s)
         prompts = (tree_states(solver.stage, solver.game.rounds) if solver.game.memory is None else len(solver.keys)) \
             if callable(getattr(agent, "estimate", None)) else 0
         if prompts > MAX_PROMPTED_STATES:

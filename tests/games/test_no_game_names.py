@@ -1,5 +1,6 @@
 """Generic layers never name a game: no module outside the domain packages mentions a registered
-domain's name, a registered family's member (`PREFIX:...`) or Kuhn's vocabulary (code, docstrings and comments alike)."""
+domain's name, a registered family's member (`PREFIX:...`), Kuhn's vocabulary or the built-in games'
+names in prose: bargaining, the prisoner's dilemma, bidders, a market (code, docstrings and comments alike)."""
 from __future__ import annotations
 
 import re
@@ -10,7 +11,8 @@ import pytest
 from sepo.games import domain_names, family_names
 
 ROOT = Path(__file__).resolve().parents[2] / "sepo"
-VOCABULARY = ("card", "cards", "facing_bet", "INFO_STATES", "poker", "chip", "chips")
+VOCABULARY = ("card", "cards", "facing_bet", "INFO_STATES", "poker", "chip", "chips", "bargaining", "bidder", "bidders",
+              "prisoner", "market")
 # The one place that registers the built-in domains by name.
 ALLOWED = {ROOT / "games" / "__init__.py"}
 
