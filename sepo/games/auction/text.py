@@ -1,9 +1,10 @@
 """The auction as text: prompts and the two parsers.
 
-Rigorous parser (strict, docs/parsing.md): drop anything up to a closing `</think>`; take the last
-non-empty line; find the numbers in it. Exactly one distinct number that is on the bid grid is the
-bid; no number is "no_action", two or more distinct numbers "ambiguous", one number off the grid
-"illegal". Reasoning on earlier lines never becomes a bid.
+Rigorous parser (strict, docs/parsing.md): drop anything up to a closing `</think>` (a reply still
+inside an open `<think>` block has no answer: "truncated"); take the last non-empty line; find the
+numbers in it. Exactly one distinct number that is on the bid grid is the bid; no number is
+"no_action", two or more distinct numbers "ambiguous", one number off the grid "illegal". Reasoning
+on earlier lines never becomes a bid.
 
 Paper parser (`protocol paper`, the authors' rule, quirks kept): lower-cased *substring* search,
 first in the last non-empty line and then in the whole reply, in priority high > medium > low;

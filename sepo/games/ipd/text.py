@@ -5,9 +5,10 @@ and the four payoff rules in words, and asks for the action on the last line; th
 gives the round, both players' past moves, the scores so far, and asks for the action.
 
 Parsers.
-- `rigorous` (strict): drop anything up to a closing `</think>`; take the last non-empty line;
-  find the whole words COOPERATE and DEFECT (any case). Exactly one distinct word is the action;
-  none is "no_action", both are "ambiguous". Reasoning on earlier lines never becomes an action.
+- `rigorous` (strict): drop anything up to a closing `</think>` (a reply still inside an open
+  `<think>` block has no answer: "truncated"); take the last non-empty line; find the whole words
+  COOPERATE and DEFECT (any case). Exactly one distinct word is the action; none is "no_action",
+  both are "ambiguous". Reasoning on earlier lines never becomes an action.
 - `paper` (the authors' priority parser): look at the upper-cased last non-empty line, then at
   the whole reply; the first rule that matches wins: the word COOPERATE, the word DEFECT,
   DEFLECT, SILENT (cooperate), TESTIFY (defect), a word starting COOPERAT, a word starting

@@ -7,10 +7,11 @@ and asks how many points to demand. The rigorous prompts state the game's own pi
 breakdown cost.
 
 Parsers.
-- `rigorous` (strict): drop anything up to a closing `</think>`; take the last non-empty line;
-  read its numbers. One distinct whole number inside the demand range is the demand; none is
-  "no_action", several distinct numbers "ambiguous", a single number outside the range or not
-  whole "illegal". Reasoning on earlier lines never becomes a demand.
+- `rigorous` (strict): drop anything up to a closing `</think>` (a reply still inside an open
+  `<think>` block has no answer: "truncated"); take the last non-empty line; read its numbers. One
+  distinct whole number inside the demand range is the demand; none is "no_action", several distinct
+  numbers "ambiguous", a single number outside the range or not whole "illegal". Reasoning on
+  earlier lines never becomes a demand.
 - `paper` (the authors' parser): the last standalone digit 1-9 anywhere in the reply, clamped to
   the demand range. So "the opponent asked for 7, I ask 4 ... fair is 5" demands 5. A reply with
   no such digit is "no_action" (the paper then forces a decode over "1".."9", whose fallback is 5).

@@ -1,9 +1,9 @@
 """The three-item negotiation as text: prompts, the strict parser and the paper's parser.
 
-Strict parser (rigorous): drop anything up to a closing `</think>`; the last non-empty line must
-hold exactly one bracketed triple of non-negative integers, `[books, hats, balls]`. None is
-"no_action", two different ones "ambiguous", a demand outside the pool "illegal". Numbers in the
-reasoning never become a demand.
+Strict parser (rigorous): drop anything up to a closing `</think>` (a reply still inside an open
+`<think>` block has no answer: "truncated"); the last non-empty line must hold exactly one bracketed
+triple of non-negative integers, `[books, hats, balls]`. None is "no_action", two different ones
+"ambiguous", a demand outside the pool "illegal". Numbers in the reasoning never become a demand.
 
 Paper parser (`--protocol paper`, the authors' rule): the last match of the first stage that
 matches anywhere in the reply wins: (1) a bracketed triple; (2) "Books: x, Hats: y, Balls: z"
