@@ -139,6 +139,14 @@ class Results:
         """The row label of a group, marked when its replies do not parse."""
         return _group_label(agent, stage, lambdas) + (f" {UNPARSED}" if self.unparsed(cell_ids) else "")
 
+    def all_exact(self, domain: str, name: str) -> bool:
+        """Whether every value of `name` the domain's tables show (each cell's checkpoint chosen on
+        validation, test split) is exact (results.parquet's `exact`)."""
+        found = [self.value.get((cell_id, "validation"), {}).get(name) for cell_id, cell in self.cells.items()
+                 if cell["domain"] == domain]
+        found = [f for f in found if f is not None]
+        return bool(found) and all(f[3] for f in found)
+
     def exact_name(self, domain: str) -> str | None:
         for cell_id, result in self.results.items():
             if self.cells[cell_id]["domain"] == domain and result.get("exact_value"):
@@ -277,7 +285,8 @@ def figure_sweep(results: Results, domain: str) -> bytes | None:
         ax.plot([p[1] for p in items], [p[2] for p in items], marker="o", label=agent)
         for lam, e, u in items:
             ax.annotate(f"λe={lam:g}", (e, u), fontsize=7, textcoords="offset points", xytext=(4, 4))
-    ax.set(xlabel=f"{value_name.replace('_', ' ')} (exact)", ylabel="utility (test episodes)", title=f"{domain}: λ sweep trade-off")
+    exact = " (exact)" if results.all_exact(domain, value_name) else ""
+    ax.set(xlabel=f"{value_name.replace('_', ' ')}{exact}", ylabel="utility (test episodes)", title=f"{domain}: λ sweep trade-off")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -439,12 +448,18 @@ def _domain_section(doc: Document, results: Results, domain: str, paper: dict):
     if results.protocol != "paper" and published:
         doc.para("The paper's published numbers for this domain are shown beside reproduced ones only under the paper "
                  "protocol (its accounting differs from the rigorous one used here).")
-    rig_header = ["agent · stage", f"{value_name or 'exact value'} (exact)", "NRA (paper)", *(l for _, l in RIGOROUS_COLUMNS)]
+    exact = value_name is None or results.all_exact(domain, value_name)
+    rig_header = ["agent · stage", f"{value_name or 'exact value'}" + (" (exact)" if exact else ""), "NRA (paper)",
+                  *(l for _, l in RIGOROUS_COLUMNS)]
     rig_rows = [[results.label(a, s, lam, cells), fmt(results.metric(cells, value_name)) if value_name else "no solver",
                  fmt(results.metric(cells, "nra")), *(fmt(results.metric(cells, m)) for m, _ in RIGOROUS_COLUMNS)]
                 for (a, s, lam), cells in groups.items()]
     doc.heading(f"{domain}: rigorous columns", level=3)
     doc.table(rig_header, rig_rows, f"table-{domain}-rigorous")
+    if not exact:
+        doc.para(f"Not every {value_name} here is exact: a policy estimated from sampled replies, an agent's memory "
+                 "projection, a pruned tree or a lower bound gives another kind of value (each cell's `safety_uses` "
+                 "says which; results.parquet's `exact` column marks the exact ones).")
     _ablation(doc, results, domain, groups, value_name)
     for name, figure, caption in (("curves", figure_curves, "training curves (every training cell)"),
                                   ("sweep", figure_sweep, "λ-sweep trade-off (SEPO per λe, payoff-only GRPO at λ=0)"),

@@ -189,3 +189,27 @@ def test_a_game_the_paper_lacks_is_not_called_the_papers_table(family_report, re
     assert "The paper's Figure 1 has no bar for openspiel:kuhn_poker" in md
     paper_md = (report / "report.md").read_text()
     assert f"### {tiny_domain()}: the paper's table" in paper_md and "The paper has no" not in paper_md
+
+
+def test_the_exact_value_column_claims_exact_only_when_every_value_is(finished_experiment, tmp_path):  # noqa: F811
+    """The rigorous table's header said '(exact)' whatever its values were (an agent's memory
+    projection, an estimated policy's value). It says so only when results.parquet marks every
+    shown value exact."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sepo.reports.experiment import Results, build_report
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    value_name = Results(folder).exact_name(tiny_domain())
+    header = f"| agent · stage | {value_name} (exact) |"
+    assert header in "\n".join(build_report(folder).md)
+    table = pq.read_table(folder / "results.parquet")
+    rows = table.to_pylist()
+    cell = next(r["cell"] for r in rows if r["stage"] == "sepo")
+    for row in rows:
+        if row["cell"] == cell and row["metric"] == value_name:
+            row["exact"] = False  # say, the gap of the agent's memory projection
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), folder / "results.parquet")
+    md = "\n".join(build_report(folder).md)
+    assert header not in md and f"| agent · stage | {value_name} |" in md and f"Not every {value_name} here is exact" in md
