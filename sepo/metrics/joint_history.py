@@ -9,7 +9,8 @@ maximiser held fixed, and the agent's own reach of each key. A domain's subclass
 units (for the method text and the messages) and its K.
 
 The game provides `rounds`, `memory`, `stage_game(seat)`, `info_keys()`, `history_key`,
-`remembered`, `decision_after(history, seat)`, `action_names` and `with_memory(memory)`.
+`remembered`, `action_names`, `with_memory(memory)` and `decision_after(history, seat)` (or the
+subclass overrides the solver's `decision_after`, and `response` for other move names).
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ class JointHistorySolver(RepeatedAudit):
             keys = self.keys  # refuses a tree that would not fit before building it
             k, memory = self.k, self.game.memory
             depth = self.game.rounds - 1 if memory is None else min(memory, self.game.rounds - 1)
-            decisions = [self.game.decision_after(tuple((j // k, j % k) for j in row), self.agent_player)
+            decisions = [self.decision_after(tuple((j // k, j % k) for j in row))
                          for level in dense_histories(self.stage, depth + 1, None) for row in level.tolist()]
             assert tuple(d.info_key for d in decisions) == keys
             self._decisions = decisions

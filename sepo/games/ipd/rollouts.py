@@ -11,18 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sepo.metrics.joint_history import joint_key_rows
+
 
 def key_rows(own: np.ndarray, other: np.ndarray, memory: int | None) -> np.ndarray:
     """Row of each history's information-state key in `game.info_keys()` order: "start", then
     every remembered history of length 1, 2, ... in base-4 order (CC, CD, DC, DD)."""
-    t = own.shape[1]
-    length = t if memory is None else min(t, memory)
-    offset = sum(4**l for l in range(length))
-    joint = 2 * own[:, t - length:] + other[:, t - length:]
-    code = np.zeros(own.shape[0], dtype=np.int64)
-    for column in range(length):
-        code = code * 4 + joint[:, column]
-    return offset + code
+    return joint_key_rows(own, other, memory, 2)
 
 
 @dataclass

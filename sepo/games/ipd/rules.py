@@ -235,6 +235,11 @@ class IteratedPrisonersDilemma(Game):
         """The part of a history that the information state keeps (the last `memory` rounds)."""
         return history if self.memory is None else history[len(history) - min(len(history), self.memory):]
 
+    @staticmethod
+    def history_key(history) -> str:
+        """The information-state key of a (remembered) history (the module's `history_key`)."""
+        return history_key(history)
+
     def info_keys(self) -> list[str]:
         """Every information-state key, in round order then base-4 order (CC, CD, DC, DD)."""
         depth = self.rounds - 1 if self.memory is None else min(self.memory, self.rounds - 1)
