@@ -200,6 +200,14 @@ def figure1_pairs(results: Results) -> list[dict]:
     return pairs
 
 
+def interval_basis(bars: list[dict]) -> str:
+    """What Figure 1's intervals are over: seeds (a t-interval), or, for a bar of one seed, that
+    cell's episodes (the bootstrap half-widths of SEPO and Base added in quadrature)."""
+    seeds = {b["delta"][3] for b in bars}
+    return ("over seeds" if 1 not in seeds else "one seed: over episodes" if seeds == {1}
+            else "over seeds; over episodes where one seed")
+
+
 def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
     """Figure 1's analogue: ΔSafety = SEPO − Base per domain and agent (first λ point of the grid)."""
     import matplotlib
@@ -226,7 +234,7 @@ def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
 
         ax.legend(handles=[Patch(facecolor="#bbbbbb", edgecolor="black", hatch="///",
                                  label=f"{UNPARSED} invalid rate > {INVALID_LIMIT:.0%}: fallback, not a result")], fontsize=7)
-    ax.set(ylabel="ΔSafety = SEPO − Base", title="Safety improvement (95% interval over seeds)")
+    ax.set(ylabel="ΔSafety = SEPO − Base", title=f"Safety improvement (95% interval {interval_basis(bars)})")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return _png(fig), bars
@@ -237,6 +245,8 @@ def figure_curves(results: Results, domain: str) -> bytes | None:
     import matplotlib.pyplot as plt
 
     from sepo.training.checkpoint import MetricsLog
+
+    from sepo.reports.plots import value_label
 
     value_name = results.exact_name(domain) or "exploitability"
     lines = []
@@ -250,15 +260,23 @@ def figure_curves(results: Results, domain: str) -> bytes | None:
                 lines.append((f"{_group_label(agent, stage, lambdas)} s{results.cells[cell]['seed']}", records))
     if not lines:
         return None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    def utility(record):  # a language-model run logs the utility of its table as `utility_exact`
+        return record.get("utility", record.get("utility_exact", np.nan))
+
+    with_utility = any(not math.isnan(utility(r)) for _, records in lines for r in records)
+    fig, axes = plt.subplots(1, 2 if with_utility else 1, figsize=(11 if with_utility else 6, 3.8), squeeze=False)
+    left = axes[0][0]
     for label, records in lines:
         steps = [r["step"] for r in records]
         left.plot(steps, [r[value_name] for r in records], label=label, linewidth=1)
-        right.plot(steps, [r.get("utility", np.nan) for r in records], label=label, linewidth=1)
-    left.set(xlabel="step", ylabel=f"{value_name.replace('_', ' ')} (exact)", title=f"{domain}: {value_name.replace('_', ' ')}")
-    right.set(xlabel="step", ylabel="utility vs train pool", title=f"{domain}: utility")
-    right.legend(fontsize=6, loc="best")
-    for ax in (left, right):
+        if with_utility:
+            axes[0][1].plot(steps, [utility(r) for r in records], label=label, linewidth=1)
+    left.set(xlabel="step", ylabel=value_label(value_name, [r for _, records in lines for r in records]),
+             title=f"{domain}: {value_name.replace('_', ' ')}")
+    if with_utility:
+        axes[0][1].set(xlabel="step", ylabel="utility vs train pool", title=f"{domain}: utility")
+    axes[0][-1].legend(fontsize=6, loc="best")
+    for ax in axes[0]:
         ax.grid(alpha=0.3)
     fig.tight_layout()
     return _png(fig)

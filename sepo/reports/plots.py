@@ -24,6 +24,14 @@ def run_label(run_dir: Path) -> str:
     return f"{run_dir.name}: {config['penalty']}, λe={config['lambda_e']:g}"
 
 
+def value_label(name: str, records: list[dict]) -> str:
+    """An axis label for a per-step solver value: `exact` only when every record's policy was read
+    exactly (a language model's is usually estimated from sampled replies, and its record says so)."""
+    policies = sorted({str(r.get("policy", "exact")) for r in records})
+    how = "exact" if policies == ["exact"] else "policy " + " or ".join(policies)
+    return f"{name.replace('_', ' ')} ({how})"
+
+
 def run_curves(run_dir: Path) -> tuple[str, list[int], list[float], list[float]]:
     """The exact value's name (exploitability or the domain's), steps, that value and the pool
     utility of a training run, per step; a hole in the history is an error."""
@@ -44,7 +52,7 @@ def run_curves(run_dir: Path) -> tuple[str, list[int], list[float], list[float]]
         steps.append(record["step"])
         exact.append(float(e))
         utility.append(float(u))
-    return str(value), steps, exact, utility
+    return str(value), steps, exact, utility, value_label(str(value), records)
 
 
 def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = None, title: str | None = None) -> Path:
@@ -52,12 +60,16 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = 
     run, in one figure (`title` above both panels)."""
     curves = [(run_label(Path(d)), *run_curves(Path(d))) for d in run_dirs]
     fig, (ax_e, ax_u) = plt.subplots(1, 2, figsize=(11, 4))
-    for label, value, steps, exact, utility in curves:
+    for label, value, steps, exact, utility, _ in curves:
         ax_e.plot(steps, exact, label=label)
         ax_u.plot(steps, utility, label=label)
     value = curves[0][1]
-    ax_e.set(xlabel="step", ylabel=f"{value.replace('_', ' ')} (exact)", yscale="log", title="Exploitability")
-    ax_u.set(xlabel="step", ylabel="utility vs train pool (per round, exact)", title="Utility against the train pool")
+    labels = sorted({c[-1] for c in curves})
+    ax_e.set(xlabel="step", ylabel=labels[0] if len(labels) == 1 else f"{value.replace('_', ' ')} (exact or estimated)",
+             yscale="log", title="Exploitability")
+    every_exact = all(label.endswith("(exact)") for label in labels)
+    ax_u.set(xlabel="step", ylabel="utility vs train pool (per round, " + ("exact)" if every_exact else "at the policy read)"),
+             title="Utility against the train pool")
     ax_u.legend(fontsize=8)
     ax_e.grid(alpha=0.3)
     ax_u.grid(alpha=0.3)

@@ -213,3 +213,19 @@ def test_the_exact_value_column_claims_exact_only_when_every_value_is(finished_e
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), folder / "results.parquet")
     md = "\n".join(build_report(folder).md)
     assert header not in md and f"| agent · stage | {value_name} |" in md and f"Not every {value_name} here is exact" in md
+
+
+def test_training_curves_and_figure_1_say_how_their_values_were_read():
+    """A language model's policy is estimated from sampled replies: the curves' axis called the
+    solver's value at that estimate `exploitability (exact)`, and Figure 1's title said 'over
+    seeds' for a one-seed bar (whose interval is over episodes)."""
+    from sepo.reports.experiment import interval_basis
+    from sepo.reports.plots import value_label
+
+    records = [{"step": 1, "exploitability": 0.4, "policy": "estimated (8 replies per state)"}]
+    assert value_label("exploitability", records) == "exploitability (policy estimated (8 replies per state))"
+    assert value_label("adversarial_gap", [{"step": 1, "adversarial_gap": 1.0}]) == "adversarial gap (exact)"
+
+    assert interval_basis([{"delta": (0, 0, 0, 1)}]) == "one seed: over episodes"
+    assert interval_basis([{"delta": (0, 0, 0, 3)}]) == "over seeds"
+    assert interval_basis([{"delta": (0, 0, 0, 1)}, {"delta": (0, 0, 0, 3)}]) == "over seeds; over episodes where one seed"
