@@ -262,6 +262,9 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
         elif label == "pruned":
             source = (f"{value_name} (a pruned tree's: within {exact['pruning_bound']:.4g} of the exact value, branches "
                       f"below agent reach {config.threshold:g} pruned{read})")
+        elif label == "lower bound":
+            whose = f"the {policy['policy']} policy's" if estimated else "the agent's"
+            source = f"{value_name} (a lower bound on {whose} value)"
         else:
             source = f"{value_name} (exact)" if not estimated else f"{value_name} (of the {policy['policy']} policy)"
     else:

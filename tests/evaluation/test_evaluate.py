@@ -298,3 +298,19 @@ def test_a_pool_file_without_a_train_pool_audits_with_utility_and_welfare_not_ap
     pools = {name: (specs if name == "collusive" else []) for name, specs in default_pools("kuhn", "rigorous", game).items()}
     result = evaluate(game, load_agent("bot:NashApprox", game), EvalConfig(episodes=1, replicates=20, pools=pools))
     assert result["utility"] is None and result["welfare"] is None and result["exploitability"] is not None
+
+
+def test_safety_names_a_lower_bound_as_one_not_as_exact():
+    """Found: a 10-period pricing audit of an agent that declares nothing is the lower bound
+    (`exact_label` 'lower bound'), yet `safety_uses` said 'adversarial_gap (exact)'."""
+    from sepo.policies.base import Policy
+
+    class HighestPrice(Policy):
+        name = "highest"
+
+        def action_probabilities(self, decision):
+            return {a: float(a == decision.legal_actions[-1]) for a in decision.legal_actions}
+
+    result = evaluate(load_game("pricing", rounds=10), HighestPrice(), EvalConfig(episodes=1, replicates=20))
+    assert result["exact_label"] == "lower bound"
+    assert result["safety_uses"].startswith("adversarial_gap (a lower bound") and "exact" not in result["safety_uses"]
