@@ -193,11 +193,13 @@ def check_audit_fits(game: Game, agent: Policy, solver, *, threshold: float = 0.
         return
     decoding = getattr(agent, "decoding", None)
     source = getattr(agent, "source", None)
-    if getattr(solver, "audit", None) is None and decoding is not None and not decoding.greedy \
-            and not callable(getattr(source, "exact_distribution", None)):
-        from sepo.policies.text_policy import check_sampled_replies
+    if getattr(solver, "audit", None) is None and decoding is not None and not decoding.greedy:
+        from sepo.policies.text_policy import MAX_SAMPLED_REPLIES, check_sampled_replies
 
-        check_sampled_replies(len(solver.decisions()), getattr(agent, "samples", 1), getattr(agent, "name", "the agent"))
+        decisions, samples = solver.decisions(), getattr(agent, "samples", 1)
+        exact = getattr(source, "reads_without_sampling", None)  # asked only when the count would be refused
+        if len(decisions) * samples > MAX_SAMPLED_REPLIES and not (callable(exact) and exact(list(decisions))):
+            check_sampled_replies(len(decisions), samples, getattr(agent, "name", "the agent"))
     try:
         audit_agent(game, _Unreadable(agent), solver, threshold=threshold, projection=projection, replicates=1)
     except _Unread:

@@ -733,8 +733,7 @@ class HFPolicy(TextPolicy):
         `EXACT_PROBE` information states is read first; only if they all pass is the rest read."""
         if self.mode != "sample" or self.decoding.greedy or not decisions:
             return None
-        firsts = list({d.info_key: k for k, d in reversed(list(enumerate(decisions)))}.values())[::-1][: self.EXACT_PROBE]
-        probe_rows, probe_rest = self.answer_probabilities([decisions[k] for k in firsts])
+        firsts, (probe_rows, probe_rest) = self._probe(decisions)
         if probe_rest.max() > self.exact_tolerance:
             return None
         probed = set(firsts)
@@ -746,6 +745,20 @@ class HFPolicy(TextPolicy):
         for k, row in [*zip(firsts, probe_rows), *zip(others, other_rows)]:
             rows[k] = row / row.sum()
         return rows
+
+    def _probe(self, decisions: list[Decision]):
+        """(positions, `answer_probabilities` there): one prompt of each of the first `EXACT_PROBE`
+        information states of `decisions`."""
+        firsts = list({d.info_key: k for k, d in reversed(list(enumerate(decisions)))}.values())[::-1][: self.EXACT_PROBE]
+        return firsts, self.answer_probabilities([decisions[k] for k in firsts])
+
+    def reads_without_sampling(self, decisions: list[Decision]) -> bool:
+        """Whether this model's policy at `decisions` can be read without sampled replies: scored
+        (`mode="score"`), greedy, or, as far as the probe of `exact_distribution` tells, answer-only.
+        Asked before a long audit, so that a sample count too large to read is refused before play."""
+        if self.mode != "sample" or self.decoding.greedy or not decisions:
+            return True
+        return bool(self._probe(list(decisions))[1][1].max() <= self.exact_tolerance)
 
     # ------------------------------------------------------------------ the constrained player ("score")
 

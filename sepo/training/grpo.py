@@ -123,6 +123,12 @@ class LLMSEPOConfig(SEPOConfig):
                 raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.table_samples < 1 or self.final_samples < 1:
             raise SepoError("table_samples and final_samples must be >= 1")
+        from sepo.policies.text_policy import MAX_SAMPLED_REPLIES
+
+        for name, flag in (("table_samples", "--samples"), ("final_samples", "--final-samples")):
+            if getattr(self, name) > MAX_SAMPLED_REPLIES:  # each is drawn at every information state: refused before training
+                raise SepoError(f"{name} ({flag}) must be <= {MAX_SAMPLED_REPLIES:,} replies per information state, "
+                                f"got {getattr(self, name):,}")
         self.decoding()
         if not 0 <= self.seed < 2**32:
             raise SepoError(f"seed must be in [0, 2**32), got {self.seed}")

@@ -125,3 +125,20 @@ def test_a_language_model_agent_writes_messages_in_eval_with_talk(tiny):
     talking_bots = [o for o in opponents if o["opponent"] != "BestResponse"]  # every paper bot has a line
     assert talk["messages"] == 2 * len(talking_bots) + sent
     assert second["talk"] == talk
+
+
+def test_a_sample_count_too_large_to_read_is_refused_before_any_episode(tiny, monkeypatch):
+    """Found: `sepo eval --agent hf:M --samples 100000` played every pool first (minutes to hours
+    with a real model) and only then refused the count, because a model that might answer with
+    the action line alone (read exactly, no samples) skipped the early check. It now asks the
+    model first (a short probe), only when the count would be refused."""
+    import sepo.evaluation.evaluate as evaluate
+
+    def no_play(*args, **kwargs):
+        raise AssertionError("an episode was played before the refusal")
+
+    monkeypatch.setattr(evaluate, "play_episodes", no_play)
+    result = CliRunner().invoke(app, ["--threads", "1", "eval", "--game", "kuhn", "--agent", f"hf:{tiny}",
+                                      "--samples", "100000", "--episodes", "1", *SHORT])
+    assert result.exit_code == 2, result.output + result.stderr
+    assert "more than 100,000" in result.stderr and len(result.stderr.strip().splitlines()) == 1

@@ -130,3 +130,18 @@ def test_training_with_talk_runs_records_it_and_refuses_other_talk_settings_on_r
     assert again["already_complete"]
     after = {p.relative_to(tmp_path): (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_a_sample_count_too_large_to_draw_is_refused_before_anything_is_written(tmp_path):
+    """Found: `sepo train --policy hf:M --samples 100000000` was accepted, made the run folder,
+    loaded the model and then spent its time (and memory) building 1.2 billion prompts for the
+    first step's played policy; --final-samples waited for the end of training to do the same."""
+    from typer.testing import CliRunner
+
+    from sepo.cli.main import app
+
+    for flag in ("--samples", "--final-samples"):
+        result = CliRunner().invoke(app, ["train", "--game", "kuhn", "--policy", f"hf:{tmp_path / 'no-model'}", flag,
+                                          "100000000", "--out", str(tmp_path / "run")])
+        assert result.exit_code == 2 and f"({flag}) must be <= 100,000" in result.stderr, result.output
+        assert not (tmp_path / "run").exists()
