@@ -142,14 +142,13 @@ def _tabular_env(game_name: str, params: dict, game):
 def demonstration_table(config: ExperimentConfig, domain: DomainConfig, env) -> np.ndarray:
     """The tabular agent's SFT stage: the demonstration mixture's action table, averaged per
     information state with the mixture's weights (what supervised learning on the mixture's
-    traces converges to where the demonstrators reach a state equally often)."""
+    traces converges to where the demonstrators reach a state equally often). The mixture exists:
+    `validate_config` checked it for every domain with an SFT cell."""
     from sepo.games import get_domain
     from sepo.metrics.exact import action_table
 
     mixtures = get_domain(domain.name).demos()
     mixture = sft_mixture(config, domain)
-    if mixture not in mixtures:
-        raise SepoError(f"sft.mixture: unknown mixture {mixture!r} for {domain.name}; known: {', '.join(mixtures)}")
     decisions = env.solver.decisions()
     total = sum(w for _, w in mixtures[mixture])
     table = sum(w * action_table(factory(), decisions) for factory, w in mixtures[mixture]) / total
