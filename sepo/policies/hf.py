@@ -122,9 +122,14 @@ def load_hf_model(
     tokenizer_source = None
     if isinstance(model_or_path, (str, os.PathLike)):
         path = str(model_or_path)
+        if not path.strip():
+            raise SepoError("no Hugging Face model named: give a model folder or a Hub id (hf:DIR)")
         local = Path(path).expanduser()
         # a Hub id is "name" or "owner/name"; anything else that does not exist is a missing directory
         looks_local = local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1 or os.sep != "/" and os.sep in path
+        if local.is_file():
+            hint = "; convert a GGUF file first: `sepo model import FILE --out DIR`" if local.suffix.lower() == ".gguf" else ""
+            raise SepoError(f"cannot load Hugging Face model {path!r}: it is a file, not a model folder{hint}")
         if looks_local and not local.is_dir():
             raise SepoError(f"cannot load Hugging Face model {path!r}: no such directory")
         source = tokenizer_source = str(local) if local.is_dir() else path

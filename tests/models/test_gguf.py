@@ -236,3 +236,23 @@ def test_smollm2_converts_to_the_same_logits_as_the_gguf_read_directly(tmp_path)
         assert torch.equal(ids, own)
         with torch.no_grad():
             assert torch.equal(converted(ids).logits, read(ids).logits)
+
+
+def test_import_shows_sepo_progress_not_the_loaders_bar_and_a_pipe_is_named_as_one(tiny, tmp_path, monkeypatch):
+    """Found: `sepo model import` (and `get`) printed transformers' raw tqdm bar ("Converting and
+    de-quantizing GGUF tensors...", carriage returns in a log) and no progress of its own; and a
+    named pipe or device was "no such file". Now the stages go through sepo's progress lines."""
+    import os
+
+    from sepo import progress
+
+    monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
+    runner = CliRunner()
+    result = runner.invoke(app, ["model", "import", str(tiny[0]), "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert "de-quantizing" not in result.stderr and "converting tiny.gguf (llama) to float32" in result.stderr
+    quiet = runner.invoke(app, ["model", "import", str(tiny[0]), "--out", str(tmp_path / "q"), "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    os.mkfifo(tmp_path / "pipe.gguf")
+    line = _error_line(runner.invoke(app, ["model", "import", str(tmp_path / "pipe.gguf"), "--out", str(tmp_path / "p")]))
+    assert "is not a regular file" in line and not (tmp_path / "p").exists()

@@ -304,6 +304,17 @@ def test_unloadable_path_is_one_clear_line(tmp_path):
     assert str(empty) in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_file_or_an_empty_name_is_not_read_as_a_model_folder(tmp_path):
+    """Found: `hf:model.gguf` (the file a newcomer downloads) said "no such directory" of a file
+    that exists, and `hf:` (nothing after the colon) loaded the current folder."""
+    gguf_file = tmp_path / "model.gguf"
+    gguf_file.write_bytes(b"GGUF")
+    with pytest.raises(SepoError, match="it is a file, not a model folder; convert a GGUF file first: `sepo model import"):
+        HFPolicy(str(gguf_file), KuhnText())
+    with pytest.raises(SepoError, match="no Hugging Face model named"):
+        HFPolicy("", KuhnText())
+
+
 def test_unreachable_hub_id_is_one_clear_line(monkeypatch):
     import huggingface_hub.constants
 
