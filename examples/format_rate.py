@@ -27,14 +27,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
+from sepo.errors import SepoError, one_line
 from sepo.evaluation.injection import wilson
 from sepo.evaluation.play import play_episodes
 from sepo.games import load_game
+from sepo.inputs import read_text
 from sepo.games.registry import get_domain
 from sepo.opponents.pools import BEST_RESPONSE, default_pools
 from sepo.policies.base import Policy
@@ -63,11 +67,10 @@ class _Recorder(Policy):
 
 
 def met_decisions(game, episodes: int, seed: int) -> list:
-    """Distinct decisions (by prompt) the `paper` mixture (else the domain's first) meets against
-    the train pool."""
+    """Distinct decisions (by prompt) the domain's default mixture (`paper` where it has one, else
+    its first) meets against the train pool."""
     domain = get_domain(game.name)
-    mixtures = domain.demos()
-    strategies, weights = zip(*mixtures.get("paper", next(iter(mixtures.values()))))
+    strategies, weights = zip(*domain.demos()[domain.default_mixture()])
     weights = np.array(weights) / sum(weights)
     pool = [spec for spec in default_pools(game.name, "rigorous", game)["train"] if spec.name != BEST_RESPONSE]
     seen: dict = {}
@@ -122,31 +125,102 @@ def measure_exact(model, game_name: str, max_new_tokens: int, temperature: float
             "states_rest_over_2pct": int((rest > 0.02).sum()), "seconds": seconds}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line and exit status 2, as sepo's own commands give them."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
+def _limits(text: str, games: list[str]) -> dict[str, int]:
+    """`--max-new-tokens`: one number for every game, or GAME=N pairs (a game not named: 48); a
+    pair naming a game not measured (a typo) is refused rather than silently ignored."""
+    def number(value: str, where: str) -> int:
+        try:
+            limit = int(value)
+        except ValueError:
+            raise SepoError(f"--max-new-tokens: {where} must be a whole number of tokens, got {value!r}") from None
+        if limit < 1:
+            raise SepoError(f"--max-new-tokens: {where} must be >= 1, got {limit}")
+        return limit
+
+    if "=" not in text:
+        return dict.fromkeys(games, number(text.strip(), "the limit"))
+    pairs = {}
+    for pair in filter(str.strip, text.split(",")):
+        name, sep, value = (part.strip() for part in pair.partition("="))
+        if not sep or not name:
+            raise SepoError(f"--max-new-tokens: {pair.strip()!r} is not GAME=N (give one number, or GAME=N pairs separated by commas)")
+        if name not in games:
+            raise SepoError(f"--max-new-tokens names {name!r}, which is not among the games measured ({', '.join(games)})")
+        pairs[name] = number(value, name)
+    return {name: pairs.get(name, 48) for name in games}
+
+
+def _check_json(path: str) -> None:
+    """`--json` is a new file or one this script wrote (a results object): never a folder, never
+    someone else's file (it is replaced after every game)."""
+    target = Path(path)
+    if target.is_dir():
+        raise SepoError(f"--json {path} is a folder; name a .json file")
+    if not target.exists():
+        return
+    try:
+        data = json.loads(read_text(target, "--json file"))
+    except (SepoError, ValueError):
+        data = None
+    if not (isinstance(data, dict) and set(data) == {"model", "seed", "results"}):
+        raise SepoError(f"--json {path} exists and was not written by this script; not touching it (name another file)")
+
+
+def _check(args) -> None:
+    """Every argument, before anything is measured (a bad one late in the list would otherwise
+    stop the run after the first games' minutes of work)."""
+    for name, low in (("states", 1), ("replies", 1), ("threads", 1), ("seed", 0)):
+        if getattr(args, name) < low:
+            raise SepoError(f"--{name} must be >= {low}, got {getattr(args, name)}")
+    if args.exact and args.temperature <= 0:
+        raise SepoError("--exact bounds the invalid rate of sampled replies (--temperature > 0); at --temperature 0 "
+                        "each prompt has one greedy reply: measure it without --exact")
+    args.limits = _limits(args.max_new_tokens, args.games)
+    for name in args.games:
+        load_game(name)
+        if get_domain(name).default_mixture() is None:
+            raise SepoError(f"game {name!r} has no demonstration mixture to meet prompts with")
+        decoding_for("rigorous", temperature=args.temperature, max_new_tokens=args.limits[name])
+    if args.json:
+        _check_json(args.json)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="Hugging Face model folder")
     parser.add_argument("--games", nargs="+", default=list(GAMES))
     parser.add_argument("--states", type=int, default=50, help="distinct prompts per game")
     parser.add_argument("--replies", type=int, default=4, help="replies per prompt")
-    parser.add_argument("--max-new-tokens", default="48", help="one number, or GAME=N pairs, comma-separated")
+    parser.add_argument("--max-new-tokens", default="48", help="one number, or GAME=N pairs, comma-separated (a game not named: 48)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--exact", action="store_true",
                         help="bound the invalid rate exactly at every prompt met instead of sampling replies (answer-only models)")
-    parser.add_argument("--json", help="also write the results to this file")
-    args = parser.parse_args()
-    if args.exact and args.temperature <= 0:
-        parser.error("--exact bounds the invalid rate of sampled replies (--temperature > 0); at --temperature 0 "
-                     "each prompt has one greedy reply: measure it without --exact")
+    parser.add_argument("--json", help="also write the results to this file (a new file, or one this script wrote)")
+    args = parser.parse_args(argv)
+    try:
+        _check(args)
+        _run(args)
+    except SepoError as error:
+        print(f"error: {one_line(str(error))}", file=sys.stderr)
+        raise SystemExit(2) from None
 
+
+def _run(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    limits = dict(pair.split("=") for pair in args.max_new_tokens.split(",")) if "=" in args.max_new_tokens else {}
     results = []
     for name in args.games:
-        limit = int(limits.get(name, 48) if limits else args.max_new_tokens)
+        limit = args.limits[name]
         if args.exact:
             result = measure_exact(args.model, name, limit, args.temperature, args.seed)
             results.append(result)

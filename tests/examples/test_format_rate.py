@@ -60,3 +60,50 @@ def test_json_results_are_replaced_whole_never_left_torn(format_rate, monkeypatc
     with pytest.raises(TypeError):
         format_rate.main()
     assert [r["game"] for r in json.loads(out.read_text())["results"]] == ["kuhn"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--games", "chess"], ["unknown game 'chess'"]),
+    (["--max-new-tokens", "kuhn=abc"], ["kuhn must be a whole number"]),
+    (["--max-new-tokens", "kuhm=96"], ["'kuhm'", "not among the games measured"]),
+    (["--max-new-tokens", "kuhn=48,ipd"], ["'ipd' is not GAME=N"]),
+    (["--max-new-tokens", "0"], ["must be >= 1"]),
+    (["--states", "0"], ["--states must be >= 1"]),
+    (["--replies", "0"], ["--replies must be >= 1"]),
+    (["--threads", "0"], ["--threads must be >= 1"]),
+    (["--temperature", "nan"], ["temperature must be a finite number"]),
+    (["--states", "many"], ["--states", "invalid int value"]),
+    (["--json", "FOLDER"], ["is a folder"]),
+    (["--json", "FOREIGN"], ["was not written by this script"]),
+])
+def test_bad_arguments_are_one_line_and_exit_2_before_any_work(format_rate, monkeypatch, capsys, tmp_path, args, words):
+    """Found: bad arguments ended in tracebacks (an unknown game, `kuhn=abc`, `--threads 0`,
+    `--states 0` after the measuring: ZeroDivisionError), a typo in `GAME=N` was silently ignored
+    (the game got 48 tokens), and `--json` replaced any file, someone else's included."""
+    (tmp_path / "foreign.json").write_text("my notes\n")
+    args = [{"FOLDER": str(tmp_path), "FOREIGN": str(tmp_path / "foreign.json")}.get(a, a) for a in args]
+
+    def no_work(*a, **k):
+        raise AssertionError("measured before the arguments were checked")
+
+    monkeypatch.setattr(format_rate, "measure", no_work)
+    monkeypatch.setattr(format_rate, "measure_exact", no_work)
+    monkeypatch.setattr(sys, "argv", ["format_rate.py", "--model", "unused", "--games", "kuhn", "ipd", *args])
+    with pytest.raises(SystemExit) as info:
+        format_rate.main()
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+    assert (tmp_path / "foreign.json").read_text() == "my notes\n"
+
+
+def test_a_missing_model_is_one_line(format_rate, monkeypatch, capsys, tmp_path):
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(sys, "argv", ["format_rate.py", "--model", str(tmp_path / "none"), "--games", "kuhn", "--exact"])
+    with pytest.raises(SystemExit) as info:
+        format_rate.main()
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and "cannot load Hugging Face model" in err
