@@ -45,6 +45,10 @@ def serve_command(
         raise SepoError(f"--max-queue must be in 1..4096, got {max_queue}")
     if max_new_tokens > MAX_NEW_TOKENS:
         raise SepoError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS:,}, got {max_new_tokens:,}")
+    if gpu:
+        from sepo.training.config import check_accelerator
+
+        check_accelerator()
     chat = ChatModel(model, name=name, max_new_tokens=max_new_tokens, seed=seed, device="cuda" if gpu else "cpu")
     server = ChatServer(chat, host, port, fail_every=fail_every, stall_every=stall_every, stall_seconds=stall_seconds,
                         log=(lambda line: err_console.print(line, highlight=False)) if log_requests else None,

@@ -37,6 +37,17 @@ def check_learning_rate(value, option: str = "--lr") -> float:
     return value
 
 
+def check_accelerator(option: str = "--gpu") -> None:
+    """`--gpu` where torch sees no accelerator is refused: transformers would quietly run on the
+    CPU while the run's config (`use_cpu: false`) says otherwise."""
+    import torch
+
+    accelerator = getattr(torch, "accelerator", None)
+    found = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+    if not found:
+        raise SepoError(f"{option}: torch sees no accelerator on this machine; leave {option} out to use the CPU")
+
+
 @dataclass(kw_only=True)
 class SEPOConfig:
     """Settings shared by the tabular and the language-model SEPO trainers."""

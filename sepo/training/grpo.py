@@ -138,6 +138,10 @@ class LLMSEPOConfig(SEPOConfig):
             raise SepoError(f"game {self.game!r} has no cheap-talk channel; --talk does not apply to it")
         if self.report_to not in ("none", "tensorboard"):
             raise SepoError(f"unknown --report-to {self.report_to!r}; use none or tensorboard")
+        if not self.use_cpu:
+            from sepo.training.config import check_accelerator
+
+            check_accelerator()
         return self
 
     def settings(self) -> dict:

@@ -16,7 +16,7 @@ from typing import Callable
 from sepo.errors import SepoError, brief, one_line
 from sepo.runs import check_out_path, open_run
 from sepo.training.checkpoint import MetricsLog, quiet_tied_weights
-from sepo.training.config import check_learning_rate
+from sepo.training.config import check_accelerator, check_learning_rate
 
 
 @dataclass
@@ -55,6 +55,8 @@ class SFTRunConfig:
                 raise SepoError(f"{_OPTION.get(name, name)} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.seed < 2**32:
             raise SepoError(f"--seed must be in [0, 2**32), got {self.seed}")
+        if not self.use_cpu:
+            check_accelerator()
         return self
 
     def settings(self) -> dict:

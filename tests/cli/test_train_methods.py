@@ -33,3 +33,25 @@ def test_a_sepo_run_records_no_new_fields(tmp_path):
 def test_what_does_not_apply_is_one_line(tmp_path, args, words):
     game = [] if "--game" in args else ["--game", "ipd", "--rounds", "2", "--memory", "1"]
     _error(_run("train", *game, *args, "--steps", "1", "--out", tmp_path / "x", "--quiet"), *words)
+
+
+@pytest.mark.parametrize("args", [
+    ["train", "--game", "kuhn", "--policy", "hf:MODEL", "--gpu"],
+    ["sft", "--model", "MODEL", "--data", "DATA", "--gpu"],
+    ["serve", "--model", "MODEL", "--gpu"],
+])
+def test_gpu_without_an_accelerator_is_one_line_before_anything_is_written(tmp_path, monkeypatch, args):
+    """Found: `sepo train --gpu` and `sepo sft --gpu` on a machine without an accelerator trained on
+    the CPU without a word while the run's config said use_cpu false (`sepo serve --gpu` failed
+    deep in torch)."""
+    import torch
+    from typer.testing import CliRunner
+
+    from sepo.cli.main import app
+
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    args = [{"MODEL": str(tmp_path / "model"), "DATA": str(tmp_path / "data")}.get(a, a) for a in args]
+    out = ["--out", str(tmp_path / "run")] if args[0] != "serve" else []
+    result = CliRunner().invoke(app, [*args, *out])
+    assert result.exit_code == 2 and "--gpu: torch sees no accelerator" in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
