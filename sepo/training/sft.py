@@ -55,6 +55,12 @@ class SFTRunConfig:
                 raise SepoError(f"{_OPTION.get(name, name)} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.seed < 2**32:
             raise SepoError(f"--seed must be in [0, 2**32), got {self.seed}")
+        if isinstance(self.data, list):
+            resolved = [Path(path).expanduser().resolve() for path in self.data]
+            for i, path in enumerate(resolved):
+                if path in resolved[:i]:
+                    raise SepoError(f"--data {brief(str(self.data[i]))} names the folder given before as "
+                                    f"{brief(str(self.data[resolved.index(path)]))}; give each dataset once (its examples would count double)")
         if not self.use_cpu:
             check_accelerator()
         return self

@@ -110,3 +110,16 @@ def test_the_reply_end_carries_loss_when_the_pad_token_is_the_end_of_turn(tmp_pa
         assert tokenizer.decode(trained).rstrip("\n").endswith("<|im_end|>")
         assert all(label == -100 for label, m in zip(labels, mask) if not m)  # padding (also im_end ids) is not trained
     assert any(ids.count(end) > 3 for ids in batch["input_ids"].tolist())  # the shorter row really was padded with im_end
+
+
+def test_the_same_dataset_twice_is_refused(tmp_path):
+    """Found: `sepo sft --data d --data ./d/` trained on every example twice without a word."""
+    from typer.testing import CliRunner
+
+    from sepo.cli.main import app
+
+    (tmp_path / "d").mkdir()
+    result = CliRunner().invoke(app, ["sft", "--model", "m", "--data", str(tmp_path / "d"), "--data", f"{tmp_path}/./d/",
+                                      "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "names the folder given before" in result.stderr, result.output
+    assert not (tmp_path / "run").exists()
