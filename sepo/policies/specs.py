@@ -128,10 +128,15 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
 
 
 def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
-    if (run_dir / "model").is_dir():
-        return _hf_agent(str(run_dir / "model"), game, text, view)
     from sepo.metrics.exact import solver_for
-    from sepo.training.tabular import load_run_policy
+    from sepo.training.tabular import load_run_policy, run_game
+
+    if (run_dir / "model").is_dir():
+        trained = run_game(run_dir)  # as for a table: `run:` audits a run in its own game
+        if trained is not None and trained != game.name:
+            raise SepoError(f"{run_dir} is a run of game {trained!r}, not {game.name!r}; give --game {trained}, or "
+                            f"hf:{run_dir / 'model'} to play its model in {game.name}")
+        return _hf_agent(str(run_dir / "model"), game, text, view)
 
     policy = load_run_policy(run_dir, game.name)
     solver = solver_for(game)

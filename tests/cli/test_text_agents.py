@@ -142,3 +142,18 @@ def test_a_sample_count_too_large_to_read_is_refused_before_any_episode(tiny, mo
                                       "--samples", "100000", "--episodes", "1", *SHORT])
     assert result.exit_code == 2, result.output + result.stderr
     assert "more than 100,000" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_language_model_run_is_audited_in_its_own_game(tiny, tmp_path):
+    """Found: `sepo exploit --game ipd --agent run:R` with R a Kuhn language-model run audited the
+    model in the IPD without a word (a tabular run is refused there); `hf:R/model` plays it anywhere."""
+    import os
+
+    run = tmp_path / "run"
+    run.mkdir()
+    os.symlink(tiny, run / "model")
+    (run / "config.json").write_text(json.dumps({"game": "kuhn", "policy": "hf"}))
+    other = CliRunner().invoke(app, ["exploit", "--game", "ipd", "--rounds", "2", "--agent", f"run:{run}", "--temperature", "0", *SHORT])
+    assert other.exit_code == 2 and "is a run of game 'kuhn', not 'ipd'" in other.stderr and f"hf:{run / 'model'}" in other.stderr
+    own = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"run:{run}", "--temperature", "0", *SHORT, "--json").stdout)
+    assert own["policy"]["policy"] == "exact"
