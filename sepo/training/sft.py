@@ -6,6 +6,8 @@ adapter is merged into the base weights first), loadable as `hf:DIR/model` or `r
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import warnings
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ from typing import Callable
 
 from sepo.errors import SepoError, brief, one_line
 from sepo.runs import check_out_path, open_run
-from sepo.training.checkpoint import MetricsLog, quiet_tied_weights
+from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_json
 from sepo.training.config import check_accelerator, check_learning_rate
 
 
@@ -84,6 +86,50 @@ class SFTResult:
     steps: int
     train_loss: float | None
     already_complete: bool = False
+
+
+DATA_IDENTITY = "data.json"
+"""A run's record of its datasets' contents (sha256 per folder), written at its start and checked
+on resume: a dataset replaced in place (`sepo data sft --overwrite`) would otherwise be trained on
+past a kill without a word, the run's config naming only its path."""
+
+
+def data_identity(paths: str | list[str]) -> dict[str, str]:
+    """{resolved folder: sha256 of its dataset files} (`dataset_dict.json` and each split's data,
+    state and info files; nothing else in the folder counts)."""
+    identity = {}
+    for path in [paths] if isinstance(paths, str) else paths:
+        folder = Path(path).expanduser().resolve()
+        digest = hashlib.sha256()
+        index = folder / "dataset_dict.json"
+        files = [index]
+        try:
+            splits = json.loads(index.read_text()).get("splits", [])
+        except (OSError, ValueError, AttributeError):
+            splits = []
+        for split in sorted(s for s in splits if isinstance(s, str)):
+            files += sorted(p for p in (folder / split).glob("*") if p.is_file() and p.name.endswith((".arrow", ".json")))
+        for file in files:
+            digest.update(str(file.relative_to(folder)).encode() + b"\0")
+            try:
+                digest.update(file.read_bytes())
+            except OSError:
+                digest.update(b"<unreadable>")
+        identity[str(folder)] = digest.hexdigest()
+    return identity
+
+
+def _check_same_data(run, out: Path, paths: str | list[str]) -> None:
+    """Record the datasets' identity at a run's start; on resume, refuse data changed since."""
+    identity = data_identity(paths)
+    saved = out / DATA_IDENTITY
+    if not run.fresh and saved.is_file():
+        before = read_json(saved, "SFT data record")
+        changed = [path for path, digest in identity.items() if before.get(path) != digest]
+        if changed:
+            raise SepoError(f"--data {brief(changed[0], 200)} changed since this run started (its dataset files differ); "
+                            f"resuming would train on other data: use another --out, or --overwrite to start over")
+    run.write_json(DATA_IDENTITY, identity)
 
 
 def _load_datasets(paths: str | list[str]):
@@ -241,6 +287,7 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
             return SFTResult(out / "model", result["steps"], result.get("train_loss"), already_complete=True)
         stage(f"loading the data {config.data if isinstance(config.data, str) else ', '.join(config.data)}")
         train, validation = _load_datasets(config.data)
+        _check_same_data(run, out, config.data)
         stage(f"loading the model {config.model}")
         model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
         run.write_json("sft_config.json", asdict(config))

@@ -268,3 +268,22 @@ def test_a_stop_before_a_run_wrote_anything_removes_its_folder_and_says_so(tmp_p
             run.write_json("config.json", {"steps": 1})
             raise ValueError
     assert not (tmp_path / "failed").exists() and not STOP_NOTES
+
+
+def test_an_sft_run_refuses_to_resume_on_data_replaced_since_it_started(inputs, tmp_path):
+    """Found: the run's config names its --data folder only, so a dataset replaced in place
+    (`sepo data sft --overwrite` with other episodes) after a kill was trained on by the resumed
+    run without a word. Its files' sha256 are recorded at the start and checked on resume."""
+    from sepo.training.sft import SFTRunConfig, run_sft
+
+    tiny, _ = inputs
+    data = tmp_path / "data"
+    assert _run("data", "sft", "--out", data, "--episodes", "2", "--quiet").exit_code == 0
+    config = SFTRunConfig(model=str(tiny), data=str(data), max_steps=3, batch_size=4, save_steps=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_sft(config, tmp_path / "s", stop_after=1)
+    assert _run("data", "sft", "--out", data, "--episodes", "2", "--quiet").exit_code == 0  # already complete: unchanged
+    assert _run("data", "sft", "--out", data, "--episodes", "3", "--overwrite", "--quiet").exit_code == 0
+    with pytest.raises(SepoError, match="changed since this run started"):
+        run_sft(config, tmp_path / "s")
+    assert run_sft(config, tmp_path / "s", overwrite=True).steps == 3
