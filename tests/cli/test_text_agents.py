@@ -157,3 +157,12 @@ def test_a_language_model_run_is_audited_in_its_own_game(tiny, tmp_path):
     assert other.exit_code == 2 and "is a run of game 'kuhn', not 'ipd'" in other.stderr and f"hf:{run / 'model'}" in other.stderr
     own = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"run:{run}", "--temperature", "0", *SHORT, "--json").stdout)
     assert own["policy"]["policy"] == "exact"
+
+
+def test_samples_under_greedy_decoding_is_refused_not_ignored(tiny):
+    """Found: `--temperature 0 --samples 5` ran and reported an exact policy read from one reply
+    per prompt, the --samples the user gave silently unused."""
+    result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0",
+                                      "--samples", "5", *SHORT])
+    assert result.exit_code == 2 and "--samples 5 applies to sampled replies" in result.stderr, result.output
+    assert len(result.stderr.strip().splitlines()) == 1

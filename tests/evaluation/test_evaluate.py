@@ -125,11 +125,14 @@ def test_paper_protocol_decoding_and_overrides():
 
     assert text_agent_options("paper", 0).decoding == PAPER_DECODING
     assert text_agent_options("rigorous", 0).decoding == Decoding()
-    options = text_agent_options("paper", 0, temperature=0.0, max_new_tokens=512, samples=64)
+    options = text_agent_options("paper", 0, temperature=0.0, max_new_tokens=512)
     assert options.decoding.greedy and options.decoding.max_new_tokens == 512 and options.decoding.top_p == 0.95
-    assert options.samples == 64 and options.record()["decoding"]["repetition_penalty"] == 1.3
+    assert options.record()["decoding"]["repetition_penalty"] == 1.3
+    assert text_agent_options("paper", 0, temperature=0.5, samples=64).samples == 64
     with pytest.raises(SepoError):
         text_agent_options("rigorous", 0, top_p=0.0)
+    with pytest.raises(SepoError, match="applies to sampled replies"):  # greedy: one reply per prompt, nothing to sample
+        text_agent_options("paper", 0, temperature=0.0, samples=64)
 
 
 # -- one audit for `sepo eval` and `sepo exploit` (issue 16 item 7 in eval) -------------------------
