@@ -100,6 +100,19 @@ def check_out_path(out: str | Path, option: str = "--out") -> Path:
     return Path(os.path.normpath(text))  # "a/b/.." is "a", as the user will read it
 
 
+def check_inputs_outside(out: str | Path, inputs: dict[str, str | Path], *, overwrite: bool) -> None:
+    """With `overwrite`, refuse an input (`{option: path}`) inside `out`, before anything is removed:
+    replacing the run there would delete it first (a model trained on from the run's own `model/`)."""
+    if not overwrite:
+        return
+    root = _absolute(Path(out))
+    for option, path in inputs.items():
+        where = _absolute(Path(path).expanduser())
+        if where == root or root in where.parents:
+            raise SepoError(f"{option} {brief(str(path))} is inside --out {brief(str(out))}, which --overwrite would remove "
+                            "first; copy it elsewhere, or use another --out")
+
+
 def _flat(value, prefix: str = "") -> dict:
     """Nested settings by path ({'game_params': {'pie': 10}} -> {'game_params.pie': 10}; a list of
     mappings by index: 'agents[2].spec'), so that a difference names the setting that differs."""

@@ -171,3 +171,43 @@ def test_a_staged_folder_goes_into_a_recorded_folder_not_yet_made(tmp_path):
             (tmp / "weights.bin").write_bytes(b"w")
         run.complete()
     assert (tmp_path / "e" / "models" / "tiny" / "weights.bin").read_bytes() == b"w"
+
+
+def _finished_run(root: Path, command: str) -> Path:
+    from sepo.runs import open_run
+
+    with open_run(root, command, {"made": "by the test"}) as run:
+        with run.staged("model") as tmp:
+            tmp.mkdir(parents=True, exist_ok=True)
+            (tmp / "config.json").write_text("{}")
+        run.complete({})
+    return root
+
+
+@pytest.mark.parametrize("args", [
+    ["sft", "--model", "MODEL", "--data", "MISSING", "--max-steps", "1"],
+    ["sft", "--model", "TYPO/", "--data", "DATA", "--max-steps", "1"],
+    ["sft", "--model", "OUT/model", "--data", "DATA", "--max-steps", "1"],
+    ["train", "--game", "kuhn", "--policy", "hf:TYPO/", "--steps", "1"],
+    ["train", "--game", "kuhn", "--policy", "hf:OUT/model", "--steps", "1"],
+])
+def test_overwrite_checks_its_inputs_before_it_removes_the_old_run(tmp_path, args):
+    """Found: `sepo sft/train --overwrite` removed the old run first and only then found a typo in
+    --data or --model (or the model it was told to start from, inside the run it had just removed):
+    the old run was lost for a refusal. (`hf:NAME/` also ended in huggingface_hub's traceback.)"""
+    from typer.testing import CliRunner
+
+    from sepo.cli.main import app
+
+    command = "sft" if args[0] == "sft" else "train"
+    out = _finished_run(tmp_path / "out", command)
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "dataset_dict.json").write_text('{"splits": ["train", "validation"]}')
+    names = {"MODEL": str(out / "model"), "MISSING": str(tmp_path / "missing"), "TYPO/": f"{tmp_path}/typo/",
+             "DATA": str(tmp_path / "data")}
+    args = [names.get(a, a.replace("OUT", str(out)).replace("TYPO/", f"{tmp_path}/typo/")) for a in args]
+    result = CliRunner().invoke(app, [*args, "--out", str(out), "--overwrite"])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+    assert "Traceback" not in result.output
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before

@@ -91,6 +91,9 @@ def _check_hub_model(repo_id: str) -> None:
     (and retries, printing each attempt) every file of the model."""
     import huggingface_hub
 
+    from sepo.policies.specs import check_model_source
+
+    check_model_source(repo_id)  # a name that is no Hub id is one line here, not huggingface_hub's traceback
     if isinstance(huggingface_hub.try_to_load_from_cache(repo_id, "config.json"), str):
         return
     if huggingface_hub.constants.HF_HUB_OFFLINE:
@@ -126,7 +129,8 @@ def load_hf_model(
             raise SepoError("no Hugging Face model named: give a model folder or a Hub id (hf:DIR)")
         local = Path(path).expanduser()
         # a Hub id is "name" or "owner/name"; anything else that does not exist is a missing directory
-        looks_local = local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1 or os.sep != "/" and os.sep in path
+        looks_local = (local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1 or path.endswith("/")
+                       or os.sep != "/" and os.sep in path)
         if local.is_file():
             hint = "; convert a GGUF file first: `sepo model import FILE --out DIR`" if local.suffix.lower() == ".gguf" else ""
             raise SepoError(f"cannot load Hugging Face model {path!r}: it is a file, not a model folder{hint}")

@@ -75,14 +75,27 @@ def check_model_source(path: str) -> None:
     """A model named by a local path must be a model folder; a Hub id is checked by its form only
     (whether the Hub has it is known when the model is loaded, possibly on another machine)."""
     local = Path(path).expanduser()
-    looks_local = local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1
+    looks_local = local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1 or path.endswith("/")
     if looks_local:
         if not local.is_dir():
             raise SepoError(f"model {path!r}: no such folder")
         if not ((local / "config.json").is_file() or (local / "adapter_config.json").is_file()):
             raise SepoError(f"model {path!r} is not a model folder (no config.json or adapter_config.json)")
-    elif not path.strip() or any(c.isspace() for c in path):
+    elif not path.strip() or any(c.isspace() for c in path) or not _hub_id(path):
         raise SepoError(f"model {path!r} is neither a folder nor a Hugging Face Hub id (OWNER/NAME)")
+
+
+def _hub_id(text: str) -> bool:
+    """Whether `text` has the form of a Hub id (huggingface_hub's own rule, where it is installed)."""
+    try:
+        from huggingface_hub.utils import validate_repo_id
+    except ImportError:
+        return True
+    try:
+        validate_repo_id(text)
+    except Exception:  # noqa: BLE001 - HFValidationError, whatever its module
+        return False
+    return True
 
 
 def check_agent(spec: str, game: Game) -> None:

@@ -443,6 +443,11 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     settings = {"policy": "hf", **config.settings(), **({"model": str(model_dir.resolve())} if model_dir.is_dir() else {})}
     args = _grpo_args(config, out)
     main_process = args.process_index == 0  # only process 0 writes run files; all of them read
+    from sepo.policies.specs import check_model_source
+    from sepo.runs import check_inputs_outside
+
+    check_model_source(config.model)  # before the run folder is opened: --overwrite removes the old run first
+    check_inputs_outside(out, {"the model of --policy": config.model} if model_dir.exists() else {}, overwrite=overwrite)
     # the learning rate is constant and every draw is keyed by (seed, step): a finished run may grow
     with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",), part_of=part_of) as run:
         if run.finished and (out / "summary.json").exists():  # read, never rewritten

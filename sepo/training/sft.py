@@ -132,6 +132,32 @@ def _check_same_data(run, out: Path, paths: str | list[str]) -> None:
     run.write_json(DATA_IDENTITY, identity)
 
 
+def _check_inputs(config: SFTRunConfig, out: Path, overwrite: bool) -> None:
+    """The model and the dataset folders, as far as they can be checked without loading them, before
+    the run folder is opened: `--overwrite` removes the old run first, which a typo must not cost."""
+    from sepo.policies.specs import check_model_source
+    from sepo.runs import check_inputs_outside
+
+    paths = [config.data] if isinstance(config.data, str) else list(config.data)
+    for path in paths:
+        _check_dataset_folder(path)
+    if isinstance(config.model, str):
+        check_model_source(config.model)
+        check_inputs_outside(out, {"--model": config.model} if Path(config.model).expanduser().exists() else {},
+                             overwrite=overwrite)
+    for path in paths:
+        check_inputs_outside(out, {"--data": path}, overwrite=overwrite)
+
+
+def _check_dataset_folder(path: str) -> Path:
+    folder = Path(path)
+    if not folder.is_dir():
+        raise SepoError(f"--data {brief(path)}: " + ("is a file, not a dataset folder" if folder.exists() else "no such folder"))
+    if not (folder / "dataset_dict.json").is_file():
+        raise SepoError(f"--data {brief(path)} is not a dataset folder (no dataset_dict.json; make one with `sepo data sft`)")
+    return folder
+
+
 def _load_datasets(paths: str | list[str]):
     """The train and validation splits of one dataset folder, or of several concatenated (e.g. one
     per domain, for one model that plays them all)."""
@@ -148,11 +174,7 @@ def _load_datasets(paths: str | list[str]):
 def _load_dataset(path: str):
     from datasets import load_from_disk
 
-    folder = Path(path)
-    if not folder.is_dir():
-        raise SepoError(f"--data {brief(path)}: " + ("is a file, not a dataset folder" if folder.exists() else "no such folder"))
-    if not (folder / "dataset_dict.json").is_file():
-        raise SepoError(f"--data {brief(path)} is not a dataset folder (no dataset_dict.json; make one with `sepo data sft`)")
+    _check_dataset_folder(path)
     try:
         data = load_from_disk(path, keep_in_memory=True)  # in memory, so TRL's maps write no cache-*.arrow into the data folder
     except Exception as error:  # noqa: BLE001 - any unreadable dataset (torn, binary junk) is one clear line
@@ -281,6 +303,7 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
             disable_tqdm=True,
         )
     main_process = args.process_index == 0  # only process 0 writes run files
+    _check_inputs(config, out, overwrite)
     with open_run(out, "sft", config.settings(), overwrite=overwrite, writer=main_process, part_of=part_of) as run:
         if run.finished:  # read, never trained further or rewritten
             result = run.result or {"steps": _checkpoint_step(out / "trainer") or 0}
