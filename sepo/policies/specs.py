@@ -140,6 +140,20 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
     return HFPolicy(path, view or game.text, mode="sample", decoding=text.decoding, **text.agent_kwargs())
 
 
+def _unfinished_model_run(run_dir: Path) -> None:
+    """A language-model run stopped before its model was saved has nothing to play yet: say so,
+    rather than that it holds no policy table (what a tabular run would hold)."""
+    from sepo.runs import read_manifest
+
+    try:
+        manifest = read_manifest(run_dir) if run_dir.is_dir() else None
+    except SepoError:
+        return
+    if manifest is not None and not manifest.get("complete") and (manifest["command"] == "sft" or "trainer" in manifest["files"]):
+        raise SepoError(f"{run_dir} is an unfinished `sepo {manifest['command']}` run: its model is saved when it ends "
+                        "(the same command resumes it)")
+
+
 def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
     from sepo.metrics.exact import solver_for
     from sepo.training.tabular import load_run_policy, run_game
@@ -150,6 +164,7 @@ def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None, v
             raise SepoError(f"{run_dir} is a run of game {trained!r}, not {game.name!r}; give --game {trained}, or "
                             f"hf:{run_dir / 'model'} to play its model in {game.name}")
         return _hf_agent(str(run_dir / "model"), game, text, view)
+    _unfinished_model_run(run_dir)
 
     policy = load_run_policy(run_dir, game.name)
     solver = solver_for(game)

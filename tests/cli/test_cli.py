@@ -208,3 +208,16 @@ def test_json_keeps_stdout_for_the_object_and_progress_goes_to_stderr(monkeypatc
     assert "solving the best response" in result.stderr
     quiet = _run(*args, "--quiet")
     assert quiet.exit_code == 0 and quiet.stderr == "" and json.loads(quiet.stdout) == json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("command", ["sft", "train"])
+def test_an_unfinished_language_model_run_says_so_as_an_agent(tmp_path, command):
+    """Found: `run:R` with R an `sepo sft` (or language-model `train`) run stopped before its model
+    was saved said "R holds no policy.json or checkpoint.json", the files of a tabular run."""
+    from sepo.runs import open_run
+
+    with open_run(tmp_path / "r", command, {"made": "by the test"}) as run:
+        run.write_json("config.json", {"game": "kuhn"})
+        run.path("trainer").mkdir()
+    result = _run("eval", "--game", "kuhn", "--agent", f"run:{tmp_path / 'r'}", "--episodes", "1")
+    assert result.exit_code == 2 and f"is an unfinished `sepo {command}` run" in result.stderr, result.output
