@@ -560,6 +560,8 @@ def check_experiment(folder: str | Path) -> Path:
 
     folder = Path(folder)
     if not folder.is_dir():
+        if folder.exists():  # most likely the config file: the report reads the experiment's --out folder
+            raise SepoError(f"{folder} is a file, not an experiment folder; give the --out folder of `sepo experiment run`")
         raise SepoError(f"experiment folder not found: {folder}")
     manifest = read_manifest(folder)
     if manifest is None or manifest["command"] != "experiment run":

@@ -229,3 +229,12 @@ def test_training_curves_and_figure_1_say_how_their_values_were_read():
     assert interval_basis([{"delta": (0, 0, 0, 1)}]) == "one seed: over episodes"
     assert interval_basis([{"delta": (0, 0, 0, 3)}]) == "over seeds"
     assert interval_basis([{"delta": (0, 0, 0, 1)}, {"delta": (0, 0, 0, 3)}]) == "over seeds; over episodes where one seed"
+
+
+def test_report_given_the_config_file_says_it_needs_the_experiment_folder(tmp_path):
+    """Found: `sepo report c.yaml` (the config, not the --out folder) said "experiment folder not
+    found: c.yaml" of a file that exists."""
+    config = tmp_path / "c.yaml"
+    config.write_text("name: x\n")
+    result = CliRunner().invoke(app, ["report", str(config)])
+    assert result.exit_code == 2 and "is a file, not an experiment folder" in result.stderr, result.output
