@@ -77,6 +77,9 @@ def check_model_source(path: str) -> None:
     local = Path(path).expanduser()
     looks_local = local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1 or path.endswith("/")
     if looks_local:
+        if local.is_file():
+            hint = "; convert a GGUF file first: `sepo model import FILE --out DIR`" if local.suffix.lower() == ".gguf" else ""
+            raise SepoError(f"model {path!r} is a file, not a model folder{hint}")
         if not local.is_dir():
             raise SepoError(f"model {path!r}: no such folder")
         if not ((local / "config.json").is_file() or (local / "adapter_config.json").is_file()):

@@ -183,11 +183,16 @@ replicates: 50
     ("uniform", "/nonexistent", "agents[2].model: model '/nonexistent': no such folder"),
     ("hf:/nonexistent", "tiny", "agents[1].spec under domains[0] (ipd): model '/nonexistent': no such folder"),
     ("openai:m@ftp://x", "tiny", "agents[1].spec under domains[0] (ipd): agent 'openai:m@ftp://x'"),
+    ("uniform", "bad..name", "agents[2].model: model 'bad..name' is neither a folder nor a Hugging Face Hub id"),
+    ("uniform", "MFILE", "agents[2].model: model 'MFILE' is a file, not a model folder; convert a GGUF file first"),
 ])
 def test_plan_and_run_check_every_agent_before_anything_is_written(tmp_path, spec, model, field):
     """Found: `spec: bot:TFT` under kuhn and `model: /nonexistent` passed `experiment plan`; `run` failed
     after writing the folder, and the corrected config was then refused as a different config."""
     config = tmp_path / "bad.yaml"
+    if model == "MFILE":  # found: a GGUF file named as the model was "no such folder"
+        (tmp_path / "m.gguf").write_bytes(b"GGUF")
+        model, field = str(tmp_path / "m.gguf"), field.replace("MFILE", str(tmp_path / "m.gguf"))
     config.write_text(AGENTS_CONFIG.replace("SPEC", spec).replace("MODEL", model))
     for command in (["experiment", "plan", config], ["experiment", "run", config, "--out", tmp_path / "out", "--quiet"]):
         result = CliRunner().invoke(app, [str(a) for a in command])
