@@ -253,6 +253,9 @@ class HFPolicy(TextPolicy):
             model_or_path, tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code
         )
         check_reply_length(decoding.max_new_tokens, self.model, f"model {model_name!r}")
+        if decoding.enable_thinking is not None and "enable_thinking" not in str(self.tokenizer.chat_template):
+            raise SepoError(f"--{'' if decoding.enable_thinking else 'no-'}thinking: the chat template of model {model_name!r} "
+                            "does not read enable_thinking, so the switch would change nothing")
         self.text = game_text
         self.mode = mode
         self.decoding = decoding

@@ -166,3 +166,12 @@ def test_samples_under_greedy_decoding_is_refused_not_ignored(tiny):
                                       "--samples", "5", *SHORT])
     assert result.exit_code == 2 and "--samples 5 applies to sampled replies" in result.stderr, result.output
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_thinking_for_a_template_without_the_switch_is_refused_not_ignored(tiny):
+    """Found: `--thinking` (or `--no-thinking`) with a model whose chat template has no
+    enable_thinking switch ran as if it were not given, and the result recorded it as set."""
+    for flag in ("--thinking", "--no-thinking"):
+        result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0",
+                                          flag, *SHORT])
+        assert result.exit_code == 2 and f"{flag}: the chat template" in result.stderr, result.output
