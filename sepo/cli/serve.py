@@ -48,7 +48,7 @@ def serve_command(
     if gpu:
         from sepo.training.config import check_accelerator
 
-        check_accelerator()
+        check_accelerator("--gpu")
     chat = ChatModel(model, name=name, max_new_tokens=max_new_tokens, seed=seed, device="cuda" if gpu else "cpu")
     server = ChatServer(chat, host, port, fail_every=fail_every, stall_every=stall_every, stall_seconds=stall_seconds,
                         log=(lambda line: err_console.print(line, highlight=False)) if log_requests else None,

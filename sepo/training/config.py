@@ -37,7 +37,7 @@ def check_learning_rate(value, option: str = "--lr") -> float:
     return value
 
 
-def check_accelerator(option: str = "--gpu") -> None:
+def check_accelerator(option: str = "--gpu (an experiment config's gpu: true)") -> None:
     """`--gpu` where torch sees no accelerator is refused: transformers would quietly run on the
     CPU while the run's config (`use_cpu: false`) says otherwise."""
     import torch
@@ -45,7 +45,7 @@ def check_accelerator(option: str = "--gpu") -> None:
     accelerator = getattr(torch, "accelerator", None)
     found = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
     if not found:
-        raise SepoError(f"{option}: torch sees no accelerator on this machine; leave {option} out to use the CPU")
+        raise SepoError(f"{option}: torch sees no accelerator on this machine; leave it out to use the CPU")
 
 
 @dataclass(kw_only=True)
