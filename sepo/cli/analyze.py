@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from sepo.cli.common import console, err_console, print_json as _print_json, seed_option, user_errors as _user_errors
+from sepo.cli.common import console, print_json as _print_json, progress, seed_option, user_errors as _user_errors
 from sepo.games import default_game
 
 app = typer.Typer(help="Equilibrium analysis: games, regret, learning dynamics, collusion stress tests, populations.", no_args_is_help=True)
@@ -321,9 +320,8 @@ def population_command(
     if matrix:
         meta = load_matrix(matrix)
     elif specs:
-        with Progress(TextColumn("playing pairs of agents"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      console=err_console, transient=True, disable=as_json) as bar:
-            task = bar.add_task("pairs", total=None)
+        with progress() as bar:  # on stderr, with --json too: stdout holds the object alone
+            task = bar.add_task("playing pairs of agents", total=None)
             meta = build_meta_game(game_name, specs, episodes=episodes, seed=seed,
                                    progress=lambda done, total: bar.update(task, completed=done, total=total))
     else:
@@ -406,7 +404,7 @@ def institution_command(
     held = {name: converted(name, value) for name, value in (_assignment(t, "--set") for t in (fixed or []))}
     config = SearchConfig(game=game_name, vary=grid, fixed=held, seeds=seeds, steps=steps, groups=groups, penalty=penalty,
                           lambda_e=lambda_e, lambda_c=lambda_c, lambda_x=lambda_x, tolerance=tolerance)
-    with Progress(TextColumn("{task.description}"), console=err_console, transient=True, disable=as_json) as bar:
+    with progress() as bar:  # on stderr, with --json too: stdout holds the object alone
         task = bar.add_task("training", total=None)
         report = search(config, out, progress=lambda text: bar.update(task, description=text))
     if as_json:

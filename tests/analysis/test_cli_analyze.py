@@ -119,3 +119,22 @@ def test_bad_input_is_one_line_naming_file_and_field(tmp_path, examples, args, m
     path = files.get(args[1]) if len(args) > 1 else None
     if path is not None and args[0] in ("game", "regret", "collusion"):
         assert str(path) in result.stderr
+
+
+def test_population_json_keeps_stdout_for_the_object_and_progress_goes_to_stderr(monkeypatch):
+    """As `sepo eval/exploit --json`: `analyze population --json` (and `institution --json`)
+    switched their progress off; it now goes to stderr, stdout holding the JSON object alone."""
+    import sepo.analysis.population as population
+    from sepo import progress
+
+    real = population.build_meta_game
+
+    def reporting(*args, progress=None, **kwargs):  # exact payoffs need no play, so say one pair was played
+        progress(1, 1)
+        return real(*args, progress=progress, **kwargs)
+
+    monkeypatch.setattr(population, "build_meta_game", reporting)
+    monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
+    result = _run("population", "--game", "kuhn", "--agents", "nash", "uniform", "--episodes", "2", "--json")
+    assert result.exit_code == 0, result.output
+    assert "playing pairs of agents" in result.stderr and json.loads(result.stdout)["agents"]
