@@ -150,7 +150,8 @@ def eval_command(
             raise SepoError("--disguise applies to the audit, not to --pool injection")
         the_game.text.disguised(disguise)  # a view that cannot be disguised is refused before any play
     if pool == "injection":
-        _injection(the_game, policy, agent, config, as_json)
+        with _progress(quiet):  # a language model's replies are counted on stderr
+            _injection(the_game, policy, agent, config, as_json)
         return
     with _progress(quiet) as bar:
         task = bar.add_task(f"eval {agent}", total=None)

@@ -221,3 +221,22 @@ def test_an_unfinished_language_model_run_says_so_as_an_agent(tmp_path, command)
         run.path("trainer").mkdir()
     result = _run("eval", "--game", "kuhn", "--agent", f"run:{tmp_path / 'r'}", "--episodes", "1")
     assert result.exit_code == 2 and f"is an unfinished `sepo {command}` run" in result.stderr, result.output
+
+
+def test_the_injection_pool_reports_progress_too(monkeypatch):
+    """`sepo eval --pool injection` ran with no reporter installed, so a language model's replies
+    (counted by the policy) showed nothing for as long as they took."""
+    import sepo.evaluation.injection as injection
+    from sepo import progress
+
+    real = injection.injection_audit
+
+    def reporting(*args, **kwargs):
+        progress.stage("asking the injection suite")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(injection, "injection_audit", reporting)
+    monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
+    result = _run("eval", "--game", "negotiation", "--agent", "bot:Fair", "--pool", "injection", "--episodes", "1", "--json")
+    assert result.exit_code == 0, result.output
+    assert "asking the injection suite" in result.stderr and "attacks" in json.loads(result.stdout)
