@@ -37,6 +37,10 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    `--loss-reference` runs it again with TRL's own loss forward (every row's prompt + completion,
    with TRL's default gradient checkpointing), against sepo's (`sepo.training.shared_prompt`: each
    group's prompt encoded once, no checkpointing); the figure to compare is loss forward + backward.
+   `--loss-only` (3b) times that loss alone, without the rest of the step (less memory, minutes
+   not tens of minutes): one step's batch of answer-line completions, forward + backward, sepo's
+   way against TRL's whole rows with and without gradient checkpointing, CPU seconds beside wall,
+   with the largest log-probability and gradient differences.
 4. Threads (`--threads-compare`): the same work (scoring `--thread-sequences` Kuhn prompts
    whole, then sampling 16 tokens for 4 of them, twice) in one process with 2 torch threads, and
    split in two processes of 1 thread each running at once (each does it once; the model loaded
@@ -304,6 +308,83 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss:
           f"{s['compute_loss'] + s['backward']:.2f} s")
 
 
+# ------------------------------------------------------------------- 3b. the GRPO loss alone
+
+def bench_loss(model_dir: Path, args) -> None:
+    """The GRPO loss's forward + backward over one step's batch (`--groups` Kuhn prompts x
+    `--group-size` answer-line completions, TRL's layout), three ways, CPU seconds beside wall:
+    sepo's (`shared_prompt.logps_and_entropies`: each prompt encoded once, no checkpointing),
+    TRL's whole-row forward through its fused LM head without checkpointing, and the same with
+    TRL's default gradient checkpointing (the reference)."""
+    import torch
+    from trl.trainer.utils import add_fused_lm_head
+
+    from sepo.games import load_game
+    from sepo.games.kuhn.exact import canonical_decisions
+    from sepo.policies.hf import HFPolicy, load_hf_model
+    from sepo.training.shared_prompt import logps_and_entropies
+
+    game = load_game("kuhn")
+    states = list(canonical_decisions(game.hands).values())
+    policy = HFPolicy(str(model_dir), game.text, mode="sample", seed=args.seed)
+    prompts = [policy.prompt_ids(states[(3 * g) % len(states)]) for g in range(args.groups)]  # distinct states
+    end = policy._template_turn_end()
+    picked = [states[(3 * g) % len(states)] for g in range(args.groups)]
+    answers = [policy._ids(game.text.answer_text(d, d.legal_actions[a % len(d.legal_actions)])) + end
+               for d in picked for a in range(args.group_size)]
+    width_p, width_c = max(map(len, prompts)), max(map(len, answers))
+    rows = args.groups * args.group_size
+    ids = torch.full((rows, width_p + width_c), policy.tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for r in range(rows):
+        prompt, answer = prompts[r // args.group_size], answers[r]
+        ids[r, width_p - len(prompt):width_p] = torch.tensor(prompt)
+        mask[r, width_p - len(prompt):width_p] = 1
+        ids[r, width_p:width_p + len(answer)] = torch.tensor(answer)
+        mask[r, width_p:width_p + len(answer)] = 1
+    model, _, _ = load_hf_model(str(model_dir), None, device="cpu", dtype="float32")
+    add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    model.train()
+    completion_mask = mask[:, width_p:].float()
+
+    def whole_rows():
+        labels = ids.masked_fill(mask == 0, -100)
+        labels[:, :-width_c] = -100
+        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        return out.log_probs[:, -width_c:], out.entropy[:, -width_c:]
+
+    ways = [("each prompt encoded once (sepo)", False, lambda: logps_and_entropies(model, ids, mask, width_c, 1.0, True)),
+            ("whole rows, TRL's fused head", False, whole_rows),
+            ("whole rows, TRL's fused head, gradient checkpointing (TRL's default; reference)", True, whole_rows)]
+    print(f"\n3b. The GRPO loss alone, forward + backward: {args.groups} Kuhn prompts ({', '.join(str(len(p)) for p in prompts)} "
+          f"tokens) x {args.group_size} answer-line completions (up to {width_c} tokens); {args.repeats} repeats, fastest kept")
+    print(f"{'way':<82}{'wall s':>9}{'CPU s':>9}{'tokens':>9}")
+    results = {}
+    for label, checkpointing, forward in ways:
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        best = None
+        for _ in range(args.repeats):
+            model.zero_grad(set_to_none=True)
+            wall, cpu = time.perf_counter(), time.process_time()
+            logp, entropy = forward()
+            ((logp * completion_mask).sum() + 0.01 * (entropy * completion_mask).sum()).backward()
+            took = (time.perf_counter() - wall, time.process_time() - cpu)
+            best = took if best is None or took[1] < best[1] else best
+        if checkpointing:
+            model.gradient_checkpointing_disable()
+        grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results[label] = (best, logp.detach() * completion_mask, grad)
+        tokens = sum(map(len, prompts)) + sum(map(len, answers)) if "once" in label else int(mask.sum())
+        print(f"{label:<82}{best[0]:>9.2f}{best[1]:>9.2f}{tokens:>9,} [{load()}]")
+    (ref_time, ref_logp, ref_grad) = results[ways[-1][0]]
+    for label, _, _ in ways[:-1]:
+        took, logp, grad = results[label]
+        print(f"{label}: {ref_time[1] / took[1]:.1f}x the reference in CPU time ({ref_time[0] / took[0]:.1f}x wall); "
+              f"largest |log p| difference {float((logp - ref_logp).abs().max()):.1e}, "
+              f"largest gradient difference {float((grad - ref_grad).abs().max()):.1e} (of {float(ref_grad.abs().max()):.1e})")
+
+
 # ---------------------------------------------------------------------------------- 4. threads
 
 def _thread_work(model_dir: str, threads: int, share: int, parts: int, sequences: int, barrier, out) -> None:
@@ -366,6 +447,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--step-reference", action="store_true", help="the GRPO step again with prefix sharing off")
+    parser.add_argument("--loss-only", action="store_true",
+                        help="time the GRPO loss's forward + backward alone: sepo's shared prompt against TRL's whole rows")
     parser.add_argument("--loss-reference", action="store_true",
                         help="the GRPO step again with TRL's whole-row loss forward and gradient checkpointing")
     parser.add_argument("--threads-compare", action="store_true", help="one process on 2 threads against 2 of 1 thread")
@@ -411,6 +494,8 @@ def main() -> None:
                 bench_step(model_dir, args, Path(tmp), sharing=False)
             if args.loss_reference:
                 bench_step(model_dir, args, Path(tmp), loss="trl")
+        if args.loss_only:
+            bench_loss(model_dir, args)
         if args.threads_compare:
             bench_threads(model_dir, args)
     print(f"\n{load()} at the end; total {time.perf_counter() - started:.0f} s")
