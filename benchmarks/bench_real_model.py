@@ -39,7 +39,7 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    group's prompt encoded once, no checkpointing); the figure to compare is loss forward + backward.
    `--loss-only` (3b) times that loss alone, without the rest of the step (less memory, minutes
    not tens of minutes): one step's batch of answer-line completions, forward + backward, sepo's
-   way against TRL's whole rows with and without gradient checkpointing, CPU seconds beside wall,
+   way against TRL's whole rows with its gradient checkpointing, CPU seconds beside wall,
    with the largest log-probability and gradient differences.
 4. Threads (`--threads-compare`): the same work (scoring `--thread-sequences` Kuhn prompts
    whole, then sampling 16 tokens for 4 of them, twice) in one process with 2 torch threads, and
@@ -312,10 +312,10 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss:
 
 def bench_loss(model_dir: Path, args) -> None:
     """The GRPO loss's forward + backward over one step's batch (`--groups` Kuhn prompts x
-    `--group-size` answer-line completions, TRL's layout), three ways, CPU seconds beside wall:
-    sepo's (`shared_prompt.logps_and_entropies`: each prompt encoded once, no checkpointing),
-    TRL's whole-row forward through its fused LM head without checkpointing, and the same with
-    TRL's default gradient checkpointing (the reference)."""
+    `--group-size` answer-line completions, TRL's layout), CPU seconds beside wall: sepo's
+    (`shared_prompt.logps_and_entropies`: each prompt encoded once, no checkpointing) against TRL's
+    whole-row forward through its fused LM head with its default gradient checkpointing (the
+    reference)."""
     import torch
     from trl.trainer.utils import add_fused_lm_head
 
@@ -353,8 +353,9 @@ def bench_loss(model_dir: Path, args) -> None:
         out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
         return out.log_probs[:, -width_c:], out.entropy[:, -width_c:]
 
+    # TRL's whole rows without checkpointing are not timed: at one step's batch of SmolLM2 they hold
+    # about 12 GB of activations, which the 2-core machine beside other jobs does not have
     ways = [("each prompt encoded once (sepo)", False, lambda: logps_and_entropies(model, ids, mask, width_c, 1.0, True)),
-            ("whole rows, TRL's fused head", False, whole_rows),
             ("whole rows, TRL's fused head, gradient checkpointing (TRL's default; reference)", True, whole_rows)]
     print(f"\n3b. The GRPO loss alone, forward + backward: {args.groups} Kuhn prompts ({', '.join(str(len(p)) for p in prompts)} "
           f"tokens) x {args.group_size} answer-line completions (up to {width_c} tokens); {args.repeats} repeats, fastest kept")

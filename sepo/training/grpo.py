@@ -453,6 +453,10 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
             return {**read_json(out / "summary.json", "run summary"), "extended_from": None, "already_complete": True}
         progress.stage(f"loading the model {config.model}")
         model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
+        checkpointing = gradient_checkpointing(config, model)
+        for name in ("activation_checkpointing", "gradient_checkpointing"):  # transformers 5 renames the second
+            if hasattr(args, name):
+                setattr(args, name, checkpointing)
         run.write_json("config.json", {**settings, **({"talk_note": TALK_NOTE} if config.talk else {})})
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
@@ -540,6 +544,16 @@ class _StepProgress:
         return Steps()
 
 
+def gradient_checkpointing(config: LLMSEPOConfig, model) -> bool:
+    """TRL's default (on, which saves memory and recomputes the forward in the backward pass),
+    except on a CPU where the loss can encode each group's prompt once: that path needs the KV
+    cache checkpointing drops, its activations are those of the prompts alone, and compute is
+    what a CPU is short of."""
+    from sepo.training.shared_prompt import usable
+
+    return not (config.use_cpu and usable(model))
+
+
 def _grpo_args(config: LLMSEPOConfig, out: Path):
     from trl import GRPOConfig
 
@@ -553,9 +567,6 @@ def _grpo_args(config: LLMSEPOConfig, out: Path):
             repetition_penalty=config.repetition_penalty, max_completion_length=config.max_new_tokens,
             scale_rewards=config.scale_rewards,
             use_cpu=config.use_cpu, bf16=False, logging_steps=1, save_strategy="steps",
-            # TRL turns gradient checkpointing on; on a CPU the models are small and compute is what is
-            # short, and the shared-prompt loss needs the KV cache that checkpointing drops
-            gradient_checkpointing=not config.use_cpu,
             save_steps=config.save_steps, save_total_limit=2, report_to=config.report_to, seed=config.seed,
             dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
         )

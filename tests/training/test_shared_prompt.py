@@ -86,10 +86,28 @@ def test_the_trainer_uses_it_and_falls_back_where_it_does_not_apply(model, monke
     assert calls == [1] and fallback == [1]
 
 
-def test_training_on_the_cpu_keeps_the_cache_that_the_shared_prompt_loss_needs(tmp_path):
+def test_training_on_the_cpu_keeps_the_cache_that_the_shared_prompt_loss_needs(model, monkeypatch):
     """TRL turns gradient checkpointing on by default, which drops the KV cache (and would send
-    every step back to the whole-row forward); `sepo train` turns it off on the CPU only."""
-    from sepo.training.grpo import LLMSEPOConfig, _grpo_args
+    every step back to the whole-row forward); `sepo train` turns it off on the CPU, and only where
+    the shared-prompt loss applies (TRL's whole rows without it hold many times the activations)."""
+    from sepo.training import shared_prompt
+    from sepo.training.grpo import LLMSEPOConfig, gradient_checkpointing
 
-    assert _grpo_args(LLMSEPOConfig(model="m"), tmp_path).gradient_checkpointing is False
-    assert _grpo_args(LLMSEPOConfig(model="m", use_cpu=False), tmp_path).gradient_checkpointing is True
+    assert gradient_checkpointing(LLMSEPOConfig(model="m"), model) is False
+    assert gradient_checkpointing(LLMSEPOConfig(model="m", use_cpu=False), model) is True
+    monkeypatch.setattr(shared_prompt, "SHARED_PROMPTS", False)
+    assert gradient_checkpointing(LLMSEPOConfig(model="m"), model) is True
+
+
+def test_a_training_step_on_the_cpu_goes_through_it(tmp_path, monkeypatch):
+    from sepo.models.tiny import init_tiny_model
+    from sepo.training import shared_prompt
+    from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
+
+    calls = []
+    original = shared_prompt.logps_and_entropies
+    monkeypatch.setattr(shared_prompt, "logps_and_entropies", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k))
+    tiny = init_tiny_model(tmp_path / "tiny", seed=0, domains=["kuhn"])
+    run_llm_sepo(LLMSEPOConfig(model=str(tiny), steps=1, groups=2, group_size=2, table_samples=2, final_samples=1,
+                               max_new_tokens=8, seed=0), tmp_path / "run")
+    assert calls and all(shape[0] == 4 for shape in calls)  # the step's 2 groups x 2 completions
