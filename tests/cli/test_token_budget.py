@@ -24,7 +24,7 @@ def _eval(server, cache, *extra):
 
 
 def test_the_budget_stops_the_audit_and_the_same_command_resumes(server, tmp_path):
-    stopped = _eval(server, tmp_path, "--max-tokens-total", "300", "--json")
+    stopped = _eval(server, tmp_path, "--max-tokens-total", "300", "--json", "--quiet")  # progress would add lines under load
     assert stopped.exit_code == 2 and len(stopped.stderr.strip().splitlines()) == 1, stopped.output
     assert "token budget of 300 reached" in stopped.stderr and "re-run the same command to resume" in stopped.stderr
     done = _eval(server, tmp_path, "--json")
