@@ -25,7 +25,10 @@ def usable(model) -> bool:
     cache `prefix_cache` can drive, trained without gradient checkpointing (which drops the cache)."""
     from sepo.policies import prefix_cache
 
-    return SHARED_PROMPTS and not getattr(model, "is_gradient_checkpointing", False) and prefix_cache.supports(model)
+    checkpointing = getattr(model, "is_activation_checkpointing", None)  # transformers 5's name
+    if checkpointing is None:
+        checkpointing = getattr(model, "is_gradient_checkpointing", False)
+    return SHARED_PROMPTS and not checkpointing and prefix_cache.supports(model)
 
 
 def logps_and_entropies(model, input_ids, attention_mask, logits_to_keep: int, temperature: float, compute_entropy: bool):

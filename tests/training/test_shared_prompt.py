@@ -95,6 +95,12 @@ def test_training_on_the_cpu_keeps_the_cache_that_the_shared_prompt_loss_needs(m
 
     assert gradient_checkpointing(LLMSEPOConfig(model="m"), model) is False
     assert gradient_checkpointing(LLMSEPOConfig(model="m", use_cpu=False), model) is True
+    model.gradient_checkpointing_enable()  # a model checkpointed already keeps TRL's path (no cache to share)
+    try:
+        assert not shared_prompt.usable(model)
+    finally:
+        model.gradient_checkpointing_disable()
+    assert shared_prompt.usable(model)
     monkeypatch.setattr(shared_prompt, "SHARED_PROMPTS", False)
     assert gradient_checkpointing(LLMSEPOConfig(model="m"), model) is True
 
