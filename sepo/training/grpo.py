@@ -429,6 +429,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     config.validate()  # bad settings are one line, before the training libraries load
     from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback
+
     from sepo import progress
     from sepo.policies.hf import load_hf_model
     from sepo.training.shared_prompt import trainer_class

@@ -117,3 +117,15 @@ def test_a_training_step_on_the_cpu_goes_through_it(tmp_path, monkeypatch):
     run_llm_sepo(LLMSEPOConfig(model=str(tiny), steps=1, groups=2, group_size=2, table_samples=2, final_samples=1,
                                max_new_tokens=8, seed=0), tmp_path / "run")
     assert calls and all(shape[0] == 4 for shape in calls)  # the step's 2 groups x 2 completions
+
+
+def test_a_lora_step_on_the_cpu_trains(tmp_path):
+    """A LoRA adapter (PEFT-wrapped model) trains through the same trainer, shared prompt or not."""
+    pytest.importorskip("peft")
+    from sepo.models.tiny import init_tiny_model
+    from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
+
+    tiny = init_tiny_model(tmp_path / "tiny", seed=0, domains=["kuhn"])
+    summary = run_llm_sepo(LLMSEPOConfig(model=str(tiny), steps=1, groups=2, group_size=2, table_samples=2, final_samples=1,
+                                         max_new_tokens=8, seed=0, lora=True, lora_r=4), tmp_path / "run")
+    assert summary["steps"] == 1 and (tmp_path / "run" / "model").is_dir()
