@@ -76,3 +76,27 @@ def check_episodes(game, episodes: int, opponents: int, what: str, per_opponent:
     raise SepoError(f"{what} would hold about {size_text(per_episode * count)} of episode records ({episodes:,} episode(s) x "
                     f"{opponents} opponent(s) x {size_text(per_episode)} each) and this machine can spare "
                     f"{size_text(budget)}; " + (f"use {' or '.join(options)}" if options else "use a shorter game"))
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask: a container's or `taskset`'s
+    share, not the machine's count), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+PARALLEL_REASON = ("each is a CPU-bound process or thread, so more than the cores only adds memory and contention "
+                   "(and slows every one of them)")
+
+
+def check_parallelism(count: int, option: str, what: str) -> None:
+    """Refuse, in one line, `count` parallel `what` (processes or threads) beyond this process's
+    usable cores (`usable_cores`), and fewer than one."""
+    if count < 1:
+        raise SepoError(f"{option} must be >= 1, got {count}")
+    cores = usable_cores()
+    if count > cores:
+        raise SepoError(f"{option} {count:,} is more {what} than the {cores} CPU core{'s' if cores != 1 else ''} this "
+                        f"process may use; {PARALLEL_REASON}: use {option} {cores} or fewer")

@@ -19,7 +19,9 @@ def run_command(
     config: Path = typer.Argument(..., help="Experiment config (YAML; see docs/experiments.md)."),
     out: Path = typer.Option(..., "--out", help="Results folder: created fresh, or resumed if it holds this same config."),
     backend: Backend = typer.Option("local", "--backend", help="local (a process pool) or ray (cells as Ray tasks)."),
-    workers: int = typer.Option(1, "--workers", min=1, max=1024, help="Cells run at once (local processes or Ray CPUs)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Cells run at once (local processes, or the CPUs of a local "
+                                "Ray instance); at most the CPU cores this process may use, since each cell is a CPU-bound "
+                                "process and more only add memory and contention (a RAY_ADDRESS cluster counts its own)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an experiment in --out (removes only what it wrote)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ):

@@ -71,13 +71,23 @@ _python_show_warning = warnings.showwarning
 
 @app.callback()
 def main_options(
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, max=4096,
-                                          help="CPU threads for torch (model play and training); on a shared machine, the cores that are free."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1,
+                                          help="CPU threads for torch (model play and training); at most the CPU cores "
+                                          "this process may use (more only add contention); on a shared machine, the cores "
+                                          "that are free."),
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print sepo's version and exit."),
 ):
     """Train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization."""
     warnings.showwarning = _show_warning
     if threads is not None:
+        from sepo.cli.common import print_error
+        from sepo.limits import check_parallelism
+
+        try:
+            check_parallelism(threads, "--threads", "torch threads")
+        except SepoError as error:
+            print_error(str(error))
+            raise typer.Exit(2) from None
         import torch
 
         torch.set_num_threads(threads)

@@ -26,6 +26,7 @@ from sepo.experiments.cells import Cell, Plan, expand
 from sepo.experiments.config import ExperimentConfig, load_config, validate_config
 from sepo.experiments.execute import RESULT, prepare, run_cell
 from sepo.experiments.seeds import check_disjoint
+from sepo.limits import check_parallelism
 from sepo.runs import open_run
 
 COMMAND = "experiment run"
@@ -236,8 +237,8 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     `stop_after` ends after that many newly finished cells (tests of resumption)."""
     if backend not in BACKENDS:
         raise SepoError(f"unknown --backend {backend!r}; use {' or '.join(BACKENDS)}")
-    if workers < 1:
-        raise SepoError(f"--workers must be >= 1, got {workers}")
+    if backend == "local" or not os.environ.get("RAY_ADDRESS"):  # a cluster's CPUs are the cluster's to count
+        check_parallelism(workers, "--workers", "cells at once")
     config, text = load_config(config_path)
     check_disjoint(config)
     plan = expand(config)

@@ -240,3 +240,16 @@ def test_the_injection_pool_reports_progress_too(monkeypatch):
     result = _run("eval", "--game", "negotiation", "--agent", "bot:Fair", "--pool", "injection", "--episodes", "1", "--json")
     assert result.exit_code == 0, result.output
     assert "asking the injection suite" in result.stderr and "attacks" in json.loads(result.stdout)
+
+
+def test_more_torch_threads_than_usable_cores_is_one_line(monkeypatch):
+    """Found: --threads accepted up to 4096 whatever the machine; more threads than cores only
+    slow torch down (and every other process on a shared machine)."""
+    import os
+
+    from tests.cli.cli_helpers import _error
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    command = ["exploit", "--game", "kuhn", "--agent", "uniform"]
+    _error(_run("--threads", "3", *command), "--threads 3 is more torch threads than the 2 CPU cores", "--threads 2 or fewer")
+    assert _run("--threads", "2", *command).exit_code == 0

@@ -209,3 +209,19 @@ def test_seed_major_ranks_a_seed_by_its_place_in_its_own_agents_seeds(tmp_path):
     position = {"tab": [5, 6], "other": [0, 1]}
     ranks = [position[c.agent].index(c.seed) for c in ordered]
     assert ranks == sorted(ranks) and {c.agent for c in ordered[: ranks.count(0)]} == {"tab", "other"}
+
+
+@pytest.mark.parametrize("backend", ["local", "ray"])
+def test_more_workers_than_usable_cores_is_one_line_before_the_folder_is_made(tmp_path, monkeypatch, backend):
+    """Found: --workers accepted up to 1024 on a 2-core machine (1024 spawned interpreters, each
+    loading torch, before the first cell ran); the limit is the cores this process may use."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    config = tmp_path / "x.yaml"
+    config.write_text(tiny_config())
+    result = CliRunner().invoke(app, ["experiment", "run", str(config), "--out", str(tmp_path / "out"), "--workers", "3",
+                                      "--backend", backend])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "--workers 3 is more cells at once than the 2 CPU cores" in result.stderr
+    assert "use --workers 2 or fewer" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
