@@ -197,6 +197,19 @@ def check_reply_length(max_new_tokens: int, model, name: str, option: str = "--m
                         f"prompt too; use at most {context - 1:,} (less the prompt's length)")
 
 
+def check_prompt_room(prompt_tokens: int, max_new_tokens: int, model, name: str, option: str = "--max-new-tokens") -> None:
+    """A prompt of `prompt_tokens` and a reply of up to `max_new_tokens` within the model's context
+    (checked where the prompt is known: `check_reply_length` can only check the reply alone)."""
+    context = context_length(model)
+    if context is None or prompt_tokens + max_new_tokens <= context:
+        return
+    room = context - prompt_tokens
+    fix = (f"use {option} {room:,} or fewer, or a shorter game (fewer rounds: a shorter history in the prompt)" if room >= 1
+           else "use a shorter game (fewer rounds: a shorter history in the prompt) or a model with a longer context")
+    raise SepoError(f"a prompt of {prompt_tokens:,} tokens and {option} {max_new_tokens:,} do not fit {name}'s context of "
+                    f"{context:,} tokens ({max(room, 0):,} left for the reply); {fix}")
+
+
 class HFPolicy(TextPolicy):
     """A causal LM with a chat template as a policy over a game's text view (see module doc).
 
@@ -253,6 +266,7 @@ class HFPolicy(TextPolicy):
             model_or_path, tokenizer, device=device, dtype=dtype, trust_remote_code=trust_remote_code
         )
         check_reply_length(decoding.max_new_tokens, self.model, f"model {model_name!r}")
+        self.model_name = f"model {model_name!r}"
         if decoding.enable_thinking is not None and "enable_thinking" not in str(self.tokenizer.chat_template):
             raise SepoError(f"--{'' if decoding.enable_thinking else 'no-'}thinking: the chat template of model {model_name!r} "
                             "does not read enable_thinking, so the switch would change nothing")
@@ -460,6 +474,8 @@ class HFPolicy(TextPolicy):
 
         per_call = max(1, self.batch_size // n)
         decoding = self.decoding
+        if prompts:
+            check_prompt_room(max(map(len, prompts)), decoding.max_new_tokens, self.model, self.model_name)
         do_sample = not greedy and not decoding.greedy
         kwargs = dict(
             max_new_tokens=decoding.max_new_tokens,
@@ -662,6 +678,8 @@ class HFPolicy(TextPolicy):
             for a in d.legal_actions:
                 prompts.append(self.prompt_ids(d))
                 answers.append(self._ids(self.defuse(self.text.answer_text(d, a))))
+        if prompts:  # the decoding read here generates up to max_new_tokens after the prompt
+            check_prompt_room(max(map(len, prompts)), self.decoding.max_new_tokens, self.model, self.model_name)
         fits = [len(answer) + 1 <= self.decoding.max_new_tokens for answer in answers]
         kept = [k for k, fit in enumerate(fits) if fit]
         scored = iter(self._processed_probabilities([prompts[k] for k in kept], [answers[k] for k in kept]) if kept else [])

@@ -562,3 +562,25 @@ def test_an_answer_that_does_not_fit_the_token_limit_is_never_a_played_reply(sco
     assert tight.exact_distribution([d], "fallback", None) is None
     fits = _policy(scorer, mode="sample", decoding=Decoding(temperature=1.0, max_new_tokens=longest + 1))
     np.testing.assert_array_equal(fits.answer_probabilities([d])[0][0], rows[0])
+
+
+def test_a_prompt_that_leaves_too_little_context_for_the_reply_is_one_line(scorer, decisions, monkeypatch):
+    """Found: --max-new-tokens was checked against the context alone, so a prompt near the context
+    limit (a long history) failed deep inside transformers, or ran past the positions the model
+    was trained on. Where the prompt is known the check names its length, the limit and the flag."""
+    policy = _policy(scorer, mode="sample", temperature=1.0, max_new_tokens=48)
+    prompt = policy.prompt_ids(decisions[0])
+    longest = max(len(policy.prompt_ids(d)) for d in decisions)
+    monkeypatch.setattr(scorer.model.config, "max_position_embeddings", len(prompt) + 10)
+    with pytest.raises(SepoError) as info:
+        policy.generate([prompt], 1, seed=0)
+    message = str(info.value)
+    assert f"a prompt of {len(prompt)} tokens and --max-new-tokens 48" in message
+    assert f"context of {len(prompt) + 10} tokens (10 left for the reply)" in message and "--max-new-tokens 10 or fewer" in message
+    with pytest.raises(SepoError, match=f"a prompt of {longest} tokens"):  # the exact read checks the same decoding
+        policy.answer_probabilities(decisions)
+    monkeypatch.setattr(scorer.model.config, "max_position_embeddings", len(prompt) - 1)
+    with pytest.raises(SepoError, match="0 left for the reply.*a model with a longer context"):
+        policy.generate([prompt], 1, seed=0)
+    monkeypatch.setattr(scorer.model.config, "max_position_embeddings", len(prompt) + 48)
+    assert len(policy.generate([prompt], 1, seed=0)[0]) == 1  # exactly fits
