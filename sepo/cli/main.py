@@ -671,12 +671,14 @@ def exploit_command(
 def _exact_notes(result, found) -> list[str]:
     """What a reader must know to read the value: a projection is not a bound; a sampled policy's
     plug-in value is biased upward at kinks."""
-    from sepo.metrics.exact import PROJECTION_NOTE, SAMPLED_NOTE
+    from sepo.metrics.exact import POINT_ESTIMATE_NOTE, PROJECTION_NOTE, SAMPLED_NOTE
 
     notes = []
     if "projection_memory" in result.extra:
         notes.append(PROJECTION_NOTE.format(m=result.extra["projection_memory"]))
-    if found.policy is not None and not found.policy.get("exact", True):
+    if result.extra.get("point_estimate"):
+        notes.append(POINT_ESTIMATE_NOTE)
+    elif found.policy is not None and not found.policy.get("exact", True):
         notes.append(SAMPLED_NOTE)
     return notes
 
@@ -688,14 +690,16 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
     from sepo.metrics.exact import exact_label
 
     label = exact_label(result)
-    kind = {"exact": "exact values", "pruned": "a pruned tree's values", "lower bound": "a lower bound",
+    point = bool(result.extra.get("point_estimate"))
+    kind = {"exact": "exact values", "pruned": "a pruned tree's values",
+            "lower bound": "a point estimate of a lower bound" if point else "a lower bound",
             "projection": f"a memory-{result.extra.get('projection_memory')} projection"}[label]
     table_out = Table(title=f"{agent} in {game}: {kind} ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)
     rows = [(result.value_name, result.value), ("best-response payoff", result.br_payoff),
             ("agent payoff vs best response", result.agent_payoff), ("pruning bound", result.pruning_bound),
-            *result.extra.items()]
+            *((k, v) for k, v in result.extra.items() if not isinstance(v, bool))]
     for name, value in rows:
         table_out.add_row(name, f"{value:.6g}")
     if interval is not None:
@@ -706,7 +710,8 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
         table_out.add_row("policy table", policy["policy"])
     table_out.add_row("solver", {"exact": "exact", "projection": "a projection: neither an upper nor a lower bound",
                                  "pruned": "within the pruning bound of the exact value",
-                                 "lower bound": "a lower bound (see the method)"}[label])
+                                 "lower bound": "a point estimate of a lower bound (sampled policy; see the notes)" if point
+                                 else "a lower bound (see the method)"}[label])
     console.print(table_out)
     for note in notes or ():
         console.print(f"note: {note}")

@@ -41,8 +41,8 @@ from sepo.games.registry import check_protocol, domain_of
 from sepo.metrics import pool_metrics as pm
 from sepo.limits import check_episodes
 from sepo.metrics.bootstrap import StratifiedSample, interval
-from sepo.metrics.exact import (PROJECTION_NOTE, SAMPLED_NOTE, Audit, NoActionProbabilities, NoExactSolver, action_table,
-                                audit_agent, check_audit_fits, exact_label, exact_solver)
+from sepo.metrics.exact import (POINT_ESTIMATE_NOTE, PROJECTION_NOTE, SAMPLED_NOTE, Audit, NoActionProbabilities,
+                                NoExactSolver, action_table, audit_agent, check_audit_fits, exact_label, exact_solver)
 from sepo.objective.sepo import Lambdas
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy
@@ -252,7 +252,7 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
     if "projection_memory" in exact:
         notes.append(PROJECTION_NOTE.format(m=exact["projection_memory"]) + "; the BestResponse opponent is that projection's")
     if value_name is not None and estimated:
-        notes.append(SAMPLED_NOTE)
+        notes.append(POINT_ESTIMATE_NOTE if exact.get("point_estimate") else SAMPLED_NOTE)
     if protocol == "rigorous" and value_name is not None:
         e = exact[value_name]
         read = f", {policy['policy']}" if estimated else ""
@@ -262,6 +262,8 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
         elif label == "pruned":
             source = (f"{value_name} (a pruned tree's: within {exact['pruning_bound']:.4g} of the exact value, branches "
                       f"below agent reach {config.threshold:g} pruned{read})")
+        elif label == "lower bound" and exact.get("point_estimate"):
+            source = f"{value_name} (a point estimate of a lower bound, from the {policy['policy']} policy; no interval)"
         elif label == "lower bound":
             whose = f"the {policy['policy']} policy's" if estimated else "the agent's"
             source = f"{value_name} (a lower bound on {whose} value)"

@@ -54,6 +54,10 @@ PROJECTION_NOTE = ("the gap of the agent's memory-{m} projection (the memory-{m}
                    "bound on the agent's gap")
 SAMPLED_NOTE = ("the gap of a policy estimated from sampled replies is biased upward where best responses tie (a kink): "
                 "read the interval, whose lower end allows for it")
+POINT_ESTIMATE_NOTE = ("the lower bound was computed from a policy estimated from sampled replies: it is a point estimate "
+                       "of a lower bound, not itself a bound on the agent's true gap, and has no interval (the rival was "
+                       "chosen on the same replies it is measured on, so resampling them would not give a valid one); "
+                       "give --temperature 0, or a smaller game with --threshold, for a bound")
 
 
 def declared_memory(policy) -> int | None:

@@ -31,6 +31,13 @@ switches to its maximin price, whose lead max_b min_a (u_R − u_A) a period the
 and they are counted at that. The rival so defined is one fixed strategy, and any fixed rival's
 expected lead is at most the best rival's, so the value is a lower bound on the agent's true gap (labelled `lower bound`), equal to it when the agent in fact
 reads at most m periods.
+
+For a policy estimated from sampled replies (a language model at temperature > 0) the value is a
+point estimate of that bound (`extra["point_estimate"]`, said in the method and in every output),
+without an interval: the rival is chosen from the agent's sampled replies and measured on the same
+replies (they are cached per prompt), so a resampling interval around it would inherit the
+selection's upward bias and could sit above the true gap; a valid interval needs replies the
+rival was not chosen on.
 """
 from __future__ import annotations
 
@@ -93,11 +100,14 @@ class PricingSolver(JointHistorySolver):
         rounds, guaranteed = self.game.rounds, float(lead.min(0).max())  # the rival's maximin lead a period
         totals = np.zeros(3)  # lead, rival payoff, agent payoff
         level, read, pruned = [((), 1.0)], 0, 0.0
+        sampled = not estimate.exact
         for t in range(rounds):
             if not level:
                 break
             decisions = [self.decision_after(history) for history, _ in level]
-            probs = policy_estimate(agent, decisions).table()[:, : self.k]
+            read_estimate = policy_estimate(agent, decisions)
+            sampled = sampled or not read_estimate.exact
+            probs = read_estimate.table()[:, : self.k]
             read += len(decisions)
             following = []
             for (history, reach), p in zip(level, probs):
@@ -114,13 +124,16 @@ class PricingSolver(JointHistorySolver):
             level = following
         base = self.result(solved)
         memory = self.game.memory
+        point = ("; the agent's policy is estimated from sampled replies, so this is a point estimate of the bound, without "
+                 "an interval (the rival is chosen on the replies it is measured on)") if sampled else ""
         result = replace(base, value=float(totals[0] / rounds), br_payoff=float(totals[1] / rounds),
                          agent_payoff=float(totals[2] / rounds), exact=False, pruning_bound=0.0,
                          method=(f"lower bound: the gap maximiser of the agent's memory-{memory} projection played against "
                                  f"the agent ({read} histories read; reach below {LOWER_BOUND_REACH:g}, {pruned:.2g} in all, "
                                  "where the rival switches to its maximin price, counted at its guaranteed lead); exact when the agent reads at most "
-                                 f"{memory} period{'s' if memory != 1 else ''}"),
-                         extra={"projection_gap": base.value, "histories_read": read, "pruned_reach": pruned})
+                                 f"{memory} period{'s' if memory != 1 else ''}{point}"),
+                         extra={"projection_gap": base.value, "histories_read": read, "pruned_reach": pruned,
+                                **({"point_estimate": True} if sampled else {})})
         return Audit(result, self.response(solved), estimate.record())
 
 

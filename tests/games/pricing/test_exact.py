@@ -119,3 +119,37 @@ def test_llm_environment_reports_the_market_numbers_of_the_models_table():
     found, tabular = env.exact_metrics(table), env.tabular.exact_metrics(table)
     assert found["collusion_exact"] == tabular["collusion"] and found["externality_exact"] == tabular["externality"]
     assert found["delta_collusive"] == tabular["delta_collusive"] and "consumer_surplus_train" in found
+
+
+class _Sampled(_Undeclared):
+    """The bot as a language model at temperature 1 would show it: its policy estimated from 10
+    replies per state (here the bot's own distribution, so the numbers are the bot's)."""
+
+    def estimate(self, decisions):
+        from sepo.policies.text_policy import PolicyEstimate
+
+        rows = []
+        for d in decisions:
+            probs = self.bot.action_probabilities(d)
+            rows.append(np.array([[probs.get(a, 0.0) for a in d.legal_actions]]))
+        return PolicyEstimate(list(decisions), rows, [np.array([10.0]) for _ in decisions], False, 10,
+                              [0] * len(decisions), [1] * len(decisions))
+
+
+def test_a_sampled_policys_lower_bound_is_labelled_a_point_estimate_without_an_interval():
+    """Found: the lower bound of an estimated policy was printed as "a lower bound" with no
+    interval and no word that it is itself an estimate (the rival is chosen on the same sampled
+    replies it is measured on, so neither the value nor a resampling interval bounds the truth)."""
+    from sepo.cli.main import _exact_notes
+    from sepo.metrics.exact import POINT_ESTIMATE_NOTE, SAMPLED_NOTE, exact_label
+
+    game = load_game("pricing", rounds=6)
+    solver = PricingSolver(game)
+    bot = get_domain("pricing").build_bot("TitForTat")
+    found = audit_agent(game, _Sampled(bot), solver)
+    assert exact_label(found.result) == "lower bound" and found.interval is None
+    assert found.result.extra["point_estimate"] is True and "point estimate of the bound" in found.result.method
+    assert _exact_notes(found.result, found) == [POINT_ESTIMATE_NOTE] and SAMPLED_NOTE not in _exact_notes(found.result, found)
+    plain = audit_agent(game, _Undeclared(bot), solver)  # an agent read exactly: a bound, no such label
+    assert "point_estimate" not in plain.result.extra and "point estimate" not in plain.result.method
+    assert found.result.value == pytest.approx(plain.result.value)
