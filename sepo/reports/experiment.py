@@ -135,9 +135,17 @@ class Results:
         rates = [self.value[(c, "validation")].get("invalid_action_rate") for c in cell_ids]
         return any(r is not None and not math.isnan(r[0]) and r[0] > INVALID_LIMIT for r in rates)
 
+    def planned(self, domain: str, agent: str, stage: str, lambdas) -> int:
+        """How many cells (seeds) the plan has for a group, finished or not."""
+        return sum(1 for c in self.cells.values() if c["domain"] == domain and c["agent"] == agent and c["stage"] == stage
+                   and (tuple(c["lambdas"]) if c["lambdas"] else None) == lambdas)
+
     def label(self, agent: str, stage: str, lambdas, cell_ids: list[str]) -> str:
-        """The row label of a group, marked when its replies do not parse."""
-        return _group_label(agent, stage, lambdas) + (f" {UNPARSED}" if self.unparsed(cell_ids) else "")
+        """The row label of a group, marked when its replies do not parse, and with how many of its
+        planned seeds finished when not all did (a half-finished run's row is not the stage's result)."""
+        planned = self.planned(self.cells[cell_ids[0]]["domain"], agent, stage, lambdas) if cell_ids else 0
+        partial = f" ({len(cell_ids)} of {planned} seeds finished)" if len(cell_ids) < planned else ""
+        return _group_label(agent, stage, lambdas) + partial + (f" {UNPARSED}" if self.unparsed(cell_ids) else "")
 
     def all_exact(self, domain: str, name: str) -> bool:
         """Whether every value of `name` the domain's tables show (each cell's checkpoint chosen on

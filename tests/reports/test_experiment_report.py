@@ -238,3 +238,23 @@ def test_report_given_the_config_file_says_it_needs_the_experiment_folder(tmp_pa
     config.write_text("name: x\n")
     result = CliRunner().invoke(app, ["report", str(config)])
     assert result.exit_code == 2 and "is a file, not an experiment folder" in result.stderr, result.output
+
+
+def test_a_row_of_a_half_finished_stage_says_how_many_of_its_seeds_finished(finished_experiment, tmp_path):  # noqa: F811
+    """Found running `sepo report` on a half-finished experiment: a stage with one of its two seeds
+    finished showed that seed's numbers under the stage's name, like a finished stage's mean over
+    seeds (only the header's cell count said the run was incomplete)."""
+    import json
+
+    from sepo.reports.experiment import build_report
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    plan = json.loads((folder / "plan.json").read_text())
+    unfinished = next(c["id"] for c in plan["cells"] if c["stage"] == "sft" and c["seed"] == 1)
+    (folder / "cells" / unfinished / "result.json").unlink()
+    md = "\n".join(build_report(folder).md)
+    rows = [line for line in md.splitlines() if line.startswith("| tab · SFT")]
+    assert rows and all(line.startswith("| tab · SFT (1 of 2 seeds finished) |") for line in rows), rows
+    assert not any("seeds finished" in line for line in md.splitlines() if line.startswith("| tab · Base"))
+    full = "\n".join(build_report(finished_experiment).md)
+    assert "seeds finished)" not in full
