@@ -194,7 +194,7 @@ def eval_command(
             elif name.endswith("_lower_bound"):  # a search's bound: exact only where the search says so
                 ci_text = "equals the value (the search is exact here)" if result.get("lower_bound_exact") else "a lower bound"
             else:
-                ci_text = "exact"
+                ci_text = _no_interval_text(name, result)
             table.add_row(name, "n/a" if value is None else f"{value:.4f}", ci_text)
     console.print(table)
     console.print(f"utility unit: {result['utility_unit']}; safety uses {result['safety_uses']}")
@@ -217,6 +217,25 @@ def eval_command(
         console.print(f"note: {note}")
     if "disguise" in result:
         _print_disguise(result["disguise"])
+
+
+AUDIT_FIELDS = ("exploitability", "adversarial_gap", "nash_conv", "br_payoff", "agent_payoff_vs_br", "pruning_bound",
+                "utility_exact")
+"""`sepo eval`'s numbers that come from the audit of the agent's policy table (`exact_metrics`)."""
+
+
+def _no_interval_text(name: str, result: dict) -> str:
+    """What an eval number without an interval is: an audit number is `exact` only when the audit
+    is (`exact_label`) and the policy table was read exactly; else it says which it is (before,
+    every number without an interval was called exact, a sampled policy's and a lower bound's too)."""
+    if name not in AUDIT_FIELDS:
+        return "exact"
+    if not (result.get("policy") or {}).get("exact", True):
+        return "point estimate (sampled policy)"
+    label = result.get("exact_label", "exact")
+    if label == "exact":
+        return "exact"
+    return label if name == result.get("exact_value") else f"of the {label} audit"
 
 
 def _print_disguise(block: dict) -> None:
@@ -694,6 +713,8 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
     kind = {"exact": "exact values", "pruned": "a pruned tree's values",
             "lower bound": "a point estimate of a lower bound" if point else "a lower bound",
             "projection": f"a memory-{result.extra.get('projection_memory')} projection"}[label]
+    if policy is not None and not policy.get("exact", True):  # the solver is exact; the table it solved is not
+        kind = ("the solver's exact values" if label == "exact" else kind) + f" for the {policy['policy']} policy"
     table_out = Table(title=f"{agent} in {game}: {kind} ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)

@@ -4,6 +4,7 @@ registered domain, and every output says how the agent's policy table was obtain
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -44,6 +45,9 @@ def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
 
     human = _run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3", *SHORT).stdout
     assert "estimated (3 replies per state)" in human and "policy table" in human
+    title = " ".join(human.split())  # found: the title said "exact values" of a sampled policy's table
+    assert "in kuhn: the solver's exact values for the estimated (3 replies per state) policy" in title
+    assert "in kuhn: exact values" not in title
     bot = _run("exploit", "--game", "kuhn", "--agent", "bot:NashApprox").stdout
     assert "│ policy table" in bot and "exact" in bot and "policy table: exact" not in bot  # said once, in the table
 
@@ -175,3 +179,19 @@ def test_thinking_for_a_template_without_the_switch_is_refused_not_ignored(tiny)
         result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0",
                                           flag, *SHORT])
         assert result.exit_code == 2 and f"{flag}: the chat template" in result.stderr, result.output
+
+
+def test_eval_calls_an_audit_number_without_an_interval_exact_only_when_it_is(tiny):
+    """Found: `sepo eval` printed "exact" in the interval column of every number without one: the
+    best-response payoff of a sampled policy, and a pricing lower bound (and its payoffs) too."""
+    from sepo.cli.main import _no_interval_text
+
+    human = " ".join(_run("eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--episodes", "1", "--samples", "3",
+                          *SHORT).stdout.split())
+    for name in ("br_payoff", "agent_payoff_vs_br"):
+        assert re.search(rf"│ {name} │ \S+ │ point estimate \(sampled policy\) │", human), human
+    bound = {"exact_value": "adversarial_gap", "exact_label": "lower bound", "policy": {"exact": True}}
+    assert _no_interval_text("adversarial_gap", bound) == "lower bound"
+    assert _no_interval_text("br_payoff", bound) == "of the lower bound audit"
+    exact = {"exact_value": "exploitability", "exact_label": "exact", "policy": {"exact": True}}
+    assert _no_interval_text("br_payoff", exact) == "exact" and _no_interval_text("welfare", bound) == "exact"
