@@ -327,6 +327,11 @@ def train_command(
                                                    "prompts carrying a hostile message of the injection suite (0-1, default 0.25)."),
     final_samples: Optional[int] = typer.Option(None, "--final-samples", min=1, help="hf: replies per information state "
                                                 "for the final model's played policy (default 2048)."),
+    answer_rest: Optional[float] = typer.Option(None, "--answer-rest", help="hf: read the played policy from the exact "
+                                                "probabilities of the answer lines instead of --samples sampled replies "
+                                                "when they leave at most this share of the replies at every prompt (that "
+                                                "share plays the fallback action; the label says how much). Default 0: only "
+                                                "a model whose replies are its answer lines alone (docs/real-models.md)."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help=_help("protocol")),
@@ -387,7 +392,8 @@ def train_command(
                                temperature=d.temperature, top_p=d.top_p, top_k=d.top_k, max_new_tokens=d.max_new_tokens,
                                repetition_penalty=d.repetition_penalty, enable_thinking=d.enable_thinking,
                                **({"table_samples": text.samples} if "samples" in decoding else {}),
-                               **({"final_samples": final_samples} if final_samples is not None else {}), **given)
+                               **({"final_samples": final_samples} if final_samples is not None else {}),
+                               **({"answer_rest": answer_rest} if answer_rest is not None else {}), **given)
         with _progress(quiet):
             summary = run_llm_sepo(config, out, overwrite=overwrite)
         if summary["extended_from"] is not None:
@@ -403,6 +409,8 @@ def train_command(
         return
     if decoding:
         raise SepoError(f"--{next(iter(decoding)).replace('_', '-')} applies to language models (--policy hf:MODEL) only")
+    if answer_rest is not None:
+        raise SepoError("--answer-rest applies to language models (--policy hf:MODEL) only")
     from sepo.reports.plots import plot_runs
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 

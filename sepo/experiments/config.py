@@ -215,8 +215,15 @@ class LLMTraining(_Strict):
     gpu: bool = False
     table_samples: int = Field(64, ge=1, le=100_000)
     """Replies per information state for each step's estimate of the played policy."""
+    answer_rest: float = Field(0.0, ge=0, lt=1)
+    """Read each step's policy from the answer lines' exact probabilities when they leave at most
+    this share of the replies (the trainer's `answer_rest`); 0: only an answer-only model."""
     final_samples: int | None = Field(None, ge=1, le=100_000)
     """Replies per state for the trained model's logged policy (None: `decoding.samples`, as the audits)."""
+
+
+ADDED_DEFAULTS = {"answer_rest": 0.0}
+"""`LLMTraining` settings added after experiments were run, and their defaults."""
 
 
 def llm_training(config: "ExperimentConfig", domain: DomainConfig) -> "LLMTraining":
@@ -307,9 +314,20 @@ class ExperimentConfig(_Strict):
                 raise ValueError(f"{what}: {sorted(seen)[0]} is listed twice")
         return self
 
+    def record(self) -> dict:
+        """The config as run folders record it: every field, except `training.llm` settings added
+        after experiments were run (`ADDED_DEFAULTS`) where they are at their default, so that
+        those experiments resume."""
+        data = self.model_dump(mode="json")
+        llm = data["training"]["llm"]
+        for name, default in ADDED_DEFAULTS.items():
+            if llm.get(name) == default:
+                del llm[name]
+        return data
+
     def hash(self) -> str:
-        """A short digest of the config's canonical JSON: the results table's `config_hash`."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+        """A short digest of the config's canonical JSON (`record`): the results table's `config_hash`."""
+        return hashlib.sha256(json.dumps(self.record(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _field_path(loc) -> str:

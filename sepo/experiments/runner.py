@@ -245,7 +245,7 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     if not plan.cells:
         reasons = "; ".join(sorted({s["reason"] for s in plan.skipped}))
         raise SepoError(f"{config_path}: the experiment matrix has no runnable cells ({reasons})")
-    config_data = config.model_dump(mode="json")
+    config_data = config.record()
     out = Path(out)
     started = time.time()
     with open_run(out, COMMAND, config_data, overwrite=overwrite) as run:

@@ -61,11 +61,14 @@ from sepo.errors import SepoError
 from sepo.games.base import Decision, TextView
 from sepo.policies.base import Choice, Policy, _sample_index
 from sepo.policies.replies import Decoding, Reply
-from sepo.policies.text_policy import DEFAULT_REPROMPTS, DEFAULT_SAMPLES, FAILURE_RULES, PolicyEstimate, TextPolicy
+from sepo.policies.text_policy import (DEFAULT_REPROMPTS, DEFAULT_SAMPLES, EXACT_REST, FAILURE_RULES, PolicyEstimate,
+                                       TextPolicy)
 
 MODES = ("sample", "score")
-EXACT_TOLERANCE = 1e-6
-"""Reply probability an exact distribution may leave unscored (it is renormalised away)."""
+EXACT_TOLERANCE = EXACT_REST
+"""Reply probability an exact read leaves unscored by default (`text_policy.EXACT_REST`). A
+larger `exact_tolerance` reads a model whose answer lines cover all but that share, the rest
+played by the failure rule and the estimate labelled with it (`PolicyEstimate.rest`)."""
 FORCED_QUESTION = "State your final action ({names}):"
 """The user turn of forced decoding; `names` = the legal action names joined by '/'."""
 _ZWSP = "\u200b"
@@ -274,6 +277,8 @@ class HFPolicy(TextPolicy):
         self.mode = mode
         self.decoding = decoding
         self.exact_tolerance = exact_tolerance
+        self.exact_rest = 0.0
+        """The largest reply probability the last `exact_distribution` left to replies other than answer lines."""
         self.score_normalization = score_normalization
         self.score_prefix = score_prefix
         self.batch_size = batch_size
@@ -757,10 +762,15 @@ class HFPolicy(TextPolicy):
     there, before the whole read."""
 
     def exact_distribution(self, decisions: list[Decision], failure_rule: str, fallback) -> list[np.ndarray] | None:
-        """The exact played distribution when the model's replies are its answer lines alone (all
-        but `exact_tolerance` of the reply probability scored; the rest renormalised away), else
-        None (then the policy is estimated from sampled replies). One prompt of each of the first
-        `EXACT_PROBE` information states is read first; only if they all pass is the rest read."""
+        """The played distribution read from the answer lines when they cover all but
+        `exact_tolerance` of the reply probability at every prompt, else None (then the policy is
+        estimated from sampled replies). The probability they leave (`exact_rest`: its largest at
+        any prompt) is played as the failure rule plays a reply that does not parse: the fallback
+        action, or uniformly ("random-legal"); a rule that reads the reply (forced decoding,
+        re-prompting) cannot be applied to replies never written, so there it is renormalised
+        away. Either way each action's probability is within `exact_rest` of the truth. One prompt
+        of each of the first `EXACT_PROBE` information states is read first; only if they all pass
+        is the rest read."""
         if self.mode != "sample" or self.decoding.greedy or not decisions:
             return None
         firsts, (probe_rows, probe_rest) = self._probe(decisions)
@@ -772,9 +782,21 @@ class HFPolicy(TextPolicy):
         if len(other_rest) and other_rest.max() > self.exact_tolerance:
             return None
         rows: list = [None] * len(decisions)
-        for k, row in [*zip(firsts, probe_rows), *zip(others, other_rows)]:
-            rows[k] = row / row.sum()
+        rests = np.zeros(len(decisions))
+        for k, row, rest in [*zip(firsts, probe_rows, probe_rest), *zip(others, other_rows, other_rest)]:
+            rows[k], rests[k] = self._rest_played(decisions[k], row, rest, failure_rule, fallback), rest
+        self.exact_rest = float(rests.max())
         return rows
+
+    @staticmethod
+    def _rest_played(decision: Decision, row: np.ndarray, rest: float, failure_rule: str, fallback) -> np.ndarray:
+        """A prompt's played distribution from its answer lines' probabilities `row`, the `rest`
+        played by the failure rule where the rule does not read the reply (`exact_distribution`)."""
+        if failure_rule == "fallback" and fallback is not None:
+            row = row + rest * np.eye(len(row))[decision.legal_actions.index(fallback(decision))]
+        elif failure_rule == "random-legal":
+            row = row + rest / len(row)
+        return row / row.sum()
 
     def _probe(self, decisions: list[Decision]):
         """(positions, `answer_probabilities` there): one prompt of each of the first `EXACT_PROBE`

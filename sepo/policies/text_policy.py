@@ -10,6 +10,10 @@ included, under the decoding it is evaluated with, at the prompts it meets:
 - **exact** when the format allows: greedy decoding (one deterministic reply per prompt), or a
   source that computes the distribution of its replies exactly (`exact_distribution`, e.g. a
   local model whose replies are the action line alone, scored with the turn's real end token);
+- **answer lines read exactly** when such a source is allowed to leave a share of its replies
+  unscored (`HFPolicy(exact_tolerance=...)`, the trainer's `answer_rest`): that share is played
+  by the failure rule, each action's probability is within it of the truth, and the label says
+  how much it was (`PolicyEstimate.rest`);
 - **estimated** otherwise, from `samples` replies per state (batched in one call, cached by
   prompt). The per-state counts of each played outcome are kept (`PolicyEstimate`), so any
   function of the policy (exploitability, safety) gets a sampling interval by resampling the
@@ -56,6 +60,9 @@ MAX_SAMPLED_REPLIES = 100_000
 """The most replies one estimate samples (states x replies per state; on the tiny CPU model about
 10 ms each, so about 17 minutes): Leduc's 936 information states at the default 2,048 replies
 each planned 1,916,928 replies and grew to 1.9 GB before any finished."""
+EXACT_REST = 1e-6
+"""The reply probability an exact read may leave to replies other than the answer lines (float
+rounding of the scored answers' sum); a read leaving more is labelled with what it left."""
 DEFAULT_SAMPLES = 2048
 """Replies per state for an estimated policy: enough that a scripted agent sampling a known
 equilibrium (tests/policies/test_text_policy.py) gets an exploitability interval [0, ≤ 0.02]
@@ -129,7 +136,12 @@ class PolicyEstimate:
 
     `outcomes[i]` is `[k, |legal actions of state i|]`: the distinct played distributions seen at
     state i (a point mass for a parsed or forced action, uniform for "random-legal"), and
-    `counts[i]` how many replies produced each; the policy is their count-weighted mean."""
+    `counts[i]` how many replies produced each; the policy is their count-weighted mean.
+
+    `exact` says the policy was read without sampling (no sampling interval). `rest` is the largest
+    share of the reply probability, at any prompt read so, that no answer line covers (the source's
+    `exact_distribution` plays it by the failure rule): up to `EXACT_REST` the read is exact;
+    above it each action's probability is known to within `rest`, and the label says so."""
 
     decisions: list[Decision]
     outcomes: list[np.ndarray]
@@ -138,10 +150,20 @@ class PolicyEstimate:
     samples: int
     invalid: list[int] = field(default_factory=list)
     prompts: list[int] = field(default_factory=list)
+    rest: float = 0.0
+
+    @property
+    def claims_exact(self) -> bool:
+        """Whether the numbers of this policy are exact: read without sampling, every reply covered."""
+        return self.exact and self.rest <= EXACT_REST
 
     @property
     def label(self) -> str:
-        return "exact" if self.exact else f"estimated ({self.samples} replies per state)"
+        if not self.exact:
+            return f"estimated ({self.samples} replies per state)"
+        if self.claims_exact:
+            return "exact"
+        return f"answer lines read exactly, up to {self.rest:.2%} of replies at a prompt played by the failure rule"
 
     @property
     def probabilities(self) -> list[dict[int, float]]:
@@ -175,9 +197,12 @@ class PolicyEstimate:
     def record(self) -> dict:
         """What goes into result files: how the policy was obtained."""
         total = int(sum(c.sum() for c in self.counts))
-        return {"policy": self.label, "exact": self.exact, "replies_per_state": None if self.exact else self.samples,
-                "states": len(self.decisions), "invalid_replies": int(sum(self.invalid)), "replies": total,
-                "distinct_prompts": int(sum(self.prompts))}
+        out = {"policy": self.label, "exact": self.claims_exact, "replies_per_state": None if self.exact else self.samples,
+               "states": len(self.decisions), "invalid_replies": int(sum(self.invalid)), "replies": total,
+               "distinct_prompts": int(sum(self.prompts))}
+        if self.exact and not self.claims_exact:
+            out["rest"] = self.rest
+        return out
 
 
 def policy_estimate(agent: Policy, decisions: Sequence[Decision]) -> PolicyEstimate:
@@ -444,7 +469,8 @@ class TextPolicy(Policy):
         rows = compute(flat, self.failure_rule, self._fallback) if callable(compute) else None
         if rows is None:
             return None
-        return self._weighted(decisions, groups, [np.asarray(r, dtype=float) for r in rows], [0] * len(decisions))
+        return self._weighted(decisions, groups, [np.asarray(r, dtype=float) for r in rows], [0] * len(decisions),
+                              rest=float(getattr(self.source, "exact_rest", 0.0)))
 
     def _distinct(self, prompts: Sequence[Decision]) -> list[tuple[Decision, int]]:
         """The distinct prompts of a list (by user prompt, sorted), each with how often it occurs."""
@@ -476,15 +502,15 @@ class TextPolicy(Policy):
         return out
 
     @staticmethod
-    def _weighted(decisions, groups, rows, invalid) -> PolicyEstimate:
-        """An exact policy: per state, its prompts' exact distributions weighted by how often each
-        prompt was met."""
+    def _weighted(decisions, groups, rows, invalid, rest: float = 0.0) -> PolicyEstimate:
+        """A policy read without sampling: per state, its prompts' distributions weighted by how
+        often each prompt was met (`rest`: what the read left to the failure rule, `PolicyEstimate`)."""
         outcomes, counts, k = [], [], 0
         for group in groups:
             outcomes.append(np.array(rows[k : k + len(group)], dtype=float))
             counts.append(np.array([w for _, w in group], dtype=float))
             k += len(group)
-        return PolicyEstimate(decisions, outcomes, counts, True, 0, invalid, [len(g) for g in groups])
+        return PolicyEstimate(decisions, outcomes, counts, True, 0, invalid, [len(g) for g in groups], rest)
 
     def _cached_replies(self, prompts: list[Decision]) -> list[Reply]:
         """One reply per entry of `prompts`; replies already drawn at a prompt are reused (the

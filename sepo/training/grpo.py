@@ -5,9 +5,10 @@ Design: per-decision prompts chosen on-policy by a `rollout_func`. Each step:
   1. Read the model's policy at the solver's information states: the distribution of the action
      it plays under the configured decoding (the one its completions are sampled with), at
      training prompts: exact, by one scoring pass over the legal answers, when the model's replies
-     are its answer lines alone (`HFPolicy.exact_distribution`), else estimated from
-     `table_samples` replies per state, unparsable replies playing the `fallback` action as they
-     do in step 3. Compute
+     are its answer lines alone (`HFPolicy.exact_distribution`; with `answer_rest`, also when they
+     leave at most that share of the reply probability, which plays the `fallback` action), else
+     estimated from `table_samples` replies per state, unparsable replies playing the `fallback`
+     action as they do in step 3. Compute
      the exact exploitability attribution at that table (`sepo.objective.attribution`), as the
      tabular trainer does: charges, on-policy decisions and logged values all come from the
      policy the completions are drawn from.
@@ -69,7 +70,7 @@ from sepo.metrics.exact import as_projection
 from sepo.objective.sepo import sepo_rewards
 from sepo.opponents.pools import parse_bot
 from sepo.policies.replies import Decoding, Reply, parse_reply
-from sepo.policies.text_policy import DEFAULT_SAMPLES, PolicyEstimate, fallback_action
+from sepo.policies.text_policy import DEFAULT_SAMPLES, EXACT_REST, PolicyEstimate, fallback_action
 from sepo.runs import check_out_path, open_run
 from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_json
 from sepo.training.config import SEPOConfig, option
@@ -96,6 +97,10 @@ class LLMSEPOConfig(SEPOConfig):
     repetition_penalty: float = option(1.0, "Repetition penalty of the completions.")
     enable_thinking: bool | None = option(None, "The chat template's enable_thinking switch (None: its default).")
     table_samples: int = option(64, "Replies per information state for each step's estimate of the played policy.")
+    answer_rest: float = option(0.0, "Read the played policy from the exact probabilities of the answer lines, not from "
+                                     "sampled replies, when at every prompt they leave at most this share of the reply "
+                                     "probability to other replies (played as the fallback action, and the label says "
+                                     "how much); 0: only a model whose replies are its answer lines alone.")
     final_samples: int = option(DEFAULT_SAMPLES, "Replies per information state for the final model's policy.")
     invalid_penalty: float = option(1.0, "Reward subtracted from a completion that does not parse.")
     lora: bool = option(False, "Train a LoRA adapter (merged into the saved model).")
@@ -121,6 +126,8 @@ class LLMSEPOConfig(SEPOConfig):
         for name in ("max_new_tokens", "lora_r", "save_steps"):
             if getattr(self, name) < 1:
                 raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not (isinstance(self.answer_rest, (int, float)) and 0 <= self.answer_rest < 1):
+            raise SepoError(f"answer_rest (--answer-rest) must be a share in [0, 1), got {self.answer_rest}")
         if self.table_samples < 1 or self.final_samples < 1:
             raise SepoError("table_samples and final_samples must be >= 1")
         from sepo.policies.text_policy import MAX_SAMPLED_REPLIES
@@ -147,10 +154,12 @@ class LLMSEPOConfig(SEPOConfig):
     def settings(self) -> dict:
         """The run's recorded config: every field; the talk fields only when talk is on (so runs
         without talk keep the config they always had), then with the fact that the agent's own
-        messages are not trained."""
+        messages are not trained; `answer_rest` only when set."""
         settings = self.record()
         if not self.talk:
             del settings["talk"], settings["talk_injection"]
+        if not self.answer_rest:  # a run made before the option existed resumes
+            del settings["answer_rest"]
         else:
             settings["agent_messages_trained"] = False
         return settings
@@ -270,7 +279,8 @@ class SEPOEnvironment:
 
         c = self.config
         return HFPolicy(model, self.game.text, mode="sample", tokenizer=self.tokenizer, failure_rule="fallback",
-                        decoding=c.decoding(), samples=samples or c.table_samples, seed=c.seed, device=None)
+                        decoding=c.decoding(), samples=samples or c.table_samples, seed=c.seed, device=None,
+                        exact_tolerance=max(EXACT_REST, c.answer_rest))
 
     def played_policy(self, policy, samples: int, rng: np.random.Generator) -> PolicyEstimate:
         """The policy the model plays in training: at each information state, the distribution of

@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetition-penalty", type=float, default=defaults["repetition_penalty"])
     p.add_argument("--samples", type=int, default=defaults["table_samples"],
                    help="Replies per information state for each step's policy.")
+    p.add_argument("--answer-rest", type=float, default=defaults["answer_rest"],
+                   help="Read each step's policy from the answer lines when they leave at most this share of replies.")
     p.add_argument("--final-samples", type=int, default=defaults["final_samples"],
                    help="Replies per information state for the final model's measured policy.")
     p.add_argument("--protocol", default=defaults["protocol"], choices=["rigorous", "paper"])
@@ -78,6 +80,7 @@ def config_from_args(args: argparse.Namespace):
         invalid_penalty=args.invalid_penalty, lora=args.lora, lora_r=args.lora_r, seed=args.seed,
         save_steps=args.save_steps, use_cpu=not args.gpu, report_to=args.report_to, top_p=args.top_p, top_k=args.top_k,
         repetition_penalty=args.repetition_penalty, table_samples=args.samples, final_samples=args.final_samples,
+        answer_rest=args.answer_rest,
         protocol=args.protocol, talk=args.talk, talk_injection=args.talk_injection,
         **({"optimizer": args.optimizer} if hasattr(args, "optimizer") else {}),
     ).validate()

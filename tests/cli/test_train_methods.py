@@ -29,6 +29,7 @@ def test_a_sepo_run_records_no_new_fields(tmp_path):
     (["--game", "kuhn", "--method", "advantage-alignment"], ["advantage-alignment trains in games"]),
     (["--game", "kuhn", "--self-play"], ["self-play"]),
     (["--method", "lola"], ["lola"]),
+    (["--answer-rest", "0.05"], ["--answer-rest", "language models"]),
 ])
 def test_what_does_not_apply_is_one_line(tmp_path, args, words):
     game = [] if "--game" in args else ["--game", "ipd", "--rounds", "2", "--memory", "1"]

@@ -265,3 +265,14 @@ def test_a_domains_demonstration_mixture_is_checked_before_anything_runs():
 def test_an_unset_per_domain_mixture_leaves_the_config_hash_as_it_was():
     config = validate_config(_data())
     assert "sft_mixture" not in config.model_dump(mode="json")["domains"][0]
+
+
+def test_a_setting_added_later_is_recorded_only_when_set():
+    """`training.llm.answer_rest` came after experiments were run: at its default it is left out of
+    the recorded config and its hash, so those experiments resume; set, it is recorded."""
+    config = validate_config(_data())
+    assert "answer_rest" not in config.record()["training"]["llm"]
+    data = _data()
+    data["training"]["llm"] = {"answer_rest": 0.05}
+    changed = validate_config(data)
+    assert changed.record()["training"]["llm"]["answer_rest"] == 0.05 and changed.hash() != config.hash()

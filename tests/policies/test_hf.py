@@ -398,14 +398,44 @@ def test_answer_probabilities_are_the_reply_probabilities_under_the_decoding(sco
     assert hot.answer_probabilities([d])[0][0][0] == pytest.approx(first * np.exp(cont[end[0]].item()), rel=1e-4)
 
 
+def _rest_to_fallback(policy, decisions):
+    """Each decision's answer-line probabilities with the rest on the domain's fallback action."""
+    from sepo.policies.text_policy import fallback_action
+
+    rows, rest = policy.answer_probabilities(decisions)
+    out = []
+    for d, row, r in zip(decisions, rows, rest):
+        row = row.copy()
+        row[d.legal_actions.index(fallback_action(policy.text, d))] += r
+        out.append(row)
+    return out, rest
+
+
 def test_exact_distribution_only_when_the_answers_cover_the_replies(scorer, decisions):
     policy = _policy(scorer, mode="sample", failure_rule="fallback", samples=4)
     assert policy.exact_distribution(decisions[:2], "fallback", None) is None  # an untrained model writes other things
     policy.exact_tolerance = 1.0
     estimate = policy.estimate(decisions[:2])
-    assert estimate.exact and estimate.label == "exact"
-    rows, _ = policy.answer_probabilities(decisions[:2])
-    np.testing.assert_allclose(estimate.table(), np.stack([r / r.sum() for r in rows]))
+    rows, rest = _rest_to_fallback(policy, decisions[:2])
+    np.testing.assert_allclose(estimate.table(), np.stack(rows))
+    # read without sampling, but the untrained model leaves most replies to the fallback: not exact, and said so
+    assert estimate.exact and not estimate.claims_exact and estimate.rest == pytest.approx(rest.max())
+    assert estimate.label.startswith("answer lines read exactly, up to ") and "failure rule" in estimate.label
+    assert estimate.record()["exact"] is False and estimate.record()["rest"] == estimate.rest
+
+
+def test_the_rest_of_an_answer_line_read_is_played_by_the_failure_rule(scorer, decisions):
+    """The reply probability no answer line covers plays as an unparsable reply plays: the fallback
+    action, or uniformly under random-legal; forced decoding reads the reply, so there it is
+    renormalised away. Each way every action is within the rest of the answer lines' probability."""
+    rows, rest = _policy(scorer, mode="sample").answer_probabilities(decisions[:3])
+    uniform = _policy(scorer, mode="sample", failure_rule="random-legal", exact_tolerance=1.0).estimate(decisions[:3])
+    np.testing.assert_allclose(uniform.table(), np.stack([r + q / len(r) for r, q in zip(rows, rest)]))
+    forced = _policy(scorer, mode="sample", failure_rule="forced", exact_tolerance=1.0).estimate(decisions[:3])
+    np.testing.assert_allclose(forced.table(), np.stack([r / r.sum() for r in rows]))
+    for estimate in (uniform, forced):
+        assert (estimate.table() >= np.stack(rows) - 1e-12).all()
+        assert (estimate.table() <= np.stack(rows) + rest[:, None] + 1e-12).all()
 
 
 def test_an_answer_only_model_is_read_exactly_at_given_prompts_without_sampling(scorer, decisions):
@@ -420,11 +450,10 @@ def test_an_answer_only_model_is_read_exactly_at_given_prompts_without_sampling(
     policy.generate = no_sampling
     drawn = [[decisions[0]] * 3, [decisions[1], decisions[2], decisions[1]]]
     estimate = policy.estimate(decisions[:2], prompts=drawn)
-    assert estimate.exact and estimate.label == "exact"
-    rows, _ = policy.answer_probabilities(decisions[:3])
-    rows = [r / r.sum() for r in rows]
+    assert estimate.exact and estimate.samples == 0
+    rows, _ = _rest_to_fallback(policy, decisions[:3])
     np.testing.assert_allclose(estimate.table()[0], rows[0])
-    np.testing.assert_allclose(estimate.table()[1], (2 * rows[1] + rows[2]) / 3)
+    np.testing.assert_allclose(estimate.table()[1], (2 * rows[1] + rows[2]) / 3, atol=1e-12)
 
 
 def test_a_model_that_is_not_answer_only_is_told_apart_on_the_probe(scorer, decisions):

@@ -145,3 +145,42 @@ def test_a_sample_count_too_large_to_draw_is_refused_before_anything_is_written(
                                           "100000000", "--out", str(tmp_path / "run")])
         assert result.exit_code == 2 and f"({flag}) must be <= 100,000" in result.stderr, result.output
         assert not (tmp_path / "run").exists()
+
+
+def _leaving(monkeypatch, share):
+    """The tiny model's answer lines scaled to leave `share` of the replies at every prompt."""
+    from sepo.policies.hf import HFPolicy
+
+    read = HFPolicy.answer_probabilities
+
+    def scaled(self, decisions):
+        rows, _ = read(self, decisions)
+        return [(1 - share) * row / row.sum() for row in rows], np.full(len(rows), share)
+
+    monkeypatch.setattr(HFPolicy, "answer_probabilities", scaled)
+
+
+def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_they_left(sft_model, tmp_path, monkeypatch):
+    """With `answer_rest`, each step's policy (and the final one) is read by one scoring pass over
+    the answer lines, not sampled, when they leave at most that share of the replies; the label
+    carries the share, nothing claims exact, and the option is recorded only when set."""
+    _leaving(monkeypatch, 0.03)
+    summary = _train(sft_model, tmp_path / "run", penalty="per-rollout", steps=1, answer_rest=0.05)
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["policy"] for r in records] == ["answer lines read exactly, up to 3.00% of replies at a prompt played by "
+                                              "the failure rule"] * 2
+    low, high = summary["exploitability_ci"]
+    assert low == high == summary["exploitability"]  # no sampling interval; the label states the share
+    saved = json.loads((tmp_path / "run" / "sepo-run.json").read_text())["config"]
+    assert saved["answer_rest"] == 0.05
+    assert "answer_rest" not in LLMSEPOConfig(model=str(sft_model)).settings()  # runs made before the option resume
+    tighter = _train(sft_model, tmp_path / "tight", penalty="per-rollout", steps=1, answer_rest=0.02)
+    assert tighter["policy"] == "estimated (16 replies per state)"  # more than the allowed share left: sampled
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.0, float("nan")])
+def test_answer_rest_outside_zero_to_one_is_refused(value):
+    from sepo.errors import SepoError
+
+    with pytest.raises(SepoError, match="answer_rest"):
+        LLMSEPOConfig(model="m", answer_rest=value).validate()
