@@ -278,7 +278,8 @@ class HFPolicy(TextPolicy):
         self.decoding = decoding
         self.exact_tolerance = exact_tolerance
         self.exact_rest = 0.0
-        """The largest reply probability the last `exact_distribution` left to replies other than answer lines."""
+        """The largest reply probability the last `exact_distribution` found left to replies other
+        than answer lines (where it refused the read: at the prompts it read before refusing)."""
         self.score_normalization = score_normalization
         self.score_prefix = score_prefix
         self.batch_size = batch_size
@@ -765,7 +766,8 @@ class HFPolicy(TextPolicy):
         """The played distribution read from the answer lines when they cover all but
         `exact_tolerance` of the reply probability at every prompt, else None (then the policy is
         estimated from sampled replies). The probability they leave (`exact_rest`: its largest at
-        any prompt) is played as the failure rule plays a reply that does not parse: the fallback
+        any prompt read, also when that refuses the read) is played as the failure rule plays a
+        reply that does not parse: the fallback
         action, or uniformly ("random-legal"); a rule that reads the reply (forced decoding,
         re-prompting) cannot be applied to replies never written, so there it is renormalised
         away. Either way each action's probability is within `exact_rest` of the truth. One prompt
@@ -774,18 +776,18 @@ class HFPolicy(TextPolicy):
         if self.mode != "sample" or self.decoding.greedy or not decisions:
             return None
         firsts, (probe_rows, probe_rest) = self._probe(decisions)
-        if probe_rest.max() > self.exact_tolerance:
+        self.exact_rest = float(probe_rest.max())
+        if self.exact_rest > self.exact_tolerance:
             return None
         probed = set(firsts)
         others = [k for k in range(len(decisions)) if k not in probed]
         other_rows, other_rest = self.answer_probabilities([decisions[k] for k in others]) if others else ([], np.zeros(0))
-        if len(other_rest) and other_rest.max() > self.exact_tolerance:
+        self.exact_rest = max(self.exact_rest, float(other_rest.max(initial=0.0)))
+        if self.exact_rest > self.exact_tolerance:
             return None
         rows: list = [None] * len(decisions)
-        rests = np.zeros(len(decisions))
         for k, row, rest in [*zip(firsts, probe_rows, probe_rest), *zip(others, other_rows, other_rest)]:
-            rows[k], rests[k] = self._rest_played(decisions[k], row, rest, failure_rule, fallback), rest
-        self.exact_rest = float(rests.max())
+            rows[k] = self._rest_played(decisions[k], row, rest, failure_rule, fallback)
         return rows
 
     @staticmethod

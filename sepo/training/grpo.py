@@ -384,6 +384,7 @@ class SEPOEnvironment:
             "step": step, **self.table_metrics(table),
             "invalid_rate": _global_mean(trainer.accelerator, fields["invalid"]), "table": table.tolist(),
             "policy": estimate.label,
+            **({"answer_lines_rest": policy.exact_rest} if c.answer_rest else {}),
         }  # the policy this step's rollouts were drawn from (before its update)
         if self.talk is not None:  # this step's groups: how many prompts carried an injected message
             self.last_step_metrics.update({f"talk_{k}": self.talk.counts[k] - before[k] for k in ("prompts", "injected")})

@@ -169,6 +169,7 @@ def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_the
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["policy"] for r in records] == ["answer lines read exactly, up to 3.00% of replies at a prompt played by "
                                               "the failure rule"] * 2
+    assert [r["answer_lines_rest"] for r in records if "loss" in r] == [pytest.approx(0.03)]
     low, high = summary["exploitability_ci"]
     assert low == high == summary["exploitability"]  # no sampling interval; the label states the share
     saved = json.loads((tmp_path / "run" / "sepo-run.json").read_text())["config"]
@@ -176,6 +177,8 @@ def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_the
     assert "answer_rest" not in LLMSEPOConfig(model=str(sft_model)).settings()  # runs made before the option resume
     tighter = _train(sft_model, tmp_path / "tight", penalty="per-rollout", steps=1, answer_rest=0.02)
     assert tighter["policy"] == "estimated (16 replies per state)"  # more than the allowed share left: sampled
+    step = json.loads((tmp_path / "tight" / "metrics.jsonl").read_text().splitlines()[0])
+    assert step["policy"] == "estimated (8 replies per state)" and step["answer_lines_rest"] == pytest.approx(0.03)
 
 
 @pytest.mark.parametrize("value", [-0.1, 1.0, float("nan")])
