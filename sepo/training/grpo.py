@@ -444,8 +444,8 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     from sepo import progress
     from sepo.policies.hf import load_hf_model
     from sepo.training.shared_prompt import trainer_class
-    from sepo.training.sft import (_checkpoint_step, finished_checkpoint, library_warnings, quiet_library_progress,
-                                   run_files_callback, save_final_model)
+    from sepo.training.sft import (_checkpoint_step, check_same_model, finished_checkpoint, library_warnings,
+                                   quiet_library_progress, run_files_callback, save_final_model)
 
     config.validate()
     out = check_out_path(out)
@@ -463,6 +463,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",), part_of=part_of) as run:
         if run.finished and (out / "summary.json").exists():  # read, never rewritten
             return {**read_json(out / "summary.json", "run summary"), "extended_from": None, "already_complete": True}
+        check_same_model(run, out, config.model, "the model of --policy")
         progress.stage(f"loading the model {config.model}")
         model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
         checkpointing = gradient_checkpointing(config, model)

@@ -132,6 +132,47 @@ def _check_same_data(run, out: Path, paths: str | list[str]) -> None:
     run.write_json(DATA_IDENTITY, identity)
 
 
+MODEL_IDENTITY = "base_model.json"
+"""A run's record of its starting model folder's files (name, size, modification time), written at
+its start and checked on resume: a model replaced in place (`sepo sft --overwrite`, `sepo model
+init --overwrite`) would otherwise be resumed from without a word, the run's config naming only
+its path, and a LoRA checkpoint (an adapter alone) applied to other base weights. Sizes and times,
+not a hash: hashing a 4B model's weights at every resume would take a minute."""
+
+
+def model_stamp(model: str) -> dict | None:
+    """{resolved folder, {file: [size, mtime_ns]}} of a local model folder's own files (not its
+    sub-folders, not sepo's run files); None for a Hub id (its revision is the Hub's to keep)."""
+    from sepo.runs import LOCK, MANIFEST, TMP_PREFIX
+
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        return None
+    files = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name not in (MANIFEST, LOCK) and not path.name.startswith(TMP_PREFIX):
+            info = path.stat()
+            files[path.name] = [info.st_size, info.st_mtime_ns]
+    return {"folder": str(folder.resolve()), "files": files}
+
+
+def check_same_model(run, out: Path, model: str, option: str = "--model") -> None:
+    """Record the starting model's files at a run's start; on resume, refuse a model changed since."""
+    stamp = model_stamp(model)
+    if stamp is None:
+        return
+    saved = out / MODEL_IDENTITY
+    if not run.fresh and saved.is_file():
+        before = read_json(saved, "run's model record").get("files", {})
+        names = sorted(set(before) | set(stamp["files"]))
+        changed = [name for name in names if before.get(name) != stamp["files"].get(name)]
+        if changed:
+            raise SepoError(f"{option} {brief(model, 200)} changed since this run started ({brief(changed[0], 80)} "
+                            f"{'is new' if changed[0] not in before else 'was removed' if changed[0] not in stamp['files'] else 'differs'}); "
+                            "resuming would continue from other weights: use another --out, or --overwrite to start over")
+    run.write_json(MODEL_IDENTITY, stamp)
+
+
 def _check_inputs(config: SFTRunConfig, out: Path, overwrite: bool) -> None:
     """The model and the dataset folders, as far as they can be checked without loading them, before
     the run folder is opened: `--overwrite` removes the old run first, which a typo must not cost."""
@@ -311,6 +352,8 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
         stage(f"loading the data {config.data if isinstance(config.data, str) else ', '.join(config.data)}")
         train, validation = _load_datasets(config.data)
         _check_same_data(run, out, config.data)
+        if isinstance(config.model, str):
+            check_same_model(run, out, config.model)
         stage(f"loading the model {config.model}")
         model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
         run.write_json("sft_config.json", asdict(config))

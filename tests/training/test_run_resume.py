@@ -287,3 +287,26 @@ def test_an_sft_run_refuses_to_resume_on_data_replaced_since_it_started(inputs, 
     with pytest.raises(SepoError, match="changed since this run started"):
         run_sft(config, tmp_path / "s")
     assert run_sft(config, tmp_path / "s", overwrite=True).steps == 3
+
+
+def test_an_sft_run_refuses_to_resume_from_a_model_replaced_since_it_started(inputs, tmp_path):
+    """Found: the run's config names its --model folder only, so a model replaced in place (`sepo
+    sft --overwrite` of the run that made it, `sepo model init --overwrite`) after a kill was resumed
+    from without a word (a LoRA checkpoint, an adapter alone, then sits on other base weights).
+    The model's files (size, modification time) are recorded at the start and checked on resume."""
+    import shutil
+
+    from sepo.training.sft import MODEL_IDENTITY, SFTRunConfig, run_sft
+
+    tiny, data = inputs
+    model = Path(shutil.copytree(tiny, tmp_path / "model"))
+    config = SFTRunConfig(model=str(model), data=str(data), max_steps=2, batch_size=4, save_steps=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_sft(config, tmp_path / "s", stop_after=1)
+    assert json.loads((tmp_path / "s" / MODEL_IDENTITY).read_text())["files"]["config.json"][0] > 0
+    weights = next(model.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes())  # rewritten in place (same size, a new modification time)
+    with pytest.raises(SepoError, match=rf"--model .* changed since this run started \({weights.name} differs\)"):
+        run_sft(config, tmp_path / "s")
+    assert run_sft(config, tmp_path / "s", overwrite=True).steps == 2
+    assert run_sft(config, tmp_path / "s").already_complete  # a finished run is read back, whatever the model now
