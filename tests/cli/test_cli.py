@@ -253,3 +253,11 @@ def test_more_torch_threads_than_usable_cores_is_one_line(monkeypatch):
     command = ["exploit", "--game", "kuhn", "--agent", "uniform"]
     _error(_run("--threads", "3", *command), "--threads 3 is more torch threads than the 2 CPU cores", "--threads 2 or fewer")
     assert _run("--threads", "2", *command).exit_code == 0
+
+
+def test_samples_below_one_is_refused_by_its_flag():
+    """Found: `--samples 0` said "replies per state must be >= 1", naming no flag."""
+    from tests.cli.cli_helpers import _error
+
+    for command in ("eval", "exploit"):
+        _error(_run(command, "--game", "kuhn", "--agent", "uniform", "--samples", "0"), "--samples must be >= 1, got 0")
