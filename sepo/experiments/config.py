@@ -358,7 +358,35 @@ def validate_config(data: Any, source: str = "config") -> ExperimentConfig:
         raise SepoError(f"{source}: {_field_path(first['loc'])}: {brief(message, 200)}") from None
     _check_domain_params(config, source)
     _check_mixtures(config, source)
+    _check_checkpoints(config, source)
     return config
+
+
+TRAINED_STAGES = ("grpo", "sepo", "constant", "aa")
+
+
+def _check_checkpoints(config: "ExperimentConfig", source: str) -> None:
+    """Every `training.checkpoints` step comes before the last step of at least one training cell
+    (a list shared by trainers of different lengths keeps the steps some cell reaches; a step that
+    none reaches was dropped without a word before)."""
+    from sepo.experiments.cells import expand
+
+    if not config.training.checkpoints:
+        return
+    kinds = {agent.name: agent.kind for agent in config.agents}
+    domains = {domain.name: domain for domain in config.domains}
+    lengths = set()
+    for cell in expand(config).cells:
+        if cell.stage in TRAINED_STAGES and kinds.get(cell.agent) in ("tabular", "hf"):
+            lengths.add(config.training.tabular.steps if kinds[cell.agent] == "tabular"
+                        else llm_training(config, domains[cell.domain]).steps)
+    if not lengths:
+        return
+    unreached = [step for step in config.training.checkpoints if step >= max(lengths)]
+    if unreached:
+        raise SepoError(f"{source}: training.checkpoints: step {unreached[0]} is not before the last step of any training "
+                        f"cell (the longest trains {max(lengths)} steps, and its last step is always a candidate); "
+                        "remove it, or train longer")
 
 
 def sft_mixture(config: "ExperimentConfig", domain: DomainConfig) -> str:

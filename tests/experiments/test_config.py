@@ -33,6 +33,10 @@ def test_a_good_config_validates():
     ({"tabular: {steps: 8": "tabular: {steps: 0"}, "training.tabular.steps"),
     ({"validation: 4": "validation: 0"}, "episodes.validation"),
     ({"lambdas:": "params: {no_such_param: 3}\n    lambdas:"}, "unknown game parameter no_such_param"),
+    # found: a checkpoint no training cell reaches was dropped without a word (the run showed `final` only)
+    ({"checkpoints: [4]": "checkpoints: [4, 40]"}, "training.checkpoints: step 40 is not before the last step of any "
+                                                     "training cell (the longest trains 8 steps"),
+    ({"checkpoints: [4]": "checkpoints: [8]"}, "training.checkpoints: step 8"),
 ])
 def test_bad_configs_name_the_field(change, field):
     text = tiny_config()
@@ -276,3 +280,11 @@ def test_a_setting_added_later_is_recorded_only_when_set():
     data["training"]["llm"] = {"answer_rest": 0.05}
     changed = validate_config(data)
     assert changed.record()["training"]["llm"]["answer_rest"] == 0.05 and changed.hash() != config.hash()
+
+
+def test_checkpoints_need_no_training_cell_to_reach_them_when_there_is_none():
+    """A config without training stages keeps its (unused) checkpoints: nothing is dropped there."""
+    import yaml
+
+    text = tiny_config().replace("[base, sft, grpo, sepo, constant]", "[base]").replace("checkpoints: [4]", "checkpoints: [40]")
+    assert validate_config(yaml.safe_load(text)).training.checkpoints == [40]
