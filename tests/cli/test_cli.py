@@ -260,4 +260,4 @@ def test_samples_below_one_is_refused_by_its_flag():
     from tests.cli.cli_helpers import _error
 
     for command in ("eval", "exploit"):
-        _error(_run(command, "--game", "kuhn", "--agent", "uniform", "--samples", "0"), "--samples must be >= 1, got 0")
+        _error(_run(command, "--game", "kuhn", "--agent", "uniform", "--samples", "0"), "--samples must be >= 1 (replies per information state), got 0")
