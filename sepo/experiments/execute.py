@@ -40,9 +40,36 @@ def model_path(config: ExperimentConfig, agent: AgentConfig, out: Path) -> str:
     return str(path.resolve()) if path.exists() else agent.model
 
 
+MODEL_STAMPS = "models.json"
+"""The experiment's record of its hf agents' local model folders (`sepo.training.sft.model_stamp`)."""
+
+
+def check_models(config: ExperimentConfig, run) -> None:
+    """Record the hf agents' local model folders at the experiment's start; on resume, refuse one
+    changed since: the config names its path only, so cells run after a model was replaced would
+    sit in one results table with cells of the old one."""
+    from sepo.errors import SepoError, brief
+    from sepo.training.checkpoint import read_json
+    from sepo.training.sft import model_stamp
+
+    stamps = {a.name: model_stamp(a.model) for a in config.agents if a.kind == "hf" and a.model != TINY}
+    stamps = {name: stamp for name, stamp in stamps.items() if stamp is not None}
+    saved = run.root / MODEL_STAMPS
+    if not run.fresh and saved.is_file():
+        before = read_json(saved, "experiment's model record")
+        for name, stamp in stamps.items():
+            if name in before and before[name] != stamp:
+                raise SepoError(f"the model of agent {name} ({brief(stamp['folder'], 200)}) changed since this experiment "
+                                "started; its remaining cells would be mixed with cells of the old one: restore it, use "
+                                "another --out, or --overwrite to start over")
+    if stamps:
+        run.write_json(MODEL_STAMPS, stamps)
+
+
 def prepare(config: ExperimentConfig, run) -> None:
     """Build what cells share before any runs, in the experiment's run folder `run`: the tiny
-    model, if an agent asks for it."""
+    model, if an agent asks for it; check the agents' own models (`check_models`)."""
+    check_models(config, run)
     if not any(a.kind == "hf" and a.model == TINY for a in config.agents):
         return
     name = f"{models_dir(Path()).name}/{TINY}"

@@ -1,4 +1,6 @@
 """sepo.experiments.execute: what a results row claims."""
+import pytest
+
 from sepo.experiments.execute import metric_rows
 
 
@@ -26,3 +28,32 @@ def test_an_estimated_policys_audit_numbers_are_not_exact_even_without_an_interv
     assert not any(row["exact"] for row in metric_rows(result))  # br_payoff has no interval
     result["policy"] = {"policy": "exact", "exact": True}
     assert {row["metric"] for row in metric_rows(result) if row["exact"]} == {"br_payoff"}
+
+
+def test_a_resumed_experiment_refuses_an_hf_agents_model_changed_since_it_started(tmp_path):
+    """Found: an experiment's config names an hf agent's model by its path only, so a model replaced
+    between a kill and the resume gave one results table mixing cells of the old and the new model."""
+    import yaml
+
+    from sepo.errors import SepoError
+    from sepo.experiments.config import validate_config
+    from sepo.experiments.execute import MODEL_STAMPS, prepare
+    from sepo.runs import open_run
+    from tests.experiments.conftest import tiny_config
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    text = tiny_config().replace("{name: tab, kind: tabular}", f"{{name: lm, kind: hf, model: {model}}}")
+    config = validate_config(yaml.safe_load(text))
+    settings = config.model_dump(mode="json")
+    with open_run(tmp_path / "out", "experiment run", settings) as run:
+        run.commit()
+        prepare(config, run)
+    assert (tmp_path / "out" / MODEL_STAMPS).is_file()
+    with open_run(tmp_path / "out", "experiment run", settings) as run:  # unchanged: resumes
+        prepare(config, run)
+    (model / "config.json").write_text('{"hidden_size": 8}')
+    with pytest.raises(SepoError, match="the model of agent lm .* changed since this experiment started"):
+        with open_run(tmp_path / "out", "experiment run", settings) as run:
+            prepare(config, run)
