@@ -83,7 +83,10 @@ def check_model_source(path: str) -> None:
         if not local.is_dir():
             raise SepoError(f"model {path!r}: no such folder")
         if not ((local / "config.json").is_file() or (local / "adapter_config.json").is_file()):
-            raise SepoError(f"model {path!r} is not a model folder (no config.json or adapter_config.json)")
+            inner = local / "model"
+            hint = (f"; it holds a run whose model is {str(inner)!r} (or give the run as run:{path})"
+                    if (inner / "config.json").is_file() else "")
+            raise SepoError(f"model {path!r} is not a model folder (no config.json or adapter_config.json){hint}")
     elif not path.strip() or any(c.isspace() for c in path) or not _hub_id(path):
         raise SepoError(f"model {path!r} is neither a folder nor a Hugging Face Hub id (OWNER/NAME)")
 
