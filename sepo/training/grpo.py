@@ -158,10 +158,10 @@ class LLMSEPOConfig(SEPOConfig):
         settings = self.record()
         if not self.talk:
             del settings["talk"], settings["talk_injection"]
-        if not self.answer_rest:  # a run made before the option existed resumes
-            del settings["answer_rest"]
         else:
             settings["agent_messages_trained"] = False
+        if not self.answer_rest:  # a run made before the option existed resumes
+            del settings["answer_rest"]
         return settings
 
     def decoding(self) -> Decoding:

@@ -175,6 +175,8 @@ def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_the
     saved = json.loads((tmp_path / "run" / "sepo-run.json").read_text())["config"]
     assert saved["answer_rest"] == 0.05
     assert "answer_rest" not in LLMSEPOConfig(model=str(sft_model)).settings()  # runs made before the option resume
+    # found: the answer_rest branch took over the talk record (a talk run lost agent_messages_trained, an answer_rest run gained it)
+    assert "agent_messages_trained" not in saved
     tighter = _train(sft_model, tmp_path / "tight", penalty="per-rollout", steps=1, answer_rest=0.02)
     assert tighter["policy"] == "estimated (16 replies per state)"  # more than the allowed share left: sampled
     step = json.loads((tmp_path / "tight" / "metrics.jsonl").read_text().splitlines()[0])
