@@ -82,13 +82,26 @@ def check_model_source(path: str) -> None:
             raise SepoError(f"model {path!r} is a file, not a model folder{hint}")
         if not local.is_dir():
             raise SepoError(f"model {path!r}: no such folder")
+        inner = local / "model"
+        if (inner / "config.json").is_file() and not _model_config(local):  # a `sepo train` run has a config.json too
+            raise SepoError(f"model {path!r} is a run folder, not a model folder; its model is {str(inner)!r} (or give the "
+                            f"run as run:{path})")
         if not ((local / "config.json").is_file() or (local / "adapter_config.json").is_file()):
-            inner = local / "model"
-            hint = (f"; it holds a run whose model is {str(inner)!r} (or give the run as run:{path})"
-                    if (inner / "config.json").is_file() else "")
-            raise SepoError(f"model {path!r} is not a model folder (no config.json or adapter_config.json){hint}")
+            raise SepoError(f"model {path!r} is not a model folder (no config.json or adapter_config.json)")
     elif not path.strip() or any(c.isspace() for c in path) or not _hub_id(path):
         raise SepoError(f"model {path!r} is neither a folder nor a Hugging Face Hub id (OWNER/NAME)")
+
+
+def _model_config(folder: Path) -> bool:
+    """Whether the folder's config.json is a model's (it names a `model_type`) or it holds an adapter."""
+    import json
+
+    if (folder / "adapter_config.json").is_file():
+        return True
+    try:
+        return "model_type" in json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def _hub_id(text: str) -> bool:
