@@ -82,14 +82,21 @@ def check_model_source(path: str) -> None:
             raise SepoError(f"model {path!r} is a file, not a model folder{hint}")
         if not local.is_dir():
             raise SepoError(f"model {path!r}: no such folder")
-        inner = local / "model"
-        if (inner / "config.json").is_file() and not _model_config(local):  # a `sepo train` run has a config.json too
-            raise SepoError(f"model {path!r} is a run folder, not a model folder; its model is {str(inner)!r} (or give the "
-                            f"run as run:{path})")
+        check_not_run_folder(path)
         if not ((local / "config.json").is_file() or (local / "adapter_config.json").is_file()):
             raise SepoError(f"model {path!r} is not a model folder (no config.json or adapter_config.json)")
     elif not path.strip() or any(c.isspace() for c in path) or not _hub_id(path):
         raise SepoError(f"model {path!r} is neither a folder nor a Hugging Face Hub id (OWNER/NAME)")
+
+
+def check_not_run_folder(path: str) -> None:
+    """A `sepo sft`/`train` run folder given where its model is meant: one line naming RUN/model and
+    run:RUN (a train run has a config.json of its own, which transformers would fail to read)."""
+    local = Path(path).expanduser()
+    inner = local / "model"
+    if local.is_dir() and (inner / "config.json").is_file() and not _model_config(local):
+        raise SepoError(f"model {path!r} is a run folder, not a model folder; its model is {str(inner)!r} (or give the "
+                        f"run as run:{path})")
 
 
 def _model_config(folder: Path) -> bool:
@@ -156,6 +163,8 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
     if text.max_tokens_total is not None:
         raise SepoError("--max-tokens-total applies to openai: agents only (a local model's replies cost no tokens "
                         "from a provider)")
+    if isinstance(path, str):
+        check_not_run_folder(path)
     return HFPolicy(path, view or game.text, mode="sample", decoding=text.decoding, **text.agent_kwargs())
 
 

@@ -25,3 +25,18 @@ def test_a_run_folder_given_as_a_model_names_its_model(tmp_path):
         check_model_source(str(tmp_path / "empty"))
     assert "run folder" not in str(info.value)
     check_model_source(f"{run}/model")
+
+
+def test_eval_of_a_train_run_given_as_hf_names_its_model(tmp_path):
+    """The same through `sepo eval --agent hf:RUN`, which loads the model without the source check:
+    before, a train run failed inside transformers ("Unrecognized model ... model_type")."""
+    from typer.testing import CliRunner
+
+    from sepo.cli.main import app
+    from tests.cli.cli_helpers import _error
+
+    (tmp_path / "run" / "model").mkdir(parents=True)
+    (tmp_path / "run" / "model" / "config.json").write_text('{"model_type": "qwen2"}')
+    (tmp_path / "run" / "config.json").write_text('{"policy": "hf", "steps": 1}')
+    result = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", f"hf:{tmp_path / 'run'}", "--episodes", "1"])
+    _error(result, "is a run folder, not a model folder", f"run:{tmp_path / 'run'}")
