@@ -393,7 +393,7 @@ def test_a_file_that_looks_like_a_temporary_is_the_users(tmp_path, command):
         if command == "experiment run":
             from sepo.experiments.config import load_config
 
-            config = load_config(_experiment_config(tmp_path))[0].model_dump(mode="json")
+            config = load_config(_experiment_config(tmp_path))[0].record()
         args = OTHER_COMMANDS[command](tmp_path, out)
         _made_by(out, command, config)
     else:

@@ -46,7 +46,7 @@ def test_a_resumed_experiment_refuses_an_hf_agents_model_changed_since_it_starte
     (model / "config.json").write_text("{}")
     text = tiny_config().replace("{name: tab, kind: tabular}", f"{{name: lm, kind: hf, model: {model}}}")
     config = validate_config(yaml.safe_load(text))
-    settings = config.model_dump(mode="json")
+    settings = config.record()
     with open_run(tmp_path / "out", "experiment run", settings) as run:
         run.commit()
         prepare(config, run)
