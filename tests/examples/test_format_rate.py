@@ -1,9 +1,7 @@
 """examples/format_rate.py: the exact bound honours the token limit; --exact needs sampling."""
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -11,16 +9,12 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from sepo.models.tiny import init_tiny_model  # noqa: E402
-
-SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "format_rate.py"
+from tests.examples.scripts import load_example  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def format_rate():
-    spec = importlib.util.spec_from_file_location("format_rate", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("format_rate")
 
 
 @pytest.fixture(scope="module")

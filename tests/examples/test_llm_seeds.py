@@ -2,22 +2,17 @@
 never over a foreign file; every run is read through run_llm_sepo's config check."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "llm_seeds.py"
+from tests.examples.scripts import load_example
 
 
 @pytest.fixture(scope="module")
 def llm_seeds():
-    spec = importlib.util.spec_from_file_location("llm_seeds", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("llm_seeds")
 
 
 @pytest.fixture
