@@ -33,11 +33,12 @@ def _permute(weights, n_head: int):
 
 
 def tiny_llama(vocab_size: int, seed: int = 0):
+    """A 2-layer Llama whose context holds a Kuhn prompt and its reply (the agent checks that they fit)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                          rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
                          bos_token_id=1, eos_token_id=2, pad_token_id=2)
     torch.manual_seed(seed)
