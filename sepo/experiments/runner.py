@@ -165,6 +165,9 @@ class LocalBackend:
         A cell ended mid-way resumes as after a kill -9."""
         if abort:
             processes = [p for p in list((getattr(self.pool, "_processes", None) or {}).values()) if p.is_alive()]
+            # The pool's manager thread settles the running futures once their workers are gone; the
+            # first shutdown forgets it, so it is joined here, not by the shutdown below.
+            manager = getattr(self.pool, "_executor_manager_thread", None)
             self.pool.shutdown(wait=False, cancel_futures=True)  # a worker whose cell unwound then exits, not waits for work
             for process in processes:
                 process.terminate()  # the cell unwinds (`_worker_stop`)
@@ -173,6 +176,8 @@ class LocalBackend:
                 process.join(max(0.0, deadline - time.monotonic()))
                 if process.is_alive():
                     process.kill()
+            if manager is not None:
+                manager.join(STOP_SECONDS)
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
