@@ -539,9 +539,9 @@ class HFPolicy(TextPolicy):
 
         distinct: dict[tuple[int, ...], int] = {}
         source = [distinct.setdefault(tuple(p), len(distinct)) for p in chunk for _ in range(n)]
-        cache, encoded = prefix_cache.prompt_cache(self.model, [list(p[:-1]) for p in distinct], self.batch_size)
+        cache, encoded = prefix_cache.prompt_cache(self.model, [list(p[:-1]) for p in distinct], self.batch_size,
+                                                   rows=source, room=kwargs["max_new_tokens"] + 1)
         self.prefill_tokens += encoded
-        cache.batch_select_indices(torch.tensor(source, dtype=torch.long, device=self.device))
         rows = torch.tensor([row for row in range(len(chunk)) for _ in range(n)], dtype=torch.long)
         name = prefix_cache._cache_argument(self.model)
         return self.model.generate(input_ids=ids[rows].to(self.device), attention_mask=mask[rows].to(self.device),
