@@ -322,7 +322,7 @@ def bench_play(model_dir: Path, server: Server, args, check_prompt) -> None:
     policy.reset_counts()
     timed("HFPolicy, one call per decision (ref)", hf_once, lambda: Counter(policy.counts), lambda: f"{len(decisions)} rows")
     policy.reset_counts()
-    timed(f"HFPolicy, one batched call", lambda: policy.act(decisions, rng), lambda: Counter(policy.counts),
+    timed("HFPolicy, one batched call", lambda: policy.act(decisions, rng), lambda: Counter(policy.counts),
           lambda: f"{len(decisions)} rows")
     prompt_tokens = {}
     for label, fields in (("openai: agent -> llama.cpp, as sent", None),
@@ -352,6 +352,57 @@ def bench_play(model_dir: Path, server: Server, args, check_prompt) -> None:
             print(f"  differs, {label}, decision {i} ({decisions[i].info_key}): {served[:70]!r} vs sepo {own[:70]!r}")
 
 
+# ------------------------------------------------------------------------- 2. answer lines scored
+
+def bench_score(model_dir: Path, server: Server, args) -> None:
+    """An answer-only policy's exact read: sepo's `answer_probabilities` (one batched pass over the
+    prefix tree of the (prompt, answer) sequences) against the server's `/v1/completions` with
+    `echo` and `logprobs`, one request per (state, answer line + turn end), at the first
+    `--score-states` information states; the largest log-probability difference."""
+    from sepo.games import load_game
+    from sepo.games.kuhn.exact import canonical_decisions
+    from sepo.policies.hf import HFPolicy
+    from sepo.policies.replies import Decoding
+
+    game = load_game("kuhn")
+    states = list(canonical_decisions(game.hands).values())[: args.score_states]
+    policy = HFPolicy(str(model_dir), game.text, decoding=Decoding(temperature=1, max_new_tokens=args.max_new_tokens),
+                      failure_rule="fallback", exact_tolerance=1.0, seed=args.seed)
+    policy.answer_probabilities(states[:1])  # warm-up
+    started = time.perf_counter()
+    rows, _ = policy.answer_probabilities(states)
+    sepo_seconds, sepo_load = time.perf_counter() - started, load()
+    end = policy.tokenizer.decode(policy.turn_end_ids[:1])
+    labelled, shifted, lengths = [], [], []
+    started = time.perf_counter()
+    for d in states:
+        prompt_text, prompt_ids = policy._apply_template(policy.messages(d), True), policy.prompt_ids(d)
+        for a in d.legal_actions:
+            answer = game.text.answer_text(d, a)
+            scored = len(policy._ids(answer)) + 1
+            body = json.dumps({"prompt": prompt_text + answer + end, "max_tokens": 1, "echo": True, "logprobs": 1,
+                               "temperature": 0, "repeat_penalty": 1.0}).encode()
+            request = urllib.request.Request(f"{server.url}/completions", body, {"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=600) as answer_:
+                reply = json.load(answer_)
+            logprobs = reply["choices"][0]["logprobs"]["token_logprobs"]
+            lengths.append(len(logprobs) - reply["usage"]["completion_tokens"] - len(prompt_ids))
+            end_at = len(logprobs) - reply["usage"]["completion_tokens"]  # the echo's prompt ends here
+            labelled.append(sum(logprobs[end_at - scored:end_at]))
+            shifted.append(sum(logprobs[end_at - scored - 1:end_at - 1]))
+    server_seconds = time.perf_counter() - started
+    own = np.log(np.concatenate(rows))
+    requests = len(own)
+    print(f"\n2. An answer-only policy read exactly at {len(states)} Kuhn information states ({requests} answer lines, "
+          f"temperature 1): sepo's answer_probabilities {sepo_seconds:.2f} s [{sepo_load}]; the server's /v1/completions "
+          f"with echo and logprobs, one request per answer line, {server_seconds:.2f} s [{load()}] "
+          f"({server_seconds / sepo_seconds:.1f}x sepo's time)")
+    print(f"   the echo's prompt tokens minus sepo's prompt tokens: {sorted(set(lengths))} (sepo's answer + turn end: "
+          f"{scored} tokens at the last state; the echo leaves out every token equal to the BOS id); largest |log p| difference against sepo, reading token_logprobs[i] as token i's: "
+          f"{np.abs(np.array(labelled) - own).max():.3f}; as token i+1's (one position later): "
+          f"{np.abs(np.array(shifted) - own).max():.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="runs/smollm2", help="the folder `sepo model get`/`import` converted the GGUF into")
@@ -366,6 +417,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch and for llama.cpp alike")
     parser.add_argument("--n-ctx", type=int, default=2048, help="the server's context (llama-cpp-python's default)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--score-states", type=int, default=4,
+                        help="part 2: information states whose answer lines are scored both ways (0: skip)")
     args = parser.parse_args()
     if args.smoke:
         for key, value in SMOKE.items():
@@ -405,6 +458,8 @@ def main() -> None:
             print(f"llama.cpp server: answered {server.seconds_to_answer:.1f} s after it was started, at {server.url}")
             bench_play(model_dir, server, args,
                        lambda policy, agent, states: check_prompts(args.server_python, gguf, args.n_ctx, policy, agent, states))
+            if args.score_states > 0:
+                bench_score(model_dir, server, args)
     print(f"\n{load()} at the end; total {time.perf_counter() - started:.0f} s")
 
 
