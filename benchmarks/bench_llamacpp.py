@@ -32,17 +32,26 @@ agent (`EndpointAgent`) plays through it, one chat-completions request per decis
    greedy replies are the same text as HFPolicy's one-at-a-time reply at the same decision, with the
    first differences shown (llama.cpp's quantized Q4_1 kernels against their float32
    dequantization in transformers: small differences are expected, and counted).
+2. An answer-only policy read exactly (`--score-states` information states, default 4; 0 skips it):
+   sepo's `HFPolicy.answer_probabilities` (the probability that the whole reply is each legal
+   answer line followed by the turn's end, one batched pass over a prefix tree of the (prompt,
+   answer) sequences: how every exact audit in docs/real-models.md reads a policy) against the
+   same probabilities through the server. llama-cpp-python's server does return
+   log-probabilities: chat completions take `logprobs` / `top_logprobs` (sepo's forced decoding
+   uses them), and `/v1/completions` with `echo` and `logprobs` reports those of the prompt's own
+   tokens (the server loads the model with `logits_all`), so an answer line can be scored as the
+   end of a prompt, one request per (state, answer), nothing batched. The echo leaves out every
+   token equal to the BOS id (SmolLM2's BOS is `<|im_start|>`), so the scored tokens are counted
+   from the end. Seconds both ways and the largest log-probability difference. sepo's `openai:`
+   agent does not score answer lines: through it, a policy is exact only under greedy decoding
+   and otherwise estimated from sampled replies.
 
-What the server does not give that sepo's path does: an answer-only policy read exactly, by
-scoring each legal answer line with the turn's end after the prompt (`HFPolicy.answer_probabilities`,
-one batched pass over a prefix tree of the (prompt, answer) sequences; the exact audits of
-docs/real-models.md). llama-cpp-python's server does return log-probabilities: chat completions
-take `logprobs` / `top_logprobs` (sepo's forced decoding uses them), and its `/v1/completions`
-takes `logprobs` with `echo` and reports those of the prompt's tokens too (the model is loaded with
-`logits_all`), so a client could score an answer line as a prompt, one request per (state,
-answer) with nothing batched and only the previous request's prefix kept; sepo's `openai:` agent
-does not do that, so through the server its policy is exact only under greedy decoding and is
-otherwise estimated from sampled replies.
+When to audit through the server instead (the figures of both parts, measured in one run, say by
+how much): when transformers cannot read the model (an architecture or quantization it does not
+support), when the float32 model does not fit in memory but the quantized file does, or to check
+sepo's numbers against an independent implementation; greedy play one decision at a time is
+where the server does best. sepo's own path is the one for batched play, for a policy read exactly
+from its answer lines at any temperature, and for training, which needs the model's gradients.
 
 `--smoke`: a tiny random Llama written as a GGUF by tests/models/gguf_files.py (float32 tensors,
 ChatML template) and converted with `sepo.models.gguf.import_model`, 12 decisions, 8 new tokens.
@@ -347,6 +356,9 @@ def bench_play(model_dir: Path, server: Server, args, check_prompt) -> None:
     print("(ratio: decisions/s against HFPolicy one call per decision; same text / same action: against its reply at "
           "the same decision; server prompt tokens per request: "
           + ", ".join(f"{v:.1f}" for v in prompt_tokens.values()) + f", sepo's prompt {ids:.1f})")
+    served = max(len(decisions) / r[1] for r in runs[2:])
+    print(f"the server's best: {served / rate_ref:.2f}x HFPolicy one call per decision, "
+          f"{served / (len(decisions) / runs[1][1]):.2f}x HFPolicy batched")
     for label, _, choices, _, _, _ in runs[1:]:
         for i, served, own in agreement(choices, reference[2])[2][:2]:
             print(f"  differs, {label}, decision {i} ({decisions[i].info_key}): {served[:70]!r} vs sepo {own[:70]!r}")
