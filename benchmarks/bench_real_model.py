@@ -46,8 +46,8 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    split in two processes of 1 thread each running at once (each does it once; the model loaded
    before the clock starts). Reference: the one process.
 
-Not measured here: llama.cpp serving the same GGUF behind `sepo serve`-style endpoints (the
-issue's outside anchor needs `llama-cpp-python`, a C++ build this project does not install).
+The outside anchor, llama.cpp serving the same GGUF behind its OpenAI-compatible server, is
+benchmarks/bench_llamacpp.py (it needs `llama-cpp-python`, a C++ build this project does not install).
 
 `--smoke`: the tiny local model (random weights, built in a temporary directory), 4 decisions,
 a 2-round IPD, a 2 x 2 GRPO step with 2 replies per state and 8-token replies. It checks that the
