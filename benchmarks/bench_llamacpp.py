@@ -63,7 +63,7 @@ every figure: on a loaded machine the seconds are not representative, the ratios
 same run are more so (and both sides here share the same CPUs: run it on a quiet machine).
 
 Run: `.venv/bin/python benchmarks/bench_llamacpp.py --model runs/smollm2 [--gguf FILE]
-[--server-python /work/llamacpp-venv/bin/python] [--threads 2] [--decisions 48]` or `--smoke`.
+[--server-python PYTHON (default: $SEPO_LLAMACPP_PYTHON, else this Python)] [--threads 2] [--decisions 48]` or `--smoke`.
 The server's Python needs `pip install 'llama-cpp-python[server]'` (a source build of llama.cpp).
 """
 from __future__ import annotations
@@ -85,7 +85,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SERVER_PYTHON = "/work/llamacpp-venv/bin/python"
+DEFAULT_SERVER_PYTHON = os.environ.get("SEPO_LLAMACPP_PYTHON", sys.executable)
+"""The Python whose environment has `llama-cpp-python[server]`: this one unless $SEPO_LLAMACPP_PYTHON names another."""
 SMOKE = dict(decisions=12, max_new_tokens=8)
 
 RENDER_IN_SERVER_PYTHON = r"""
