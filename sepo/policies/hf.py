@@ -539,8 +539,8 @@ class HFPolicy(TextPolicy):
 
         distinct: dict[tuple[int, ...], int] = {}
         source = [distinct.setdefault(tuple(p), len(distinct)) for p in chunk for _ in range(n)]
-        cache, encoded = prefix_cache.prompt_cache(self.model, [list(p[:-1]) for p in distinct], self.batch_size,
-                                                   rows=source, room=kwargs["max_new_tokens"] + 1)
+        cache, encoded = prefix_cache.prompt_cache(self.model, [list(p[:-1]) for p in distinct],
+                                                   kwargs["max_new_tokens"] + 1, self.batch_size, rows=source)
         self.prefill_tokens += encoded
         rows = torch.tensor([row for row in range(len(chunk)) for _ in range(n)], dtype=torch.long)
         name = prefix_cache._cache_argument(self.model)

@@ -103,17 +103,17 @@ def prefix_logits(model, sequences: Sequence[Sequence[int]], positions: Sequence
     return _run(model, root, visit, batch_size, keep=False)
 
 
-def prompt_cache(model, prompts: Sequence[Sequence[int]], batch_size: int = 64, rows: Sequence[int] | None = None,
-                 room: int = 0):
+def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size: int = 64,
+                 rows: Sequence[int] | None = None):
     """(the attention cache of `prompts`, left-padded to the longest, as `generate` lays a batch
     out; the tokens encoded). Shared prefixes are encoded once. `rows` lists, for each row of the
-    cache, the prompt it holds (default: one row per prompt). With `room` > 0 the cache is a
-    `StaticCache` of `room` more positions, filled once: a `DynamicCache` grows by concatenation,
+    cache, the prompt it holds (default: one row per prompt). The cache is a `StaticCache` with
+    `room` positions after the prompts for the reply, filled once: a `DynamicCache` grows by concatenation,
     so every new token copies the whole cache into freshly allocated memory, which for 256 rows of
     a 300-token Kuhn prompt on SmolLM2 is 3.5 GB a step (4-5 s of page faults and copying where the
     step's arithmetic takes about 1 s)."""
     import torch
-    from transformers import DynamicCache, StaticCache
+    from transformers import StaticCache
 
     root, paths = build_tree(prompts)
     encoded = _run(model, root, None, batch_size, keep=True)
@@ -130,8 +130,6 @@ def prompt_cache(model, prompts: Sequence[Sequence[int]], batch_size: int = 64, 
         for kv in chain:
             stacked[:, :, where, :, at : at + kv.shape[3]] = kv[:, :, None]
             at += kv.shape[3]
-    if not room:
-        return DynamicCache(ddp_cache_data=[(stacked[l, 0], stacked[l, 1]) for l in range(layers)]), encoded
     cache = StaticCache(config=model.config, max_cache_len=width + room)
     for layer, (keys, values) in zip(cache.layers, ((stacked[l, 0], stacked[l, 1]) for l in range(layers))):
         # Filled in place of `lazy_initialization`, which would also import torch._dynamo to mark
