@@ -110,7 +110,7 @@ def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size:
     cache, the prompt it holds (default: one row per prompt). The cache is a `StaticCache` with
     `room` positions after the prompts for the reply, filled once: a `DynamicCache` grows by concatenation,
     so every new token copies the whole cache into freshly allocated memory, which for 256 rows of
-    a 300-token Kuhn prompt on SmolLM2 is 3.5 GB a step (4-5 s of page faults and copying where the
+    a 300-token prompt on SmolLM2 is 3.5 GB a step (4-5 s of page faults and copying where the
     step's arithmetic takes about 1 s)."""
     import torch
     from transformers import StaticCache
