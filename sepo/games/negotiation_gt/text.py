@@ -108,9 +108,7 @@ class NegotiationText(TextView):
             lines.append(f"Your total so far: {sum(obs['my_payoffs']):g}.")
         else:
             lines.append("This is the first round.")
-        # The bound in the demand's own format, last: a small model copies a list far more
-        # reliably than it maps "1 books, 4 hats" onto list positions (SmolLM2's illegal demands).
-        lines.append(f"What is your demand [books, hats, balls]? Each number at most the pool's: {name_of(tuple(pool))}.")
+        lines.append("What is your demand [books, hats, balls]?")
         return lines
 
     def parse(self, reply: str, decision: Decision) -> ParseResult:

@@ -36,12 +36,6 @@ def test_rigorous_prompt_hides_the_opponents_score():
     assert "27" not in prompt and "your score 10" in prompt
 
 
-def test_rigorous_question_ends_with_the_pool_as_a_demand_bound():
-    game, decision = _decision("rigorous", 1)
-    assert game.text.user_prompt(decision).endswith(
-        "What is your demand [books, hats, balls]? Each number at most the pool's: [2, 3, 4].")
-
-
 @pytest.mark.parametrize("reply, demand", [
     ("I think [1, 2, 3] is fair.\nMaybe [2, 0, 1]", (2, 0, 1)),          # last bracketed triple
     ("Books: 1, Hats: 2, Balls: 3", (1, 2, 3)),                           # labelled
