@@ -103,6 +103,11 @@ def prefix_logits(model, sequences: Sequence[Sequence[int]], positions: Sequence
     return _run(model, root, visit, batch_size, keep=False)
 
 
+STATIC_ROOM = 1.0
+"""`prompt_cache` reserves the reply's room up front only while it is at most this many times the
+prompts' width (so at most doubling the cache the prompts alone take)."""
+
+
 def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size: int = 64,
                  rows: Sequence[int] | None = None):
     """(the attention cache of `prompts`, left-padded to the longest, as `generate` lays a batch
@@ -111,9 +116,12 @@ def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size:
     `room` positions after the prompts for the reply, filled once: a `DynamicCache` grows by concatenation,
     so every new token copies the whole cache into freshly allocated memory, which for 256 rows of
     a 300-token prompt on SmolLM2 is 3.5 GB a step (4-5 s of page faults and copying where the
-    step's arithmetic takes about 1 s)."""
+    step's arithmetic takes about 1 s). Preallocating is bounded: where `room` exceeds
+    `STATIC_ROOM` times the prompts' width (long replies allowed after short prompts, e.g. a
+    4,096-token limit), reserving it for every row up front could take far more memory than the
+    replies ever use, so the cache is a `DynamicCache` of the prompts alone and grows as before."""
     import torch
-    from transformers import StaticCache
+    from transformers import DynamicCache, StaticCache
 
     root, paths = build_tree(prompts)
     encoded = _run(model, root, None, batch_size, keep=True)
@@ -122,7 +130,9 @@ def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size:
     chains = [[node.kv for node in path] for path in paths]
     layers, _, heads, _, dim = chains[0][0].shape
     sample = chains[0][0]
-    stacked = torch.zeros((layers, 2, len(rows), heads, width + room, dim), dtype=sample.dtype, device=sample.device)
+    static = room <= STATIC_ROOM * width
+    stacked = torch.zeros((layers, 2, len(rows), heads, width + (room if static else 0), dim), dtype=sample.dtype,
+                          device=sample.device)
     for prompt, chain, where in zip(prompts, chains, _rows_of(rows, len(prompts))):
         if not where:
             continue
@@ -130,6 +140,8 @@ def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size:
         for kv in chain:
             stacked[:, :, where, :, at : at + kv.shape[3]] = kv[:, :, None]
             at += kv.shape[3]
+    if not static:
+        return DynamicCache(ddp_cache_data=[(stacked[l, 0], stacked[l, 1]) for l in range(layers)]), encoded
     cache = StaticCache(config=model.config, max_cache_len=width + room)
     for layer, (keys, values) in zip(cache.layers, ((stacked[l, 0], stacked[l, 1]) for l in range(layers))):
         # Filled in place of `lazy_initialization`, which would also import torch._dynamo to mark

@@ -72,11 +72,14 @@ def _completions(policy, prompts, n, seed):
     return [[c.completion_ids for c in group] for group in policy.generate(prompts, n, seed=seed)]
 
 
+@pytest.mark.parametrize("static_room", [1.0, 0.0])
 @pytest.mark.parametrize("decoding", [Decoding(temperature=1.0, max_new_tokens=12), Decoding(
     temperature=0.8, top_p=0.95, top_k=50, repetition_penalty=1.3, max_new_tokens=12)])
-def test_a_group_shares_its_prompt_cache_and_samples_what_generate_samples(tiny_dir, decoding):
+def test_a_group_shares_its_prompt_cache_and_samples_what_generate_samples(tiny_dir, decoding, static_room, monkeypatch):
     """`generate` with n completions a prompt, and with a prompt repeated (a GRPO group), builds
-    each distinct prompt's cache once; the completions are those of plain `generate`."""
+    each distinct prompt's cache once; the completions are those of plain `generate`, with the
+    reply's room reserved up front (a static cache) and without (room too large for it)."""
+    monkeypatch.setattr(prefix_cache, "STATIC_ROOM", static_room)
     from sepo.games.kuhn.exact import canonical_decisions
 
     game = load_game("kuhn")
