@@ -605,6 +605,9 @@ def sft_command(
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Examples per step."),
     learning_rate: float = typer.Option(2e-3, "--lr", help="Learning rate in (0, 1]; 2e-3 suits the tiny model, about 2e-5 4B models."),
     lora: bool = typer.Option(False, "--lora", help="Train a LoRA adapter (merged into the saved model)."),
+    legal_weight: float = typer.Option(0.0, "--legal-weight", help="Add this weight times the legal-reply term: along each "
+                                       "demonstrated reply, -log P(the next token keeps the reply one of the decision's legal "
+                                       "answers). Needs --answer-only data. 0: cross-entropy alone."),
     seed: int = seed_option("Seed of the data order and initialisation (>= 0)."),
     gpu: bool = typer.Option(False, "--gpu", help="Use the accelerator instead of the CPU."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
@@ -616,7 +619,7 @@ def sft_command(
     if max_steps == 0:
         raise SepoError("--max-steps must be >= 1, or -1 to train for --epochs")
     config = SFTRunConfig(model=model, data=str(data[0]) if len(data) == 1 else [str(d) for d in data], epochs=epochs, max_steps=max_steps, batch_size=batch_size,
-                          learning_rate=learning_rate, lora=lora, seed=seed, use_cpu=not gpu)
+                          learning_rate=learning_rate, lora=lora, seed=seed, use_cpu=not gpu, legal_weight=legal_weight)
     with _progress(quiet) as bar:
         task = bar.add_task("SFT steps", total=None)
         result = run_sft(config, out, overwrite=overwrite, on_stage=bar.stage,

@@ -39,9 +39,12 @@ class SFTRunConfig:
     seed: int = 0
     save_steps: int = 200
     use_cpu: bool = True
+    legal_weight: float = 0.0
+    """Weight of the legal-reply term (`sepo.training.legal_mass`) beside the cross-entropy; it needs
+    answer-only data, whose examples list their legal replies. 0: cross-entropy alone."""
 
     def validate(self) -> "SFTRunConfig":
-        for name in ("epochs", "learning_rate", "warmup_ratio"):
+        for name in ("epochs", "learning_rate", "warmup_ratio", "legal_weight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise SepoError(f"{_OPTION.get(name, name)} must be a finite number, got {value}")
@@ -50,6 +53,8 @@ class SFTRunConfig:
         if self.max_steps == -1 and not 0 < self.epochs <= 1e6:
             raise SepoError(f"--epochs must be > 0 (and at most 1e6), got {self.epochs}")
         check_learning_rate(self.learning_rate)
+        if not 0 <= self.legal_weight <= 1e3:
+            raise SepoError(f"--legal-weight must be in [0, 1000], got {self.legal_weight}")
         if not 0 <= self.warmup_ratio < 1:
             raise SepoError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
         for name in ("batch_size", "lora_r", "max_length", "save_steps"):
@@ -70,6 +75,8 @@ class SFTRunConfig:
     def settings(self) -> dict:
         """The run's manifest config: local paths made absolute, so a resume from another folder still matches."""
         settings = asdict(self)
+        if not self.legal_weight:  # runs made before the term existed resume under the same settings
+            del settings["legal_weight"]
         settings["data"] = ([str(Path(d).resolve()) for d in self.data] if isinstance(self.data, list)
                             else str(Path(self.data).resolve()))
         if Path(self.model).expanduser().is_dir():
@@ -77,7 +84,8 @@ class SFTRunConfig:
         return settings
 
 
-_OPTION = {"epochs": "--epochs", "learning_rate": "--lr", "batch_size": "--batch-size", "max_steps": "--max-steps"}
+_OPTION = {"epochs": "--epochs", "learning_rate": "--lr", "batch_size": "--batch-size", "max_steps": "--max-steps",
+           "legal_weight": "--legal-weight"}
 
 
 @dataclass
@@ -224,6 +232,61 @@ def _load_dataset(path: str):
         if split not in data or "messages" not in data[split].column_names:
             raise SepoError(f"SFT data {path} needs '{split}' with a 'messages' column (make it with `sepo data sft`)")
     return data["train"].select_columns(["messages"]), data["validation"].select_columns(["messages"])
+
+
+def _legal_examples(paths: str | list[str]) -> list[dict]:
+    """Every example (both splits) of the datasets with its legal replies, for the legal-reply term."""
+    from datasets import load_from_disk
+
+    from sepo.training.legal_mass import LEGAL_COLUMN
+
+    examples = []
+    for path in [paths] if isinstance(paths, str) else paths:
+        data = load_from_disk(path, keep_in_memory=True)
+        for split in ("train", "validation"):
+            if LEGAL_COLUMN not in data[split].column_names:
+                raise SepoError(f"--legal-weight needs answer-only data that lists each decision's legal replies; {brief(path)} "
+                                f"has none (make it with `sepo data sft --answer-only`)")
+            examples += data[split].select_columns(["messages", LEGAL_COLUMN]).to_list()
+    return examples
+
+
+def _with_legal_term(trainer_class, index, weight: float):
+    """`trainer_class` (TRL's SFTTrainer) whose loss is its cross-entropy plus `weight` times the mean
+    legal-reply term of the batch's reply tokens (`sepo.training.legal_mass`); the mean probability
+    of an illegal next token along the demonstrated replies is logged as `illegal_mass`."""
+    from transformers.loss.loss_utils import ForCausalLMLoss
+
+    from sepo.training.legal_mass import illegal_log_mass
+
+    class LegalTermSFTTrainer(trainer_class):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            self._batch = inputs  # `compute_loss_func` sees the outputs and labels only; the term needs the prompts
+            return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+
+        def legal_loss(self, outputs, labels, num_items_in_batch=None):
+            import torch
+
+            logits = outputs.logits
+            loss = ForCausalLMLoss(logits, labels, logits.shape[-1], num_items_in_batch=num_items_in_batch)
+            terms = illegal_log_mass(logits, self._batch["input_ids"], labels, self._batch.get("attention_mask"), index)
+            if len(terms):
+                mode = "train" if self.model.training else "eval"
+                self._metrics[mode]["illegal_mass"].append(float((1 - torch.exp(-terms.detach())).mean()))
+                loss = loss + weight * terms.mean()
+            return loss
+
+    return LegalTermSFTTrainer
+
+
+def _tokenized_prompts(dataset) -> set[tuple[int, ...]]:
+    """The prompt token ids (before the first trained token) of each row TRL tokenized."""
+    prompts = set()
+    for ids, labels in zip(dataset["input_ids"], dataset["labels"]):
+        start = next((j for j, label in enumerate(labels) if label != -100), None)
+        if start is not None:
+            prompts.add(tuple(ids[:start]))
+    return prompts
 
 
 def quiet_library_progress() -> None:
@@ -383,10 +446,20 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
 
             peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.05,
                                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
+        trainer_class, index = SFTTrainer, None
+        if config.legal_weight > 0:
+            from sepo.training.legal_mass import LegalIndex
+
+            stage("rendering each decision's legal replies")
+            index = LegalIndex.build(tokenizer, _legal_examples(config.data))
+            trainer_class = _with_legal_term(SFTTrainer, index, config.legal_weight)
         with library_warnings():
-            trainer = SFTTrainer(model=model, args=args, train_dataset=train, eval_dataset=validation,
-                                 processing_class=tokenizer, peft_config=peft_config,
-                                 callbacks=[_Log(), run_files_callback(run, on_checkpoint=lambda step: stage(f"checkpoint at step {step}"))])
+            trainer = trainer_class(model=model, args=args, train_dataset=train, eval_dataset=validation,
+                                    processing_class=tokenizer, peft_config=peft_config,
+                                    callbacks=[_Log(), run_files_callback(run, on_checkpoint=lambda step: stage(f"checkpoint at step {step}"))])
+            if index is not None:
+                index.check_covers(_tokenized_prompts(trainer.train_dataset) | _tokenized_prompts(trainer.eval_dataset))
+                trainer.compute_loss_func = trainer.legal_loss
             trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; progress and metrics.jsonl show them
             if done_at is not None:  # killed after its last step, before the model was saved: nothing to train
                 stage(f"training had finished at {done_at.name}; loading it")

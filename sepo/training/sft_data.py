@@ -11,6 +11,8 @@ With `answer_only=True` the assistant turn is the answer line alone (`answer_tex
 trained on such data answers with the action line and nothing else, so its played policy is read
 exactly, by scoring each legal answer (`HFPolicy.answer_probabilities`), instead of estimated from
 sampled replies; its replies are also a few tokens long, which makes play and training cheap.
+Each such example also lists its decision's legal answer lines (`legal_replies`), which the
+legal-reply term of `sepo sft --legal-weight` reads (`sepo.training.legal_mass`).
 
 With cheap talk (`talk=True`) every round also gives one example of the message turn
 (`sepo.games.talk.message_chat`): the assistant writes `MESSAGE: <the strategy's own line>`, or
@@ -31,6 +33,7 @@ from sepo.evaluation.play import play_episodes
 from sepo.games.base import Game
 from sepo.games.registry import get_domain, unknown_name
 from sepo.policies.base import Choice, Policy
+from sepo.training.legal_mass import LEGAL_COLUMN
 
 
 class _Demonstrator(Policy):
@@ -52,7 +55,8 @@ class _Demonstrator(Policy):
                 {"role": "system", "content": self.game.text.system_prompt()},
                 {"role": "user", "content": self.game.text.user_prompt(decision)},
                 {"role": "assistant", "content": reply},
-            ], "strategy": self.strategy.name, "info_key": decision.info_key})
+            ], "strategy": self.strategy.name, "info_key": decision.info_key,
+                **({LEGAL_COLUMN: [text.answer_text(decision, a) for a in decision.legal_actions]} if self.answer_only else {})})
         return [Choice(c.action, text=None) for c in choices]
 
     def message(self, decision):
@@ -62,7 +66,8 @@ class _Demonstrator(Policy):
         line = talk.message_of(self.strategy, decision)
         self.sink.append({"messages": [*talk.message_chat(self.game.text, decision),
                                        {"role": "assistant", "content": f"{talk.MESSAGE_PREFIX} {line or 'none'}"}],
-                          "strategy": self.strategy.name, "info_key": decision.info_key})
+                          "strategy": self.strategy.name, "info_key": decision.info_key,
+                          **({LEGAL_COLUMN: []} if self.answer_only else {})})
         return line
 
 
