@@ -190,6 +190,8 @@ def _check_inputs(config: SFTRunConfig, out: Path, overwrite: bool) -> None:
     paths = [config.data] if isinstance(config.data, str) else list(config.data)
     for path in paths:
         _check_dataset_folder(path)
+        if config.legal_weight > 0:
+            _check_legal_column(path)
     if isinstance(config.model, str):
         check_model_source(config.model)
         check_inputs_outside(out, {"--model": config.model} if Path(config.model).expanduser().exists() else {},
@@ -220,7 +222,8 @@ def _load_datasets(paths: str | list[str]):
     return concatenate_datasets([t for t, _ in splits]), concatenate_datasets([v for _, v in splits])
 
 
-def _load_dataset(path: str):
+def _load_dataset(path: str, columns: tuple[str, ...] | None = ("messages",)):
+    """The (train, validation) splits of a dataset folder, with only `columns` (None: all)."""
     from datasets import load_from_disk
 
     _check_dataset_folder(path)
@@ -231,23 +234,28 @@ def _load_dataset(path: str):
     for split in ("train", "validation"):
         if split not in data or "messages" not in data[split].column_names:
             raise SepoError(f"SFT data {path} needs '{split}' with a 'messages' column (make it with `sepo data sft`)")
-    return data["train"].select_columns(["messages"]), data["validation"].select_columns(["messages"])
+    if columns is None:
+        return data["train"], data["validation"]
+    return data["train"].select_columns(list(columns)), data["validation"].select_columns(list(columns))
+
+
+def _check_legal_column(path: str) -> None:
+    from sepo.training.legal_mass import LEGAL_COLUMN
+
+    for split in _load_dataset(path, columns=None):
+        if LEGAL_COLUMN not in split.column_names:
+            raise SepoError(f"--legal-weight needs answer-only data that lists each decision's legal replies; {brief(path)} "
+                            f"has none (make it with `sepo data sft --answer-only`)")
 
 
 def _legal_examples(paths: str | list[str]) -> list[dict]:
     """Every example (both splits) of the datasets with its legal replies, for the legal-reply term."""
-    from datasets import load_from_disk
-
     from sepo.training.legal_mass import LEGAL_COLUMN
 
     examples = []
     for path in [paths] if isinstance(paths, str) else paths:
-        data = load_from_disk(path, keep_in_memory=True)
-        for split in ("train", "validation"):
-            if LEGAL_COLUMN not in data[split].column_names:
-                raise SepoError(f"--legal-weight needs answer-only data that lists each decision's legal replies; {brief(path)} "
-                                f"has none (make it with `sepo data sft --answer-only`)")
-            examples += data[split].select_columns(["messages", LEGAL_COLUMN]).to_list()
+        for split in _load_dataset(path, columns=("messages", LEGAL_COLUMN)):
+            examples += split.to_list()
     return examples
 
 

@@ -61,3 +61,20 @@ def test_without_mixture_each_game_uses_its_own_default_and_a_missing_named_one_
     assert named.exit_code == 2 and len(named.stderr.strip().splitlines()) == 1
     assert "unknown --mixture paper" in named.stderr and default in named.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_answer_only_examples_list_their_decisions_legal_replies_in_every_domain():
+    """The legal-reply term of `sepo sft --legal-weight` reads them: one answer line per legal action,
+    the demonstrated reply among them; replies with reasons have no such list."""
+    for name in domain_names():
+        demos = get_domain(name).demos
+        if demos is None:
+            continue
+        mixture = next(iter(demos()))
+        examples = [ex for episode in generate_traces(name, mixture, 1, seed=3, answer_only=True) for ex in episode]
+        for ex in examples:
+            legal = ex["legal_replies"]
+            assert len(legal) == len(set(legal)) >= 1, (name, legal)
+            assert ex["messages"][-1]["content"] in legal, name
+        assert any(len(ex["legal_replies"]) > 1 for ex in examples), name
+        assert all("legal_replies" not in ex for episode in generate_traces(name, mixture, 1, seed=3) for ex in episode)
