@@ -444,8 +444,8 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     from sepo import progress
     from sepo.policies.hf import load_hf_model
     from sepo.training.shared_prompt import trainer_class
-    from sepo.training.sft import (_checkpoint_step, check_same_model, finished_checkpoint, library_warnings,
-                                   quiet_library_progress, run_files_callback, save_final_model)
+    from sepo.training.sft import (check_same_model, finished_checkpoint, library_warnings, quiet_library_progress,
+                                   resume_point, run_files_callback, save_final_model)
 
     config.validate()
     out = check_out_path(out)
@@ -473,7 +473,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
         run.write_json("config.json", {**settings, **({"talk_note": TALK_NOTE} if config.talk else {})})
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
-        resume_step = _checkpoint_step(out / "trainer") if run.resumed else None
+        resume_step = resume_point(run, out / "trainer", progress.stage)
         done_at = finished_checkpoint(out / "trainer") if run.resumed and not run.extended else None
         kept = log.truncate_after(resume_step if resume_step is not None else -1, one_per_step=True) if main_process else []
         env = SEPOEnvironment(config, tokenizer, log)
@@ -517,7 +517,8 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
             else:
                 progress.stage("training" + (f" from checkpoint-{resume_step}" if resume_step is not None else ""))
                 with quiet_tied_weights(trainer.model):
-                    trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+                    trainer.train(resume_from_checkpoint=None if resume_step is None
+                                  else str(out / "trainer" / f"checkpoint-{resume_step}"))
         accelerator = trainer.accelerator
         target = out / "model"
         if accelerator.is_main_process:

@@ -308,9 +308,42 @@ def quiet_library_progress() -> None:
     quiet_model_progress()
 
 
+TRAINER_STATE = "trainer_state.json"
+"""What transformers writes last into a checkpoint (after the weights, optimizer, scheduler and RNG
+states): a checkpoint folder without it is a save that was cut off."""
+
+
+def _checkpoint_folders(trainer_dir: Path) -> dict[int, Path]:
+    return {int(p.name.split("-")[1]): p for p in trainer_dir.glob("checkpoint-*")
+            if p.is_dir() and p.name.split("-")[1].isdigit()}
+
+
 def _checkpoint_step(trainer_dir: Path) -> int | None:
-    steps = [int(p.name.split("-")[1]) for p in trainer_dir.glob("checkpoint-*") if p.name.split("-")[1].isdigit()]
+    """The step of the latest complete checkpoint (one holding its trainer state)."""
+    steps = [step for step, folder in _checkpoint_folders(trainer_dir).items() if (folder / TRAINER_STATE).is_file()]
     return max(steps) if steps else None
+
+
+def discard_torn_checkpoints(trainer_dir: Path) -> list[str]:
+    """Remove the checkpoint folders whose save was cut off (a kill or a full disk while the
+    optimizer state was written): transformers would resume from the latest folder and fail on it,
+    and count it among the checkpoints it keeps. The run resumes from the latest complete one.
+    Returns the names removed."""
+    import shutil
+
+    torn = [folder for folder in _checkpoint_folders(trainer_dir).values() if not (folder / TRAINER_STATE).is_file()]
+    for folder in torn:
+        shutil.rmtree(folder)
+    return sorted(folder.name for folder in torn)
+
+
+def resume_point(run, trainer_dir: Path, stage: Callable[[str], None]) -> int | None:
+    """The step a resumed run continues from (None: from the start), once torn checkpoints are removed."""
+    if not run.resumed:
+        return None
+    for name in discard_torn_checkpoints(trainer_dir):
+        stage(f"removed {name}: its save was cut off before it finished")
+    return _checkpoint_step(trainer_dir)
 
 
 def finished_checkpoint(trainer_dir: Path) -> Path | None:
@@ -323,7 +356,7 @@ def finished_checkpoint(trainer_dir: Path) -> Path | None:
     if step is None:
         return None
     folder = trainer_dir / f"checkpoint-{step}"
-    state = read_json(folder / "trainer_state.json", "trainer state") if (folder / "trainer_state.json").is_file() else {}
+    state = read_json(folder / TRAINER_STATE, "trainer state")
     done = isinstance(state, dict) and isinstance(state.get("max_steps"), int) and 0 < state["max_steps"] <= state.get("global_step", -1)
     return folder if done else None
 
@@ -430,7 +463,7 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
         run.write_json("sft_config.json", asdict(config))
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
-        resume_step = _checkpoint_step(out / "trainer") if run.resumed else None
+        resume_step = resume_point(run, out / "trainer", stage)
         done_at = finished_checkpoint(out / "trainer") if run.resumed else None
         if main_process:
             log.truncate_after(resume_step if resume_step is not None else -1)
@@ -478,7 +511,8 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
             else:
                 stage("training" + (f" from checkpoint-{resume_step}" if resume_step is not None else ""))
                 with quiet_tied_weights(trainer.model):
-                    output = trainer.train(resume_from_checkpoint=True if resume_step is not None else None)
+                    output = trainer.train(resume_from_checkpoint=None if resume_step is None
+                                           else str(out / "trainer" / f"checkpoint-{resume_step}"))
                 train_loss = getattr(output, "training_loss", None)
         steps = trainer.state.global_step
         if trainer.accelerator.is_main_process:

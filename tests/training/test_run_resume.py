@@ -75,6 +75,32 @@ def test_sft_killed_after_a_checkpoint_resumes_to_the_same_weights(inputs, tmp_p
         run_sft(SFTRunConfig(**{**config.__dict__, "learning_rate": 1e-2}), tmp_path / "killed")
 
 
+def test_a_checkpoint_cut_off_while_saving_is_removed_and_the_run_resumes_from_the_one_before(inputs, tmp_path):
+    """Found when a full disk stopped `torch.save` of the optimizer state: the checkpoint folder was
+    left without its trainer state, and resuming picked it (the latest) and failed, so the run
+    could not go on. The torn folder is now removed and the run resumes from the complete one."""
+    from safetensors.numpy import load_file
+
+    from sepo.training.sft import SFTRunConfig, run_sft
+
+    tiny, data = inputs
+    config = SFTRunConfig(model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3)
+    whole = run_sft(config, tmp_path / "whole")
+    with pytest.raises(KeyboardInterrupt):
+        run_sft(config, tmp_path / "torn", stop_after=5)
+    torn = tmp_path / "torn" / "trainer" / "checkpoint-4"
+    (torn / "trainer_state.json").unlink()
+    optimizer = (torn / "optimizer.pt").read_bytes()
+    (torn / "optimizer.pt").write_bytes(optimizer[: len(optimizer) // 2])
+    stages = []
+    resumed = run_sft(config, tmp_path / "torn", on_stage=stages.append)
+    assert "removed checkpoint-4: its save was cut off before it finished" in stages
+    assert "training from checkpoint-2" in stages
+    assert resumed.steps == 6
+    a, b = load_file(str(whole.model / "model.safetensors")), load_file(str(resumed.model / "model.safetensors"))
+    assert all((a[k] == b[k]).all() for k in a)
+
+
 def test_sft_over_a_training_run_is_refused_and_its_metrics_kept(inputs, tmp_path):
     """Found in issue 7: `sft --out` over a `train` run truncated its metrics.jsonl to two lines.
     With a real model and real data (nothing else to refuse), the run folder must be refused whole."""
