@@ -245,7 +245,7 @@ def _check_legal_column(path: str) -> None:
     for split in _load_dataset(path, columns=None):
         if LEGAL_COLUMN not in split.column_names:
             raise SepoError(f"--legal-weight needs answer-only data that lists each decision's legal replies; {brief(path)} "
-                            f"has none (make it with `sepo data sft --answer-only`)")
+                            f"has none (`sepo data sft --answer-only` writes them; answer-only data made before sepo recorded them must be made again)")
 
 
 def _legal_examples(paths: str | list[str]) -> list[dict]:
