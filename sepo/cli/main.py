@@ -20,7 +20,7 @@ from sepo.cli.common import (at_least, choice_enum, console, print_json as _prin
 from sepo.cli.game_options import (DEFAULT_GAME, GAME_HELP, agent_help, audit_game_params, game_params_for,
                                    with_game_params)
 from sepo.cli.serve import serve_command
-from sepo.cli.text_options import (decoding_applies, policy_line, reprompt_line, text_agent_options, usage_line,
+from sepo.cli.text_options import (decoding_applies, policy_line, reply_kinds_line, reprompt_line, text_agent_options, usage_line,
                                    with_decoding)
 from sepo.errors import SepoError, brief
 from sepo.games import PROTOCOLS
@@ -202,6 +202,8 @@ def eval_command(
         console.print(f"{result['exact_value']}: {result['exact_label']} ({result['exact_method']})")
     if result.get("policy"):
         console.print(policy_line(result["policy"], result.get("decoding")))
+    if result.get("reply_kinds") and reply_kinds_line(result["reply_kinds"]):
+        console.print(reply_kinds_line(result["reply_kinds"]))
     if result.get("reprompts"):
         console.print(reprompt_line(result["reprompts"]))
     if (result.get("agent_record") or {}).get("usage"):

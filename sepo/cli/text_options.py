@@ -105,6 +105,19 @@ def policy_line(record: dict, decoding: dict | None = None) -> str:
     return line
 
 
+def reply_kinds_line(kinds: dict[str, dict[str, int]]) -> str | None:
+    """One line on how the replies parsed, in play and in reading the policy (None when no reply
+    was parsed, e.g. an answer-only model read exactly)."""
+    parts = []
+    for where in ("played", "policy"):
+        counts = kinds.get(where) or {}
+        total = sum(counts.values())
+        if total:
+            failed = ", ".join(f"{k} {n}" for k, n in counts.items() if k != "ok") or "none"
+            parts.append(f"{where} {total - counts.get('ok', 0)} of {total} invalid ({failed})")
+    return "replies: " + "; ".join(parts) if parts else None
+
+
 def reprompt_line(record: dict) -> str:
     """One line on the `reprompt` rule: in play, how many replies failed, the correction turns
     sent, how many they recovered and how many still fell back."""

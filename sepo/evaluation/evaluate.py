@@ -158,6 +158,9 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     result["decoding"] = decoding.record() if decoding is not None else None
     if channel is not None:
         result["talk"] = dict(channel.counts)
+    kinds = getattr(agent, "reply_kinds", None)
+    if callable(kinds):
+        result["reply_kinds"] = kinds()
     reprompts = getattr(agent, "reprompt_record", None)
     if callable(reprompts) and reprompts() is not None:
         result["reprompts"] = reprompts()

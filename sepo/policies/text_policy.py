@@ -558,6 +558,21 @@ class TextPolicy(Policy):
                          "fell_back": c[f"{where}.reprompt.exhausted"]}
         return out
 
+    def reply_kinds(self) -> dict[str, dict[str, int]]:
+        """How the replies parsed, by kind (`ok`, `truncated`, `no_action`, `ambiguous`,
+        `illegal`): in play (`played`, one reply per decision) and in reading the policy (`policy`,
+        the replies sampled or decoded at the states read; an exact read of answer-line
+        probabilities writes no replies and adds none). Correction turns are not counted here."""
+        out: dict[str, dict[str, int]] = {"played": {}, "policy": {}}
+        for key, n in self.counts.items():
+            where, _, status = key.partition(".")
+            if "." in status or status == "decisions" or n == 0:
+                continue
+            name = {"act": "played", "estimate": "policy"}.get(where)
+            if name is not None:
+                out[name][status] = out[name].get(status, 0) + int(n)
+        return {name: dict(sorted(kinds.items())) for name, kinds in out.items()}
+
     def invalid_rate(self) -> float:
         """Fraction of played decisions whose reply did not parse (0 when none were played)."""
         n = self.counts["act.decisions"]

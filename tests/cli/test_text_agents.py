@@ -73,6 +73,11 @@ def test_paper_protocol_puts_the_papers_decoding_on_record(tiny):
                             "--samples", "2", "--max-new-tokens", "6", "--json").stdout)
     assert audit["decoding"] == {"temperature": 0.8, "top_p": 0.95, "top_k": 50, "max_new_tokens": 6,
                                  "repetition_penalty": 1.3, "enable_thinking": None}
+    kinds = audit["reply_kinds"]  # every reply parsed is counted by kind, in play and in the policy read
+    assert sum(kinds["policy"].values()) == audit["policy"]["replies"]
+    assert sum(kinds["policy"].values()) - kinds["policy"].get("ok", 0) == audit["policy"]["invalid_replies"]
+    played = sum(kinds["played"].values())
+    assert played > 0 and audit["invalid_action_rate"] == pytest.approx(1 - kinds["played"].get("ok", 0) / played)
 
 
 def test_bad_decoding_options_are_one_line_errors():

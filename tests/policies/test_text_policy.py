@@ -104,6 +104,23 @@ def test_truncated_replies_are_invalid_in_play_and_handled_by_the_rule():
     assert policy.invalid_rate() == pytest.approx(0.5)
 
 
+def test_reply_kinds_count_each_failure_in_play_and_in_the_policy_read():
+    agent = ScriptedAgent(np.tile([0.0, 1.0], (12, 1)), every=2,
+                          broken=[Reply("I hold Q. Should I BET or", False), Reply("no idea", True)])
+    policy = TextPolicy(agent, failure_rule="fallback", samples=8)
+    policy.act(_decisions()[:4], np.random.default_rng(0))
+    policy.estimate(_decisions()[:1])
+    kinds = policy.reply_kinds()
+    assert kinds["played"] == {"no_action": 1, "ok": 2, "truncated": 1}
+    assert kinds["policy"] == {"no_action": 2, "ok": 4, "truncated": 2}
+    assert sum(kinds["played"].values()) - kinds["played"]["ok"] == round(policy.invalid_rate() * 4)
+    from sepo.cli.text_options import reply_kinds_line
+
+    assert reply_kinds_line(kinds) == ("replies: played 2 of 4 invalid (no_action 1, truncated 1); "
+                                       "policy 4 of 8 invalid (no_action 2, truncated 2)")
+    assert reply_kinds_line({"played": {}, "policy": {}}) is None
+
+
 @pytest.mark.parametrize("rule, bet", [("fallback", 0.5), ("random-legal", 0.75)])
 def test_failure_rule_actions_are_part_of_the_played_distribution(rule, bet):
     agent = ScriptedAgent(np.tile([0.0, 1.0], (12, 1)), broken=[Reply("no idea", True)], every=2)
