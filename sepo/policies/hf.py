@@ -429,7 +429,27 @@ class HFPolicy(TextPolicy):
             return logits if raw else torch.log_softmax(logits, dim=-1)
 
     def sequence_logprobs(self, prompts: list[list[int]], continuations: list[list[int]]) -> list[np.ndarray]:
-        """Per-token log-probabilities of each continuation given its prompt (batched, chunked)."""
+        """Per-token log-probabilities of each continuation given its prompt (batched, chunked;
+        shared prefixes encoded once under `prefix_sharing`: scoring every legal action after
+        one prompt, as forced decoding does in a game of many actions, encodes the prompt once)."""
+        import torch
+
+        from sepo.policies import prefix_cache
+
+        if self.prefix_sharing and prompts and min(map(len, prompts)) > 0 and prefix_cache.supports(self.model):
+            values = [np.zeros(len(c)) for c in continuations]
+
+            def visit(position, logits, requests):
+                logp = torch.log_softmax(logits.float(), dim=-1)
+                for i, _ in requests:
+                    j = position + 1 - len(prompts[i])  # the continuation token these logits predict
+                    values[i][j] = float(logp[continuations[i][j]])
+
+            wanted = [range(len(p) - 1, len(p) + len(c) - 1) for p, c in zip(prompts, continuations)]
+            with self._inference():
+                self.encoded_tokens += prefix_cache.prefix_logits(self.model, [p + c for p, c in zip(prompts, continuations)],
+                                                                  wanted, visit, self.batch_size)
+            return values
         out: list[np.ndarray] = [np.zeros(0)] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(continuations[i]))
         for start in range(0, len(order), self.batch_size):

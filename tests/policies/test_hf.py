@@ -386,6 +386,7 @@ def test_answer_probabilities_are_the_reply_probabilities_under_the_decoding(sco
     assert end == [scorer.tokenizer.convert_tokens_to_ids("<|im_end|>")]
     rows, rest = plain.answer_probabilities([d])
     prompt = plain.prompt_ids(d)
+    plain.prefix_sharing = False  # the direct score re-encodes the whole sequence
     for a, p in zip(d.legal_actions, rows[0]):
         answer = plain._ids(d.name_of(a))
         direct = plain.sequence_logprobs([prompt], [answer + end])[0].sum()

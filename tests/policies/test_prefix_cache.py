@@ -58,6 +58,29 @@ def test_a_full_history_read_shares_prefixes_and_equals_reencoding(tiny_dir, dec
     assert tokens < reencoded / 3
 
 
+def test_scoring_many_actions_after_one_prompt_encodes_the_prompt_once(tiny_dir):
+    """Forced decoding in a game of many legal actions scores every answer after the same prompt
+    (`sequence_logprobs` via `action_scores`): shared, the prompt is encoded once, and each
+    token's log-probability equals re-encoding every sequence."""
+    game = load_game("negotiation-gt")
+    policy = HFPolicy(tiny_dir, game.text, batch_size=8)
+    prompts, answers = [], []
+    for text in ("a prompt that all answers share, as in forced decoding", "and a second one"):
+        prompt = policy._ids(text * 8)
+        for answer in ("1 1 1", "2 0 3", "0 0 0", "3 3 3 3", "x"):
+            prompts.append(prompt)
+            answers.append(policy._ids(answer))
+    policy.prefix_sharing, policy.encoded_tokens = True, 0
+    shared = policy.sequence_logprobs(prompts, answers)
+    tokens = policy.encoded_tokens
+    policy.prefix_sharing = False
+    whole = policy.sequence_logprobs(prompts, answers)
+    for a, b, answer in zip(shared, whole, answers):
+        assert a.shape == b.shape == (len(answer),)
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+    assert tokens < sum(len(p) + len(a) for p, a in zip(prompts, answers)) / 3
+
+
 def test_the_audit_reads_the_same_table_either_way(tiny_dir):
     game = load_game("ipd", rounds=3)
     solver = IPDSolver(game)
