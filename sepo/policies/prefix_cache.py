@@ -15,7 +15,8 @@ encoded once however many completions are drawn from it.
 Why hand-written: transformers' `generate` shares a prompt's cache only along one sequence, and
 the serving engines that share prefix trees (vLLM, SGLang) do not run here. The cache of a node
 is its own tokens' keys and values; a batch's past is its rows' ancestor chains, left-padded, with
-a 4-D mask that hides the padding. Nodes are encoded deepest first and freed once their whole
+a 4-D mask that hides the padding; siblings share a row (each masked to the chain and its own
+tokens), so a prompt followed by many answers lays the prompt's cache out once. Nodes are encoded deepest first and freed once their whole
 subtree is done, so memory stays near a batch of chains, not the whole tree; a batch holds nodes of
 similar length, so padding wastes little.
 
@@ -181,7 +182,7 @@ def _run(model, root: _Node, visit, batch_size: int, keep: bool) -> int:
         for row, node in enumerate(batch):
             if node.wanted:
                 local = sorted(node.wanted)
-                logits = head(hidden[row, local]).float()
+                logits = head(hidden[row][local]).float()
                 for k, q in enumerate(local):
                     visit(node.start + q, logits[k], node.wanted[q])
             node.pending = len(node.children)
@@ -207,42 +208,75 @@ def _release(node: _Node) -> None:
             node.pending -= 1
 
 
-def _encode(base, cache_name: str, batch: list[_Node], device, dtype):
-    """Run `batch`'s nodes (their tokens right-padded) over their ancestors' caches (left-padded);
-    store each node's own keys and values; return the final hidden states [rows, new, hidden]."""
+ROW_TOKENS = 256
+"""Siblings packed into one row hold at most this many tokens together (or one node, if longer):
+attention inside a row costs its width squared, masked or not, so a row of many long siblings
+would cost more than laying their parent's cache out once per sibling."""
+
+
+def _rows(batch: list[_Node]) -> list[list[_Node]]:
+    """`batch` as rows: siblings (one parent, so one ancestor chain) share a row up to `ROW_TOKENS`."""
+    by_parent: dict[int, list[_Node]] = {}
+    for node in batch:
+        by_parent.setdefault(id(node.parent), []).append(node)
+    rows: list[list[_Node]] = []
+    for siblings in by_parent.values():
+        row: list[_Node] = []
+        for node in siblings:
+            if row and sum(len(n.tokens) for n in row) + len(node.tokens) > ROW_TOKENS:
+                rows.append(row)
+                row = []
+            row.append(node)
+        rows.append(row)
+    return rows
+
+
+def _encode(base, cache_name: str, batch: list[_Node], device, dtype) -> list:
+    """Run `batch`'s nodes over their ancestors' caches; store each node's own keys and values;
+    return each node's final hidden states [len(tokens), hidden], in `batch`'s order.
+
+    Siblings share a row (tree attention): each attends to the common chain and to its own tokens
+    only, with its own positions, so the chain's cache is laid out once per row instead of once
+    per node. Scoring 32 answers after one prompt used to copy the prompt's keys and values 32
+    times (then expand and concatenate them again inside attention), which cost several times
+    the arithmetic of the tokens themselves. Rows are right-padded; their chains left-padded."""
     import torch
     from transformers import DynamicCache
 
+    rows = _rows(batch)
     chains = []
-    for node in batch:
-        chain, up = [], node.parent
+    for row in rows:
+        chain, up = [], row[0].parent
         while up is not None and up.tokens:
             chain.append(up.kv)
             up = up.parent
         chains.append(chain[::-1])
-    past = max(node.start for node in batch)
-    width = max(len(node.tokens) for node in batch)
-    rows = len(batch)
-    ids = torch.zeros((rows, width), dtype=torch.long)
-    positions = torch.zeros((rows, width), dtype=torch.long)
-    keep = torch.zeros((rows, past + width), dtype=torch.bool)
-    for r, node in enumerate(batch):
-        ids[r, : len(node.tokens)] = torch.tensor(node.tokens, dtype=torch.long)
-        positions[r] = node.start + torch.arange(width)
-        keep[r, past - node.start : past] = True
-        keep[r, past : past + len(node.tokens)] = True
-    causal = torch.ones((width, width), dtype=torch.bool).tril()
-    allowed = keep[:, None, :].repeat(1, width, 1)
-    allowed[:, :, past:] &= causal
-    mask = torch.zeros((rows, 1, width, past + width), dtype=dtype)
+    past = max(row[0].start for row in rows)
+    width = max(sum(len(n.tokens) for n in row) for row in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    positions = torch.zeros((len(rows), width), dtype=torch.long)
+    allowed = torch.zeros((len(rows), width, past + width), dtype=torch.bool)
+    spans: dict[int, tuple[int, int, int]] = {}  # node -> (row, first column, length)
+    for r, row in enumerate(rows):
+        allowed[r, :, past - row[0].start : past] = True  # the chain, for every token of the row
+        at = 0
+        for node in row:
+            n = len(node.tokens)
+            ids[r, at : at + n] = torch.tensor(node.tokens, dtype=torch.long)
+            positions[r, at : at + n] = node.start + torch.arange(n)
+            allowed[r, at : at + n, past + at : past + at + n] = torch.ones((n, n), dtype=torch.bool).tril()
+            spans[id(node)] = (r, at, n)
+            at += n
+        for j in range(at, width):  # padding attends to itself, so no row of the mask is empty
+            allowed[r, j, past + j] = True
+    mask = torch.zeros((len(rows), 1, width, past + width), dtype=dtype)
     mask.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
-    cache = None
     if past:
         sample = next(kv for chain in chains for kv in chain)
         layers, _, heads, _, dim = sample.shape
-        stacked = torch.zeros((layers, 2, rows, heads, past, dim), dtype=sample.dtype, device=sample.device)
-        for r, (node, chain) in enumerate(zip(batch, chains)):
-            at = past - node.start
+        stacked = torch.zeros((layers, 2, len(rows), heads, past, dim), dtype=sample.dtype, device=sample.device)
+        for r, (row, chain) in enumerate(zip(rows, chains)):
+            at = past - row[0].start
             for kv in chain:
                 stacked[:, :, r, :, at : at + kv.shape[3]] = kv
                 at += kv.shape[3]
@@ -253,6 +287,9 @@ def _encode(base, cache_name: str, batch: list[_Node], device, dtype):
                use_cache=True, **{cache_name: cache})
     cache = getattr(out, cache_name, None) or out.past_key_values
     own = torch.stack([torch.stack([layer.keys[:, :, past:], layer.values[:, :, past:]]) for layer in cache.layers])
-    for r, node in enumerate(batch):
-        node.kv = own[:, :, r, :, : len(node.tokens)].clone()
-    return out.last_hidden_state
+    hidden = []
+    for node in batch:
+        r, at, n = spans[id(node)]
+        node.kv = own[:, :, r, :, at : at + n].clone()
+        hidden.append(out.last_hidden_state[r, at : at + n])
+    return hidden

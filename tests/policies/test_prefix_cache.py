@@ -35,6 +35,18 @@ def test_the_tree_has_one_node_token_per_distinct_prefix():
         assert all(a is b.parent for a, b in zip(path, path[1:]))
 
 
+def test_siblings_share_a_row_up_to_its_token_limit():
+    """A node's children attend to one chain, so they are packed into rows (tree attention) of at
+    most `ROW_TOKENS` tokens; nodes of different parents never share a row."""
+    limit = prefix_cache.ROW_TOKENS
+    sequences = [[1, 2, 3, k] for k in range(10, 14)] + [[1, 9] + [5] * limit, [1, 9] + [6] * limit, [7, 8]]
+    root, paths = prefix_cache.build_tree(sequences)
+    leaves = [path[-1] for path in paths]
+    rows = prefix_cache._rows(leaves)
+    assert [len(row) for row in rows] == [4, 1, 1, 1]
+    assert all(len({id(n.parent) for n in row}) == 1 for row in rows)
+
+
 def _both(policy, decisions):
     """(prefix-shared, re-encoded) answer probabilities and the tokens each encoded."""
     policy.prefix_sharing, policy.encoded_tokens = True, 0
