@@ -644,8 +644,24 @@ class HFPolicy(TextPolicy):
 
     # ------------------------------------------------------------------ failure rules
 
+    FORCED_CHUNK = 64
+    """Failed replies decided per batched pass of forced decoding; the passes are counted on the
+    progress line, which otherwise stood still for the tens of minutes a model that fails most
+    replies spends here."""
+
     def forced_actions(self, decisions: list[Decision], replies: list[str]) -> list[int]:
-        """The paper's forced decoding, batched over every failed decision (see module doc)."""
+        """The paper's forced decoding, batched over the failed decisions (see module doc)."""
+        if not decisions:
+            return []
+        actions: list[int] = []
+        with progress.counting("forced decoding", len(decisions)) as advance:
+            for start in range(0, len(decisions), self.FORCED_CHUNK):
+                chunk = slice(start, start + self.FORCED_CHUNK)
+                actions.extend(self._forced_chunk(decisions[chunk], replies[chunk]))
+                advance(len(decisions[chunk]))
+        return actions
+
+    def _forced_chunk(self, decisions: list[Decision], replies: list[str]) -> list[int]:
         if not decisions:
             return []
         prompts = []
