@@ -270,7 +270,7 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path,
                                      steps=k, groups=t.groups, group_size=t.group_size, learning_rate=t.learning_rate,
                                      beta=t.beta, temperature=t.temperature, max_new_tokens=t.max_new_tokens, lora=t.lora,
                                      scale_rewards=t.scale_rewards, seed=cell.seed, use_cpu=not t.gpu, save_steps=max(1, min(steps)),
-                                     table_samples=t.table_samples, final_samples=t.final_samples or config.decoding.samples,
+                                     keep_checkpoints=1, table_samples=t.table_samples, final_samples=t.final_samples or config.decoding.samples,
                                      answer_rest=t.answer_rest)
         summary = run_llm_sepo(train_config, cell_run.path("train"), part_of=OWNER)
         audit_candidate(label, lambda: _hf_policy(config, summary["model"], game))

@@ -86,6 +86,17 @@ def test_killed_run_resumes_from_its_checkpoint(sft_model, tmp_path):
     assert run_curves(tmp_path / "run")[1] == [1, 2, 3, 4]
 
 
+def test_keep_checkpoints_keeps_only_the_newest(sft_model, tmp_path):
+    """An experiment cell keeps one trainer checkpoint (each holds the optimizer state: 1.6 GB for a
+    135 M model); the setting is recorded, the default of 2 is not (older runs resume)."""
+    _train(sft_model, tmp_path / "one", penalty="per-rollout", steps=2, save_steps=1, keep_checkpoints=1)
+    assert sorted(p.name for p in (tmp_path / "one" / "trainer").glob("checkpoint-*")) == ["checkpoint-2"]
+    assert json.loads((tmp_path / "one" / "config.json").read_text())["keep_checkpoints"] == 1
+    assert "keep_checkpoints" not in LLMSEPOConfig(model="m").settings()
+    with pytest.raises(Exception, match="keep_checkpoints"):
+        LLMSEPOConfig(model="m", keep_checkpoints=0).validate()
+
+
 def test_kuhn_collusion_is_charged_under_paper_only_and_greedy_training_is_refused():
     """A fold facing LooseAggressive's bet is a collusion event under `paper` only, 1 per fold
     (as the tabular trainer charges it); GRPO needs sampled completions."""
