@@ -478,6 +478,8 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
             def on_step_end(self, args, state, control, **kwargs):
                 if on_log:
                     on_log(state.global_step, state.max_steps, None)
+                if control.should_evaluate:  # minutes for a real model: say so, not the last stage's name
+                    stage(f"validation loss at step {state.global_step} ({len(validation)} examples)")
                 if stop_after is not None and state.global_step >= stop_after:
                     raise KeyboardInterrupt(f"stopped after step {state.global_step}")
 

@@ -63,6 +63,16 @@ def test_sft_takes_data_more_than_once_and_records_every_folder(datasets, tiny, 
     assert one.exit_code == 2  # another run's settings: refused
 
 
+def test_the_progress_names_the_validation_pass(datasets, tiny, tmp_path):
+    """The validation loss of a real model takes minutes; the progress said the last checkpoint's
+    stage all that time."""
+    from sepo.training.sft import SFTRunConfig, run_sft
+
+    seen = []
+    run_sft(SFTRunConfig(model=str(tiny), data=str(datasets[0]), max_steps=1, batch_size=2), tmp_path / "run", on_stage=seen.append)
+    assert any(text.startswith("validation loss at step 1 (") for text in seen), seen
+
+
 def test_lora_sft_on_the_cpu_saves_one_merged_model(datasets, tiny, tmp_path):
     """`--lora` had no test: the adapter trains on the CPU and the saved model is the base with the
     adapter merged in (a plain folder `hf:` loads, no adapter files), its attention weights moved."""
