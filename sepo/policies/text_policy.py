@@ -562,7 +562,9 @@ class TextPolicy(Policy):
         """How the replies parsed, by kind (`ok`, `truncated`, `no_action`, `ambiguous`,
         `illegal`): in play (`played`, one reply per decision) and in reading the policy (`policy`,
         the replies sampled or decoded at the states read; an exact read of answer-line
-        probabilities writes no replies and adds none). Correction turns are not counted here."""
+        probabilities writes no replies and adds none; a greedy read one per distinct prompt, not
+        weighted by how often it was met as the policy record's `replies` is). Correction turns are
+        not counted here."""
         out: dict[str, dict[str, int]] = {"played": {}, "policy": {}}
         for key, n in self.counts.items():
             where, _, status = key.partition(".")
