@@ -478,7 +478,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
         resume_step = resume_point(run, out / "trainer", progress.stage)
-        done_at = finished_checkpoint(out / "trainer") if run.resumed and not run.extended else None
+        done_at = finished_checkpoint(out / "trainer", config.steps) if run.resumed and not run.extended else None
         kept = log.truncate_after(resume_step if resume_step is not None else -1, one_per_step=True) if main_process else []
         env = SEPOEnvironment(config, tokenizer, log)
 
@@ -523,6 +523,9 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
                 with quiet_tied_weights(trainer.model):
                     trainer.train(resume_from_checkpoint=None if resume_step is None
                                   else str(out / "trainer" / f"checkpoint-{resume_step}"))
+        if trainer.state.global_step != config.steps:  # never a model of fewer (or more) steps labelled as this run's
+            raise RuntimeError(f"training ended at step {trainer.state.global_step}, not at the run's {config.steps} steps; "
+                               f"the run in {out} is left unfinished")
         accelerator = trainer.accelerator
         target = out / "model"
         if accelerator.is_main_process:

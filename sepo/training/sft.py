@@ -346,10 +346,14 @@ def resume_point(run, trainer_dir: Path, stage: Callable[[str], None]) -> int | 
     return _checkpoint_step(trainer_dir)
 
 
-def finished_checkpoint(trainer_dir: Path) -> Path | None:
+def finished_checkpoint(trainer_dir: Path, steps: int | None = None) -> Path | None:
     """The latest checkpoint if training had reached its last step there (a run killed while saving
     its final model). Resuming from it would train a step past the end (transformers skips the
-    step check on resume), so the caller loads it instead of training."""
+    step check on resume), so the caller loads it instead of training.
+
+    `steps` is the run's last step as configured now; without it, the one the checkpoint was saved
+    under. Pass it for a run that can be extended: the checkpoint at the end of the run it extends
+    records that run's last step, and it is where the extension resumes, not where it ends."""
     from sepo.training.checkpoint import read_json
 
     step = _checkpoint_step(trainer_dir)
@@ -357,7 +361,10 @@ def finished_checkpoint(trainer_dir: Path) -> Path | None:
         return None
     folder = trainer_dir / f"checkpoint-{step}"
     state = read_json(folder / TRAINER_STATE, "trainer state")
-    done = isinstance(state, dict) and isinstance(state.get("max_steps"), int) and 0 < state["max_steps"] <= state.get("global_step", -1)
+    if not isinstance(state, dict) or not isinstance(state.get("global_step"), int):
+        return None
+    last = steps if steps is not None else state.get("max_steps")
+    done = isinstance(last, int) and 0 < last <= state["global_step"]
     return folder if done else None
 
 

@@ -86,6 +86,32 @@ def test_killed_run_resumes_from_its_checkpoint(sft_model, tmp_path):
     assert run_curves(tmp_path / "run")[1] == [1, 2, 3, 4]
 
 
+def test_an_extension_killed_before_its_first_checkpoint_resumes_to_its_own_last_step(sft_model, tmp_path, monkeypatch):
+    """Found in the real-model experiment: a cell's 10-step run, extended to 20 and killed at step 13,
+    resumed from checkpoint-10, which had recorded the 10-step run's end; the resume took it for a
+    finished run and saved the step-10 model as the 20-step one."""
+    import sepo.training.grpo as grpo
+
+    for name in ("whole", "killed"):
+        _train(sft_model, tmp_path / name, penalty="per-rollout", steps=2, save_steps=2)
+    whole = _train(sft_model, tmp_path / "whole", penalty="per-rollout", steps=4, save_steps=2)
+    real = grpo.SEPOEnvironment.reward
+
+    def killed(self, *args, **kwargs):
+        raise KeyboardInterrupt  # killed at the extension's first step, before it saved a checkpoint
+
+    monkeypatch.setattr(grpo.SEPOEnvironment, "reward", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _train(sft_model, tmp_path / "killed", penalty="per-rollout", steps=4, save_steps=2)
+    monkeypatch.setattr(grpo.SEPOEnvironment, "reward", real)
+    resumed = _train(sft_model, tmp_path / "killed", penalty="per-rollout", steps=4, save_steps=2)
+    assert resumed["steps"] == whole["steps"] == 4
+    assert json.loads((tmp_path / "killed" / "summary.json").read_text())["steps"] == 4
+    assert _logged_steps(tmp_path / "killed") == ([1, 2, 3, 4], [4])
+    a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "killed")
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
 def test_keep_checkpoints_keeps_only_the_newest(sft_model, tmp_path):
     """An experiment cell keeps one trainer checkpoint (each holds the optimizer state: 1.6 GB for a
     135 M model); the setting is recorded, the default of 2 is not (older runs resume)."""
