@@ -466,7 +466,12 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     # the learning rate is constant and every draw is keyed by (seed, step): a finished run may grow
     with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",), part_of=part_of) as run:
         if run.finished and (out / "summary.json").exists():  # read, never rewritten
-            return {**read_json(out / "summary.json", "run summary"), "extended_from": None, "already_complete": True}
+            summary = read_json(out / "summary.json", "run summary")
+            if summary.get("steps") != config.steps:
+                raise SepoError(f"{out}: the run is marked finished at {config.steps} steps but its model has "
+                                f"{summary.get('steps')} (an extension resumed by an earlier sepo could end so); "
+                               "train it again into a fresh folder")
+            return {**summary, "extended_from": None, "already_complete": True}
         check_same_model(run, out, config.model, "the model of --policy")
         progress.stage(f"loading the model {config.model}")
         model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")

@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("trl")
 
+from sepo.errors import SepoError  # noqa: E402
 from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo  # noqa: E402
 
 
@@ -110,6 +111,10 @@ def test_an_extension_killed_before_its_first_checkpoint_resumes_to_its_own_last
     assert _logged_steps(tmp_path / "killed") == ([1, 2, 3, 4], [4])
     a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "killed")
     assert all(np.array_equal(a[k], b[k]) for k in a)
+    summary = tmp_path / "killed" / "summary.json"  # what the old resume left: finished, a model of the run it extended
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "steps": 2}))
+    with pytest.raises(SepoError, match="marked finished at 4 steps but its model has 2"):
+        _train(sft_model, tmp_path / "killed", penalty="per-rollout", steps=4, save_steps=2)
 
 
 def test_keep_checkpoints_keeps_only_the_newest(sft_model, tmp_path):
