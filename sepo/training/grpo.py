@@ -470,7 +470,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
             if summary.get("steps") != config.steps:
                 raise SepoError(f"{out}: the run is marked finished at {config.steps} steps but its model has "
                                 f"{summary.get('steps')} (an extension resumed by an earlier sepo could end so); "
-                               "train it again into a fresh folder")
+                                "train it again into a fresh folder")
             return {**summary, "extended_from": None, "already_complete": True}
         check_same_model(run, out, config.model, "the model of --policy")
         progress.stage(f"loading the model {config.model}")
