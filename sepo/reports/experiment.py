@@ -113,22 +113,25 @@ class Results:
         return (*t_interval([f[0] for f in found]), f"{len(found)} seeds")
 
     def paired(self, cells_a: list[str], cells_b: list[str], name: str):
-        """Mean and interval of metric(a) − metric(b), paired by seed (b may be a single unseeded cell)."""
+        """(mean, low, high, pairs, cells) of metric(a) − metric(b), paired by seed: a cell of `a` meets
+        the cell of `b` with its seed, or `b`'s one unseeded cell (a base); `cells` are those that met."""
         by_seed_b = {self.cells[c]["seed"]: c for c in cells_b}
-        diffs, halves = [], []
+        unseeded = by_seed_b.get(None)
+        diffs, halves, used = [], [], []
         for cell in cells_a:
-            other = by_seed_b.get(self.cells[cell]["seed"], cells_b[0] if len(cells_b) == 1 else None)
+            other = by_seed_b.get(self.cells[cell]["seed"], unseeded)
             a, b = self.value[(cell, "validation")].get(name), self.value[(other, "validation")].get(name) if other else None
             if a is None or b is None or math.isnan(a[0]) or math.isnan(b[0]):
                 continue
             diffs.append(a[0] - b[0])
             halves.append(math.hypot((a[2] - a[1]) / 2, (b[2] - b[1]) / 2))
+            used += [c for c in (cell, other) if c not in used]
         if not diffs:
             return None
         if len(diffs) == 1:
-            return diffs[0], diffs[0] - halves[0], diffs[0] + halves[0], 1
+            return diffs[0], diffs[0] - halves[0], diffs[0] + halves[0], 1, used
         mean, low, high = t_interval(diffs)
-        return mean, low, high, len(diffs)
+        return mean, low, high, len(diffs), used
 
     def unparsed(self, cell_ids: list[str]) -> bool:
         """Whether any of the cells' replies fail to parse more often than `INVALID_LIMIT` (shown checkpoint, test)."""
@@ -203,7 +206,7 @@ def figure1_pairs(results: Results) -> list[dict]:
                 continue  # the first λ point only
             delta = results.paired(cells, groups[(agent, "base", None)], "safety")
             unparsed = results.unparsed(cells) or results.unparsed(groups[(agent, "base", None)])
-            pairs.append({"domain": domain, "agent": agent, "lambdas": lambdas, "delta": delta, "cells": cells,
+            pairs.append({"domain": domain, "agent": agent, "lambdas": lambdas, "delta": delta, "cells": delta[4] if delta else cells,
                           "unparsed": unparsed})
     return pairs
 
@@ -516,7 +519,7 @@ def _ablation(doc, results: Results, domain: str, groups: dict, value_name: str 
                 if diff is not None:
                     mark = f" {UNPARSED}" if results.unparsed(cells) or results.unparsed(other) else ""
                     rows.append([agent + mark, "/".join(f"{v:g}" for v in lambdas), f"SEPO − {STAGE_LABEL[other_stage]}", metric,
-                                 fmt(diff), str(diff[3]), ", ".join(cells + other)])
+                                 fmt(diff), str(diff[3]), ", ".join(diff[4])])
     if rows:
         compared = sorted({row[2].removeprefix("SEPO − ") for row in rows}, key=lambda label: list(STAGE_LABEL.values()).index(label))
         doc.heading(f"{domain}: SEPO vs {', '.join(compared)} (paired by seed)", level=3)

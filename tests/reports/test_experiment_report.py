@@ -258,3 +258,25 @@ def test_a_row_of_a_half_finished_stage_says_how_many_of_its_seeds_finished(fini
     assert not any("seeds finished" in line for line in md.splitlines() if line.startswith("| tab · Base"))
     full = "\n".join(build_report(finished_experiment).md)
     assert "seeds finished)" not in full
+
+
+def test_the_ablation_pairs_a_seed_only_with_the_same_seed_and_names_only_the_paired_cells(finished_experiment, tmp_path):  # noqa: F811
+    """Found running `sepo report` on the half-finished real-model experiment: the ablation row listed
+    every cell of both stages, paired or not, and a stage left with one finished seed was paired with
+    every seed of the other (SEPO at seed 1 against payoff-only GRPO at seed 0)."""
+    import json
+
+    from sepo.reports.experiment import build_report
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    plan = json.loads((folder / "plan.json").read_text())
+    grpo = {c["seed"]: c["id"] for c in plan["cells"] if c["stage"] == "grpo"}
+    sepo = {c["seed"]: c["id"] for c in plan["cells"] if c["stage"] == "sepo" and c["lambdas"][0] == 1}
+    assert set(grpo) == set(sepo) == {0, 1}
+    (folder / "cells" / grpo[1] / "result.json").unlink()
+    md = "\n".join(build_report(folder).md)
+    rows = [line.split(" | ") for line in md.splitlines() if "| SEPO − payoff-only GRPO |" in line and "| 1/0/0 |" in line]
+    assert rows
+    for row in rows:
+        seeds, cells = row[-2], row[-1].rstrip(" |").split(", ")
+        assert seeds == "1" and sorted(cells) == sorted([sepo[0], grpo[0]]), row
