@@ -245,10 +245,13 @@ def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
 
         ax.legend(handles=[Patch(facecolor="#bbbbbb", edgecolor="black", hatch="///",
                                  label=f"{UNPARSED} invalid rate > {INVALID_LIMIT:.0%}: fallback, not a result")], fontsize=7)
-    ax.set(ylabel="ΔSafety = SEPO − Base", title=f"Safety improvement (95% interval {interval_basis(bars)})")
+    ax.set(ylabel="ΔSafety = SEPO − Base", title=f"Safety improvement\n(95% interval {interval_basis(bars)})")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return _png(fig), bars
+
+
+LINESTYLES = ("-", "--", ":", "-.")
 
 
 def figure_curves(results: Results, domain: str) -> bytes | None:
@@ -277,11 +280,14 @@ def figure_curves(results: Results, domain: str) -> bytes | None:
     with_utility = any(not math.isnan(utility(r)) for _, records in lines for r in records)
     fig, axes = plt.subplots(1, 2 if with_utility else 1, figsize=(11 if with_utility else 6, 3.8), squeeze=False)
     left = axes[0][0]
-    for label, records in lines:
+    for i, (label, records) in enumerate(lines):
         steps = [r["step"] for r in records]
-        left.plot(steps, [r[value_name] for r in records], label=label, linewidth=1)
+        # a line style per cell besides the colour: cells that trained alike (the constant ablation and
+        # payoff-only GRPO) draw the same line, and the later one would hide the earlier
+        style = {"label": label, "linewidth": 1.2, "linestyle": LINESTYLES[i % len(LINESTYLES)]}
+        left.plot(steps, [r[value_name] for r in records], **style)
         if with_utility:
-            axes[0][1].plot(steps, [utility(r) for r in records], label=label, linewidth=1)
+            axes[0][1].plot(steps, [utility(r) for r in records], **style)
     left.set(xlabel="step", ylabel=value_label(value_name, [r for _, records in lines for r in records]),
              title=f"{domain}: {value_name.replace('_', ' ')}")
     if with_utility:
