@@ -175,11 +175,26 @@ def load_hf_model(
             f"the tokenizer of {name!r} has no chat template; sepo renders every decision as a chat "
             "(use an instruct/chat model, or set tokenizer.chat_template)"
         )
+    check_tokenizer_fits(tokenizer, model, name)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     if device is not None and getattr(model, "hf_device_map", None) is None:
         model = model.to(device)
     return model, tokenizer, name
+
+
+def check_tokenizer_fits(tokenizer, model, name: str) -> None:
+    """Refuse a tokenizer that cannot be the model's: one that encodes text to nothing or to ids past the
+    model's vocabulary, or knows under half of it. transformers loads a folder that lacks tokenizer.json
+    from tokenizer_config.json's few special tokens alone, and that tokenizer encodes every prompt to
+    no tokens at all: the model would be audited and trained without ever reading a prompt."""
+    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
+    known = len(tokenizer)
+    ids = tokenizer("Kuhn poker: you hold the king.", add_special_tokens=False)["input_ids"]
+    if not ids or (isinstance(vocab, int) and (known < vocab // 2 or max(ids) >= vocab)):
+        size = f" (the model's vocabulary has {vocab:,})" if isinstance(vocab, int) else ""
+        raise SepoError(f"the tokenizer of {name!r} is not the model's: it knows {known:,} tokens{size} and encodes a "
+                        f"sentence to {len(ids)} tokens (is the folder's tokenizer.json missing?)")
 
 
 def context_length(model) -> int | None:

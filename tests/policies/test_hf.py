@@ -334,6 +334,20 @@ def test_tokenizer_without_chat_template_is_a_clear_error(scorer):
         HFPolicy(scorer.model, KuhnText(), tokenizer=tokenizer)
 
 
+def test_a_model_folder_without_its_tokenizer_json_is_refused_in_one_line(tiny_dir, tmp_path):
+    """Found by a hostile user: without tokenizer.json transformers builds a 2-token tokenizer from
+    tokenizer_config.json, which encodes every prompt to nothing; eval crashed in forced decoding,
+    and sft and train ran (and saved a model) without the model ever reading a prompt."""
+    import shutil
+
+    broken = tmp_path / "no-tokenizer"
+    shutil.copytree(tiny_dir, broken)
+    (broken / "tokenizer.json").unlink()
+    with pytest.raises(SepoError, match=r"knows 2 tokens \(the model's vocabulary has [0-9,]+\) and encodes a sentence to 0") as info:
+        HFPolicy(str(broken), KuhnText(), device="cpu")
+    assert "\n" not in str(info.value) and "tokenizer.json missing" in str(info.value)
+
+
 def test_bad_options_are_clear_errors(scorer):
     for kwargs in ({"mode": "vibes"}, {"failure_rule": "guess"}, {"score_normalization": "max"}):
         with pytest.raises(SepoError):
