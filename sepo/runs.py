@@ -23,7 +23,9 @@ The rules (docs/runs.md says the same for users):
   command wrote, inside its sub-folders too;
 - a folder whose manifest names the same command and the same config is resumed; a finished
   run is only read; a run may grow only in the fields the command names as extendable
-  (`extendable=`), and says so;
+  (`extendable=`), and says so; a run whose config differs only in the fields that record what
+  its output was built from (`derived=`: a report's experiment results) is stale and replaced,
+  as with `overwrite`, and `run.stale` names those fields;
 - anything else is refused with one line naming what differs: another command (which command
   owns the folder), another config (field by field, by path: `agents[2].spec`), files sepo did
   not write, a file where a folder should be, a folder another sepo process is writing;
@@ -328,6 +330,8 @@ class RunDir:
         self.writer = writer
         self.extended = extended
         """Fields that grew on this resume: {name: (before, now)}."""
+        self.stale: list[str] = []
+        """The `derived` fields that differed from the replaced run's (empty unless it was replaced as stale)."""
         self.part_of = part_of
         self.result = result
         """What the command recorded when it finished (`complete(result)`); read back by a rerun."""
@@ -401,6 +405,19 @@ class RunDir:
 
     def write_json(self, name: str, data) -> Path:
         return self._write(name, (json.dumps(json_safe(data), indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
+
+    def repair(self, name: str, data: bytes) -> Path:
+        """Rewrite a file this run wrote, found damaged, from what the run derives it from (a finished
+        experiment's results table from its cells' results): allowed in a finished run, whose result
+        it restores rather than changes."""
+        target = self.root / _check_name(name)
+        if not self.writer or not self.owns(name):
+            raise RuntimeError(f"{target} was not written by this run; not repairing it")
+        if os.path.lexists(target) and (target.is_symlink() or not target.is_file()):
+            raise SepoError(f"{target} is not the file this run wrote (a folder or a link is there); not touching it")
+        self._save()  # records this session's temporary prefix, as a resume does
+        atomic_write_bytes(target, data)
+        return target
 
     def temporary(self, name: str) -> Path:
         """A temporary path in the run folder with the prefix its manifest records."""
@@ -607,6 +624,16 @@ def _check_resume(root: Path, manifest: dict, command: str, config: dict, extend
                     "use another --out (or --overwrite to replace it)")
 
 
+def _stale(manifest: dict, command: str, config: dict, derived: tuple[str, ...]) -> list[str]:
+    """The `derived` fields in which a run of the same command differs from `config`, when it differs in
+    nothing else (the rest of its identity is the same): such a run is stale output to replace."""
+    saved = manifest["config"]
+    if manifest["command"] != command or saved == config:
+        return []
+    changed = sorted(k for k in set(saved) | set(config) if saved.get(k) != config.get(k))
+    return changed if all(k in derived for k in changed) else []
+
+
 def _foreign(root: Path) -> list[str]:
     """What a folder without a manifest holds, besides an empty lock file of a start killed before its manifest."""
     names = sorted(p.name for p in root.iterdir())
@@ -651,8 +678,12 @@ def _lock(root: Path) -> int:
 
 @contextmanager
 def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = False,
-             extendable: tuple[str, ...] = (), writer: bool = True, part_of: str | None = None) -> Iterator[RunDir]:
+             extendable: tuple[str, ...] = (), writer: bool = True, part_of: str | None = None,
+             derived: tuple[str, ...] = ()) -> Iterator[RunDir]:
     """Create, resume or refuse the run folder `out` (see the module docstring); yields a `RunDir`.
+
+    `derived` names the config fields that record what the output was built from: a run of the same
+    command differing only in them is stale and replaced (`run.stale` lists them).
 
     `part_of` names the user command whose output this run is a part of (an experiment's cells);
     `writer=False` (the other processes of a distributed run) checks nothing and writes nothing."""
@@ -682,7 +713,7 @@ def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = F
             _rmdir_if_empty(folder)
         raise
     try:
-        with _locked_run(root, command, config, overwrite, extendable, part_of, created, made_lock) as run:
+        with _locked_run(root, command, config, overwrite, extendable, part_of, created, made_lock, derived) as run:
             yield run
     finally:
         os.close(lock)
@@ -690,7 +721,7 @@ def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = F
 
 @contextmanager
 def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extendable: tuple[str, ...],
-                part_of: str | None, created: list[Path], made_lock: bool) -> Iterator[RunDir]:
+                part_of: str | None, created: list[Path], made_lock: bool, derived: tuple[str, ...] = ()) -> Iterator[RunDir]:
     def undo_created():
         if made_lock and os.path.lexists(root / LOCK):
             (root / LOCK).unlink()
@@ -699,9 +730,11 @@ def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extenda
 
     try:  # again under the lock: another process may have changed the folder meanwhile
         manifest = read_manifest(root)
+        stale = []
         if manifest is not None:
-            extended = _check_resume(root, manifest, command, config, extendable, part_of, overwrite)
-            if overwrite:
+            stale = _stale(manifest, command, config, derived)
+            extended = _check_resume(root, manifest, command, config, extendable, part_of, overwrite or bool(stale))
+            if overwrite or stale:
                 _remove_run(root, manifest, manifest.get("part_of") or command, keep_lock=True)
                 manifest = None
         elif _foreign(root) and part_of is None:  # a part of another output lives where its owner put it
@@ -711,7 +744,7 @@ def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extenda
         raise
     if manifest is None:
         run = RunDir(root, command, config, [], fresh=True, complete=False, writer=True, extended={}, part_of=part_of)
-        run._created, run._made_lock = created, made_lock
+        run._created, run._made_lock, run.stale = created, made_lock, stale
         _OPEN[_absolute(root)] = run.tmp_prefix
         try:
             run._save()

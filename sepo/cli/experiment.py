@@ -34,6 +34,8 @@ def run_command(
         summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite,
                                  on_progress=lambda p: bar.update(task, completed=p.done, total=p.total,
                                                                   description=f"cells ({p.running} running)"))
+    if summary.get("repaired"):
+        console.print(f"{summary['repaired']}: rebuilt it from the cells' results")
     again = f" ({summary['already_finished']} were already finished)" if summary["already_finished"] else ""
     console.print(f"{summary['finished']} of {summary['cells']} cells finished{again} in {summary['seconds']:.0f} s; "
                   f"results in {summary['results']} (config hash {summary['config_hash']}); "
@@ -71,19 +73,23 @@ def report_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a report in --out (removes only what it wrote)."),
 ):
     """report.md and a self-contained report.html: the paper's tables, Figure 1, ablations, curves, frontier."""
-    from sepo.reports.experiment import check_experiment, experiment_state, write_report
+    from sepo.reports.experiment import DERIVED, Results, check_experiment, experiment_state, report_config, write_report
     from sepo.runs import open_run
 
     folder = check_experiment(experiment)
     target = out if out is not None else folder / "report"
     state = experiment_state(folder)
-    with open_run(target, "report", {"experiment": str(folder.resolve()), "config_hash": state["config_hash"]},
-                  overwrite=overwrite) as run:
+    results = Results(folder)  # read (a damaged file is one line) before a stale report is replaced
+    # a report of this experiment built from other results (the experiment was rerun since) is stale: rebuilt
+    with open_run(target, "report", report_config(folder, state), overwrite=overwrite, derived=DERIVED) as run:
         if run.finished:  # read, never rewritten
             console.print(f"the report in {target} is already complete (the experiment has not changed since): "
                           f"{target / 'report.md'}, {target / 'report.html'}")
             return
-        written = write_report(folder, run)
+        if run.stale:
+            console.print(f"the report in {target} was built from other results of {folder} (the experiment changed "
+                          "since); rebuilding it")
+        written = write_report(folder, run, results)
         if state["experiment_complete"]:
             run.complete()  # a report of a finished experiment is final; one of a running experiment is redone
         else:

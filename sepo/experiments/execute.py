@@ -303,6 +303,29 @@ class _Auditor:
         return {Path(n).stem: json.loads((self.run.root / n).read_text()) for n in names if (self.run.root / n).is_file()}
 
 
+def read_result(path: Path) -> dict:
+    """A finished cell's `result.json`, checked: a damaged one is one line naming it (before, a traceback
+    in `sepo report` and in the results table's rebuild)."""
+    import json
+
+    from sepo.inputs import read_text
+
+    try:
+        result = json.loads(read_text(path, "cell result"))
+    except json.JSONDecodeError as error:
+        problem = f"not JSON: {error}"
+    else:
+        selected = result.get("selected") if isinstance(result, dict) else None
+        problem = None if (isinstance(result, dict) and isinstance(result.get("rows"), list)
+                           and all(isinstance(row, dict) for row in result["rows"])
+                           and isinstance(selected, dict) and all(isinstance(selected.get(k), str) for k in ("validation", "test"))
+                           and isinstance(result.get("seconds"), (int, float)) and isinstance(result.get("agent_kind"), str)) \
+            else "not a cell result (rows, selected, seconds, agent_kind)"
+    if problem:
+        raise SepoError(f"{path} is damaged ({problem}); restore it, or redo the experiment with --overwrite")
+    return result
+
+
 def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:
     """Run one cell in its own run folder `out/cells/<id>` (part of the experiment's output);
     returns (and writes) its result."""

@@ -24,7 +24,7 @@ from typing import Callable
 from sepo.errors import SepoError
 from sepo.experiments.cells import Cell, Plan, expand
 from sepo.experiments.config import ExperimentConfig, load_config, validate_config
-from sepo.experiments.execute import RESULT, prepare, run_cell
+from sepo.experiments.execute import RESULT, prepare, read_result, run_cell
 from sepo.experiments.seeds import check_disjoint
 from sepo.limits import check_parallelism
 from sepo.runs import open_run
@@ -60,7 +60,7 @@ def results_rows(config: ExperimentConfig, plan: Plan, out: Path) -> list[dict]:
         path = out / "cells" / cell.id / RESULT
         if not path.exists():
             continue
-        result = json.loads(path.read_text())
+        result = read_result(path)
         lam = cell.lambdas or (None, None, None)
         for row in result["rows"]:
             rows.append({"cell": cell.id, "domain": cell.domain, "agent": cell.agent, "agent_kind": result["agent_kind"],
@@ -69,7 +69,8 @@ def results_rows(config: ExperimentConfig, plan: Plan, out: Path) -> list[dict]:
     return rows
 
 
-def write_results(config: ExperimentConfig, plan: Plan, out: Path, run) -> int:
+def results_table(config: ExperimentConfig, plan: Plan, out: Path) -> bytes:
+    """The results table of every finished cell, as Parquet bytes."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -79,18 +80,52 @@ def write_results(config: ExperimentConfig, plan: Plan, out: Path, run) -> int:
     table = table.replace_schema_metadata({"config_hash": config.hash(), "cells": str(len(plan.cells))})
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
-    run.write_bytes(RESULTS, buffer.getvalue())
-    return len(rows)
+    return buffer.getvalue()
+
+
+def write_results(config: ExperimentConfig, plan: Plan, out: Path, run) -> None:
+    run.write_bytes(RESULTS, results_table(config, plan, out))
+
+
+def _results_problem(path: Path) -> tuple[str | None, object]:
+    """(what is wrong with the results table at `path`, or None; the table when it reads)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        return f"{path.parent} holds no {RESULTS}", None
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError):
+        return f"{path} is not a readable Parquet file (damaged?)", None
+    missing = [name for name, _ in COLUMNS if name not in table.column_names]
+    if missing:
+        return f"{path} is not an experiment's results table (no column {', '.join(missing[:3])})", None
+    return None, table
 
 
 def read_results(out: str | Path):
-    """The results table of an experiment folder as a pyarrow Table."""
-    import pyarrow.parquet as pq
-
+    """The results table of an experiment folder as a pyarrow Table; a damaged one is one line naming it."""
     path = Path(out) / RESULTS
-    if not path.is_file():
-        raise SepoError(f"{out} holds no {RESULTS}; run `sepo experiment run CONFIG --out {out}` first")
-    return pq.read_table(path)
+    problem, table = _results_problem(path)
+    if problem and not path.is_file():
+        raise SepoError(f"{problem}; run `sepo experiment run CONFIG --out {out}` first")
+    if problem:
+        raise SepoError(f"{problem}; the same `sepo experiment run CONFIG --out {out}` rebuilds it from the cells' results")
+    return table
+
+
+def check_finished(config: ExperimentConfig, plan: Plan, out: Path, run) -> str | None:
+    """A finished experiment given again: check every cell's result (a damaged one is one line naming it)
+    and rebuild a results table found damaged or missing from them; returns what was wrong with the table,
+    or None. Before, the rerun pointed at a results file that could not be read."""
+    for cell in plan.cells:
+        if (out / "cells" / cell.id / RESULT).exists():
+            read_result(out / "cells" / cell.id / RESULT)
+    problem, _ = _results_problem(out / RESULTS)
+    if problem:
+        run.repair(RESULTS, results_table(config, plan, out))
+    return problem
 
 
 # ----------------------------------------------------------------------------------- backends
@@ -254,10 +289,10 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     out = Path(out)
     started = time.time()
     with open_run(out, COMMAND, config_data, overwrite=overwrite) as run:
-        if run.finished:  # read, never rerun or rewritten
+        if run.finished:  # read, never rerun or rewritten (a damaged results table is rebuilt from the cells)
             return {"cells": len(plan.cells), "finished": len(plan.cells), "already_finished": len(plan.cells), "ran": 0,
                     "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),
-                    "config_hash": config.hash()}
+                    "config_hash": config.hash(), "repaired": check_finished(config, plan, out, run)}
         run.write_text("experiment.yaml", text)
         run.write_json("plan.json", {"config_hash": config.hash(), "cells": [c.record() for c in plan.cells],
                                      "skipped": plan.skipped, "command": f"sepo experiment run {config_path} --out {out}"})

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 import re
 from collections import defaultdict
@@ -68,17 +67,22 @@ class Results:
     """The results table indexed for the report: rows at the shown checkpoint of each cell."""
 
     def __init__(self, folder: Path):
+        from sepo.experiments.execute import RESULT, read_result
         from sepo.experiments.runner import read_results
+        from sepo.runs import read_manifest
+        from sepo.training.checkpoint import read_json
 
         self.folder = folder
         self.rows = read_results(folder).to_pylist()
-        self.plan = json.loads((folder / "plan.json").read_text())
+        self.plan = read_json(folder / "plan.json", "experiment plan")
         self.cells = {c["id"]: c for c in self.plan["cells"]}
+        self.complete = bool((read_manifest(folder) or {}).get("complete"))
+        """Whether the experiment finished: a cell without a result is then missing, not still to run."""
         self.results = {}
         for cell_id in self.cells:
-            path = folder / "cells" / cell_id / "result.json"
+            path = folder / "cells" / cell_id / RESULT
             if path.exists():
-                self.results[cell_id] = json.loads(path.read_text())
+                self.results[cell_id] = read_result(path)
         self.value = defaultdict(dict)  # (cell, selection) -> metric -> (value, low, high, exact)
         for row in self.rows:
             if row["split"] != "test":
@@ -410,9 +414,9 @@ class Document:
                 f"<style>{style}</style>{script}</head><body>" + "\n".join(self.html) + "</body></html>\n")
 
 
-def build_report(folder: str | Path) -> Document:
+def build_report(folder: str | Path, results: Results | None = None) -> Document:
     folder = Path(folder)
-    results = Results(folder)
+    results = results or Results(folder)
     plan = results.plan
     doc = Document(f"Experiment report: {folder.name}")
     doc.para(f"Command: `{plan.get('command', '?')}`; config hash {results.config_hash}; protocol {results.protocol}; "
@@ -557,14 +561,16 @@ def _appendix(doc: Document, results: Results):
         result = results.results.get(cell_id)
         rows.append([cell_id, cell["domain"], cell["agent"], cell["stage"], "-" if cell["seed"] is None else str(cell["seed"]),
                      "-" if not cell["lambdas"] else "/".join(f"{v:g}" for v in cell["lambdas"]),
-                     "running or not started" if result is None else result["selected"]["validation"],
+                     ("missing (its folder or result.json was removed after the experiment finished)" if results.complete
+                      else "running or not started") if result is None else result["selected"]["validation"],
                      "" if result is None else f"{result['seconds']:.1f}"])
     doc.table(["cell", "domain", "agent", "stage", "seed", "λ", "checkpoint shown", "seconds"], rows, "table-cells")
 
 
-def write_report(experiment: str | Path, run) -> dict:
-    """Build the report and write report.md, its images and report.html through the run folder `run`."""
-    doc = build_report(experiment)
+def write_report(experiment: str | Path, run, results: Results | None = None) -> dict:
+    """Build the report (from `results`, read already) and write report.md, its images and report.html
+    through the run folder `run`."""
+    doc = build_report(experiment, results)
     for name, png in doc.images.items():
         run.write_bytes(name, png)
     run.write_text("report.md", "\n".join(doc.md) + "\n")
@@ -587,15 +593,51 @@ def check_experiment(folder: str | Path) -> Path:
 
 
 def experiment_state(folder: Path) -> dict:
-    """What a report of `folder` depends on besides its path: the experiment's config hash and
-    whether every cell finished (a report of a running experiment is redone on the next call)."""
+    """What a report of `folder` depends on besides its path: the experiment's config hash, a digest of
+    the files it reads (`built_from`), and whether every cell finished (a report of a running
+    experiment is redone on the next call)."""
     from sepo.runs import read_manifest
 
     manifest = read_manifest(folder) or {}
     plan = folder / "plan.json"
     digest = None
+    cells = []
     if plan.is_file():
         from sepo.training.checkpoint import read_json
 
-        digest = read_json(plan, "experiment plan").get("config_hash")
-    return {"config_hash": digest, "experiment_complete": bool(manifest.get("complete"))}
+        data = read_json(plan, "experiment plan")
+        data = data if isinstance(data, dict) else {}
+        digest = data.get("config_hash")
+        cells = [c.get("id") for c in data.get("cells") or [] if isinstance(c, dict)] if isinstance(data.get("cells"), list) else []
+    return {"config_hash": digest, "built_from": inputs_digest(folder, cells),
+            "experiment_complete": bool(manifest.get("complete"))}
+
+
+def inputs_digest(folder: Path, cells: list) -> str:
+    """sha256 over the files a report reads: plan.json, results.parquet and every cell's result.json
+    (a missing one counts as missing). Before, a report's identity was the config hash alone, so a
+    report of an experiment rerun with the same config was called complete, with the old numbers."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in ["plan.json", "results.parquet", *(f"cells/{c}/result.json" for c in cells if isinstance(c, str))]:
+        path = folder / name
+        digest.update(name.encode() + b"\0")
+        if path.is_file():
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        else:
+            digest.update(b"missing")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+DERIVED = ("config_hash", "built_from")
+"""The report's config fields that record what it was built from: a report of the same experiment
+differing only in them is stale and rebuilt (`sepo.runs.open_run(derived=)`), never called complete."""
+
+
+def report_config(folder: Path, state: dict) -> dict:
+    """The report run's config: the experiment it reads (its identity) and what it was built from."""
+    return {"experiment": str(folder.resolve()), "config_hash": state["config_hash"], "built_from": state["built_from"]}

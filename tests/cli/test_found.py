@@ -331,6 +331,26 @@ def _made_by(out, command, config=None, files=("data.txt",), part_of=None):
     return out
 
 
+def _made_experiment(out):
+    """A finished experiment folder of no cells: what `sepo report` reads (a plan and a results table)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sepo.experiments.runner import COLUMNS
+    from sepo.runs import open_run
+
+    schema = pa.schema([(name, getattr(pa, kind)() if kind != "string" else pa.string()) for name, kind in COLUMNS])
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist([], schema=schema), buffer)
+    with open_run(out, "experiment run", {"made": "by experiment run"}) as run:
+        run.write_json("plan.json", {"config_hash": None, "cells": [], "skipped": []})
+        run.write_bytes("results.parquet", buffer.getvalue())
+        run.complete()
+    return out
+
+
 def _experiment_config(tmp_path):
     config = tmp_path / "tiny.yaml"
     config.write_text("domains: [{name: kuhn}]\nagents: [{name: u, kind: fixed, spec: uniform}]\nstages: [base]\n"
@@ -343,7 +363,7 @@ OTHER_COMMANDS = {
     "data sft": lambda h, out: ["data", "sft", "--episodes", "1", "--quiet", "--out", out],
     "model init": lambda h, out: ["model", "init", "--out", out],
     "experiment run": lambda h, out: ["experiment", "run", _experiment_config(h), "--quiet", "--out", out],
-    "report": lambda h, out: ["report", _made_by(h / "experiment", "experiment run"), "--out", out],
+    "report": lambda h, out: ["report", _made_experiment(h / "experiment"), "--out", out],
     "demo": lambda h, out: ["demo", "--steps", "2", "--out", out],
 }
 
@@ -387,14 +407,17 @@ def test_a_file_that_looks_like_a_temporary_is_the_users(tmp_path, command):
     out = tmp_path / "out"
     if command in ("demo", "experiment run", "report"):  # made directly: what is tested is the next open
         from sepo.demo import demo_config
+        from sepo.reports.experiment import experiment_state, report_config
 
-        config = {"demo": demo_config(None, 2), "report": {"experiment": str((tmp_path / "experiment").resolve()),
-                                                                    "config_hash": None}}.get(command)
+        args = OTHER_COMMANDS[command](tmp_path, out)
+        experiment = tmp_path / "experiment"
+        config = {"demo": demo_config(None, 2)}.get(command)
+        if command == "report":
+            config = report_config(experiment, experiment_state(experiment))
         if command == "experiment run":
             from sepo.experiments.config import load_config
 
             config = load_config(_experiment_config(tmp_path))[0].record()
-        args = OTHER_COMMANDS[command](tmp_path, out)
         _made_by(out, command, config)
     else:
         args = OTHER_COMMANDS[command](tmp_path, out)

@@ -280,3 +280,111 @@ def test_the_ablation_pairs_a_seed_only_with_the_same_seed_and_names_only_the_pa
     for row in rows:
         seeds, cells = row[-2], row[-1].rstrip(" |").split(", ")
         assert seeds == "1" and sorted(cells) == sorted([sepo[0], grpo[0]]), row
+
+
+def _said(text: str) -> str:
+    """Output with the console's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def _safety_line(md: str) -> str:
+    return next(line for line in md.splitlines() if line.startswith("| tab · SEPO λ=1/0/0 |"))
+
+
+def test_a_report_of_an_experiment_changed_since_is_rebuilt_never_called_complete(finished_experiment, tmp_path):  # noqa: F811
+    """Found by a hostile review: after the experiment was rerun (--overwrite, same config, a replaced
+    model), `sepo report` said "already complete (the experiment has not changed since)" and kept the old
+    numbers: the report's identity was the experiment's path and config hash only."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    assert CliRunner().invoke(app, ["report", str(folder)]).exit_code == 0
+    again = CliRunner().invoke(app, ["report", str(folder)])
+    assert again.exit_code == 0 and "already complete" in again.output
+    before = _safety_line((folder / "report" / "report.md").read_text())
+    table = pq.read_table(folder / "results.parquet")
+    rows = table.to_pylist()
+    for row in rows:  # the rerun's new numbers
+        for key in ("value", "low", "high"):
+            row[key] = -7.0 if row[key] is not None else None
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), folder / "results.parquet")
+    result = CliRunner().invoke(app, ["report", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "already complete" not in result.output and "was built from other results" in _said(result.output)
+    after = _safety_line((folder / "report" / "report.md").read_text())
+    assert after != before and "-7.000" in after
+    assert "already complete" in CliRunner().invoke(app, ["report", str(folder)]).output
+    other = Path(shutil.copytree(folder, tmp_path / "other", ignore=shutil.ignore_patterns("report")))
+    refused = CliRunner().invoke(app, ["report", str(other), "--out", str(folder / "report")])
+    assert refused.exit_code == 2 and "different config" in refused.output and "experiment" in refused.output
+    assert _safety_line((folder / "report" / "report.md").read_text()) == after
+
+
+def test_a_report_is_rebuilt_after_the_experiment_is_rerun_with_overwrite(tmp_path):
+    """`sepo experiment run --overwrite` leaves EXP/report (another command's output): the next report
+    finds it stale and rebuilds it."""
+    from tests.experiments.conftest import tiny_config
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base]"}))
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["experiment", "run", str(config), "--out", str(out), "--quiet"]).exit_code == 0
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+    config.write_text(tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base]", "test: 6": "test: 5"}))
+    rerun = CliRunner().invoke(app, ["experiment", "run", str(config), "--out", str(out), "--quiet", "--overwrite"])
+    assert rerun.exit_code == 0, rerun.output
+    result = CliRunner().invoke(app, ["report", str(out)])
+    assert result.exit_code == 0 and "was built from other results" in _said(result.output), result.output
+
+
+@pytest.mark.parametrize("damage", ["{x", "[]", '{"rows": [], "selected": null}'])
+def test_a_damaged_cell_result_is_one_line_naming_it(finished_experiment, tmp_path, damage):  # noqa: F811
+    """Found by a hostile review: a cell's result.json of `{x` or `[]` was a traceback in `sepo report`."""
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    cell = sorted((folder / "cells").iterdir())[0]
+    (cell / "result.json").write_text(damage)
+    result = CliRunner().invoke(app, ["report", str(folder)])
+    assert result.exit_code == 2, result.output
+    message = _said(result.stderr)
+    assert f"{cell / 'result.json'} is damaged" in message, message
+    rerun = CliRunner().invoke(app, ["experiment", "run", str(finished_experiment.parent / "tiny.yaml"), "--out", str(folder),
+                                     "--quiet"])
+    assert rerun.exit_code == 2 and f"{cell / 'result.json'} is damaged" in _said(rerun.stderr), rerun.output
+
+
+def test_a_damaged_results_table_is_named_and_the_finished_experiment_rebuilds_it(finished_experiment, tmp_path):  # noqa: F811
+    """Found by a hostile review: a truncated results.parquet was pyarrow's traceback in `sepo report`, and
+    `sepo experiment run` on the finished experiment still said "results in EXP/results.parquet"."""
+    from sepo.experiments.runner import read_results
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    path = folder / "results.parquet"
+    whole = read_results(folder)
+    assert CliRunner().invoke(app, ["report", str(folder)]).exit_code == 0
+    report = (folder / "report" / "report.md").read_text()
+    path.write_bytes(path.read_bytes()[:300])
+    result = CliRunner().invoke(app, ["report", str(folder)])
+    assert result.exit_code == 2, result.output
+    assert f"{path} is not a readable Parquet file (damaged?); the same `sepo experiment run CONFIG --out {folder}` " \
+           "rebuilds it from the cells' results" in _said(result.stderr)
+    assert (folder / "report" / "report.md").read_text() == report  # read before the report is found stale
+    rerun = CliRunner().invoke(app, ["experiment", "run", str(finished_experiment.parent / "tiny.yaml"), "--out", str(folder),
+                                     "--quiet"])
+    assert rerun.exit_code == 0 and "rebuilt it from the cells' results" in _said(rerun.output), rerun.output
+    rebuilt = read_results(folder)
+    assert rebuilt.drop(["versions"]).equals(whole.drop(["versions"]))
+    assert "rebuilt" not in CliRunner().invoke(app, ["experiment", "run", str(finished_experiment.parent / "tiny.yaml"),
+                                                     "--out", str(folder), "--quiet"]).output
+    assert CliRunner().invoke(app, ["report", str(folder)]).exit_code == 0
+
+
+def test_a_cell_removed_from_a_finished_experiment_is_called_missing(finished_experiment, tmp_path):  # noqa: F811
+    """Found by a hostile review: a finished experiment's deleted cell was listed as "running or not started"."""
+    from sepo.reports.experiment import build_report
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    cell = sorted((folder / "cells").iterdir())[0]
+    shutil.rmtree(cell)
+    row = next(line for line in build_report(folder).md if line.startswith(f"| {cell.name} |"))
+    assert "missing (its folder or result.json was removed" in row and "running or not started" not in row
