@@ -306,6 +306,19 @@ class ExperimentConfig(_Strict):
             raise ValueError("seeds must be in [0, 2**31)")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_decoding(cls, data):
+        """Decoding the config leaves out is the protocol's (under `paper` the paper's temperature 0.8 and
+        256 new tokens), as in `sepo eval --protocol`: before, a `paper` experiment without a `decoding`
+        section audited at the rigorous defaults (1.0, 48 tokens) under the paper protocol's name."""
+        if isinstance(data, dict) and data.get("protocol") == "paper" and isinstance(data.get("decoding", {}), dict):
+            from sepo.policies.replies import PAPER_DECODING
+
+            paper = {"temperature": PAPER_DECODING.temperature, "max_new_tokens": PAPER_DECODING.max_new_tokens}
+            data = {**data, "decoding": {**paper, **data.get("decoding", {})}}
+        return data
+
     @model_validator(mode="after")
     def _unique_names(self):
         for what, items in (("domains", [d.name for d in self.domains]), ("agents", [a.name for a in self.agents])):

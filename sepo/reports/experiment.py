@@ -76,7 +76,10 @@ class Results:
         self.rows = read_results(folder).to_pylist()
         self.plan = read_json(folder / "plan.json", "experiment plan")
         self.cells = {c["id"]: c for c in self.plan["cells"]}
-        self.complete = bool((read_manifest(folder) or {}).get("complete"))
+        manifest = read_manifest(folder) or {}
+        self.config = manifest.get("config") or {}
+        """The experiment's config as its run folder records it."""
+        self.complete = bool(manifest.get("complete"))
         """Whether the experiment finished: a cell without a result is then missing, not still to run."""
         self.results = {}
         for cell_id in self.cells:
@@ -93,6 +96,23 @@ class Results:
                     self.value[(row["cell"], selection)][row["metric"]] = (*numbers, row["exact"])
         self.config_hash = self.rows[0]["config_hash"] if self.rows else self.plan.get("config_hash")
         self.protocol = self.rows[0]["protocol"] if self.rows else "?"
+
+    def decoding_line(self) -> str | None:
+        """How the language-model agents were read (the protocol's decoding with the config's temperature
+        and token limit), or None when the experiment has none: the numbers hold under this decoding only."""
+        from sepo.policies.replies import decoding_for
+
+        if not any(agent.get("kind") in ("hf", "openai") for agent in self.config.get("agents", [])):
+            return None
+        given = self.config.get("decoding", {})
+        d = decoding_for(self.config.get("protocol", "rigorous"), temperature=given.get("temperature"),
+                         max_new_tokens=given.get("max_new_tokens"))
+        filters = ", ".join(f"{name} {value:g}" for name, value, off in (("top-p", d.top_p, 1.0), ("top-k", d.top_k, 0),
+                            ("repetition penalty", d.repetition_penalty, 1.0)) if value != off)
+        samples = given.get("samples")
+        return (f"Language-model agents were read at temperature {d.temperature:g}" + (f", {filters}" if filters else "")
+                + f", up to {d.max_new_tokens} new tokens a reply" + (f", {samples} sampled replies per state where the "
+                "policy is not read exactly" if samples else "") + "; their numbers hold under this decoding.")
 
     def domains(self) -> list[str]:
         return list(dict.fromkeys(c["domain"] for c in self.cells.values()))
@@ -421,6 +441,8 @@ def build_report(folder: str | Path, results: Results | None = None) -> Document
     doc = Document(f"Experiment report: {folder.name}")
     doc.para(f"Command: `{plan.get('command', '?')}`; config hash {results.config_hash}; protocol {results.protocol}; "
              f"{len(results.results)} of {len(results.cells)} cells finished.")
+    if results.decoding_line():
+        doc.para(results.decoding_line())
     doc.para("Selection: trained stages are shown at the checkpoint with the best safety on VALIDATION episodes, measured "
              "on TEST episodes with disjoint seeds (held-out selection). The paper's selection (best safety on the reported "
              "episodes) is kept in the section 'Selection on validation vs on test'. Intervals: 95%; one seed: the cell's "

@@ -146,6 +146,21 @@ def test_language_models_are_audited_and_trained_under_the_protocols_decoding(pr
     assert built["decoding"] == decoding
 
 
+def test_decoding_the_config_leaves_out_is_the_protocols():
+    """Found by a hostile user: a `paper` experiment without a `decoding` section audited at the rigorous
+    defaults (temperature 1.0, 48 tokens) instead of the paper's 0.8 and 256, under the paper's name."""
+    from sepo.experiments import execute
+
+    data = {k: v for k, v in _data().items() if k != "decoding"}
+    paper = execute.audit_decoding(validate_config({**data, "protocol": "paper"}))
+    assert (paper.temperature, paper.max_new_tokens, paper.top_p) == (0.8, 256, 0.95)
+    partly = validate_config({**data, "protocol": "paper", "decoding": {"temperature": 0.5}}).decoding
+    assert (partly.temperature, partly.max_new_tokens) == (0.5, 256)
+    rigorous = validate_config({**data, "protocol": "rigorous"})
+    assert (rigorous.decoding.temperature, rigorous.decoding.max_new_tokens) == (1.0, 48)
+    assert rigorous.hash() == validate_config({**data, "decoding": {"temperature": 1.0, "max_new_tokens": 48}}).hash()
+
+
 def test_a_tabular_agent_is_skipped_with_its_reason_where_the_domain_has_no_tabular_environment():
     """Found running the smoke slice of negotiation-gt (then without a tabular environment): its
     tabular cells were planned and then crashed the runner. Every shipped domain has one now, so

@@ -388,3 +388,21 @@ def test_a_cell_removed_from_a_finished_experiment_is_called_missing(finished_ex
     shutil.rmtree(cell)
     row = next(line for line in build_report(folder).md if line.startswith(f"| {cell.name} |"))
     assert "missing (its folder or result.json was removed" in row and "running or not started" not in row
+
+
+def test_the_report_names_the_decoding_its_language_model_numbers_were_read_under():
+    """A language model's numbers hold under one decoding; the report said only the protocol."""
+    from types import SimpleNamespace
+
+    from sepo.reports.experiment import Results
+
+    def line(config):
+        return Results.decoding_line(SimpleNamespace(config=config))
+
+    agents = [{"name": "m", "kind": "hf", "model": "m"}]
+    paper = line({"protocol": "paper", "agents": agents, "decoding": {"temperature": 0.8, "max_new_tokens": 256, "samples": 64}})
+    assert paper.startswith("Language-model agents were read at temperature 0.8, top-p 0.95, top-k 50, repetition penalty 1.3, "
+                            "up to 256 new tokens a reply, 64 sampled replies per state")
+    rigorous = line({"protocol": "rigorous", "agents": agents, "decoding": {"temperature": 1.0, "max_new_tokens": 16}})
+    assert rigorous.startswith("Language-model agents were read at temperature 1, up to 16 new tokens a reply;")
+    assert line({"protocol": "paper", "agents": [{"name": "t", "kind": "tabular"}]}) is None
