@@ -352,6 +352,16 @@ class RunDir:
         """The run was complete when opened (and is not being extended): it is read, never rewritten."""
         return self.was_complete and not self.extended
 
+    def finished_output(self, name: str) -> Path:
+        """`root/name` of a finished run, which a rerun reads back or names as its result: refused in
+        one line where it, or a file the manifest lists under it, is gone (a damaged run), never a
+        result that points at a file that is not there."""
+        for rel in [name, *(n for n in self.files if n.startswith(f"{name}/"))]:
+            if not os.path.lexists(self.root / rel):
+                raise SepoError(f"{self.root} is marked finished but its {rel} is missing: the run is damaged; "
+                                "rerun with --overwrite to redo it")
+        return self.root / name
+
     def _check_writable(self) -> None:
         if self.writer and self.finished:
             raise RuntimeError(f"{self.root} holds a finished `sepo {self.command}` run; it is read, never rewritten")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from sepo.cli.analyze import app as analyze_app
@@ -401,11 +402,13 @@ def train_command(
         if summary["extended_from"] is not None:
             console.print(f"extended the finished run from {summary['extended_from']} to {config.steps} steps "
                           "(allowed: the LLM trainer's learning rate is constant and its draws are keyed by step)")
-        value = summary.get("exact_value", "exploitability")
-        low, high = summary.get(f"{value}_ci", (float("nan"), float("nan")))
+        value = summary.get("exact_value")
+        value = value if isinstance(value, str) else "exploitability"
+        interval = summary.get(f"{value}_ci")
+        low, high = map(_shown, interval) if isinstance(interval, list) and len(interval) == 2 else (float("nan"),) * 2
         complete = " (already complete)" if summary.get("already_complete") else ""
-        console.print(f"done: {summary['steps']} steps{complete}; {value} {summary.get(value, float('nan')):.4f} "
-                      f"[{low:.4f}, {high:.4f}] of the played policy ({summary.get('policy')}; replies that do not parse "
+        console.print(f"done: {summary['steps']} steps{complete}; {value} {_shown(summary.get(value)):.4f} "
+                      f"{escape(f'[{low:.4f}, {high:.4f}]')} of the played policy ({summary.get('policy')}; replies that do not parse "
                       f"play the {summary.get('failure_rule', 'fallback')} rule, as in training: `sepo eval --failure-rule "
                       f"fallback` reads the same policy); model at {out / 'model'}")
         return
@@ -432,6 +435,11 @@ def train_command(
         value += " (an upper bound, not exact)" if summary.get("value_upper_bound") else " (a bound, not exact)"
     console.print(f"done: {summary['steps']} steps{resumed}; {value} {summary[value.split(' ')[0]]:.5f}, utility vs train pool "
                   f"{summary['utility']:.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
+
+
+def _shown(number) -> float:
+    """A number of a run summary as printed: NaN, which a summary file holds as null, for anything else."""
+    return float(number) if isinstance(number, (int, float)) and not isinstance(number, bool) else float("nan")
 
 
 model_app = typer.Typer(help="Local models: build the tiny test model, get a real one, import a GGUF file.", no_args_is_help=True)

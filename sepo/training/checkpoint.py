@@ -34,6 +34,25 @@ def read_json(path: str | Path, what: str = "file"):
         raise SepoError(f"unreadable {what} {path}: {error}") from None
 
 
+def is_number(value) -> bool:
+    """A JSON number (not a boolean, which Python counts as an int)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def read_summary(run: runs.RunDir, numbers: tuple[str, ...] = ()) -> dict:
+    """The `summary.json` a finished run wrote, as a rerun reads it back: a JSON object with a whole
+    `steps` and the `numbers` the rerun prints; else one line naming the file (a damaged run), not a
+    traceback in the line that prints it."""
+    path = run.finished_output("summary.json")
+    summary = read_json(path, "run summary")
+    wanted = ("steps", *numbers)
+    if not isinstance(summary, dict) or not isinstance(summary.get("steps"), int) \
+            or not all(is_number(summary.get(key)) for key in wanted):
+        raise SepoError(f"unreadable run summary {path}: expected a JSON object holding {', '.join(wanted)} as numbers; "
+                        "the run is damaged: rerun with --overwrite to redo it")
+    return summary
+
+
 def check_same_run(path: str | Path, settings: dict, may_change: tuple[str, ...] = ("steps",)) -> None:
     """Refuse to resume a run directory whose saved config differs (other than `may_change`)."""
     path = Path(path)

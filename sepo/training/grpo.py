@@ -72,7 +72,7 @@ from sepo.opponents.pools import parse_bot
 from sepo.policies.replies import Decoding, Reply, parse_reply
 from sepo.policies.text_policy import DEFAULT_SAMPLES, EXACT_REST, PolicyEstimate, fallback_action
 from sepo.runs import check_out_path, open_run
-from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_json
+from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_summary
 from sepo.training.config import SEPOConfig, option
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -465,8 +465,9 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     check_inputs_outside(out, {"the model of --policy": config.model} if model_dir.exists() else {}, overwrite=overwrite)
     # the learning rate is constant and every draw is keyed by (seed, step): a finished run may grow
     with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",), part_of=part_of) as run:
-        if run.finished and (out / "summary.json").exists():  # read, never rewritten
-            summary = read_json(out / "summary.json", "run summary")
+        if run.finished:  # read, never rewritten
+            summary = read_summary(run)
+            run.finished_output("model")
             if summary.get("steps") != config.steps:
                 raise SepoError(f"{out}: the run is marked finished at {config.steps} steps but its model has "
                                 f"{summary.get('steps')} (an extension resumed by an earlier sepo could end so); "

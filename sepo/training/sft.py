@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Callable
 
 from sepo.errors import SepoError, brief, one_line
-from sepo.runs import check_out_path, open_run
-from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_json
+from sepo.runs import MANIFEST, check_out_path, open_run
+from sepo.training.checkpoint import MetricsLog, is_number, quiet_tied_weights, read_json
 from sepo.training.config import check_accelerator, check_learning_rate
 
 
@@ -151,7 +151,7 @@ not a hash: hashing a 4B model's weights at every resume would take a minute."""
 def model_stamp(model: str) -> dict | None:
     """{resolved folder, {file: [size, mtime_ns]}} of a local model folder's own files (not its
     sub-folders, not sepo's run files); None for a Hub id (its revision is the Hub's to keep)."""
-    from sepo.runs import LOCK, MANIFEST, TMP_PREFIX
+    from sepo.runs import LOCK, TMP_PREFIX
 
     folder = Path(model).expanduser()
     if not folder.is_dir():
@@ -337,13 +337,61 @@ def discard_torn_checkpoints(trainer_dir: Path) -> list[str]:
     return sorted(folder.name for folder in torn)
 
 
+def weights_problem(folder: Path) -> str | None:
+    """Why a checkpoint's weights would not load (None: they look whole): no weights file, or a
+    safetensors file whose header does not read or whose size is not what the header declares (a
+    copy cut short, bit rot in the header). Reads the headers only, never the tensors."""
+    from safetensors import safe_open
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files and not any(folder.glob("pytorch_model*.bin")) and not (folder / "adapter_model.bin").is_file():
+        return "it holds no weights file"
+    for path in files:
+        try:
+            with safe_open(str(path), "numpy"):  # checks the header and that the data covers the file exactly
+                pass
+        except Exception as error:  # safetensors' own error type, or an OSError  # noqa: BLE001
+            return f"its {path.name} does not read ({one_line(str(error)) or type(error).__name__})"
+    return None
+
+
+def discard_damaged_checkpoints(trainer_dir: Path) -> list[tuple[str, str]]:
+    """Remove the complete checkpoints newer than the latest whose weights read (a checkpoint
+    loaded whole, its weights then damaged: an interrupted copy, bit rot), so the run resumes from
+    that one; transformers would fail on them. Returns (name, problem) of each removed; with none
+    left to resume from, one line naming the damaged checkpoint (rerun with --overwrite)."""
+    import shutil
+
+    complete = sorted((step, folder) for step, folder in _checkpoint_folders(trainer_dir).items()
+                      if (folder / TRAINER_STATE).is_file())
+    damaged = []
+    for _, folder in reversed(complete):
+        problem = weights_problem(folder)
+        if problem is None:
+            break
+        damaged.append((folder, problem))
+    else:
+        if damaged:
+            folder, problem = damaged[0]
+            raise SepoError(f"{folder} is damaged: {problem}; no earlier checkpoint is left to resume from, "
+                            "rerun with --overwrite to start the run again")
+    for folder, _ in damaged:
+        shutil.rmtree(folder)
+    return [(folder.name, problem) for folder, problem in damaged]
+
+
 def resume_point(run, trainer_dir: Path, stage: Callable[[str], None]) -> int | None:
-    """The step a resumed run continues from (None: from the start), once torn checkpoints are removed."""
+    """The step a resumed run continues from (None: from the start), once torn checkpoints, and
+    complete ones whose weights do not read, are removed."""
     if not run.resumed:
         return None
     for name in discard_torn_checkpoints(trainer_dir):
         stage(f"removed {name}: its save was cut off before it finished")
-    return _checkpoint_step(trainer_dir)
+    damaged = discard_damaged_checkpoints(trainer_dir)
+    step = _checkpoint_step(trainer_dir)
+    for name, problem in damaged:
+        warnings.warn(f"removed {trainer_dir / name}: {problem}; the run resumes from checkpoint-{step}")
+    return step
 
 
 def finished_checkpoint(trainer_dir: Path, steps: int | None = None) -> Path | None:
@@ -459,7 +507,11 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
     with open_run(out, "sft", config.settings(), overwrite=overwrite, writer=main_process, part_of=part_of) as run:
         if run.finished:  # read, never trained further or rewritten
             result = run.result or {"steps": _checkpoint_step(out / "trainer") or 0}
-            return SFTResult(out / "model", result["steps"], result.get("train_loss"), already_complete=True)
+            steps, loss = result.get("steps"), result.get("train_loss")
+            if not isinstance(steps, int) or isinstance(steps, bool) or not (loss is None or is_number(loss)):
+                raise SepoError(f"unreadable run manifest {out / MANIFEST}: its result is not a whole number of steps "
+                                "and a train loss; the run is damaged: rerun with --overwrite to redo it")
+            return SFTResult(run.finished_output("model"), steps, loss, already_complete=True)
         stage(f"loading the data {config.data if isinstance(config.data, str) else ', '.join(config.data)}")
         train, validation = _load_datasets(config.data)
         _check_same_data(run, out, config.data)

@@ -35,7 +35,7 @@ from sepo.objective.sepo import advantage_divisor, group_advantages, sepo_reward
 from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
 from sepo.runs import RunDir, open_run
-from sepo.training.checkpoint import MetricsLog, read_json
+from sepo.training.checkpoint import MetricsLog, read_json, read_summary
 from sepo.training.config import SEPOConfig, option
 
 CHECKPOINT = "checkpoint.json"
@@ -237,10 +237,12 @@ class TabularSEPOTrainer:
             return self._train(run, on_step, stop_after)
 
     def _train(self, run: RunDir, on_step, stop_after) -> dict:
-        finished = run.was_complete and (self.out / "summary.json").exists()
-        self._prepare(run, read_only=finished)
-        if finished:  # a finished run is checked and read, never rewritten
-            return read_json(self.out / "summary.json", "run summary")
+        if run.finished:  # a finished run is checked and read, never rewritten
+            run.finished_output(POLICY)
+            summary = read_summary(run, (self.env.solver.value_name, "utility"))
+            self._prepare(run, read_only=True)
+            return summary
+        self._prepare(run)
         started, done = time.time(), 0
         saved = logged = (self.step, self.logits, self.adam.m, self.adam.v, self.adam.t)
         try:

@@ -336,3 +336,143 @@ def test_an_sft_run_refuses_to_resume_from_a_model_replaced_since_it_started(inp
         run_sft(config, tmp_path / "s")
     assert run_sft(config, tmp_path / "s", overwrite=True).steps == 2
     assert run_sft(config, tmp_path / "s").already_complete  # a finished run is read back, whatever the model now
+
+
+# ------------------------------------- finished runs that lost an output; checkpoints whose weights do not read
+
+HF_TRAIN = ["--game", "kuhn", "--groups", "2", "--group-size", "2", "--samples", "4", "--final-samples", "4",
+            "--max-new-tokens", "8", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def hf_run(inputs, tmp_path_factory):
+    """A finished 6-step language-model training run (checkpoints at steps 5 and 6) and its command."""
+    from tests.cli.cli_helpers import _run as cli
+
+    tiny, _ = inputs
+    command = ["train", "--policy", f"hf:{tiny}", *HF_TRAIN]
+    out = tmp_path_factory.mktemp("hf") / "run"
+    trained = cli(*command, "--steps", "6", "--out", out)
+    assert trained.exit_code == 0, trained.output
+    assert sorted(p.name for p in (out / "trainer").glob("checkpoint-*")) == ["checkpoint-5", "checkpoint-6"]
+    return command, out
+
+
+def _copy(run: Path, to: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(run, to))
+
+
+def _unlink_tree(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path)
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda run: (run / "summary.json").unlink(), ["is marked finished but its summary.json is missing"]),
+    (lambda run: (run / "summary.json").write_text("[1, 2, 3]"), ["unreadable run summary", "summary.json"]),
+    (lambda run: _unlink_tree(run / "model"), ["is marked finished but its model is missing"]),
+    (lambda run: (run / "model" / "model.safetensors").unlink(), ["its model/model.safetensors is missing"]),
+], ids=["no-summary", "summary-a-list", "no-model", "no-weights"])
+def test_a_finished_llm_run_missing_or_with_a_damaged_output_is_one_line(hf_run, tmp_path, damage, words):
+    """Found by a hostile-user pass: a finished `train --policy hf:` run without its summary.json was
+    a RuntimeError traceback, a summary of another shape an AttributeError, and one without its
+    model said 'already complete; model at R/model', a folder that was not there."""
+    from tests.cli.cli_helpers import _error, _run as cli
+
+    command, finished = hf_run
+    run = _copy(finished, tmp_path / "run")
+    damage(run)
+    before = _files(run)
+    _error(cli(*command, "--steps", "6", "--out", run), *words, "--overwrite")
+    assert _files(run) == before
+
+
+def test_a_finished_llm_run_whose_interval_is_null_is_still_shown(hf_run, tmp_path):
+    """A summary holds NaN as null (JSON has no NaN): the rerun's `done:` line shows nan, not a TypeError."""
+    from tests.cli.cli_helpers import _run as cli
+
+    command, finished = hf_run
+    run = _copy(finished, tmp_path / "run")
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "exploitability_ci": [None, None]}))
+    again = cli(*command, "--steps", "6", "--out", run)
+    assert again.exit_code == 0, again.output
+    assert "done: 6 steps (already complete); exploitability" in again.stdout and "[nan, nan]" in again.stdout
+
+
+def test_a_checkpoint_whose_weights_do_not_read_is_removed_and_the_run_resumes_from_the_one_before(hf_run, tmp_path):
+    """Found by a hostile-user pass: a checkpoint with its trainer state but a model.safetensors cut
+    short (an interrupted copy) was a safetensors traceback on resume; only a checkpoint without
+    its trainer state counted as torn. It is now removed, with a warning, and the run resumes from
+    the checkpoint before it, to the same weights."""
+    from safetensors.numpy import load_file
+
+    from tests.cli.cli_helpers import _run as cli
+
+    command, finished = hf_run
+    whole, damaged = _copy(finished, tmp_path / "whole"), _copy(finished, tmp_path / "damaged")
+    assert cli(*command, "--steps", "8", "--out", whole).exit_code == 0
+    weights = damaged / "trainer" / "checkpoint-6" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:5000])
+    resumed = cli(*command, "--steps", "8", "--out", damaged)
+    assert resumed.exit_code == 0, resumed.output
+    assert f"warning: removed {damaged / 'trainer' / 'checkpoint-6'}: its model.safetensors does not read" in resumed.stderr
+    assert "the run resumes from checkpoint-5" in resumed.stderr
+    a, b = load_file(str(whole / "model" / "model.safetensors")), load_file(str(damaged / "model" / "model.safetensors"))
+    assert all((a[k] == b[k]).all() for k in a)
+
+
+def test_a_damaged_checkpoint_with_none_before_it_is_one_line_naming_it(hf_run, tmp_path):
+    import shutil
+
+    from tests.cli.cli_helpers import _error, _run as cli
+
+    command, finished = hf_run
+    run = _copy(finished, tmp_path / "run")
+    shutil.rmtree(run / "trainer" / "checkpoint-5")
+    (run / "trainer" / "checkpoint-6" / "model.safetensors").write_bytes(b"")
+    _error(cli(*command, "--steps", "8", "--out", run), "checkpoint-6 is damaged", "model.safetensors does not read",
+           "--overwrite")
+    assert (run / "trainer" / "checkpoint-6" / "trainer_state.json").is_file()  # nothing removed: the user decides
+
+
+def test_sft_resumes_from_the_checkpoint_before_one_whose_weights_do_not_read(inputs, tmp_path):
+    from safetensors.numpy import load_file
+
+    from sepo.training.sft import SFTRunConfig, run_sft
+
+    tiny, data = inputs
+    config = SFTRunConfig(model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3)
+    whole = run_sft(config, tmp_path / "whole")
+    with pytest.raises(KeyboardInterrupt):
+        run_sft(config, tmp_path / "damaged", stop_after=5)
+    weights = tmp_path / "damaged" / "trainer" / "checkpoint-4" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    stages = []
+    with pytest.warns(UserWarning, match=r"checkpoint-4: its model.safetensors does not read .*resumes from checkpoint-2"):
+        resumed = run_sft(config, tmp_path / "damaged", on_stage=stages.append)
+    assert "training from checkpoint-2" in stages and resumed.steps == 6
+    a, b = load_file(str(whole.model / "model.safetensors")), load_file(str(resumed.model / "model.safetensors"))
+    assert all((a[k] == b[k]).all() for k in a)
+
+
+def test_a_finished_sft_run_without_its_model_or_with_a_damaged_result_is_one_line(inputs, tmp_path):
+    """Found by a hostile-user pass: a finished `sepo sft` run without its model said 'already
+    complete; model at R/model', a folder that was not there."""
+    from tests.cli.cli_helpers import _error, _run as cli
+
+    tiny, data = inputs
+    command = ["sft", "--model", tiny, "--data", data, "--max-steps", "2", "--batch-size", "4", "--quiet"]
+    assert cli(*command, "--out", tmp_path / "run").exit_code == 0
+    no_model = _copy(tmp_path / "run", tmp_path / "no_model")
+    _unlink_tree(no_model / "model")
+    _error(cli(*command, "--out", no_model), "is marked finished but its model is missing", "--overwrite")
+    bad_result = _copy(tmp_path / "run", tmp_path / "bad_result")
+    manifest = json.loads((bad_result / "sepo-run.json").read_text())
+    (bad_result / "sepo-run.json").write_text(json.dumps({**manifest, "result": {"a": 1}}))
+    _error(cli(*command, "--out", bad_result), "unreadable run manifest", "sepo-run.json", "--overwrite")
+    again = cli(*command, "--out", tmp_path / "run")
+    assert again.exit_code == 0 and "done: 2 SFT steps (already complete)" in again.stdout, again.output

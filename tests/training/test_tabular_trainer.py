@@ -170,3 +170,26 @@ def test_a_stop_between_checkpoints_checkpoints_the_logged_steps(tmp_path, monke
     monkeypatch.setattr(TabularSEPOTrainer, "exact_metrics", metrics)
     TabularSEPOTrainer(config, tmp_path / "run").train()
     assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads((tmp_path / "run" / "policy.json").read_text())
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda run: (run / "summary.json").unlink(), ["is marked finished but its summary.json is missing"]),
+    (lambda run: (run / "summary.json").write_text('{"a": 1}'), ["unreadable run summary", "summary.json"]),
+    (lambda run: (run / "summary.json").write_text('"str"'), ["unreadable run summary", "summary.json"]),
+    (lambda run: (run / "policy.json").unlink(), ["is marked finished but its policy.json is missing"]),
+], ids=["no-summary", "summary-without-steps", "summary-a-string", "no-policy"])
+def test_a_finished_run_missing_or_with_a_damaged_output_is_one_line(tmp_path, damage, words):
+    """Found by a hostile-user pass: a finished run without its summary.json was a RuntimeError
+    traceback (the run was taken for unfinished, then refused a write), a summary of another shape a
+    KeyError in the `done:` line, and one without its policy.json said 'already complete; policy at
+    R/policy.json', a file that was not there."""
+    from tests.cli.cli_helpers import _error, _run
+
+    command = ["train", "--steps", "3", "--groups", "8", "--quiet", "--out", tmp_path / "run"]
+    assert _run(*command).exit_code == 0
+    intact = _run(*command)
+    assert intact.exit_code == 0 and "done: 3 steps (already complete)" in intact.stdout, intact.output
+    damage(tmp_path / "run")
+    before = {p: p.read_bytes() for p in sorted((tmp_path / "run").rglob("*")) if p.is_file()}
+    _error(_run(*command), *words, "--overwrite")
+    assert {p: p.read_bytes() for p in sorted((tmp_path / "run").rglob("*")) if p.is_file()} == before
