@@ -433,8 +433,8 @@ def train_command(
     resumed = " (resumed)" if run.resumed and not run.was_complete else " (already complete)" if run.was_complete else ""
     if summary.get("value_exact") == 0.0:  # a domain whose trained value is a bound says so in its metrics
         value += " (an upper bound, not exact)" if summary.get("value_upper_bound") else " (a bound, not exact)"
-    console.print(f"done: {summary['steps']} steps{resumed}; {value} {summary[value.split(' ')[0]]:.5f}, utility vs train pool "
-                  f"{summary['utility']:.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
+    console.print(f"done: {summary['steps']} steps{resumed}; {value} {_shown(summary[value.split(' ')[0]]):.5f}, utility vs train "
+                  f"pool {_shown(summary['utility']):.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
 
 
 def _shown(number) -> float:

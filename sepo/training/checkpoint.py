@@ -41,13 +41,13 @@ def is_number(value) -> bool:
 
 def read_summary(run: runs.RunDir, numbers: tuple[str, ...] = ()) -> dict:
     """The `summary.json` a finished run wrote, as a rerun reads it back: a JSON object with a whole
-    `steps` and the `numbers` the rerun prints; else one line naming the file (a damaged run), not a
-    traceback in the line that prints it."""
+    `steps` and the `numbers` the rerun prints (null where the run measured NaN, which JSON cannot
+    hold); else one line naming the file (a damaged run), not a traceback in the line that prints it."""
     path = run.finished_output("summary.json")
     summary = read_json(path, "run summary")
     wanted = ("steps", *numbers)
     if not isinstance(summary, dict) or not isinstance(summary.get("steps"), int) \
-            or not all(is_number(summary.get(key)) for key in wanted):
+            or not all(key in summary and (summary[key] is None or is_number(summary[key])) for key in numbers):
         raise SepoError(f"unreadable run summary {path}: expected a JSON object holding {', '.join(wanted)} as numbers; "
                         "the run is damaged: rerun with --overwrite to redo it")
     return summary
