@@ -118,13 +118,15 @@ def read_results(out: str | Path):
 def check_finished(config: ExperimentConfig, plan: Plan, out: Path, run) -> str | None:
     """A finished experiment given again: check every cell's result (a damaged one is one line naming it)
     and rebuild a results table found damaged or missing from them; returns what was wrong with the table,
-    or None. Before, the rerun pointed at a results file that could not be read."""
+    or None. Before, the rerun pointed at a results file that could not be read. A table the run never
+    wrote is not its to rebuild (a folder left so by hand): left as it is."""
     for cell in plan.cells:
         if (out / "cells" / cell.id / RESULT).exists():
             read_result(out / "cells" / cell.id / RESULT)
     problem, _ = _results_problem(out / RESULTS)
-    if problem:
-        run.repair(RESULTS, results_table(config, plan, out))
+    if problem is None or not run.owns(RESULTS):
+        return None
+    run.repair(RESULTS, results_table(config, plan, out))
     return problem
 
 

@@ -190,7 +190,7 @@ def check_tokenizer_fits(tokenizer, model, name: str) -> None:
     no tokens at all: the model would be audited and trained without ever reading a prompt."""
     vocab = getattr(getattr(model, "config", None), "vocab_size", None)
     known = len(tokenizer)
-    ids = tokenizer("Kuhn poker: you hold the king.", add_special_tokens=False)["input_ids"]
+    ids = tokenizer("The players take turns; each says one word.", add_special_tokens=False)["input_ids"]
     if not ids or (isinstance(vocab, int) and (known < vocab // 2 or max(ids) >= vocab)):
         size = f" (the model's vocabulary has {vocab:,})" if isinstance(vocab, int) else ""
         raise SepoError(f"the tokenizer of {name!r} is not the model's: it knows {known:,} tokens{size} and encodes a "
