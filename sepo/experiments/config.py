@@ -266,10 +266,20 @@ class SFT(_Strict):
 
 class Decoding(_Strict):
     """How language-model agents are read in the audits (the policy is what they play under it)."""
-    temperature: float = Field(1.0, gt=0, le=10)
+    temperature: float = Field(1.0, ge=0, le=10)
+    """0: greedy, whose played policy is read exactly (one reply per state)."""
     max_new_tokens: int = Field(48, ge=1, le=8192)
     samples: int = Field(512, ge=1, le=100_000)
     """Replies sampled per information state where the played policy cannot be read exactly."""
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=0, le=100_000)
+    repetition_penalty: float | None = Field(None, gt=0, le=100)
+    """The sampling filters; None (left out) is the protocol's (the paper's top-p 0.95, top-k 50 and
+    repetition penalty 1.3 under `paper`, none under `rigorous`)."""
+
+
+ADDED_DECODING = ("top_p", "top_k", "repetition_penalty")
+"""`decoding` settings added after experiments were run: left out of the record while unset."""
 
 
 AgentConfig.model_rebuild()
@@ -328,14 +338,17 @@ class ExperimentConfig(_Strict):
         return self
 
     def record(self) -> dict:
-        """The config as run folders record it: every field, except `training.llm` settings added
-        after experiments were run (`ADDED_DEFAULTS`) where they are at their default, so that
-        those experiments resume."""
+        """The config as run folders record it: every field, except settings added after experiments
+        were run where they are at their default (`ADDED_DEFAULTS`, `ADDED_DECODING`), so that those
+        experiments resume."""
         data = self.model_dump(mode="json")
         llm = data["training"]["llm"]
         for name, default in ADDED_DEFAULTS.items():
             if llm.get(name) == default:
                 del llm[name]
+        for name in ADDED_DECODING:
+            if data["decoding"].get(name) is None:
+                del data["decoding"][name]
         return data
 
     def hash(self) -> str:

@@ -140,12 +140,13 @@ def _safety(result: dict) -> float:
 
 def audit_decoding(config: ExperimentConfig):
     """The decoding language models are audited and trained with: the protocol's (the paper's
-    top-p 0.95, top-k 50 and repetition penalty 1.3 under `paper`), with the config's temperature
-    and token limit."""
+    top-p 0.95, top-k 50 and repetition penalty 1.3 under `paper`), with every setting the config
+    gives in its place."""
     from sepo.policies.replies import decoding_for
 
-    return decoding_for(config.protocol, temperature=config.decoding.temperature,
-                        max_new_tokens=config.decoding.max_new_tokens)
+    d = config.decoding
+    return decoding_for(config.protocol, temperature=d.temperature, max_new_tokens=d.max_new_tokens,
+                        top_p=d.top_p, top_k=d.top_k, repetition_penalty=d.repetition_penalty)
 
 
 def _hf_policy(config: ExperimentConfig, path: str, game):

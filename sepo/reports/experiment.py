@@ -98,17 +98,20 @@ class Results:
         self.protocol = self.rows[0]["protocol"] if self.rows else "?"
 
     def decoding_line(self) -> str | None:
-        """How the language-model agents were read (the protocol's decoding with the config's temperature
-        and token limit), or None when the experiment has none: the numbers hold under this decoding only."""
+        """How the language-model agents were read (the protocol's decoding with the config's settings
+        in its place), or None when the experiment has none: the numbers hold under this decoding only."""
         from sepo.policies.replies import decoding_for
 
         if not any(agent.get("kind") in ("hf", "openai") for agent in self.config.get("agents", [])):
             return None
         given = self.config.get("decoding", {})
-        d = decoding_for(self.config.get("protocol", "rigorous"), temperature=given.get("temperature"),
-                         max_new_tokens=given.get("max_new_tokens"))
+        d = decoding_for(self.config.get("protocol", "rigorous"), **{name: given.get(name) for name in (
+            "temperature", "max_new_tokens", "top_p", "top_k", "repetition_penalty")})
         filters = ", ".join(f"{name} {value:g}" for name, value, off in (("top-p", d.top_p, 1.0), ("top-k", d.top_k, 0),
                             ("repetition penalty", d.repetition_penalty, 1.0)) if value != off)
+        if d.greedy:
+            return (f"Language-model agents were read greedily (temperature 0, one reply per state, read exactly), "
+                    f"up to {d.max_new_tokens} new tokens a reply; their numbers hold under this decoding.")
         samples = given.get("samples")
         return (f"Language-model agents were read at temperature {d.temperature:g}" + (f", {filters}" if filters else "")
                 + f", up to {d.max_new_tokens} new tokens a reply" + (f", {samples} sampled replies per state where the "

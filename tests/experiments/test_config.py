@@ -161,6 +161,27 @@ def test_decoding_the_config_leaves_out_is_the_protocols():
     assert rigorous.hash() == validate_config({**data, "decoding": {"temperature": 1.0, "max_new_tokens": 48}}).hash()
 
 
+def test_an_experiment_may_audit_greedily_and_set_the_sampling_filters():
+    """Found by a hostile user: an experiment refused temperature 0 (which `sepo eval` takes as greedy)
+    and had no top-p, top-k or repetition penalty; unset, the filters are the protocol's and stay out
+    of the recorded config, so experiments run before them keep their hash."""
+    from sepo.experiments import execute
+
+    data = _data()
+    greedy = execute.audit_decoding(validate_config({**data, "decoding": {"temperature": 0}}))
+    assert greedy.greedy
+    filtered = validate_config({**data, "protocol": "paper", "decoding": {"top_p": 0.5, "top_k": 0}})
+    decoding = execute.audit_decoding(filtered)
+    assert (decoding.top_p, decoding.top_k, decoding.repetition_penalty, decoding.temperature) == (0.5, 0, 1.3, 0.8)
+    assert filtered.record()["decoding"]["top_p"] == 0.5 and "repetition_penalty" not in filtered.record()["decoding"]
+    plain = validate_config(data)
+    assert not set(plain.record()["decoding"]) & {"top_p", "top_k", "repetition_penalty"}
+    assert plain.hash() != validate_config({**data, "decoding": {"top_p": 0.5}}).hash()
+    for bad in ({"top_p": 0}, {"top_k": -1}, {"repetition_penalty": 0}, {"temperature": -0.1}):
+        with pytest.raises(SepoError, match="decoding"):
+            validate_config({**data, "decoding": bad})
+
+
 def test_a_tabular_agent_is_skipped_with_its_reason_where_the_domain_has_no_tabular_environment():
     """Found running the smoke slice of negotiation-gt (then without a tabular environment): its
     tabular cells were planned and then crashed the runner. Every shipped domain has one now, so

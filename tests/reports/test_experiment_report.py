@@ -406,3 +406,7 @@ def test_the_report_names_the_decoding_its_language_model_numbers_were_read_unde
     rigorous = line({"protocol": "rigorous", "agents": agents, "decoding": {"temperature": 1.0, "max_new_tokens": 16}})
     assert rigorous.startswith("Language-model agents were read at temperature 1, up to 16 new tokens a reply;")
     assert line({"protocol": "paper", "agents": [{"name": "t", "kind": "tabular"}]}) is None
+    filtered = line({"protocol": "rigorous", "agents": agents, "decoding": {"temperature": 0.7, "max_new_tokens": 16, "top_p": 0.9}})
+    assert filtered.startswith("Language-model agents were read at temperature 0.7, top-p 0.9, up to 16 new tokens")
+    greedy = line({"protocol": "paper", "agents": agents, "decoding": {"temperature": 0, "max_new_tokens": 16, "samples": 64}})
+    assert greedy.startswith("Language-model agents were read greedily (temperature 0, one reply per state, read exactly)")
