@@ -317,9 +317,28 @@ def load_run_policy(run_dir: str | Path, game: str | None = None) -> TabularPoli
     elif (run_dir / CHECKPOINT).exists():
         policy = _checkpoint_policy(run_dir)
     else:
-        raise SepoError(f"{run_dir} holds no policy.json or checkpoint.json")
+        raise SepoError(f"{run_dir} holds no policy.json or checkpoint.json{_what_it_holds(run_dir)}")
     policy.name = f"run:{run_dir.name}"
     return policy
+
+
+def _what_it_holds(run_dir: Path) -> str:
+    """What a folder without a tabular policy is instead, and what to give: `run:` takes the folder
+    of a tabular `sepo train`; users gave it an experiment's folder or a language-model run."""
+    from sepo.runs import read_manifest
+
+    try:
+        command = (read_manifest(run_dir) or {}).get("command")
+    except SepoError:
+        command = None
+    if command == "experiment run":
+        return (f": it is an experiment's folder; a trained cell's policy is run:{run_dir}/cells/CELL/train "
+                f"(CELL from `ls {run_dir}/cells`)")
+    if (run_dir / "model").is_dir():
+        return f": it is a language-model run; give its model as hf:{run_dir / 'model'}"
+    if command:
+        return f": it holds the output of `sepo {command}`; run: takes the folder of a tabular `sepo train`"
+    return ""
 
 
 def checkpoint_arrays(state: dict, shape: tuple) -> tuple[np.ndarray, dict]:

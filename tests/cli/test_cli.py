@@ -223,6 +223,20 @@ def test_an_unfinished_language_model_run_says_so_as_an_agent(tmp_path, command)
     assert result.exit_code == 2 and f"is an unfinished `sepo {command}` run" in result.stderr, result.output
 
 
+@pytest.mark.parametrize("command", ["experiment run", "model init"])
+def test_a_folder_of_another_command_given_as_run_says_what_it_is(tmp_path, command):
+    """Found by a hostile user: `run:` given an experiment's folder said only that it "holds no
+    policy.json or checkpoint.json"; it now says what the folder is and where a cell's policy is."""
+    from sepo.runs import open_run
+
+    with open_run(tmp_path / "r", command, {"made": "by the test"}) as run:
+        run.write_json("plan.json", {})
+    result = _run("eval", "--game", "kuhn", "--agent", f"run:{tmp_path / 'r'}", "--episodes", "1")
+    expected = (f"run:{tmp_path / 'r'}/cells/CELL/train" if command == "experiment run"
+                else "holds the output of `sepo model init`; run: takes the folder of a tabular `sepo train`")
+    assert result.exit_code == 2 and expected in " ".join(result.stderr.split()), result.output
+
+
 def test_the_injection_pool_reports_progress_too(monkeypatch):
     """`sepo eval --pool injection` ran with no reporter installed, so a language model's replies
     (counted by the policy) showed nothing for as long as they took."""
