@@ -366,7 +366,7 @@ def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:
                   "safety_uses": test.get("safety_uses"), "notes": test.get("notes", []),
                   "selected": {"validation": by_validation, "test": by_test},
                   "train_run": str((work / "train").relative_to(out)) if run.owns("train") and (work / "train").is_dir() else None,
-                  "seconds": time.time() - started}
+                  "seconds": time.time() - started, "resumed": not run.fresh}
         run.write_json(RESULT, result)
         run.complete()
     return result

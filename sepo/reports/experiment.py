@@ -588,8 +588,11 @@ def _appendix(doc: Document, results: Results):
                      "-" if not cell["lambdas"] else "/".join(f"{v:g}" for v in cell["lambdas"]),
                      ("missing (its folder or result.json was removed after the experiment finished)" if results.complete
                       else "running or not started") if result is None else result["selected"]["validation"],
-                     "" if result is None else f"{result['seconds']:.1f}"])
-    doc.table(["cell", "domain", "agent", "stage", "seed", "λ", "checkpoint shown", "seconds"], rows, "table-cells")
+                     "" if result is None else f"{result['seconds']:.1f}" + (" (resumed)" if result.get("resumed") else "")])
+    doc.table(["cell", "domain", "agent", "stage", "seed", "λ", "checkpoint shown", "seconds, its last start"], rows, "table-cells")
+    doc.para("A cell's seconds count from its last start: a language-model cell resumed after a kill (marked resumed "
+             "where its result records it) counts only the time since it resumed; its training run's metrics.jsonl "
+             "has each step's time.")
 
 
 def write_report(experiment: str | Path, run, results: Results | None = None) -> dict:

@@ -410,3 +410,22 @@ def test_the_report_names_the_decoding_its_language_model_numbers_were_read_unde
     assert filtered.startswith("Language-model agents were read at temperature 0.7, top-p 0.9, up to 16 new tokens")
     greedy = line({"protocol": "paper", "agents": agents, "decoding": {"temperature": 0, "max_new_tokens": 16, "samples": 64}})
     assert greedy.startswith("Language-model agents were read greedily (temperature 0, one reply per state, read exactly)")
+
+
+def test_a_resumed_cells_seconds_are_called_its_last_starts(finished_experiment, tmp_path):  # noqa: F811
+    """Found reading the real experiment's report: a language-model cell resumed after a kill showed
+    513 seconds beside its siblings' 2,600, the time since it resumed, under a bare "seconds"."""
+    import json
+
+    from sepo.reports.experiment import build_report
+
+    folder = Path(shutil.copytree(finished_experiment, tmp_path / "experiment", ignore=shutil.ignore_patterns("report")))
+    cells = sorted((folder / "cells").iterdir())
+    assert all(json.loads((c / "result.json").read_text())["resumed"] is False for c in cells)
+    path = cells[0] / "result.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "resumed": True}))
+    md = build_report(folder).md
+    assert any(line.startswith("| cell |") and "seconds, its last start" in line for line in md)
+    row = next(line for line in md if line.startswith(f"| {cells[0].name} |"))
+    other = next(line for line in md if line.startswith(f"| {cells[1].name} |"))
+    assert row.rstrip(" |").endswith("(resumed)") and "(resumed)" not in other
