@@ -439,7 +439,9 @@ def train_command(
 
 def _shown(number) -> float:
     """A number of a run summary as printed: NaN, which a summary file holds as null, for anything else."""
-    return float(number) if isinstance(number, (int, float)) and not isinstance(number, bool) else float("nan")
+    from sepo.training.checkpoint import is_number
+
+    return float(number) if is_number(number) else float("nan")
 
 
 model_app = typer.Typer(help="Local models: build the tiny test model, get a real one, import a GGUF file.", no_args_is_help=True)
