@@ -21,8 +21,8 @@ from sepo.cli.common import (at_least, choice_enum, console, print_json as _prin
 from sepo.cli.game_options import (DEFAULT_GAME, GAME_HELP, agent_help, audit_game_params, game_params_for,
                                    with_game_params)
 from sepo.cli.serve import serve_command
-from sepo.cli.text_options import (decoding_applies, policy_line, reply_kinds_line, reprompt_line, text_agent_options, usage_line,
-                                   with_decoding)
+from sepo.cli.text_options import (decoding_applies, policy_line, reply_cache_line, reply_kinds_line, reprompt_line,
+                                   text_agent_options, usage_line, with_decoding)
 from sepo.errors import SepoError, brief
 from sepo.games import PROTOCOLS
 from sepo.objective.advantage_alignment import METHODS
@@ -209,6 +209,8 @@ def eval_command(
         console.print(reprompt_line(result["reprompts"]))
     if (result.get("agent_record") or {}).get("usage"):
         console.print(usage_line(result["agent_record"]))
+    if (result.get("agent_record") or {}).get("reply_cache"):
+        console.print(reply_cache_line(result["agent_record"]["reply_cache"]))
     if result.get("talk"):
         t = result["talk"]
         line = f"cheap talk: {t['messages']} messages delivered ({t['cut']} cut, {t['tokens_removed']} template tokens removed)"

@@ -35,6 +35,9 @@ _TRAIN_SAMPLES = "hf: replies per information state for the played policy each s
 _FAILURE_RULE = f"Text agents: rule for replies that do not parse: {' | '.join(FAILURE_RULES)} (default forced)."
 _MAX_TOKENS = ("openai: agents: stop the audit cleanly once this many prompt + completion tokens were sent; the "
                "replies received stay cached, so re-running the command resumes (docs/endpoints.md).")
+_REPLY_CACHE = ("Text agents: keep what the model answered in this folder, so that re-running the same command after "
+                "a kill resumes where it stopped, with the same numbers (hf: and run: models keep each batch of "
+                "replies and of forced decoding; openai: keeps its replies here instead of ~/.cache/sepo/replies).")
 _REPROMPTS = (f"Text agents, with --failure-rule reprompt: correction turns per failed reply before the fallback "
               f"action plays (default {DEFAULT_REPROMPTS}).")
 
@@ -50,6 +53,7 @@ def with_decoding(training: bool = False):
             options["failure_rule"] = (Optional[str], "--failure-rule", _FAILURE_RULE)
             options["reprompts"] = (Optional[int], "--reprompts", _REPROMPTS)
             options["max_tokens_total"] = (Optional[int], "--max-tokens-total", _MAX_TOKENS)
+            options["reply_cache"] = (Optional[str], "--reply-cache", _REPLY_CACHE)
         extra = [inspect.Parameter(f"decoding_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=kind,
                                    default=typer.Option(None, flag, help=help))
                  for name, (kind, flag, help) in options.items()]
@@ -76,7 +80,7 @@ def decoding_applies(decoding: dict, policy, agent: str) -> None:
 
 def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None, top_k=None, max_new_tokens=None,
                        repetition_penalty=None, thinking=None, samples=None, failure_rule=None, reprompts=None,
-                       max_tokens_total=None):
+                       max_tokens_total=None, reply_cache=None):
     """The decoding and estimation settings of a text agent from a command's options."""
     from sepo.policies.replies import decoding_for
     from sepo.policies.text_policy import TextAgentOptions
@@ -91,7 +95,7 @@ def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None
         raise SepoError(f"--samples {samples} applies to sampled replies; under greedy decoding (--temperature 0) each "
                         "prompt has one reply and the policy is read exactly from it")
     return TextAgentOptions(decoding, DEFAULT_SAMPLES if samples is None else samples, failure_rule or "forced", seed,
-                            DEFAULT_REPROMPTS if reprompts is None else reprompts, max_tokens_total)
+                            DEFAULT_REPROMPTS if reprompts is None else reprompts, max_tokens_total, reply_cache)
 
 
 def policy_line(record: dict, decoding: dict | None = None) -> str:
@@ -103,6 +107,12 @@ def policy_line(record: dict, decoding: dict | None = None) -> str:
     if decoding:
         line += "; decoding: " + ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None)
     return line
+
+
+def reply_cache_line(record: dict) -> str:
+    """One line on a local model's batch cache: what this run read from it and added to it."""
+    return (f"reply cache: {record['batches_read']:,} batches read, {record['batches_stored']:,} generated and kept "
+            f"({record['path']})")
 
 
 def reply_kinds_line(kinds: dict[str, dict[str, int]]) -> str | None:

@@ -164,8 +164,9 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     reprompts = getattr(agent, "reprompt_record", None)
     if callable(reprompts) and reprompts() is not None:
         result["reprompts"] = reprompts()
-    if callable(getattr(agent, "record", None)):  # e.g. an endpoint agent: token usage, cache
-        result["agent_record"] = agent.record()
+    record = agent.record() if callable(getattr(agent, "record", None)) else None
+    if record is not None:  # an endpoint agent's token usage and cache; a local model's batch cache
+        result["agent_record"] = record
     return result
 
 

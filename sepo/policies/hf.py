@@ -266,6 +266,7 @@ class HFPolicy(TextPolicy):
         generation_kwargs: dict | None = None,
         trust_remote_code: bool = False,
         reprompts: int = DEFAULT_REPROMPTS,
+        reply_cache: str | os.PathLike | None = None,
     ):
         if mode not in MODES:
             raise SepoError(f"HFPolicy: mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -322,6 +323,13 @@ class HFPolicy(TextPolicy):
             if token is not None and token not in eos:
                 eos.append(token)
         self.eos_token_ids = eos
+        self.batch_cache = None
+        """Where generated batches and forced-decoding answers are kept, so a re-run resumes
+        (`sepo.policies.batch_cache`); None keeps nothing."""
+        if reply_cache is not None:
+            from sepo.policies.batch_cache import BatchCache
+
+            self.batch_cache = BatchCache(reply_cache, self.model, model_name)
 
     @property
     def temperature(self) -> float:
@@ -511,8 +519,6 @@ class HFPolicy(TextPolicy):
         self, prompts: list[list[int]], n: int = 1, *, greedy: bool = False, seed: int | None = None
     ) -> list[list[Completion]]:
         """`n` completions per prompt, all prompts in batched `generate` calls (left padding)."""
-        import torch
-
         per_call = max(1, self.batch_size // n)
         decoding = self.decoding
         if prompts:
@@ -533,32 +539,57 @@ class HFPolicy(TextPolicy):
         kwargs.update(self.generation_kwargs)
         seed = self._next_seed() if seed is None else seed
         results: list[list[Completion]] = []
-        eos = set(self.eos_token_ids)
+        setting = {"n": n, "sample": do_sample, "kwargs": {k: v for k, v in kwargs.items() if k != "num_return_sequences"},
+                   "seed": seed if do_sample else None, "prefix_sharing": self.prefix_sharing}
         with self._rng_context(seed), progress.counting("model replies", len(prompts) * n) as advance:
-            for start in range(0, len(prompts), per_call):
+            for batch, start in enumerate(range(0, len(prompts), per_call)):
                 chunk = prompts[start : start + per_call]
-                width = max(len(p) for p in chunk)
-                ids = torch.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=torch.long)
-                mask = torch.zeros_like(ids)
-                for row, p in enumerate(chunk):
-                    ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-                    mask[row, width - len(p) :] = 1
-                with self._inference():
-                    out = self._generate_chunk(chunk, ids, mask, n, kwargs)
-                new = out[:, width:].cpu().tolist()
+                rows = self._kept_batch(chunk, n, kwargs, {**setting, "batch": batch})
                 for row, p in enumerate(chunk):
                     group = []
                     for k in range(n):
-                        tokens = new[row * n + k]
-                        cut = next((j for j, t in enumerate(tokens) if t in eos), None)
-                        finished = cut is not None
-                        tokens = tokens[: cut + 1] if finished else tokens
+                        tokens = rows[row * n + k]
+                        finished = bool(tokens) and tokens[-1] in self.eos_token_ids
                         body = tokens[:-1] if finished else tokens
                         text = self.tokenizer.decode(body, skip_special_tokens=True)
                         group.append(Completion(tuple(p), tuple(tokens), text, finished))
                     results.append(group)
                 advance(len(chunk) * n)
         return results
+
+    def _kept_batch(self, chunk: list[list[int]], n: int, kwargs: dict, setting: dict) -> list[list[int]]:
+        """The new tokens of each of a batch's `len(chunk) * n` rows, cut after the first end
+        token: generated, or read from the batch cache (which then restores the generator state
+        the batch left, so the next batch draws what it would have drawn)."""
+        from sepo.policies import batch_cache
+
+        key = None
+        if self.batch_cache is not None:
+            key = self.batch_cache.key("generate", {"prompts": chunk, **setting})
+            kept = self.batch_cache.get(key)
+            if kept is not None:
+                if kept.get("generator") is not None:
+                    batch_cache.restore_generator(kept["generator"], self.device)
+                return kept["rows"]
+        import torch
+
+        width = max(len(p) for p in chunk)
+        ids = torch.full((len(chunk), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, p in enumerate(chunk):
+            ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[row, width - len(p) :] = 1
+        with self._inference():
+            out = self._generate_chunk(chunk, ids, mask, n, kwargs)
+        eos = set(self.eos_token_ids)
+        rows = []
+        for tokens in out[:, width:].cpu().tolist():
+            cut = next((j for j, t in enumerate(tokens) if t in eos), None)
+            rows.append(tokens[: cut + 1] if cut is not None else tokens)
+        if key is not None:
+            generator = batch_cache.generator_state(self.device) if setting["sample"] else None
+            self.batch_cache.put(key, {"rows": rows, "generator": generator})
+        return rows
 
     def _generate_chunk(self, chunk: list[list[int]], ids, mask, n: int, kwargs: dict):
         """`generate` on one left-padded chunk, `n` completions a prompt (rows prompt-major). With
@@ -677,6 +708,7 @@ class HFPolicy(TextPolicy):
         return actions
 
     def _forced_chunk(self, decisions: list[Decision], replies: list[str]) -> list[int]:
+        """One batched pass of forced decoding, or its answers read from the batch cache."""
         if not decisions:
             return []
         prompts = []
@@ -686,6 +718,21 @@ class HFPolicy(TextPolicy):
                 {"role": "user", "content": FORCED_QUESTION.format(names="/".join(d.action_names))},
             ]
             prompts.append(self.render(messages))
+        key = None
+        if self.batch_cache is not None:
+            answers = [[self.text.answer_text(d, a) for a in d.legal_actions] for d in decisions]
+            key = self.batch_cache.key("forced", {"prompts": prompts, "answers": answers,
+                                                  "normalization": self.score_normalization,
+                                                  "prefix_sharing": self.prefix_sharing})
+            kept = self.batch_cache.get(key)
+            if kept is not None:
+                return [d.legal_actions[i] for d, i in zip(decisions, kept["choices"])]
+        actions = self._forced_pass(decisions, prompts)
+        if key is not None:
+            self.batch_cache.put(key, {"choices": [d.legal_actions.index(a) for d, a in zip(decisions, actions)]})
+        return actions
+
+    def _forced_pass(self, decisions: list[Decision], prompts: list[list[int]]) -> list[int]:
         candidates = [[self._first_tokens(self.text.answer_text(d, a)) for a in d.legal_actions] for d in decisions]
         disjoint = all(
             sum(len(c) for c in group) == len(set().union(*group)) for group in candidates
@@ -896,6 +943,12 @@ class HFPolicy(TextPolicy):
             choices.append(Choice(action, prefix + self.text.answer_text(d, action), "ok", None))
         self.counts["act.ok"] += len(choices)
         return choices
+
+    def record(self) -> dict | None:
+        """What goes into a result beside the numbers: the batch cache's path and use, when one is kept."""
+        if self.batch_cache is None:
+            return None
+        return {"kind": "hf", "model": self.name, "reply_cache": self.batch_cache.record()}
 
 
 def policy_table(policy: Policy, decisions: Sequence[Decision]) -> np.ndarray:

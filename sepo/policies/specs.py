@@ -64,8 +64,9 @@ def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None, view
         from sepo.policies.endpoint import EndpointAgent, parse_endpoint_spec
 
         text = text or TextAgentOptions()
+        cache = {} if text.reply_cache is None else {"cache_dir": text.reply_cache}
         return EndpointAgent(*parse_endpoint_spec(arg), view or game.text, text.decoding, **text.agent_kwargs(),
-                             max_tokens_total=text.max_tokens_total)
+                             max_tokens_total=text.max_tokens_total, **cache)
     kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH",
              "openai:MODEL@URL"]
     raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
@@ -165,7 +166,8 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
                         "from a provider)")
     if isinstance(path, str):
         check_not_run_folder(path)
-    return HFPolicy(path, view or game.text, mode="sample", decoding=text.decoding, **text.agent_kwargs())
+    return HFPolicy(path, view or game.text, mode="sample", decoding=text.decoding, reply_cache=text.reply_cache,
+                    **text.agent_kwargs())
 
 
 def _unfinished_model_run(run_dir: Path) -> None:

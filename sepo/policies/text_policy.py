@@ -106,6 +106,9 @@ class TextAgentOptions:
     """Correction turns per failed reply under the `reprompt` rule."""
     max_tokens_total: int | None = None
     """Endpoint agents: the prompt and completion tokens an audit may send before it stops."""
+    reply_cache: str | None = None
+    """Where the agent keeps what it answered, so a re-run resumes (None: a local model keeps
+    nothing, an endpoint agent uses its default cache)."""
 
     def __post_init__(self):
         if self.failure_rule not in FAILURE_RULES:

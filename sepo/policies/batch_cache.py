@@ -1,0 +1,117 @@
+"""A local model's batches kept on disk, so that a long audit resumes after a kill.
+
+An endpoint agent keeps every answered request (`sepo.policies.endpoint`); a local model had
+nothing of the kind, and an audit that samples hundreds of 256-token replies (the paper protocol
+on a CPU: hours) started over after any interruption. Its replies cannot be kept one by one: one
+seed draws a whole call's batches in turn from the torch generator, so a reply depends on every
+batch drawn before it. `BatchCache` keeps each batch's output together with the generator's state
+after it, keyed by everything that determines that output (a digest of the model's weights, the
+prompts' token ids, the decoding, the call's seed, the batch's place in the call, torch's version
+and the device). A re-run reads the kept batches, restores the generator after each, and computes
+the rest: its numbers equal those of a run never interrupted. Deterministic calls (forced decoding)
+are kept the same way, without a generator state.
+
+Records are JSON lines appended atomically by `ReplyCache`, one file per model in the folder.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+from sepo.errors import SepoError
+from sepo.policies.reply_cache import ReplyCache, request_key
+
+
+def weights_digest(model) -> str:
+    """SHA-256 of a torch model's class and state dict (names, dtypes, shapes and bytes)."""
+    import torch
+
+    digest = hashlib.sha256(type(model).__name__.encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        flat = tensor.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"\n{name}:{flat.dtype}:{tuple(tensor.shape)}\n".encode())
+        digest.update(flat.view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def _canonical(value):
+    """A request as JSON, refusing what has no stable text (a key from `repr` would never match)."""
+    def refuse(item):
+        raise SepoError(f"--reply-cache: cannot key a model call on {type(item).__name__} "
+                        "(generation settings must be plain values to be kept on disk)")
+
+    return json.loads(json.dumps(value, default=refuse))
+
+
+class BatchCache:
+    """Kept model calls of one model, in `folder` (created on first use)."""
+
+    def __init__(self, folder: str | os.PathLike, model, label: str):
+        self.folder = Path(folder).expanduser()
+        if self.folder.exists() and not self.folder.is_dir():
+            raise SepoError(f"--reply-cache {str(folder)!r} is a file, not a folder")
+        self.model = model
+        self.label = label
+        self._store: ReplyCache | None = None
+        self._digest: str | None = None
+        self.read = 0
+        self.stored = 0
+
+    @property
+    def digest(self) -> str:
+        if self._digest is None:
+            self._digest = weights_digest(self.model)
+        return self._digest
+
+    @property
+    def store(self) -> ReplyCache:
+        if self._store is None:
+            slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self.label).strip("_")[-48:] or "model"
+            self._store = ReplyCache(self.folder / f"{slug}-{self.digest[:12]}.jsonl")
+        return self._store
+
+    def key(self, kind: str, request: dict) -> str:
+        import torch
+
+        device = next(self.model.parameters()).device.type
+        return request_key(_canonical({"kind": kind, "model": self.digest, "torch": torch.__version__,
+                                       "device": device, **request}))
+
+    def get(self, key: str) -> dict | None:
+        record = self.store.get(key)
+        if record is not None:
+            self.read += 1
+        return record
+
+    def put(self, key: str, record: dict) -> None:
+        self.store.put(key, record)
+        self.stored += 1
+
+    def record(self) -> dict:
+        return {"path": str(self.store.path) if self._store is not None else str(self.folder),
+                "batches_read": self.read, "batches_stored": self.stored}
+
+
+def generator_state(device) -> dict:
+    """The torch generator state sampling on `device` reads (CPU, and the GPU's when on one)."""
+    import torch
+
+    state = {"cpu": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode()}
+    if device.type == "cuda":
+        state["cuda"] = base64.b64encode(torch.cuda.get_rng_state(device).numpy().tobytes()).decode()
+    return state
+
+
+def restore_generator(state: dict, device) -> None:
+    import torch
+
+    def tensor(text: str):
+        return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
+
+    torch.set_rng_state(tensor(state["cpu"]))
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(tensor(state["cuda"]), device)
