@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 
 from sepo.errors import SepoError
@@ -81,10 +82,12 @@ class BatchCache:
         return request_key(_canonical({"kind": kind, "model": self.digest, "torch": torch.__version__,
                                        "device": device, **request}))
 
-    def get(self, key: str) -> dict | None:
+    def get(self, key: str, fits) -> dict | None:
+        """The kept record under `key` if `fits(record)` (else None: computed again)."""
         record = self.store.get(key)
-        if record is not None:
-            self.read += 1
+        if record is None or not fits(record):
+            return None
+        self.read += 1
         return record
 
     def put(self, key: str, record: dict) -> None:
@@ -94,6 +97,29 @@ class BatchCache:
     def record(self) -> dict:
         return {"path": str(self.store.path) if self._store is not None else str(self.folder),
                 "batches_read": self.read, "batches_stored": self.stored}
+
+
+def rows_fit(record: dict, rows: int, sampled: bool) -> bool:
+    """Whether a kept batch has the shape its call needs (an edited or foreign line is generated
+    again, with a warning, rather than read)."""
+    fits = (isinstance(record.get("rows"), list) and len(record["rows"]) == rows
+            and all(isinstance(r, list) and all(isinstance(t, int) for t in r) for r in record["rows"])
+            and (not sampled or isinstance(record.get("generator"), dict) and isinstance(record["generator"].get("cpu"), str)))
+    if not fits:
+        warnings.warn(f"reply cache: a kept batch ({record.get('key', '?')[:12]}) is not a batch of {rows} replies; "
+                      "generating it again", stacklevel=3)
+    return fits
+
+
+def choices_fit(record: dict, decisions) -> bool:
+    """Whether kept forced-decoding choices index each decision's legal actions."""
+    choices = record.get("choices")
+    fits = (isinstance(choices, list) and len(choices) == len(decisions)
+            and all(isinstance(c, int) and 0 <= c < len(d.legal_actions) for c, d in zip(choices, decisions)))
+    if not fits:
+        warnings.warn(f"reply cache: kept forced decoding ({record.get('key', '?')[:12]}) does not fit its decisions; "
+                      "computing it again", stacklevel=3)
+    return fits
 
 
 def generator_state(device) -> dict:

@@ -566,9 +566,9 @@ class HFPolicy(TextPolicy):
         key = None
         if self.batch_cache is not None:
             key = self.batch_cache.key("generate", {"prompts": chunk, **setting})
-            kept = self.batch_cache.get(key)
+            kept = self.batch_cache.get(key, lambda record: batch_cache.rows_fit(record, len(chunk) * n, setting["sample"]))
             if kept is not None:
-                if kept.get("generator") is not None:
+                if setting["sample"]:
                     batch_cache.restore_generator(kept["generator"], self.device)
                 return kept["rows"]
         import torch
@@ -718,13 +718,15 @@ class HFPolicy(TextPolicy):
                 {"role": "user", "content": FORCED_QUESTION.format(names="/".join(d.action_names))},
             ]
             prompts.append(self.render(messages))
+        from sepo.policies import batch_cache
+
         key = None
         if self.batch_cache is not None:
             answers = [[self.text.answer_text(d, a) for a in d.legal_actions] for d in decisions]
             key = self.batch_cache.key("forced", {"prompts": prompts, "answers": answers,
                                                   "normalization": self.score_normalization,
                                                   "prefix_sharing": self.prefix_sharing})
-            kept = self.batch_cache.get(key)
+            kept = self.batch_cache.get(key, lambda record: batch_cache.choices_fit(record, decisions))
             if kept is not None:
                 return [d.legal_actions[i] for d, i in zip(decisions, kept["choices"])]
         actions = self._forced_pass(decisions, prompts)

@@ -139,3 +139,15 @@ def test_a_reply_cache_for_an_agent_that_is_not_a_model_is_refused(tmp_path):
     result = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", "uniform", "--reply-cache", str(tmp_path)])
     assert result.exit_code != 0
     assert "--reply-cache applies to text agents only" in result.output
+
+
+def test_a_kept_batch_of_the_wrong_shape_is_generated_again_with_a_warning(tiny, decisions, tmp_path):
+    expected = _texts(_agent(tiny).generate(_prompts(tiny, decisions[:2]), 2, seed=5))
+    _agent(tiny, tmp_path).generate(_prompts(tiny, decisions[:2]), 2, seed=5)
+    (file,) = tmp_path.glob("*.jsonl")
+    record = json.loads(file.read_text())
+    file.write_text(json.dumps({**record, "rows": record["rows"][:1]}) + "\n")  # an edited line: one row short
+    edited = _agent(tiny, tmp_path)
+    with pytest.warns(UserWarning, match="is not a batch of 4 replies; generating it again"):
+        assert _texts(edited.generate(_prompts(tiny, decisions[:2]), 2, seed=5)) == expected
+    assert edited.batch_cache.record()["batches_read"] == 0
