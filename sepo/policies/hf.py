@@ -542,9 +542,11 @@ class HFPolicy(TextPolicy):
         setting = {"n": n, "sample": do_sample, "kwargs": {k: v for k, v in kwargs.items() if k != "num_return_sequences"},
                    "seed": seed if do_sample else None, "prefix_sharing": self.prefix_sharing}
         with self._rng_context(seed), progress.counting("model replies", len(prompts) * n) as advance:
+            previous = None  # a sampled batch's key names the one before it: the generator state it starts from
             for batch, start in enumerate(range(0, len(prompts), per_call)):
                 chunk = prompts[start : start + per_call]
-                rows = self._kept_batch(chunk, n, kwargs, {**setting, "batch": batch})
+                rows, key = self._kept_batch(chunk, n, kwargs, {**setting, "batch": batch, "after": previous})
+                previous = key if do_sample else None
                 for row, p in enumerate(chunk):
                     group = []
                     for k in range(n):
@@ -557,10 +559,12 @@ class HFPolicy(TextPolicy):
                 advance(len(chunk) * n)
         return results
 
-    def _kept_batch(self, chunk: list[list[int]], n: int, kwargs: dict, setting: dict) -> list[list[int]]:
+    def _kept_batch(self, chunk: list[list[int]], n: int, kwargs: dict, setting: dict) -> tuple[list[list[int]], str | None]:
         """The new tokens of each of a batch's `len(chunk) * n` rows, cut after the first end
         token: generated, or read from the batch cache (which then restores the generator state
-        the batch left, so the next batch draws what it would have drawn)."""
+        the batch left, so the next batch draws what it would have drawn); and the batch's key
+        (None without a cache). A sampled batch's setting names the key of the batch before it
+        in its call, so a batch is read only after the same batches drew from the same seed."""
         from sepo.policies import batch_cache
 
         key = None
@@ -570,7 +574,7 @@ class HFPolicy(TextPolicy):
             if kept is not None:
                 if setting["sample"]:
                     batch_cache.restore_generator(kept["generator"], self.device)
-                return kept["rows"]
+                return kept["rows"], key
         import torch
 
         width = max(len(p) for p in chunk)
@@ -589,7 +593,7 @@ class HFPolicy(TextPolicy):
         if key is not None:
             generator = batch_cache.generator_state(self.device) if setting["sample"] else None
             self.batch_cache.put(key, {"rows": rows, "generator": generator})
-        return rows
+        return rows, key
 
     def _generate_chunk(self, chunk: list[list[int]], ids, mask, n: int, kwargs: dict):
         """`generate` on one left-padded chunk, `n` completions a prompt (rows prompt-major). With

@@ -151,3 +151,14 @@ def test_a_kept_batch_of_the_wrong_shape_is_generated_again_with_a_warning(tiny,
     with pytest.warns(UserWarning, match="is not a batch of 4 replies; generating it again"):
         assert _texts(edited.generate(_prompts(tiny, decisions[:2]), 2, seed=5)) == expected
     assert edited.batch_cache.record()["batches_read"] == 0
+
+
+def test_a_batch_is_read_only_after_the_batches_that_drew_before_it(tiny, decisions, tmp_path):
+    """Two calls with one seed whose second batches have the same prompts but whose first batches
+    differ: the second call's second batch starts from another generator state, so it is not read."""
+    first, second = decisions[:4] + decisions[8:12], decisions[4:8] + decisions[8:12]
+    _agent(tiny, tmp_path).generate(_prompts(tiny, first), 2, seed=9)
+    expected = _texts(_agent(tiny).generate(_prompts(tiny, second), 2, seed=9))
+    other = _agent(tiny, tmp_path)
+    assert _texts(other.generate(_prompts(tiny, second), 2, seed=9)) == expected
+    assert other.batch_cache.record()["batches_read"] == 0
