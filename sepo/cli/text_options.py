@@ -89,6 +89,8 @@ def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None
         raise SepoError("--reprompts applies with --failure-rule reprompt only")
     decoding = decoding_for(protocol, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens,
                             repetition_penalty=repetition_penalty, enable_thinking=thinking)
+    if reply_cache is not None and not reply_cache.strip():
+        raise SepoError("--reply-cache needs a folder, got an empty name")
     if samples is not None and samples < 1:  # named by its flag (the options' own check names the setting)
         raise SepoError(f"--samples must be >= 1 (replies per information state), got {samples}")
     if samples is not None and decoding.greedy:  # it would change nothing: refused rather than ignored

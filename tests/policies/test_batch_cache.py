@@ -131,14 +131,17 @@ def test_eval_with_a_reply_cache_reproduces_its_numbers_from_the_cache(tiny, tmp
     assert kept_b == {**kept_a, "batches_read": kept_a["batches_stored"] + kept_a["batches_read"], "batches_stored": 0}
 
 
-def test_a_reply_cache_for_an_agent_that_is_not_a_model_is_refused(tmp_path):
+@pytest.mark.parametrize("folder, message", [("DIR", "--reply-cache applies to text agents only"),
+                                             (" ", "--reply-cache needs a folder, got an empty name")])
+def test_a_reply_cache_for_an_agent_that_is_not_a_model_or_without_a_name_is_refused(tmp_path, folder, message):
     from typer.testing import CliRunner
 
     from sepo.cli.main import app
 
-    result = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", "uniform", "--reply-cache", str(tmp_path)])
+    given = str(tmp_path) if folder == "DIR" else folder
+    result = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", "uniform", "--reply-cache", given])
     assert result.exit_code != 0
-    assert "--reply-cache applies to text agents only" in result.output
+    assert message in result.output
 
 
 def test_a_kept_batch_of_the_wrong_shape_is_generated_again_with_a_warning(tiny, decisions, tmp_path):
