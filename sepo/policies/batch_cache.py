@@ -6,8 +6,8 @@ on a CPU: hours) started over after any interruption. Its replies cannot be kept
 seed draws a whole call's batches in turn from the torch generator, so a reply depends on every
 batch drawn before it. `BatchCache` keeps each batch's output together with the generator's state
 after it, keyed by everything that determines that output (a digest of the model's weights, the
-prompts' token ids, the decoding, the call's seed, the batch's place in the call, torch's version
-and the device). A re-run reads the kept batches, restores the generator after each, and computes
+prompts' token ids, the decoding, the call's seed, the batches drawn before it in the call, torch's
+version, the device, the attention kernel and the thread count). A re-run reads the kept batches, restores the generator after each, and computes
 the rest: its numbers equal those of a run never interrupted. Deterministic calls (forced decoding)
 are kept the same way, without a generator state.
 
@@ -79,8 +79,10 @@ class BatchCache:
         import torch
 
         device = next(self.model.parameters()).device.type
-        return request_key(_canonical({"kind": kind, "model": self.digest, "torch": torch.__version__,
-                                       "device": device, **request}))
+        attention = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
+        # the thread count too: a CPU reduction split another way can change a logit's last bits
+        return request_key(_canonical({"kind": kind, "model": self.digest, "torch": torch.__version__, "device": device,
+                                       "attention": attention, "threads": torch.get_num_threads(), **request}))
 
     def get(self, key: str, fits) -> dict | None:
         """The kept record under `key` if `fits(record)` (else None: computed again)."""

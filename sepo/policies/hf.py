@@ -540,7 +540,7 @@ class HFPolicy(TextPolicy):
         seed = self._next_seed() if seed is None else seed
         results: list[list[Completion]] = []
         setting = {"n": n, "sample": do_sample, "kwargs": {k: v for k, v in kwargs.items() if k != "num_return_sequences"},
-                   "seed": seed if do_sample else None, "prefix_sharing": self.prefix_sharing}
+                   "seed": seed if do_sample else None, "prefix_sharing": self.prefix_sharing, "batch_size": self.batch_size}
         with self._rng_context(seed), progress.counting("model replies", len(prompts) * n) as advance:
             previous = None  # a sampled batch's key names the one before it: the generator state it starts from
             for batch, start in enumerate(range(0, len(prompts), per_call)):
@@ -729,7 +729,7 @@ class HFPolicy(TextPolicy):
             answers = [[self.text.answer_text(d, a) for a in d.legal_actions] for d in decisions]
             key = self.batch_cache.key("forced", {"prompts": prompts, "answers": answers,
                                                   "normalization": self.score_normalization,
-                                                  "prefix_sharing": self.prefix_sharing})
+                                                  "prefix_sharing": self.prefix_sharing, "batch_size": self.batch_size})
             kept = self.batch_cache.get(key, lambda record: batch_cache.choices_fit(record, decisions))
             if kept is not None:
                 return [d.legal_actions[i] for d, i in zip(decisions, kept["choices"])]

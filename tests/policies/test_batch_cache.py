@@ -165,3 +165,17 @@ def test_a_batch_is_read_only_after_the_batches_that_drew_before_it(tiny, decisi
     other = _agent(tiny, tmp_path)
     assert _texts(other.generate(_prompts(tiny, second), 2, seed=9)) == expected
     assert other.batch_cache.record()["batches_read"] == 0
+
+
+def test_another_thread_count_is_another_key(tiny, tmp_path):
+    """A CPU reduction split over another number of threads can change a logit's last bits."""
+    cache = _agent(tiny, tmp_path).batch_cache
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = cache.key("generate", {"prompts": [[1, 2]]})
+        torch.set_num_threads(2)
+        two = cache.key("generate", {"prompts": [[1, 2]]})
+    finally:
+        torch.set_num_threads(threads)
+    assert one != two
