@@ -686,17 +686,18 @@ def exploit_command(
     result = found.result
     if solver is None:  # the domain's search plays the agent (no policy table read)
         out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
-               "exact_label": exact_label(result), "decoding": decoding_record}
+               "exact_label": exact_label(result), "decoding": decoding_record, **_kept_replies(policy)}
         if as_json:
             if hasattr(found.response, "to_json"):
                 out["best_response"] = found.response.to_json()
             _print_json(out)
             return
         _print_exact(agent, game, result, decoding=decoding_record)
+        _print_kept_replies(out)
         return
     out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
            "exact_label": exact_label(result), "information_states": (found.policy or {}).get("states"),
-           "policy": found.policy, "decoding": decoding_record}
+           "policy": found.policy, "decoding": decoding_record, **_kept_replies(policy)}
     if threshold:
         out["threshold"] = threshold
     notes = _exact_notes(result, found)
@@ -710,6 +711,18 @@ def exploit_command(
         _print_json(out)
         return
     _print_exact(agent, game, result, found.policy, decoding_record, found.interval, notes)
+    _print_kept_replies(out)
+
+
+def _kept_replies(policy) -> dict:
+    """A local model's batch cache in an exploit result, as `sepo eval` records it (`agent_record`)."""
+    record = policy.record() if callable(getattr(policy, "record", None)) else None
+    return {"agent_record": record} if record and record.get("reply_cache") else {}
+
+
+def _print_kept_replies(out: dict) -> None:
+    if "agent_record" in out:
+        console.print(reply_cache_line(out["agent_record"]["reply_cache"]))
 
 
 def _exact_notes(result, found) -> list[str]:

@@ -179,3 +179,22 @@ def test_another_thread_count_is_another_key(tiny, tmp_path):
     finally:
         torch.set_num_threads(threads)
     assert one != two
+
+
+def test_exploit_with_a_reply_cache_says_what_it_read(tiny, tmp_path):
+    from typer.testing import CliRunner
+
+    from sepo.cli.main import app
+
+    folder = tmp_path / "model"
+    tiny.model.save_pretrained(folder)
+    tiny.tokenizer.save_pretrained(folder)
+    args = ["exploit", "--game", "kuhn", "--agent", f"hf:{folder}", "--temperature", "0", "--max-new-tokens", "6",
+            "--reply-cache", str(tmp_path / "cache")]
+    first = CliRunner().invoke(app, [*args, "--json"])
+    assert first.exit_code == 0, first.output
+    kept = json.loads(first.stdout)["agent_record"]["reply_cache"]
+    assert kept["batches_stored"] > 0
+    second = CliRunner().invoke(app, args)
+    assert second.exit_code == 0, second.output
+    assert f"reply cache: {kept['batches_stored'] + kept['batches_read']:,} batches read, 0 generated" in second.output
