@@ -209,8 +209,7 @@ def eval_command(
         console.print(reprompt_line(result["reprompts"]))
     if (result.get("agent_record") or {}).get("usage"):
         console.print(usage_line(result["agent_record"]))
-    if (result.get("agent_record") or {}).get("reply_cache"):
-        console.print(reply_cache_line(result["agent_record"]["reply_cache"]))
+    _print_kept_replies(result)
     if result.get("talk"):
         t = result["talk"]
         line = f"cheap talk: {t['messages']} messages delivered ({t['cut']} cut, {t['tokens_removed']} template tokens removed)"
@@ -720,9 +719,11 @@ def _kept_replies(policy) -> dict:
     return {"agent_record": record} if record and record.get("reply_cache") else {}
 
 
-def _print_kept_replies(out: dict) -> None:
-    if "agent_record" in out:
-        console.print(reply_cache_line(out["agent_record"]["reply_cache"]))
+def _print_kept_replies(result: dict) -> None:
+    """The reply-cache line of an eval or exploit result, when a local model kept its batches."""
+    kept = (result.get("agent_record") or {}).get("reply_cache")
+    if kept:
+        console.print(reply_cache_line(kept))
 
 
 def _exact_notes(result, found) -> list[str]:

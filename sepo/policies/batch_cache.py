@@ -49,7 +49,9 @@ def _canonical(value):
 
 
 class BatchCache:
-    """Kept model calls of one model, in `folder` (created on first use)."""
+    """Kept model calls of one model, in `folder` (created on first use). The weights are hashed
+    once, on first use: a cache is for a model that does not change while it plays (an audit),
+    never for one being trained."""
 
     def __init__(self, folder: str | os.PathLike, model, label: str):
         self.folder = Path(folder).expanduser()
