@@ -149,11 +149,11 @@ def audit_decoding(config: ExperimentConfig):
                         top_p=d.top_p, top_k=d.top_k, repetition_penalty=d.repetition_penalty)
 
 
-def _hf_policy(config: ExperimentConfig, path: str, game):
+def _hf_policy(config: ExperimentConfig, path: str, game, reply_cache: Path | None = None):
     from sepo.policies.hf import HFPolicy
 
     return HFPolicy(path, game.text, mode="sample", failure_rule="forced", decoding=audit_decoding(config),
-                    samples=config.decoding.samples)
+                    samples=config.decoding.samples, reply_cache=reply_cache)
 
 
 def _tabular_env(game_name: str, params: dict, game):
@@ -245,11 +245,11 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path,
     checkpoint (the LLM trainer may extend `steps`: constant learning rate, draws keyed by step),
     auditing the model after each segment."""
     if cell.stage == "base":
-        audit_candidate(FINAL, lambda: _hf_policy(config, model_path(config, agent, out), game))
+        audit_candidate(FINAL, lambda: _hf_policy(config, model_path(config, agent, out), game, audit_candidate.reply_cache))
         return
     if cell.stage == "sft":
         model = _sft_model(config, domain, agent, cell.seed, cell_run, out)
-        audit_candidate(FINAL, lambda: _hf_policy(config, model, game))
+        audit_candidate(FINAL, lambda: _hf_policy(config, model, game, audit_candidate.reply_cache))
         return
     from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 
@@ -274,15 +274,25 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path,
                                      keep_checkpoints=1, table_samples=t.table_samples, final_samples=t.final_samples or config.decoding.samples,
                                      answer_rest=t.answer_rest)
         summary = run_llm_sepo(train_config, cell_run.path("train"), part_of=OWNER)
-        audit_candidate(label, lambda: _hf_policy(config, summary["model"], game))
+        audit_candidate(label, lambda: _hf_policy(config, summary["model"], game, audit_candidate.reply_cache))
+
+
+REPLY_CACHE = "reply-cache"
+"""A language-model cell's kept model calls (`sepo.policies.batch_cache`), in its run folder."""
 
 
 class _Auditor:
     """Audits candidates on both splits, keeping each candidate's audit in its own file of the
-    cell's run folder, so that a resumed language-model cell does not audit a checkpoint twice."""
+    cell's run folder, so that a resumed language-model cell does not audit a checkpoint twice,
+    and the model calls of an audit in progress in `REPLY_CACHE`, so that an audit killed half
+    way resumes from its last kept batch with the numbers of an uninterrupted one."""
 
     def __init__(self, config, domain, agent, game, run):
         self.config, self.domain, self.agent, self.game, self.run = config, domain, agent, game, run
+
+    @property
+    def reply_cache(self) -> Path:
+        return self.run.path(REPLY_CACHE)
 
     def _name(self, label: str) -> str:
         return f"audits/{label}.json"
@@ -293,8 +303,12 @@ class _Auditor:
     def __call__(self, label: str, policy) -> None:
         """`policy` is a policy, or a callable making a fresh one: a language model gets a fresh
         reader per split, so the test audit reuses no reply drawn for validation."""
-        results = {split: audit(self.config, self.domain, self.game, policy() if callable(policy) else policy, split, self.agent)
-                   for split in ("validation", "test")}
+        try:
+            results = {split: audit(self.config, self.domain, self.game, policy() if callable(policy) else policy, split,
+                                    self.agent) for split in ("validation", "test")}
+        finally:
+            if self.run.owns(REPLY_CACHE) and (self.run.root / REPLY_CACHE).is_dir():
+                self.run.adopt(REPLY_CACHE)
         self.run.write_json(self._name(label), results)
 
     def results(self) -> dict[str, dict]:

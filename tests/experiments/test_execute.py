@@ -57,3 +57,73 @@ def test_a_resumed_experiment_refuses_an_hf_agents_model_changed_since_it_starte
     with pytest.raises(SepoError, match="the model of agent lm .* changed since this experiment started"):
         with open_run(tmp_path / "out", "experiment run", settings) as run:
             prepare(config, run)
+
+
+LM_BASE_CONFIG = """
+name: lm-base
+domains: [{name: DOMAIN}]
+agents: [{name: lm, kind: hf, model: tiny}]
+stages: [base]
+episodes: {validation: 1, test: 1}
+replicates: 50
+decoding: {temperature: 1.0, max_new_tokens: 8, samples: 4}
+"""
+
+
+def _prepared_experiment(text: str, out):
+    """An experiment folder as the runner leaves it before its first cell: (config, plan)."""
+    import yaml
+
+    from sepo.experiments.cells import expand
+    from sepo.experiments.config import validate_config
+    from sepo.experiments.execute import prepare
+    from sepo.runs import open_run
+
+    config = validate_config(yaml.safe_load(text))
+    with open_run(out, "experiment run", config.record()) as run:
+        run.path("cells").mkdir(exist_ok=True)
+        run.path("models")
+        run.commit()
+        prepare(config, run)
+    return config, expand(config)
+
+
+def test_a_language_model_audit_killed_half_way_resumes_from_its_kept_batches(tmp_path, monkeypatch):
+    """A language-model cell keeps its audit's model calls in the cell's `reply-cache/`: killed in
+    its test audit, the resumed cell reads the validation audit's batches instead of generating them
+    again, and its numbers equal those of a cell that was never killed. (In one process: a batch
+    is kept per torch thread count.)"""
+    import json
+
+    from sepo.experiments import execute
+    from sepo.runs import read_manifest
+    from tests.experiments.conftest import tiny_domain
+
+    text = LM_BASE_CONFIG.replace("DOMAIN", tiny_domain())
+    config, plan = _prepared_experiment(text, tmp_path / "clean")
+    (cell,) = plan.cells
+    clean = execute.run_cell(config, cell, tmp_path / "clean")["rows"]
+
+    config, plan = _prepared_experiment(text, tmp_path / "killed")
+    real_audit = execute.audit
+
+    def killed_in_test(config, domain, game, policy, split, agent=None):
+        if split == "test":
+            raise KeyboardInterrupt
+        return real_audit(config, domain, game, policy, split, agent)
+
+    monkeypatch.setattr(execute, "audit", killed_in_test)
+    with pytest.raises(KeyboardInterrupt):
+        execute.run_cell(config, cell, tmp_path / "killed")
+    monkeypatch.setattr(execute, "audit", real_audit)
+    folder = tmp_path / "killed" / "cells" / cell.id
+    kept = list((folder / "reply-cache").glob("*.jsonl"))
+    assert len(kept) == 1 and kept[0].stat().st_size > 0
+    assert f"reply-cache/{kept[0].name}" in read_manifest(folder)["files"]  # the cell's own file: removed with it
+    assert not (folder / "audits" / "final.json").exists()
+
+    resumed = execute.run_cell(config, cell, tmp_path / "killed")["rows"]
+    validation = json.loads((folder / "audits" / "final.json").read_text())["validation"]["agent_record"]["reply_cache"]
+    assert validation["batches_read"] > 0 and validation["batches_stored"] == 0
+    numbers = lambda rows: [repr((r["checkpoint"], r["split"], r["metric"], r["value"], r["low"], r["high"])) for r in rows]
+    assert numbers(resumed) == numbers(clean)
