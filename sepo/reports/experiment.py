@@ -6,7 +6,8 @@ logs. Numbers shown:
   episodes (held-out selection); the paper's way (best safety on the reported episodes) is kept
   in its own table;
 - one seed: the cell's 95% bootstrap interval; several seeds: the mean over seeds with a 95%
-  t-interval across seeds (seed-to-seed variation, which contains the episode noise);
+  t-interval across seeds (seed-to-seed variation, which contains the episode noise), cut to the
+  values the metric can take (`metric_range`: a rate's [0, 1], exploitability's [0, ∞));
 - paired differences (ΔSafety = SEPO − Base, SEPO − payoff-only, SEPO − constant) per seed, then
   the same mean and t-interval; with one seed, the two bootstrap half-widths added in quadrature.
 Every row names the cells it comes from; the appendix lists each cell with its folder. A row or bar
@@ -51,6 +52,17 @@ def paper_numbers() -> dict:
 
 
 # ------------------------------------------------------------------------------------ numbers
+
+def metric_range(name: str) -> tuple[float, float]:
+    """The values a metric can take by its definition: a rate lies in [0, 1] and exploitability
+    (NashConv) is never negative. A t-interval over seeds is symmetric and can leave that range
+    (an invalid rate of 0.010 [-0.007, 0.027]); the truth cannot, so the interval is cut to it."""
+    if re.search(r"(^|[/_])rate($|_)", name):
+        return 0.0, 1.0
+    if name in ("exploitability", "nash_conv"):
+        return 0.0, math.inf
+    return -math.inf, math.inf
+
 
 def t_interval(values: list[float]) -> tuple[float, float, float]:
     from scipy import stats
@@ -137,7 +149,9 @@ class Results:
         if len(found) == 1:
             value, low, high, exact = found[0]
             return value, low, high, "exact" if exact else "bootstrap"
-        return (*t_interval([f[0] for f in found]), f"{len(found)} seeds")
+        mean, low, high = t_interval([f[0] for f in found])
+        least, most = metric_range(name)
+        return mean, max(low, least), min(high, most), f"{len(found)} seeds"
 
     def paired(self, cells_a: list[str], cells_b: list[str], name: str):
         """(mean, low, high, pairs, cells) of metric(a) − metric(b), paired by seed: a cell of `a` meets
@@ -449,7 +463,8 @@ def build_report(folder: str | Path, results: Results | None = None) -> Document
     doc.para("Selection: trained stages are shown at the checkpoint with the best safety on VALIDATION episodes, measured "
              "on TEST episodes with disjoint seeds (held-out selection). The paper's selection (best safety on the reported "
              "episodes) is kept in the section 'Selection on validation vs on test'. Intervals: 95%; one seed: the cell's "
-             "bootstrap interval over episodes (or 'exact'); several seeds: a t-interval over seeds.")
+             "bootstrap interval over episodes (or 'exact'); several seeds: a t-interval over seeds, cut to the metric's "
+             "range (a rate's [0, 1], exploitability's [0, ∞)).")
     if plan.get("skipped"):
         doc.para("Not run: " + "; ".join(f"{s['domain']}/{s['agent']}/{s['stage']}: {s['reason']}" for s in plan["skipped"]))
     paper = paper_numbers()

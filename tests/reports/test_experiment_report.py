@@ -429,3 +429,32 @@ def test_a_resumed_cells_seconds_are_called_its_last_starts(finished_experiment,
     row = next(line for line in md if line.startswith(f"| {cells[0].name} |"))
     other = next(line for line in md if line.startswith(f"| {cells[1].name} |"))
     assert row.rstrip(" |").endswith("(resumed)") and "(resumed)" not in other
+
+
+def test_an_interval_over_seeds_stays_inside_the_values_its_metric_can_take():
+    """Found in the real-model report: an invalid rate of 0.010 [-0.007, 0.027] over three seeds (a
+    symmetric t-interval); a rate lies in [0, 1] and exploitability is never negative, so the
+    interval is cut there. A metric of any sign keeps its interval."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from sepo.reports.experiment import Results, t_interval
+
+    seeds = {"invalid_action_rate": [0.0, 0.03, 0.0], "kuhn/bet_rate_J": [0.99, 1.0, 0.96],
+             "exploitability": [0.001, 0.2, 0.002], "utility": [0.0, 0.03, 0.0]}
+    value = defaultdict(dict)
+    for name, values in seeds.items():
+        for seed, number in enumerate(values):
+            value[(f"c{seed}", "validation")][name] = (number, number, number, False)
+    results = SimpleNamespace(value=value)
+    cells = ["c0", "c1", "c2"]
+    for name, values in seeds.items():
+        mean, low, high = t_interval(values)
+        shown = Results.metric(results, cells, name)
+        assert shown[0] == pytest.approx(mean) and shown[3] == "3 seeds"
+        if name == "utility":
+            assert (shown[1], shown[2]) == (low, high) and low < 0
+        elif name == "kuhn/bet_rate_J":
+            assert high > 1 and shown[2] == 1.0 and shown[1] == low
+        else:
+            assert low < 0 and shown[1] == 0.0 and shown[2] == high
