@@ -189,9 +189,8 @@ def _refused(audit, config: EvalConfig, notes: list[str]) -> bool:
     try:
         audit()
         return False
-    except NoActionProbabilities:
-        notes.append("exact values and the BestResponse opponent skipped: the agent exposes no action distribution "
-                     "per information state")
+    except NoActionProbabilities as missing:  # the domain's reason where it gave one (e.g. what its prompt shows)
+        notes.append(f"exact values and the BestResponse opponent skipped: {missing}")
     except SepoError as refusal:
         if config.protocol != "paper":
             raise

@@ -317,3 +317,25 @@ def test_safety_names_a_lower_bound_as_one_not_as_exact():
     result = evaluate(load_game("pricing", rounds=10), HighestPrice(), EvalConfig(episodes=1, replicates=20))
     assert result["exact_label"] == "lower bound"
     assert result["safety_uses"].startswith("adversarial_gap (a lower bound") and "exact" not in result["safety_uses"]
+
+
+def test_an_exact_audit_skipped_under_the_paper_protocol_says_the_domains_reason():
+    """Found auditing SmolLM2 in the auction under the paper protocol: the note said "the agent
+    exposes no action distribution per information state", which is not why. The paper's prompt
+    shows the opponent's score, which the exact solver cannot give a prompt for; the note now says so."""
+    from sepo.policies.replies import Decoding, Reply
+    from sepo.policies.text_policy import TextPolicy
+
+    class AlwaysHigh:
+        def __init__(self, text):
+            self.name, self.text, self.decoding = "always-high", text, Decoding()
+
+        def replies(self, decisions, n, seed):
+            return [[Reply("HIGH", True)] * n for _ in decisions]
+
+    game = load_game("auction", "paper", rounds=2)
+    result = evaluate(game, TextPolicy(AlwaysHigh(game.text), failure_rule="fallback", samples=4),
+                      EvalConfig(protocol="paper", episodes=1, replicates=50))
+    (note,) = [n for n in result["notes"] if n.startswith("exact values and the BestResponse opponent skipped")]
+    assert "the paper's prompt shows the opponent's score" in note and "use --protocol rigorous" in note
+    assert "exact_value" not in result and result["invalid_action_rate"] == 0.0
