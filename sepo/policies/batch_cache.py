@@ -87,15 +87,23 @@ class BatchCache:
                                        "attention": attention, "threads": torch.get_num_threads(), **request}))
 
     def get(self, key: str, fits) -> dict | None:
-        """The kept record under `key` if `fits(record)` (else None: computed again)."""
+        """The kept record under `key` if it is as it was written (its checksum) and `fits(record)`;
+        else None, and the call is computed again."""
         record = self.store.get(key)
-        if record is None or not fits(record):
+        if record is None:
+            return None
+        if record.get("check") != _checksum(record):
+            why = ("has no checksum (kept by an older sepo)" if "check" not in record
+                   else "was changed since it was written (its checksum differs)")
+            warnings.warn(f"reply cache: a kept record ({key[:12]}) {why}; computing it again", stacklevel=3)
+            return None
+        if not fits(record):
             return None
         self.read += 1
         return record
 
     def put(self, key: str, record: dict) -> None:
-        self.store.put(key, record)
+        self.store.put(key, {**record, "check": _checksum(record)})
         self.stored += 1
 
     def record(self) -> dict:
@@ -103,12 +111,21 @@ class BatchCache:
                 "batches_read": self.read, "batches_stored": self.stored}
 
 
-def rows_fit(record: dict, rows: int, sampled: bool) -> bool:
-    """Whether a kept batch has the shape its call needs (an edited or foreign line is generated
-    again, with a warning, rather than read)."""
+def _checksum(record: dict) -> str:
+    """SHA-256 of a record's content (without its key and checksum): a line changed on disk,
+    by hand or by a fault, is computed again rather than read."""
+    body = {k: v for k, v in record.items() if k not in ("key", "check")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def rows_fit(record: dict, rows: int, sampled: bool, vocab: int, max_new_tokens: int, device) -> bool:
+    """Whether a kept batch has the shape its call needs: `rows` rows of at most `max_new_tokens`
+    token ids in the vocabulary, and, when sampled, a generator state `restore_generator` can set
+    (a foreign line is generated again, with a warning, rather than read)."""
     fits = (isinstance(record.get("rows"), list) and len(record["rows"]) == rows
-            and all(isinstance(r, list) and all(isinstance(t, int) for t in r) for r in record["rows"])
-            and (not sampled or isinstance(record.get("generator"), dict) and isinstance(record["generator"].get("cpu"), str)))
+            and all(isinstance(r, list) and len(r) <= max_new_tokens
+                    and all(type(t) is int and 0 <= t < vocab for t in r) for r in record["rows"])
+            and (not sampled or _generator_fits(record.get("generator"), device)))
     if not fits:
         warnings.warn(f"reply cache: a kept batch ({record.get('key', '?')[:12]}) is not a batch of {rows} replies; "
                       "generating it again", stacklevel=3)
@@ -136,6 +153,28 @@ def generator_state(device) -> dict:
     return state
 
 
+def _state_bytes(text) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True) if isinstance(text, str) else None
+    except ValueError:  # binascii.Error
+        return None
+
+
+def _generator_fits(state, device) -> bool:
+    """Whether `state` holds generator states of this torch's sizes for `device`."""
+    import torch
+
+    if not isinstance(state, dict):
+        return False
+    cpu = _state_bytes(state.get("cpu"))
+    if cpu is None or len(cpu) != torch.get_rng_state().numel():
+        return False
+    if device.type == "cuda":
+        gpu = _state_bytes(state.get("cuda"))
+        return gpu is not None and len(gpu) == torch.cuda.get_rng_state(device).numel()
+    return True
+
+
 def restore_generator(state: dict, device) -> None:
     import torch
 
@@ -143,5 +182,5 @@ def restore_generator(state: dict, device) -> None:
         return torch.frombuffer(bytearray(base64.b64decode(text)), dtype=torch.uint8)
 
     torch.set_rng_state(tensor(state["cpu"]))
-    if device.type == "cuda" and "cuda" in state:
+    if device.type == "cuda":
         torch.cuda.set_rng_state(tensor(state["cuda"]), device)

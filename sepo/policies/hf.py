@@ -570,7 +570,8 @@ class HFPolicy(TextPolicy):
         key = None
         if self.batch_cache is not None:
             key = self.batch_cache.key("generate", {"prompts": chunk, **setting})
-            kept = self.batch_cache.get(key, lambda record: batch_cache.rows_fit(record, len(chunk) * n, setting["sample"]))
+            kept = self.batch_cache.get(key, lambda record: batch_cache.rows_fit(
+                record, len(chunk) * n, setting["sample"], self._vocabulary(), kwargs["max_new_tokens"], self.device))
             if kept is not None:
                 if setting["sample"]:
                     batch_cache.restore_generator(kept["generator"], self.device)
@@ -594,6 +595,10 @@ class HFPolicy(TextPolicy):
             generator = batch_cache.generator_state(self.device) if setting["sample"] else None
             self.batch_cache.put(key, {"rows": rows, "generator": generator})
         return rows, key
+
+    def _vocabulary(self) -> int:
+        """How many token ids generation can produce: the model's output size (or the tokenizer's)."""
+        return max(len(self.tokenizer), int(getattr(self.model.config, "vocab_size", 0) or 0))
 
     def _generate_chunk(self, chunk: list[list[int]], ids, mask, n: int, kwargs: dict):
         """`generate` on one left-padded chunk, `n` completions a prompt (rows prompt-major). With

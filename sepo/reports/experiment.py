@@ -7,7 +7,7 @@ logs. Numbers shown:
   in its own table;
 - one seed: the cell's 95% bootstrap interval; several seeds: the mean over seeds with a 95%
   t-interval across seeds (seed-to-seed variation, which contains the episode noise), cut to the
-  values the metric can take (`metric_range`: a rate's [0, 1], exploitability's [0, ∞));
+  values the metric can take (`metric_range`: a rate's [0, 1], exploitability's [0, ∞), ...);
 - paired differences (ΔSafety = SEPO − Base, SEPO − payoff-only, SEPO − constant) per seed, then
   the same mean and t-interval; with one seed, the two bootstrap half-widths added in quadrature.
 Every row names the cells it comes from; the appendix lists each cell with its folder. A row or bar
@@ -54,11 +54,16 @@ def paper_numbers() -> dict:
 # ------------------------------------------------------------------------------------ numbers
 
 def metric_range(name: str) -> tuple[float, float]:
-    """The values a metric can take by its definition: a rate lies in [0, 1] and exploitability
-    (NashConv) is never negative. A t-interval over seeds is symmetric and can leave that range
-    (an invalid rate of 0.010 [-0.007, 0.027]); the truth cannot, so the interval is cut to it."""
-    if re.search(r"(^|[/_])rate($|_)", name):
+    """The values a metric can take by its definition, in every domain: the invalid-action rate and
+    a domain's behaviour rates ("<domain>/..._rate...") lie in [0, 1], GTBench's NRA
+    (A − O)/(|A| + |O|) in [-1, 1], and exploitability (NashConv) is never negative. A t-interval
+    over seeds is symmetric and can leave that range (an invalid rate of 0.010 [-0.007, 0.027]);
+    the truth cannot, so the interval is cut to it. Collusion and externality are not cut: a share
+    of rounds in some domains, a surplus loss in others."""
+    if name == "invalid_action_rate" or ("/" in name and re.search(r"(^|[/_])rate($|_)", name)):
         return 0.0, 1.0
+    if name == "nra_gtbench":
+        return -1.0, 1.0
     if name in ("exploitability", "nash_conv"):
         return 0.0, math.inf
     return -math.inf, math.inf
@@ -464,7 +469,7 @@ def build_report(folder: str | Path, results: Results | None = None) -> Document
              "on TEST episodes with disjoint seeds (held-out selection). The paper's selection (best safety on the reported "
              "episodes) is kept in the section 'Selection on validation vs on test'. Intervals: 95%; one seed: the cell's "
              "bootstrap interval over episodes (or 'exact'); several seeds: a t-interval over seeds, cut to the metric's "
-             "range (a rate's [0, 1], exploitability's [0, ∞)).")
+             "range (a rate's [0, 1], GTBench NRA's [-1, 1], exploitability's [0, ∞)).")
     if plan.get("skipped"):
         doc.para("Not run: " + "; ".join(f"{s['domain']}/{s['agent']}/{s['stage']}: {s['reason']}" for s in plan["skipped"]))
     paper = paper_numbers()

@@ -144,14 +144,34 @@ def test_a_reply_cache_for_an_agent_that_is_not_a_model_or_without_a_name_is_ref
     assert message in result.output
 
 
-def test_a_kept_batch_of_the_wrong_shape_is_generated_again_with_a_warning(tiny, decisions, tmp_path):
+EDITS = {  # name: (how a kept record is changed, whether its checksum is rewritten to match, the warning)
+    "a row short": (lambda r: {**r, "rows": r["rows"][:1]}, True, "is not a batch of 4 replies"),
+    "a row reversed": (lambda r: {**r, "rows": [r["rows"][0][::-1], *r["rows"][1:]]}, False, "its checksum differs"),
+    "no checksum (an older sepo)": (lambda r: {k: v for k, v in r.items() if k != "check"}, False, "has no checksum"),
+    # found by a hostile review: each of these crashed with a traceback or was read as it was
+    "a short generator state": (lambda r: {**r, "generator": {"cpu": "AAAA"}}, True, "is not a batch of 4 replies"),
+    "a generator state not base64": (lambda r: {**r, "generator": {"cpu": "!!!notbase64"}}, True, "is not a batch"),
+    "a negative token id": (lambda r: {**r, "rows": [[-5] * len(r["rows"][0]), *r["rows"][1:]]}, True, "is not a batch"),
+    "a token id past the vocabulary": (lambda r: {**r, "rows": [[999999], *r["rows"][1:]]}, True, "is not a batch"),
+    "booleans for tokens": (lambda r: {**r, "rows": [[True], *r["rows"][1:]]}, True, "is not a batch"),
+    "a row longer than max_new_tokens": (lambda r: {**r, "rows": [r["rows"][0] * 50, *r["rows"][1:]]}, True, "is not a batch"),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_a_kept_batch_changed_on_disk_is_generated_again_with_a_warning(tiny, decisions, tmp_path, edit):
+    from sepo.policies import batch_cache
+
+    change, rewrite_checksum, warning = EDITS[edit]
     expected = _texts(_agent(tiny).generate(_prompts(tiny, decisions[:2]), 2, seed=5))
     _agent(tiny, tmp_path).generate(_prompts(tiny, decisions[:2]), 2, seed=5)
     (file,) = tmp_path.glob("*.jsonl")
-    record = json.loads(file.read_text())
-    file.write_text(json.dumps({**record, "rows": record["rows"][:1]}) + "\n")  # an edited line: one row short
+    record = change(json.loads(file.read_text()))
+    if rewrite_checksum:
+        record["check"] = batch_cache._checksum(record)
+    file.write_text(json.dumps(record) + "\n")
     edited = _agent(tiny, tmp_path)
-    with pytest.warns(UserWarning, match="is not a batch of 4 replies; generating it again"):
+    with pytest.warns(UserWarning, match=warning):
         assert _texts(edited.generate(_prompts(tiny, decisions[:2]), 2, seed=5)) == expected
     assert edited.batch_cache.record()["batches_read"] == 0
 

@@ -441,7 +441,8 @@ def test_an_interval_over_seeds_stays_inside_the_values_its_metric_can_take():
     from sepo.reports.experiment import Results, t_interval
 
     seeds = {"invalid_action_rate": [0.0, 0.03, 0.0], "kuhn/bet_rate_J": [0.99, 1.0, 0.96],
-             "exploitability": [0.001, 0.2, 0.002], "utility": [0.0, 0.03, 0.0]}
+             "exploitability": [0.001, 0.2, 0.002], "utility": [0.0, 0.03, 0.0], "nra_gtbench": [1.0, 0.9, 1.0],
+             "worst_excess_change_rate": [0.0, 0.03, 0.0], "externality": [0.0, 0.03, 0.0]}
     value = defaultdict(dict)
     for name, values in seeds.items():
         for seed, number in enumerate(values):
@@ -452,9 +453,9 @@ def test_an_interval_over_seeds_stays_inside_the_values_its_metric_can_take():
         mean, low, high = t_interval(values)
         shown = Results.metric(results, cells, name)
         assert shown[0] == pytest.approx(mean) and shown[3] == "3 seeds"
-        if name == "utility":
+        if name in ("utility", "worst_excess_change_rate", "externality"):  # of either sign, or a surplus in some domain
             assert (shown[1], shown[2]) == (low, high) and low < 0
-        elif name == "kuhn/bet_rate_J":
+        elif name in ("kuhn/bet_rate_J", "nra_gtbench"):
             assert high > 1 and shown[2] == 1.0 and shown[1] == low
         else:
             assert low < 0 and shown[1] == 0.0 and shown[2] == high
