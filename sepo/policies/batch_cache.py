@@ -72,9 +72,12 @@ class BatchCache:
 
     @property
     def store(self) -> ReplyCache:
+        """The file of this model's weights: found by their digest, so a model (or an interrupted
+        experiment) moved to another path reads what it kept; named `<path>-<digest>.jsonl` when new."""
         if self._store is None:
+            found = sorted(self.folder.glob(f"*-{self.digest[:12]}.jsonl")) if self.folder.is_dir() else []
             slug = re.sub(r"[^A-Za-z0-9._-]+", "_", self.label).strip("_")[-48:] or "model"
-            self._store = ReplyCache(self.folder / f"{slug}-{self.digest[:12]}.jsonl")
+            self._store = ReplyCache(found[0] if found else self.folder / f"{slug}-{self.digest[:12]}.jsonl")
         return self._store
 
     def key(self, kind: str, request: dict) -> str:

@@ -218,3 +218,21 @@ def test_exploit_with_a_reply_cache_says_what_it_read(tiny, tmp_path):
     second = CliRunner().invoke(app, args)
     assert second.exit_code == 0, second.output
     assert f"reply cache: {kept['batches_stored'] + kept['batches_read']:,} batches read, 0 generated" in second.output
+
+
+def test_a_model_moved_to_another_path_reads_what_it_kept(tiny, decisions, tmp_path):
+    """Found by a hostile review: the file was named after the model's path, so an interrupted
+    experiment folder moved elsewhere (its models with it) read nothing back; it is found by the
+    weights' digest now."""
+    import shutil
+
+    tiny.model.save_pretrained(tmp_path / "here")
+    tiny.tokenizer.save_pretrained(tmp_path / "here")
+    kept = tmp_path / "cache"
+    first = HFPolicy(tmp_path / "here", KuhnText(), batch_size=8, max_new_tokens=12, reply_cache=kept)
+    expected = _texts(first.generate(_prompts(first, decisions), 2, seed=4))
+    shutil.move(tmp_path / "here", tmp_path / "there")
+    moved = HFPolicy(tmp_path / "there", KuhnText(), batch_size=8, max_new_tokens=12, reply_cache=kept)
+    assert _texts(moved.generate(_prompts(moved, decisions), 2, seed=4)) == expected
+    assert moved.batch_cache.record()["batches_read"] == 3 and moved.batch_cache.record()["batches_stored"] == 0
+    assert len(list(kept.glob("*.jsonl"))) == 1
