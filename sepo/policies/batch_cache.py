@@ -130,8 +130,10 @@ def rows_fit(record: dict, rows: int, sampled: bool, vocab: int, max_new_tokens:
                     and all(type(t) is int and 0 <= t < vocab for t in r) for r in record["rows"])
             and (not sampled or _generator_fits(record.get("generator"), device)))
     if not fits:
-        warnings.warn(f"reply cache: a kept batch ({record.get('key', '?')[:12]}) is not a batch of {rows} replies; "
-                      "generating it again", stacklevel=3)
+        warnings.warn(f"reply cache: a kept batch ({record.get('key', '?')[:12]}) is not a batch of {rows} replies "
+                      f"(rows of at most {max_new_tokens} token ids below {vocab}"
+                      + (", and a generator state this torch can set" if sampled else "") + "); generating it again",
+                      stacklevel=3)
     return fits
 
 
