@@ -29,6 +29,11 @@ is then the mixture over the prompts met at that information state (hand number,
 met is read at the prompt of the decision passed in. Every estimate says which it is: `exact` or
 `estimated (n replies per state)`.
 
+Under greedy decoding a prompt has one reply, so it is written once, whether met in play or read
+for the policy, and forced decoding of a failed reply is computed once per distinct prompt and
+reply: a model that fails most replies (the base model in a repeated game) meets the same
+prompts many times in the episodes of a best-response search.
+
 Cheap talk: when the game's message channel is on, a text agent whose source can answer any chat
 (`chat_replies`: local and endpoint models) writes one message per round in a turn of its own
 (`write_messages`, batched): the prompt of `sepo.games.talk.message_chat`, one reply under the
@@ -272,6 +277,7 @@ class TextPolicy(Policy):
         self.counts: Counter = Counter()
         self.met: dict[str, dict[str, list]] = {}
         self._reply_cache: dict[str, list[Reply]] = {}
+        self._forced_memo: dict[tuple, int] = {}
         self._last_failed: list[int] = []
         self._message_calls = 0
         self.last_estimate: PolicyEstimate | None = None
@@ -295,12 +301,26 @@ class TextPolicy(Policy):
         if self.failure_rule == "random-legal":
             return [np.full(len(d.legal_actions), 1.0 / len(d.legal_actions)) for d, _ in failed]
         if self.failure_rule == "forced":
-            actions = self.source.forced_actions([d for d, _ in failed], [text for _, text in failed])
+            actions = self._forced(failed)
         elif self.failure_rule == "reprompt":
             actions = self._reprompted(failed, list(statuses) or ["no_action"] * len(failed), where, seed)
         else:
             actions = [self._fallback(d) for d, _ in failed]
         return [np.eye(len(d.legal_actions))[d.legal_actions.index(a)] for (d, _), a in zip(failed, actions)]
+
+    def _forced(self, failed: list[tuple[Decision, str]]) -> list[int]:
+        """Forced decoding of each failed reply, computed once per distinct (prompt, legal actions,
+        reply): the rule is deterministic, and a greedy model meets the same prompt and writes the
+        same failed reply again and again (in play and in the exact read of its policy)."""
+        prompt = self.source.text.user_prompt
+        keys = [(prompt(d), tuple(d.legal_actions), text) for d, text in failed]
+        todo = {key: item for key, item in zip(keys, failed) if key not in self._forced_memo}
+        if todo:
+            self.counts["forced.computed"] += len(todo)
+            fresh = self.source.forced_actions([d for d, _ in todo.values()], [text for _, text in todo.values()])
+            self._forced_memo.update(zip(todo, fresh))
+        self.counts["forced.reused"] += len(keys) - len(todo)
+        return [self._forced_memo[key] for key in keys]
 
     def _reprompted(self, failed: list[tuple[Decision, str]], statuses: list[str], where: str,
                     seed: int | None) -> list[int]:
@@ -351,7 +371,10 @@ class TextPolicy(Policy):
         for d in decisions:
             self._meet(d)
         seed = int(rng.integers(2**63 - 1))
-        replies = [group[0] for group in self.source.replies(decisions, 1, seed)]
+        if self.source.decoding.greedy:  # one deterministic reply per distinct prompt, written once
+            replies = self._cached_replies(decisions)
+        else:
+            replies = [group[0] for group in self.source.replies(decisions, 1, seed)]
         parsed = [parse_reply(self.source.text, r, d) for r, d in zip(replies, decisions)]
         failed = [i for i, p in enumerate(parsed) if not p.ok]
         rule_actions: dict[int, int] = {}
@@ -517,10 +540,12 @@ class TextPolicy(Policy):
 
     def _cached_replies(self, prompts: list[Decision]) -> list[Reply]:
         """One reply per entry of `prompts`; replies already drawn at a prompt are reused (the
-        k-th request at a prompt always gets the k-th reply drawn there), the rest come from one
-        batched call."""
+        k-th request at a prompt always gets the k-th reply drawn there; under greedy decoding every
+        request gets the prompt's one reply), the rest come from one batched call."""
         keys = [self.source.text.user_prompt(d) for d in prompts]
         need: Counter = Counter(keys)
+        if self.source.decoding.greedy:  # every request at a prompt gets its one greedy reply
+            need = Counter(dict.fromkeys(need, 1))
         missing = {key: need[key] - len(self._reply_cache.get(key, [])) for key in need}
         todo = [(key, d) for key, d in dict(zip(keys, prompts)).items() if missing[key] > 0]
         # one batched call per distinct number of missing replies, so no prompt gets more replies
@@ -534,6 +559,8 @@ class TextPolicy(Policy):
             fresh = self.source.replies([d for _, d in group_todo], width, seed)
             for (key, _), group in zip(group_todo, fresh):
                 self._reply_cache.setdefault(key, []).extend(group)
+        if self.source.decoding.greedy:
+            return [self._reply_cache[key][0] for key in keys]
         used: Counter = Counter()
         out = []
         for key in keys:
@@ -542,8 +569,9 @@ class TextPolicy(Policy):
         return out
 
     def forget(self) -> None:
-        """Drop cached replies (after the model behind the source changed)."""
+        """Drop cached replies and forced choices (after the model behind the source changed)."""
         self._reply_cache.clear()
+        self._forced_memo.clear()
 
     # ------------------------------------------------------------------ bookkeeping
 

@@ -166,6 +166,43 @@ def test_replies_are_cached_by_prompt_and_batched():
     np.testing.assert_array_equal(first.table(), second.table())
 
 
+class ForcingAgent(ScriptedAgent):
+    """A greedy agent whose every reply fails, with forced decoding that counts what it decides."""
+
+    def __init__(self):
+        super().__init__(NASH, decoding=Decoding(temperature=0.0), broken=[Reply("no idea", True)], every=1)
+        self.forced = []
+
+    def forced_actions(self, decisions, replies):
+        self.forced.append(len(decisions))
+        return [d.legal_actions[-1] for d in decisions]
+
+
+def test_a_greedy_agent_writes_each_prompts_reply_once_and_forces_each_failed_reply_once():
+    """The same prompts met in play again and again, then read for the policy: one model call and
+    one forced-decoding pass of the distinct prompts; the played actions and the policy are those
+    of writing every reply afresh."""
+    agent = ForcingAgent()
+    policy = TextPolicy(agent, failure_rule="forced")
+    decisions = _decisions()[:3]
+    plays = [policy.act(decisions + decisions[:1], np.random.default_rng(k)) for k in range(3)]
+    estimate = policy.estimate(decisions)
+    assert agent.calls == 1 and agent.forced == [3]
+    assert policy.counts["forced.computed"] == 3 and policy.counts["forced.reused"] == 4 * 3 + 3 - 3
+    assert all([c.action for c in play] == [d.legal_actions[-1] for d in decisions + decisions[:1]] for play in plays)
+    assert all(c.rule == "forced" and c.parse_status == "no_action" for play in plays for c in play)
+    assert estimate.exact and policy.invalid_rate() == 1.0
+    np.testing.assert_array_equal(estimate.table()[:, 1], [1.0, 1.0, 1.0])
+
+
+def test_a_sampled_agent_still_writes_a_fresh_reply_at_every_decision_in_play():
+    agent = ScriptedAgent(NASH)
+    policy = TextPolicy(agent, failure_rule="fallback")
+    for k in range(3):
+        policy.act(_decisions()[:2], np.random.default_rng(k))
+    assert agent.calls == 3
+
+
 def test_tabular_policies_are_exact():
     estimate = policy_estimate(TabularPolicy(NASH, INFO_STATES), _decisions())
     assert estimate.exact and estimate.label == "exact"
