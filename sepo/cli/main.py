@@ -205,6 +205,9 @@ def eval_command(
         console.print(policy_line(result["policy"], result.get("decoding")))
     if result.get("reply_kinds") and reply_kinds_line(result["reply_kinds"]):
         console.print(reply_kinds_line(result["reply_kinds"]))
+    if result.get("forced_decoding"):
+        f = result["forced_decoding"]
+        console.print(f"forced decoding: {f['computed']:,} failed replies decided, {f['reused']:,} met again and reused")
     if result.get("reprompts"):
         console.print(reprompt_line(result["reprompts"]))
     if (result.get("agent_record") or {}).get("usage"):

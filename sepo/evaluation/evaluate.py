@@ -161,6 +161,9 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     kinds = getattr(agent, "reply_kinds", None)
     if callable(kinds):
         result["reply_kinds"] = kinds()
+    forced = getattr(agent, "forced_record", None)
+    if callable(forced) and forced() is not None:
+        result["forced_decoding"] = forced()
     reprompts = getattr(agent, "reprompt_record", None)
     if callable(reprompts) and reprompts() is not None:
         result["reprompts"] = reprompts()

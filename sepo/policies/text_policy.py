@@ -575,6 +575,12 @@ class TextPolicy(Policy):
 
     # ------------------------------------------------------------------ bookkeeping
 
+    def forced_record(self) -> dict | None:
+        """Under the `forced` rule, the failed replies it decided (`computed`: one pass each) and the
+        failed replies met again and decided by an earlier pass (`reused`); None when it decided none."""
+        computed, reused = int(self.counts["forced.computed"]), int(self.counts["forced.reused"])
+        return {"computed": computed, "reused": reused} if computed + reused else None
+
     def reprompt_record(self) -> dict | None:
         """Under the `reprompt` rule, what it cost and what it saved: in play (`played`) and in
         reading the policy (`policy`), the correction turns sent, the replies they recovered and

@@ -66,6 +66,9 @@ def test_decoding_options_reach_text_agents_in_every_domain(tiny, game):
                             *SHORT, *params, "--episodes", "1", "--json").stdout)
     assert audit["decoding"]["top_p"] == 0.9 and audit["decoding"]["max_new_tokens"] == 6
     assert audit["policy"]["policy"] == "exact"
+    failures = sum(n for where in ("played", "policy") for kind, n in audit["reply_kinds"][where].items() if kind != "ok")
+    forced = audit["forced_decoding"]  # greedy: a failed reply met again is decided once
+    assert forced["computed"] + forced["reused"] == failures and forced["computed"] > 0 and forced["reused"] > 0
 
 
 def test_paper_protocol_puts_the_papers_decoding_on_record(tiny):

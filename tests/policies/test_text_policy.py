@@ -188,7 +188,7 @@ def test_a_greedy_agent_writes_each_prompts_reply_once_and_forces_each_failed_re
     plays = [policy.act(decisions + decisions[:1], np.random.default_rng(k)) for k in range(3)]
     estimate = policy.estimate(decisions)
     assert agent.calls == 1 and agent.forced == [3]
-    assert policy.counts["forced.computed"] == 3 and policy.counts["forced.reused"] == 4 * 3 + 3 - 3
+    assert policy.forced_record() == {"computed": 3, "reused": 4 * 3 + 3 - 3}
     assert all([c.action for c in play] == [d.legal_actions[-1] for d in decisions + decisions[:1]] for play in plays)
     assert all(c.rule == "forced" and c.parse_status == "no_action" for play in plays for c in play)
     assert estimate.exact and policy.invalid_rate() == 1.0
@@ -200,7 +200,7 @@ def test_a_sampled_agent_still_writes_a_fresh_reply_at_every_decision_in_play():
     policy = TextPolicy(agent, failure_rule="fallback")
     for k in range(3):
         policy.act(_decisions()[:2], np.random.default_rng(k))
-    assert agent.calls == 3
+    assert agent.calls == 3 and policy.forced_record() is None
 
 
 def test_tabular_policies_are_exact():
