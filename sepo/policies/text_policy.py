@@ -43,11 +43,13 @@ agent's seed and a count of message calls, so the same seeds give the same messa
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 
+from sepo import progress
 from sepo.errors import SepoError
 from sepo.games.base import Decision
 from sepo.policies.base import Choice, Policy, _sample_index
@@ -554,11 +556,15 @@ class TextPolicy(Policy):
         for key, d in todo:
             by_width.setdefault(missing[key], []).append((key, d))
         total, cached = sum(max(0, m) for m in missing.values()), len(self._reply_cache)
-        for width, group_todo in sorted(by_width.items()):
-            seed = int(np.random.SeedSequence([self._estimate_seed, cached, total, width]).generate_state(1)[0])
-            fresh = self.source.replies([d for _, d in group_todo], width, seed)
-            for (key, _), group in zip(group_todo, fresh):
-                self._reply_cache.setdefault(key, []).extend(group)
+        # each call counts its own replies; over several calls, one counter shows the whole draw
+        whole = progress.counting("replies in all", total) if len(by_width) > 1 else nullcontext(lambda n=1: None)
+        with whole as advance:
+            for width, group_todo in sorted(by_width.items()):
+                seed = int(np.random.SeedSequence([self._estimate_seed, cached, total, width]).generate_state(1)[0])
+                fresh = self.source.replies([d for _, d in group_todo], width, seed)
+                for (key, _), group in zip(group_todo, fresh):
+                    self._reply_cache.setdefault(key, []).extend(group)
+                advance(width * len(group_todo))
         if self.source.decoding.greedy:
             return [self._reply_cache[key][0] for key in keys]
         used: Counter = Counter()

@@ -203,6 +203,29 @@ def test_a_sampled_agent_still_writes_a_fresh_reply_at_every_decision_in_play():
     assert agent.calls == 3 and policy.forced_record() is None
 
 
+def test_a_draw_over_several_calls_reports_its_whole_count():
+    """Training's final read drew 24,576 replies in one call per distinct count per prompt; each
+    call's counter restarted ("0/228 ... time left not known yet") for 20 minutes with no total."""
+    from sepo import progress
+
+    class Recorder(progress.Reporter):
+        tasks: dict = {}
+
+        def add_task(self, description, total=None, **kwargs):
+            self.tasks[len(self.tasks)] = [description, total, 0]
+            return len(self.tasks) - 1
+
+        def update(self, task, *, advance=None, **kwargs):
+            self.tasks[task][2] += advance or 0
+
+    decisions = _decisions()[:2]
+    agent = ScriptedAgent(NASH)
+    with Recorder() as recorder:
+        TextPolicy(agent, failure_rule="fallback").estimate(decisions, prompts=[[decisions[0]] * 3, [decisions[1]] * 5])
+    assert agent.calls == 2
+    assert [t for t in recorder.tasks.values() if t[0] == "replies in all"] == [["replies in all", 8, 8]]
+
+
 def test_tabular_policies_are_exact():
     estimate = policy_estimate(TabularPolicy(NASH, INFO_STATES), _decisions())
     assert estimate.exact and estimate.label == "exact"
