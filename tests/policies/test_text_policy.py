@@ -205,11 +205,12 @@ def test_a_sampled_agent_still_writes_a_fresh_reply_at_every_decision_in_play():
 
 def test_a_draw_over_several_calls_reports_its_whole_count():
     """Training's final read drew 24,576 replies in one call per distinct count per prompt; each
-    call's counter restarted ("0/228 ... time left not known yet") for 20 minutes with no total."""
+    call's counter restarted ("0/228 ... time left not known yet") for 15 minutes with no total."""
     from sepo import progress
 
     class Recorder(progress.Reporter):
-        tasks: dict = {}
+        def __init__(self):
+            self.tasks: dict = {}
 
         def add_task(self, description, total=None, **kwargs):
             self.tasks[len(self.tasks)] = [description, total, 0]
