@@ -3,10 +3,11 @@ Alignment Algorithms", ICLR 2025, arXiv:2406.14662): the opponent-shaping baseli
 
 Agent 1's policy gradient weights its action at time t by
 
-    A*_t = A^1(s_t, a_t, b_t) + β · ( Σ_{k<t} γ^{t−k} A^1(s_k, a_k, b_k) ) · A^2(s_t, a_t, b_t)
+    A*_t = A^1(s_t, a_t, b_t) + β · γ · ( Σ_{k<t} γ^{t−k} A^1(s_k, a_k, b_k) ) · A^2(s_t, a_t, b_t)
 
-where A^1 and A^2 are the agent's and the opponent's advantages of the joint action (a_t, b_t)
-and β ≥ 0 weighs the opponent-shaping term: an action that raises the opponent's advantage is
+(the authors' formula, leading γ included, so β here is their β) where A^1 and A^2 are the
+agent's and the opponent's advantages of the joint action (a_t, b_t) and β ≥ 0 weighs the
+opponent-shaping term: an action that raises the opponent's advantage is
 made more likely after a history in which the agent did well, less likely after one in which it
 did badly (reciprocity). The update is E[Σ_t A*_t ∇θ log π^1(a_t | s_t)].
 
@@ -61,6 +62,7 @@ def past_advantage_weights(own: np.ndarray, gamma: float) -> np.ndarray:
 
 
 def alignment_term(own: np.ndarray, other: np.ndarray, beta: float, gamma: float) -> np.ndarray:
-    """`[rollouts, T]`: the opponent-shaping term β · (Σ_{k<t} γ^{t−k} A^1_k) · A^2_t of every decision,
-    from the agent's advantages `own` and the opponent's `other` (both `[rollouts, T]`)."""
-    return beta * past_advantage_weights(own, gamma) * np.asarray(other, dtype=float)
+    """`[rollouts, T]`: the opponent-shaping term β · γ · (Σ_{k<t} γ^{t−k} A^1_k) · A^2_t of every
+    decision (the authors' formula, its leading γ included), from the agent's advantages `own` and
+    the opponent's `other` (both `[rollouts, T]`)."""
+    return beta * gamma * past_advantage_weights(own, gamma) * np.asarray(other, dtype=float)

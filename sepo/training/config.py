@@ -71,7 +71,8 @@ class SEPOConfig:
                                        "domain's paper accounting of events, e.g. a collusion charge).")
     method: str = option("sepo", "sepo (the reward of --penalty) or advantage-alignment (payoff-only GRPO plus the "
                                  "opponent-shaping term of Duque et al. 2025; docs/baselines.md).")
-    aa_beta: float = option(1.0, "advantage-alignment: β, the weight of the opponent-shaping term.")
+    aa_beta: float = option(1.0, "advantage-alignment: β, the weight of the opponent-shaping term β·γ·(Σ_{k<t} "
+                                   "γ^(t−k)·A1_k)·A2_t, the authors' formula with its leading γ (their β).")
     aa_gamma: float = option(0.96, "advantage-alignment: γ, the discount of the agent's past advantages in the term.")
 
     def __post_init__(self):

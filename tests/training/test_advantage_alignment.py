@@ -71,7 +71,7 @@ def test_expected_update_is_the_formula_by_exact_enumeration(tmp_path, name, par
             own.append(env.weight[node.opponent] * env.scale * advantage[0])  # scaled by s, credited as the payoff is
             other.append(env.scale * advantage[1])
         for t, (row, column) in enumerate(decisions):
-            term = BETA * sum(GAMMA ** (t - k) * own[k] for k in range(t)) * other[t] / rounds
+            term = BETA * GAMMA * sum(GAMMA ** (t - k) * own[k] for k in range(t)) * other[t] / rounds
             expected[:] += node.p * term * score(table, row, column)
         leaves.append((node, decisions))
 
