@@ -48,7 +48,8 @@ so GRPO has no signal for it (the run's config records `agent_messages_trained: 
 
 Reward scaling defaults to "none" (Dr. GRPO): per-group std scaling weights prompts unequally
 and moves the optimum. TRL's "batch" std is taken over raw rewards, so a per-group constant
-changes it: with TRL, only "group" and "none" keep the `constant` ablation exact.
+changes it: with TRL, only "group" and "none" keep the `constant` ablation exact, and `constant`
+with "batch" is refused.
 """
 from __future__ import annotations
 
@@ -119,6 +120,10 @@ class LLMSEPOConfig(SEPOConfig):
         if not self.model:
             raise SepoError("LLM SEPO needs a model (--policy hf:MODEL)")
         super().validate()
+        if self.penalty == "constant" and self.scale_rewards == "batch":
+            raise SepoError("--penalty constant with --scale-rewards batch: TRL divides by the std of the raw rewards, "
+                            "which the group-constant penalty changes, so the update would no longer be payoff-only "
+                            "GRPO's; use --scale-rewards none or group")
         if get_domain(self.game).llm_training is None:
             raise SepoError(f"game {self.game!r} has no language-model training environment")
         for name, low, strict in (("beta", 0, False), ("temperature", 0, True), ("invalid_penalty", 0, False)):

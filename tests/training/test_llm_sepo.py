@@ -128,6 +128,16 @@ def test_keep_checkpoints_keeps_only_the_newest(sft_model, tmp_path):
         LLMSEPOConfig(model="m", keep_checkpoints=0).validate()
 
 
+def test_constant_penalty_with_batch_scaling_is_refused_and_other_scalings_are_not():
+    """TRL's batch scaling divides by the std of the raw rewards, which a group-constant penalty
+    changes: `constant` would no longer equal payoff-only GRPO."""
+    with pytest.raises(SepoError, match="--penalty constant with --scale-rewards batch"):
+        LLMSEPOConfig(model="m", penalty="constant", scale_rewards="batch").validate()
+    for scaling in ("none", "group"):
+        LLMSEPOConfig(model="m", penalty="constant", scale_rewards=scaling).validate()
+    LLMSEPOConfig(model="m", penalty="per-rollout", scale_rewards="batch").validate()
+
+
 def test_kuhn_collusion_is_charged_under_paper_only_and_greedy_training_is_refused():
     """A fold facing LooseAggressive's bet is a collusion event under `paper` only, 1 per fold
     (as the tabular trainer charges it); GRPO needs sampled completions."""
