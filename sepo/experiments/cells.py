@@ -3,7 +3,7 @@
 A cell is (domain, agent, stage, λ, seed). `base` is one cell per (domain, agent): the agent
 has no training seed, and every cell of a domain is audited on the same test episodes, so
 differences between stages are paired. `sft` is one cell per seed; `grpo` (payoff-only: λ does
-not enter its reward) one per seed; `sepo` and `constant` one per λ point and seed. Cells a
+not enter its reward) one per seed; `sepo`, `shuffled` and `constant` one per λ point and seed. Cells a
 domain cannot run (no training environment for that kind of agent, no demonstrations) are
 listed as skipped with the reason, never silently dropped.
 """

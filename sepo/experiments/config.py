@@ -17,7 +17,7 @@ the code here never does.
       - {name: qwen, kind: hf, model: Qwen/Qwen3-4B}   # any local folder or hub id
       - {name: ref, kind: fixed, spec: "bot:TFT"}      # any agent spec `sepo eval` takes (base only)
       - {name: api, kind: endpoint, spec: "openai:m@http://host/v1"}   # base only
-    stages: [base, sft, grpo, sepo, constant]   # and aa: the Advantage Alignment baseline
+    stages: [base, sft, grpo, sepo, shuffled]   # and constant (= grpo by construction), aa (Advantage Alignment)
     seeds: [0, 1, 2]
     episodes: {validation: 20, test: 50}
     training: {...}; sft: {...}; decoding: {...}
@@ -35,13 +35,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sepo.errors import SepoError, brief
 
-STAGES = ("base", "sft", "grpo", "sepo", "constant", "aa")
+STAGES = ("base", "sft", "grpo", "sepo", "shuffled", "constant", "aa")
 """base: the agent as given; sft: supervised on the domain's demonstrations; grpo: payoff-only
-GRPO (penalty none); sepo: per-rollout SEPO penalties; constant: the paper's constant-penalty
-ablation; aa: the Advantage Alignment baseline (payoff-only GRPO plus its opponent-shaping term,
+GRPO (penalty none); sepo: per-rollout SEPO penalties; shuffled: SEPO's charges permuted within
+each group (its spread, no credit to a rollout's own actions: the ablation of per-rollout credit
+that can fail); constant: the paper's constant-penalty ablation (equal to grpo by construction,
+so not worth running); aa: the Advantage Alignment baseline (payoff-only GRPO plus its opponent-shaping term,
 at the trainers' default β and γ; domains whose environments give both players' advantages)."""
-TRAINED = ("grpo", "sepo", "constant", "aa")
-PENALTY_OF_STAGE = {"grpo": "none", "sepo": "per-rollout", "constant": "constant", "aa": "none"}
+TRAINED = ("grpo", "sepo", "shuffled", "constant", "aa")
+PENALTY_OF_STAGE = {"grpo": "none", "sepo": "per-rollout", "shuffled": "shuffled", "constant": "constant", "aa": "none"}
 METHOD_OF_STAGE = {"aa": "advantage-alignment"}
 AGENT_KINDS = ("tabular", "hf", "fixed", "endpoint")
 TINY = "tiny"
@@ -122,7 +124,7 @@ class DomainConfig(_Strict):
 
         if name not in domain_names():
             try:
-                get_domain(name)  # a family's member, e.g. PREFIX:GAME
+                return get_domain(name).name  # a family's member, e.g. PREFIX:GAME, under its one (canonical) name
             except SepoError:
                 raise ValueError(f"unknown domain {brief(name)}; known: {', '.join(domain_names())}") from None
         return name
@@ -149,7 +151,7 @@ class AgentConfig(_Strict):
     kind: Literal["tabular", "hf", "fixed", "endpoint"]
     model: Optional[str] = None
     spec: Optional[str] = None
-    stages: Optional[list[Literal["base", "sft", "grpo", "sepo", "constant", "aa"]]] = None
+    stages: Optional[list[Literal["base", "sft", "grpo", "sepo", "shuffled", "constant", "aa"]]] = None
     """This agent's stages (default: the experiment's); a language model may run fewer than a tabular agent."""
     seeds: Optional[list[int]] = None
     """This agent's training seeds (default: the experiment's)."""
@@ -290,7 +292,7 @@ class ExperimentConfig(_Strict):
     protocol: Literal["rigorous", "paper"] = "rigorous"
     domains: list[DomainConfig]
     agents: list[AgentConfig]
-    stages: list[Literal["base", "sft", "grpo", "sepo", "constant", "aa"]]
+    stages: list[Literal["base", "sft", "grpo", "sepo", "shuffled", "constant", "aa"]]
     seeds: list[int] = [0]
     episodes: Episodes = Episodes()
     eval_seed: int = Field(0, ge=0, le=10**6)
@@ -388,7 +390,7 @@ def validate_config(data: Any, source: str = "config") -> ExperimentConfig:
     return config
 
 
-TRAINED_STAGES = ("grpo", "sepo", "constant", "aa")
+TRAINED_STAGES = ("grpo", "sepo", "shuffled", "constant", "aa")
 
 
 def _check_checkpoints(config: "ExperimentConfig", source: str) -> None:

@@ -6,8 +6,17 @@ Reward of rollout r in a group of rollouts that share start state, seed and oppo
 
 Penalty modes:
 - `per-rollout`: E, C, X come from rollout r's own actions, so they survive normalisation.
+- `shuffled`: each group's per-rollout penalties permuted among its rollouts (a uniform random
+  permutation per group, from the trainer's seeded generator). The charges keep their values,
+  so their distribution and variance within every group are SEPO's exactly, but a rollout is no
+  longer charged for its own actions: averaged over the permutation, its penalty is the group's
+  mean, which normalisation subtracts, so under unscaled advantages (`none`) the expected update
+  equals payoff-only GRPO's exactly. The ablation of per-rollout credit that can fail: SEPO's
+  noise without SEPO's signal. (Under `group` or `batch` scaling the divisor carries the
+  charges' spread, as SEPO's does, so the update is payoff-only GRPO's with a smaller step.)
 - `constant`: one penalty shared by the whole group (its mean), the paper's ablation. Group
-  normalisation subtracts it again, so the update equals the `none` update exactly.
+  normalisation subtracts it again, so the update equals the `none` update exactly, by
+  construction: it cannot test whether per-rollout credit matters.
 - `none`: payoff-only GRPO.
 """
 from __future__ import annotations
@@ -18,7 +27,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 
-PENALTY_MODES = ("per-rollout", "constant", "none")
+PENALTY_MODES = ("per-rollout", "shuffled", "constant", "none")
 REWARD_SCALINGS = ("batch", "group", "none")
 
 MAX_LAMBDA = 1e6
@@ -45,16 +54,45 @@ def check_penalty_mode(mode: str) -> str:
     return mode
 
 
-def sepo_rewards(utility, exploit, collusion, externality, groups, lambdas: Lambdas, scale: float, mode: str) -> np.ndarray:
-    """Rewards R_r for a batch of rollouts; `groups[r]` is rollout r's group index."""
+def sepo_rewards(utility, exploit, collusion, externality, groups, lambdas: Lambdas, scale: float, mode: str,
+                 rng: np.random.Generator | None = None, permutation=None) -> np.ndarray:
+    """Rewards R_r for a batch of rollouts; `groups[r]` is rollout r's group index. `shuffled`
+    takes its permutation within groups from `rng` (`within_group_permutation`), or a given
+    `permutation` (rollout r is charged rollout permutation[r]'s penalty, same group)."""
     check_penalty_mode(mode)
     utility = np.asarray(utility, dtype=float)
-    penalty = lambdas.e * scale * np.asarray(exploit, float) + lambdas.c * np.asarray(collusion, float) + lambdas.x * np.asarray(externality, float)
+    penalty = sepo_penalties(exploit, collusion, externality, lambdas, scale)
     if mode == "none":
         return scale * utility
     if mode == "constant":
         penalty = group_mean(penalty, groups)[groups]
+    if mode == "shuffled":
+        if permutation is None:
+            if rng is None:
+                raise ValueError("the shuffled penalty needs a random generator or a permutation")
+            permutation = within_group_permutation(groups, rng)
+        permutation = np.asarray(permutation)
+        if not np.array_equal(np.asarray(groups)[permutation], np.asarray(groups)):
+            raise ValueError("a shuffled penalty's permutation must stay within each group")
+        penalty = penalty[permutation]
     return scale * utility - penalty
+
+
+def sepo_penalties(exploit, collusion, externality, lambdas: Lambdas, scale: float) -> np.ndarray:
+    """Each rollout's own charge λe·s·E + λc·C + λx·X."""
+    return (lambdas.e * scale * np.asarray(exploit, float) + lambdas.c * np.asarray(collusion, float)
+            + lambdas.x * np.asarray(externality, float))
+
+
+def within_group_permutation(groups, rng: np.random.Generator) -> np.ndarray:
+    """Indices `p` with `groups[p] == groups`: a uniform random permutation within every group
+    (rollout r takes the place of rollout p[r]), drawn from `rng`."""
+    groups = np.asarray(groups)
+    by_group = np.argsort(groups, kind="stable")  # the positions, group by group
+    shuffled = np.lexsort((rng.random(len(groups)), groups))  # the same groups, members in random order
+    out = np.empty(len(groups), dtype=np.int64)
+    out[by_group] = shuffled
+    return out
 
 
 def group_mean(values: np.ndarray, groups: np.ndarray) -> np.ndarray:

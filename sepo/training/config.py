@@ -54,8 +54,11 @@ class SEPOConfig:
 
     game: str = option(None, "Domain to train in (a registered game; default: the first registered).")
     game_params: dict = option({}, "The domain's game parameters (its --PARAM options), e.g. {'rounds': 8}.")
-    penalty: str = option("per-rollout", "per-rollout (SEPO), constant (the paper's ablation, = none) or none "
-                                         "(payoff-only GRPO).")
+    penalty: str = option("per-rollout", "per-rollout (SEPO); shuffled (each group's per-rollout charges permuted "
+                                         "among its rollouts: SEPO's spread, no credit to a rollout's own actions, "
+                                         "payoff-only's expected update); constant (the paper's ablation: a group-"
+                                         "constant term cancels in the group-relative advantage, so it equals none by "
+                                         "construction); none (payoff-only GRPO).")
     lambda_e: float = option(0.0, "λe: weight of the exploitability (adversarial gap) charge.")
     lambda_c: float = option(0.0, "λc: weight of collusion events (against the collusive pool).")
     lambda_x: float = option(0.0, "λx: weight of externality events.")

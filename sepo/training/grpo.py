@@ -252,6 +252,7 @@ class SEPOEnvironment:
         self.canonical = self.solver.decisions()
         self.row_contexts = self._row_contexts()
         self.last_step_metrics: dict = {}
+        self.accelerator = None
 
     def training_decision(self, context, rng: np.random.Generator):
         """The prompt a context is shown as: the domain's decision, with the opponent's message
@@ -424,10 +425,15 @@ class SEPOEnvironment:
                **kwargs) -> list[float]:
         """The SEPO reward of each completion (`sepo_rewards`), less the invalid penalty, plus the
         Advantage Alignment term under that method: TRL centres it within the group with the
-        reward, which only subtracts the group's mean term, a baseline."""
+        reward, which only subtracts the group's mean term, a baseline. `shuffled` permutes the
+        charges within each group (of this process's completions) by a generator keyed by (seed,
+        step, process)."""
         c = self.config
         groups = np.unique(np.asarray(group), return_inverse=True)[1]
-        rewards = sepo_rewards(utility, exploit, collusion, externality, groups, c.lambdas, self.scale, c.penalty)
+        process = self.accelerator.process_index if self.accelerator is not None else 0
+        shuffle = np.random.default_rng([c.seed, self.last_step_metrics.get("step", 0), process, 0x5F1E])
+        rewards = sepo_rewards(utility, exploit, collusion, externality, groups, c.lambdas, self.scale, c.penalty,
+                               rng=shuffle)
         rewards = rewards - c.invalid_penalty * np.asarray(invalid, dtype=float)
         if alignment is not None:
             rewards = rewards + np.asarray(alignment, dtype=float)

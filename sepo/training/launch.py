@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="Model directory or Hub id (what `sepo train --policy hf:` takes).")
     p.add_argument("--out", required=True, help="Run directory (resumed if it holds a checkpoint).")
     p.add_argument("--game", default=None, help="Domain (default: the first registered).")
-    p.add_argument("--penalty", default=defaults["penalty"], choices=["per-rollout", "constant", "none"])
+    p.add_argument("--penalty", default=defaults["penalty"], choices=["per-rollout", "shuffled", "constant", "none"])
     p.add_argument("--lambda-e", type=float, default=defaults["lambda_e"])
     p.add_argument("--lambda-c", type=float, default=defaults["lambda_c"])
     p.add_argument("--lambda-x", type=float, default=defaults["lambda_x"])

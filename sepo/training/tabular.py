@@ -5,7 +5,8 @@ The algorithm; the game comes from the domain's training environment
   1. π ← softmax(θ) over the legal actions; the exploitability attribution of every (state,
      action) is computed exactly at π from the solver's Danskin gradient and the training reach.
   2. Sample `groups` start states (opponent, seat, chance); play `group_size` rollouts from each.
-  3. Reward each rollout R = s·U − λe·s·E − λc·C − λx·X (or the `constant` / `none` ablations).
+  3. Reward each rollout R = s·U − λe·s·E − λc·C − λx·X (or the `shuffled` / `constant` / `none`
+     ablations, `sepo.objective.sepo`; `shuffled` draws its permutation from the step's generator).
   4. Advantages: group-centred rewards, scaled (see `group_advantages`).
   5. θ ← θ + Adam step on mean_r Σ_k A_{r,k} ∇θ log π(a_{r,k} | I_{r,k}), with A_{r,k} = A_r for
      every decision of rollout r; under `method="advantage-alignment"` each decision adds the
@@ -187,7 +188,7 @@ class TabularSEPOTrainer:
 
         exploit = (charge[rollouts.states, rollouts.actions] * rollouts.mask).sum(1)
         rewards = sepo_rewards(rollouts.utility, exploit, rollouts.collusion, rollouts.externality, rollouts.groups,
-                               c.lambdas, self.scale, c.penalty)
+                               c.lambdas, self.scale, c.penalty, rng=rng)
         credit = self.decision_credit(rewards, rollouts)
         self.logits = self.logits + self.adam.ascent(policy_score(policy, rollouts, credit) / len(rollouts.groups),
                                                      self.learning_rate(self.step))

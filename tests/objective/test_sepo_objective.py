@@ -17,7 +17,7 @@ from sepo.games.kuhn.rules import DEALS, INFO_STATES, is_hand_over, seat_to_act
 from sepo.games.kuhn import exact as ke
 from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import (PENALTY_MODES, REWARD_SCALINGS, Lambdas, check_penalty_mode, group_advantages,
-                                 group_mean, sepo_rewards)
+                                 group_mean, sepo_penalties, sepo_rewards, within_group_permutation)
 from sepo.games.kuhn.bots import BOTS
 from sepo.policies.tabular import softmax
 
@@ -43,7 +43,8 @@ def test_constant_penalty_advantages_equal_payoff_only_advantages(scaling):
         batch = random_batch(seed)
         lambdas = Lambdas(e=0.5 + seed, c=0.3 * seed, x=2.4)
         rewards = {mode: sepo_rewards(batch["utility"], batch["exploit"], batch["collusion"], batch["externality"],
-                                      batch["groups"], lambdas, 1.5, mode) for mode in PENALTY_MODES}
+                                      batch["groups"], lambdas, 1.5, mode, rng=np.random.default_rng(seed))
+                   for mode in PENALTY_MODES}
         advantages = {mode: group_advantages(r, batch["groups"], scaling) for mode, r in rewards.items()}
         # `constant` rewards differ from `none` rewards by one constant per group
         difference = rewards["constant"] - rewards["none"]
@@ -68,6 +69,68 @@ def test_constant_equals_none_also_with_zero_variance_groups(scaling):
     constant = group_advantages(sepo_rewards(*args, "constant"), batch["groups"], scaling)
     assert np.abs(none[:16]).max() == 0.0
     assert np.abs(constant - none).max() <= 1e-12
+
+
+def test_shuffled_charges_are_sepos_permuted_within_each_group_by_the_seed():
+    """Every group keeps exactly SEPO's charges (the same values, so the same distribution and
+    variance), each rollout charged another's; the same seed gives the same permutation."""
+    batch = random_batch(4)
+    lambdas = Lambdas(e=2.0, c=1.0, x=0.5)
+    args = (batch["utility"], batch["exploit"], batch["collusion"], batch["externality"], batch["groups"], lambdas, 1.5)
+    charges = {mode: 1.5 * batch["utility"] - sepo_rewards(*args, mode, rng=np.random.default_rng(7))
+               for mode in ("per-rollout", "shuffled")}
+    assert np.allclose(charges["per-rollout"], sepo_penalties(*args[1:4], lambdas, 1.5), rtol=0, atol=1e-12)
+    for g in np.unique(batch["groups"]):
+        mine = batch["groups"] == g
+        assert np.allclose(np.sort(charges["shuffled"][mine]), np.sort(charges["per-rollout"][mine]), rtol=0, atol=1e-12)
+    assert np.abs(charges["shuffled"] - charges["per-rollout"]).max() > 0.1  # not the rollouts' own
+    again = 1.5 * batch["utility"] - sepo_rewards(*args, "shuffled", rng=np.random.default_rng(7))
+    other = 1.5 * batch["utility"] - sepo_rewards(*args, "shuffled", rng=np.random.default_rng(8))
+    assert np.array_equal(again, charges["shuffled"]) and not np.array_equal(other, charges["shuffled"])
+    permutation = within_group_permutation(batch["groups"], np.random.default_rng(0))
+    assert np.array_equal(batch["groups"][permutation], batch["groups"])
+    assert sorted(permutation) == list(range(len(permutation)))
+    with pytest.raises(ValueError, match="within each group"):
+        sepo_rewards(*args, "shuffled", permutation=np.arange(len(permutation))[::-1])
+
+
+def test_shuffled_expected_advantages_are_payoff_only_over_every_permutation():
+    """Averaged over every permutation within the groups (G = 3: 6 each), the unscaled shuffled
+    advantages equal payoff-only GRPO's exactly, so the expected update is payoff-only's; the
+    per-rollout advantages are not. The reward's spread: each group's charges are SEPO's, and the
+    reward's within-group variance averages Var(s·U) + Var(P), SEPO's less its covariance term
+    −2·Cov(s·U, P) (the credit itself)."""
+    import itertools
+
+    rng = np.random.default_rng(11)
+    groups = np.repeat(np.arange(2), 3)
+    utility, exploit, collusion, externality = rng.normal(size=6), rng.normal(size=6), rng.random(6), rng.random(6)
+    lambdas = Lambdas(e=1.5, c=2.0, x=0.7)
+    args = (utility, exploit, collusion, externality, groups, lambdas, 1.5)
+    none = group_advantages(sepo_rewards(*args, "none"), groups, "none")
+    per = group_advantages(sepo_rewards(*args, "per-rollout"), groups, "none")
+    penalty = sepo_penalties(exploit, collusion, externality, lambdas, 1.5)
+    mean, variance, count = np.zeros(6), np.zeros(2), 0
+    for first, second in itertools.product(itertools.permutations(range(3)), repeat=2):
+        permutation = np.array([*first, *(3 + np.array(second))])
+        rewards = sepo_rewards(*args, "shuffled", permutation=permutation)
+        mean += group_advantages(rewards, groups, "none")
+        variance += [rewards[groups == g].var() for g in (0, 1)]
+        count += 1
+    assert np.allclose(mean / count, none, rtol=0, atol=1e-12)
+    assert np.abs(per - none).max() > 0.1
+    for g in (0, 1):
+        mine = groups == g
+        expected = (1.5 * utility[mine]).var() + penalty[mine].var()
+        assert np.isclose(variance[g] / count, expected, rtol=0, atol=1e-12)
+        sepo = (1.5 * utility[mine] - penalty[mine]).var()
+        covariance = np.mean((1.5 * utility[mine] - (1.5 * utility[mine]).mean()) * (penalty[mine] - penalty[mine].mean()))
+        assert np.isclose(sepo, expected - 2 * covariance, rtol=0, atol=1e-12)
+
+
+def test_shuffled_needs_a_generator_or_a_permutation():
+    with pytest.raises(ValueError, match="random generator"):
+        sepo_rewards([1.0, 2.0], [0.1, 0.2], [0.0, 0.0], [0.0, 0.0], [0, 0], Lambdas(e=1.0), 1.5, "shuffled")
 
 
 def test_rewards_on_a_tiny_example():

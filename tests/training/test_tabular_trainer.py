@@ -33,6 +33,15 @@ def test_constant_equals_none_under_every_reward_scaling(tmp_path, scaling):
     assert np.max(np.abs(constant - none)) <= 1e-9
 
 
+def test_shuffled_penalty_runs_reproducibly_and_is_neither_none_nor_per_rollout(tmp_path):
+    none = _final_logits(tmp_path, "none", penalty="none", steps=20)
+    shuffled = _final_logits(tmp_path, "shuffled", penalty="shuffled", lambda_e=5.0, steps=20)
+    again = _final_logits(tmp_path, "again", penalty="shuffled", lambda_e=5.0, steps=20)
+    per_rollout = _final_logits(tmp_path, "per", penalty="per-rollout", lambda_e=5.0, steps=20)
+    assert np.array_equal(shuffled, again)
+    assert np.abs(shuffled - none).max() > 1e-3 and np.abs(shuffled - per_rollout).max() > 1e-3
+
+
 def test_sepo_descends_exploitability_and_payoff_only_grpo_does_not(tmp_path):
     sepo = TabularSEPOTrainer(TabularSEPOConfig(penalty="per-rollout", lambda_e=5.0, steps=600, seed=0), tmp_path / "sepo").train()
     grpo = TabularSEPOTrainer(TabularSEPOConfig(penalty="none", steps=600, seed=0), tmp_path / "none").train()
