@@ -190,7 +190,7 @@ def _summary(result: dict) -> str:
     names = [n for n in SCORED if n != "exact_value"] + ([result["exact_value"]] if result.get("exact_value") else [])
     parts = [f"{name} {result[name]:.4f}" for name in names if isinstance(result.get(name), float)
              and not math.isnan(result[name])]
-    label = (result.get("policy") or {}).get("policy")
+    label = (result.get("policy") or {}).get("read")
     return f"{result['game']}: " + ", ".join(parts) + (f" (policy read: {label})" if label else "")
 
 

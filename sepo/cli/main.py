@@ -237,7 +237,7 @@ def _no_interval_text(name: str, result: dict) -> str:
     every number without an interval was called exact, a sampled policy's and a lower bound's too)."""
     if name not in AUDIT_FIELDS:
         return "exact"
-    if not (result.get("policy") or {}).get("exact", True):
+    if not (result.get("policy") or {}).get("read_exactly", True):
         return "point estimate (sampled policy)"
     label = result.get("exact_label", "exact")
     if label == "exact":
@@ -739,7 +739,7 @@ def _exact_notes(result, found) -> list[str]:
         notes.append(PROJECTION_NOTE.format(m=result.extra["projection_memory"]))
     if result.extra.get("point_estimate"):
         notes.append(POINT_ESTIMATE_NOTE)
-    elif found.policy is not None and not found.policy.get("exact", True):
+    elif found.policy is not None and not found.policy.get("read_exactly", True):
         notes.append(SAMPLED_NOTE)
     return notes
 
@@ -755,8 +755,8 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
     kind = {"exact": "exact values", "pruned": "a pruned tree's values",
             "lower bound": "a point estimate of a lower bound" if point else "a lower bound",
             "projection": f"a memory-{result.extra.get('projection_memory')} projection"}[label]
-    if policy is not None and not policy.get("exact", True):  # the solver is exact; the table it solved is not
-        kind = ("the solver's exact values" if label == "exact" else kind) + f" for the {policy['policy']} policy"
+    if policy is not None and not policy.get("read_exactly", True):  # the solver is exact; the table it solved is not
+        kind = ("the solver's exact values" if label == "exact" else kind) + f" for the {policy['read']} policy"
     table_out = Table(title=f"{agent} in {game}: {kind} ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)
@@ -770,7 +770,7 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
     if policy is None:  # a search that plays the agent rather than reading a table of it
         table_out.add_row("agent", "played by the search (no policy table read)")
     else:
-        table_out.add_row("policy table", policy["policy"])
+        table_out.add_row("policy table", policy["read"])
     table_out.add_row("solver", {"exact": "exact", "projection": "a projection: neither an upper nor a lower bound",
                                  "pruned": "within the pruning bound of the exact value",
                                  "lower bound": "a point estimate of a lower bound (sampled policy; see the notes)" if point
@@ -778,7 +778,7 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
     console.print(table_out)
     for note in notes or ():
         console.print(f"note: {note}")
-    if policy is not None and (decoding or not policy.get("exact")):  # the row already says "exact" for a bot or table
+    if policy is not None and (decoding or not policy.get("read_exactly")):  # the row already says "exact" for a bot or table
         console.print(policy_line(policy, decoding))
     elif decoding:
         console.print("decoding: " + ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None))

@@ -103,8 +103,8 @@ def text_agent_options(protocol: str, seed: int, *, temperature=None, top_p=None
 def policy_line(record: dict, decoding: dict | None = None) -> str:
     """One line saying how the agent's policy table was obtained (`exact` or `estimated (n replies
     per state)`) and, for a text agent, under which decoding."""
-    line = f"policy table: {record['policy']}"
-    if not record.get("exact") and record.get("replies"):
+    line = f"policy table: {record['read']}"
+    if not record.get("read_exactly") and record.get("replies"):
         line += f" ({record['states']} states, {record['invalid_replies']} of {record['replies']} replies did not parse)"
     if decoding:
         line += "; decoding: " + ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None)

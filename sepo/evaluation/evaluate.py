@@ -216,7 +216,7 @@ def _opponent(spec: BotSpec, found: Audit | None, notes, game: Game, no_solver: 
             notes.append("BestResponse skipped: there is no exact best response for this game (see the note 'no exact value')")
         return None, spec.label
     response = found.response
-    if found.policy is not None and not found.policy.get("exact", True):
+    if found.policy is not None and not found.policy.get("read_exactly", True):
         notes.append("BestResponse is the exact best response to the estimated policy (its point estimate)")
     return (lambda: response), BEST_RESPONSE  # a table: stateless, so every episode may share it
 
@@ -254,14 +254,14 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
     lam = config.lambdas
     value_name = exact.get("exact_value")
     policy = found.policy if found is not None else None
-    estimated = policy is not None and not policy.get("exact", True)
+    estimated = policy is not None and not policy.get("read_exactly", True)
     if "projection_memory" in exact:
         notes.append(PROJECTION_NOTE.format(m=exact["projection_memory"]) + "; the BestResponse opponent is that projection's")
     if value_name is not None and estimated:
         notes.append(POINT_ESTIMATE_NOTE if exact.get("point_estimate") else SAMPLED_NOTE)
     if protocol == "rigorous" and value_name is not None:
         e = exact[value_name]
-        read = f", {policy['policy']}" if estimated else ""
+        read = f", {policy['read']}" if estimated else ""
         label = exact["exact_label"]
         if label == "projection":
             source = f"{value_name} (of the agent's memory-{exact['projection_memory']} projection{read})"
@@ -269,12 +269,12 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
             source = (f"{value_name} (a pruned tree's: within {exact['pruning_bound']:.4g} of the exact value, branches "
                       f"below agent reach {config.threshold:g} pruned{read})")
         elif label == "lower bound" and exact.get("point_estimate"):
-            source = f"{value_name} (a point estimate of a lower bound, from the {policy['policy']} policy; no interval)"
+            source = f"{value_name} (a point estimate of a lower bound, from the {policy['read']} policy; no interval)"
         elif label == "lower bound":
-            whose = f"the {policy['policy']} policy's" if estimated else "the agent's"
+            whose = f"the {policy['read']} policy's" if estimated else "the agent's"
             source = f"{value_name} (a lower bound on {whose} value)"
         else:
-            source = f"{value_name} (exact)" if not estimated else f"{value_name} (of the {policy['policy']} policy)"
+            source = f"{value_name} (exact)" if not estimated else f"{value_name} (of the {policy['read']} policy)"
     else:
         e, source = metrics["exploit_pool"], "exploit_pool"
     collusion = np.nan_to_num(metrics["collusion"])

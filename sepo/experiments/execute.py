@@ -112,7 +112,7 @@ def metric_rows(result: dict) -> list[dict]:
     is not exact, nor is any number of a policy estimated from sampled replies (some, such as
     `br_payoff`, have no interval), nor the domain's behaviour table ("<domain>/<key>", counted on
     the played episodes, no interval)."""
-    audit_exact = result.get("exact") is True and (result.get("policy") or {}).get("exact", True) is True
+    audit_exact = result.get("exact") is True and (result.get("policy") or {}).get("read_exactly", True) is True
     rows = []
     for name, value in result.items():
         if name in SCALARS_SKIPPED or isinstance(value, bool) or not isinstance(value, (int, float)):

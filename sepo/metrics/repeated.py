@@ -629,7 +629,7 @@ class RepeatedAudit:
             method = (f"exact DP over (round, the agent's declared state) nodes: {solved.states} nodes over "
                       f"{self.game.rounds} rounds" + ("; nothing pruned (--threshold is not needed)" if threshold else ""))
             return Audit(replace(result, method=method), self.response(solved),
-                         {"policy": "exact", "exact": True, "states": solved.states})
+                         {"read": "exact", "read_exactly": True, "states": solved.states})
         if memory is not None and projection:
             try:
                 return self._audit_table(agent, self, replicates, seed, labelled_for=agent)
@@ -722,7 +722,7 @@ class RepeatedAudit:
             interval = list(boundary_interval(solved.gap, np.array(values)))
         states = sum(len(e.decisions) for e in estimates)
         samples = max((e.samples for e in estimates), default=0)
-        record = {"policy": "exact" if exact_policy else f"estimated ({samples} replies per state)", "exact": exact_policy,
+        record = {"read": "exact" if exact_policy else f"estimated ({samples} replies per state)", "read_exactly": exact_policy,
                   "replies_per_state": None if exact_policy else samples, "states": states,
                   "invalid_replies": int(sum(sum(e.invalid) for e in estimates)),
                   "replies": int(sum(sum(c.sum() for c in e.counts) for e in estimates))}

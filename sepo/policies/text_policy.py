@@ -207,7 +207,7 @@ class PolicyEstimate:
     def record(self) -> dict:
         """What goes into result files: how the policy was obtained."""
         total = int(sum(c.sum() for c in self.counts))
-        out = {"policy": self.label, "exact": self.claims_exact, "replies_per_state": None if self.exact else self.samples,
+        out = {"read": self.label, "read_exactly": self.claims_exact, "replies_per_state": None if self.exact else self.samples,
                "states": len(self.decisions), "invalid_replies": int(sum(self.invalid)), "replies": total,
                "distinct_prompts": int(sum(self.prompts))}
         if self.exact and not self.claims_exact:

@@ -141,7 +141,7 @@ def test_greedy_audit_through_sepo_serve_equals_the_local_hf_agent(tiny, flaky_s
     vocabulary (tests/policies/test_endpoint.py shows them equal when the endpoint sees all)."""
     remote, _ = _eval(flaky_server, tmp_path / "remote", "--failure-rule", "fallback")
     local = _audit(f"hf:{tiny}", tmp_path / "local", "--failure-rule", "fallback")
-    assert remote["policy"]["policy"] == local["policy"]["policy"] == "exact"
+    assert remote["policy"]["read"] == local["policy"]["read"] == "exact"
     assert remote["exploitability"] == local["exploitability"] is not None
     assert _metrics(remote) == _metrics(local)
 

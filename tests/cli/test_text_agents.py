@@ -33,7 +33,7 @@ def _run(*args):
 def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
     sampled = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "1",
                               "--samples", "3", *SHORT, "--json").stdout)
-    assert sampled["policy"]["policy"] == "estimated (3 replies per state)" and not sampled["policy"]["exact"]
+    assert sampled["policy"]["read"] == "estimated (3 replies per state)" and not sampled["policy"]["read_exactly"]
     assert sampled["exact"] is True  # Kuhn's solver is exact; the table is not
     low, high = sampled["ci"]["exploitability"]
     assert low <= sampled["exploitability"] <= high
@@ -41,7 +41,7 @@ def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
 
     greedy = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT,
                              "--json").stdout)
-    assert greedy["policy"]["policy"] == "exact" and "ci" not in greedy
+    assert greedy["policy"]["read"] == "exact" and "ci" not in greedy
 
     human = _run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3", *SHORT).stdout
     assert "estimated (3 replies per state)" in human and "policy table" in human
@@ -59,13 +59,13 @@ def test_decoding_options_reach_text_agents_in_every_domain(tiny, game):
     params = {"ipd": ["--rounds", "2"], "auction": ["--rounds", "1"]}[game]
     result = json.loads(_run("exploit", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT,
                              *params, "--json").stdout)
-    assert result["policy"]["policy"] == "exact" and result["decoding"]["temperature"] == 0
+    assert result["policy"]["read"] == "exact" and result["decoding"]["temperature"] == 0
     human = _run("exploit", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT, *params).stdout
     assert "policy table" in human and "solver" in human
     audit = json.loads(_run("eval", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", "--top-p", "0.9",
                             *SHORT, *params, "--episodes", "1", "--json").stdout)
     assert audit["decoding"]["top_p"] == 0.9 and audit["decoding"]["max_new_tokens"] == 6
-    assert audit["policy"]["policy"] == "exact"
+    assert audit["policy"]["read"] == "exact"
     failures = sum(n for where in ("played", "policy") for kind, n in audit["reply_kinds"][where].items() if kind != "ok")
     forced = audit["forced_decoding"]  # greedy: a failed reply met again is decided once
     assert forced["computed"] + forced["reused"] == failures and forced["computed"] > 0 and forced["reused"] > 0
@@ -103,7 +103,7 @@ def test_reprompt_rule_through_eval_with_a_local_model(tiny):
     played = audit["reprompts"]["played"]
     assert audit["reprompts"]["max_reprompts"] == 1 and played["failed_replies"] > 0
     assert played["reprompts_sent"] == played["failed_replies"] == played["recovered"] + played["fell_back"]
-    assert audit["policy"]["policy"] == "exact"
+    assert audit["policy"]["read"] == "exact"
     assert "re-prompts (at most 1 per failed reply)" in _run(*args).stdout
 
 
@@ -118,7 +118,7 @@ def test_eval_disguise_audits_the_plain_and_the_renamed_game(tiny):
     row = block["metrics"]["utility"]
     assert row["plain"] == audit["utility"] and row["disguised"] == block["disguised"]["utility"]
     assert row["difference"] == row["disguised"] - row["plain"]
-    assert "adversarial_gap" in block["metrics"] and block["disguised"]["policy"]["policy"] == "exact"
+    assert "adversarial_gap" in block["metrics"] and block["disguised"]["policy"]["read"] == "exact"
     assert "plain against disguised (seed 4" in _run(*args).stdout
     refused = CliRunner().invoke(app, ["eval", "--game", "ipd", "--agent", "bot:TFT", "--disguise", "1"])
     assert refused.exit_code == 2 and "text agents only" in refused.stderr
@@ -168,7 +168,7 @@ def test_a_language_model_run_is_audited_in_its_own_game(tiny, tmp_path):
     other = CliRunner().invoke(app, ["exploit", "--game", "ipd", "--rounds", "2", "--agent", f"run:{run}", "--temperature", "0", *SHORT])
     assert other.exit_code == 2 and "is a run of game 'kuhn', not 'ipd'" in other.stderr and f"hf:{run / 'model'}" in other.stderr
     own = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"run:{run}", "--temperature", "0", *SHORT, "--json").stdout)
-    assert own["policy"]["policy"] == "exact"
+    assert own["policy"]["read"] == "exact"
 
 
 def test_samples_under_greedy_decoding_is_refused_not_ignored(tiny):
@@ -198,8 +198,8 @@ def test_eval_calls_an_audit_number_without_an_interval_exact_only_when_it_is(ti
                           *SHORT).stdout.split())
     for name in ("br_payoff", "agent_payoff_vs_br"):
         assert re.search(rf"│ {name} │ \S+ │ point estimate \(sampled policy\) │", human), human
-    bound = {"exact_value": "adversarial_gap", "exact_label": "lower bound", "policy": {"exact": True}}
+    bound = {"exact_value": "adversarial_gap", "exact_label": "lower bound", "policy": {"read": "exact", "read_exactly": True}}
     assert _no_interval_text("adversarial_gap", bound) == "lower bound"
     assert _no_interval_text("br_payoff", bound) == "of the lower bound audit"
-    exact = {"exact_value": "exploitability", "exact_label": "exact", "policy": {"exact": True}}
+    exact = {"exact_value": "exploitability", "exact_label": "exact", "policy": {"read": "exact", "read_exactly": True}}
     assert _no_interval_text("br_payoff", exact) == "exact" and _no_interval_text("welfare", bound) == "exact"

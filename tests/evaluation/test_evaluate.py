@@ -109,7 +109,7 @@ def test_a_sampling_text_agent_is_audited_at_its_played_policy_with_an_interval(
     game = load_game("kuhn")
     agent = TextPolicy(ScriptedAgent(NASH), failure_rule="fallback", seed=3)
     result = evaluate(game, agent, EvalConfig(episodes=10, replicates=1000))
-    assert result["policy"]["policy"] == f"estimated ({DEFAULT_SAMPLES} replies per state)"
+    assert result["policy"]["read"] == f"estimated ({DEFAULT_SAMPLES} replies per state)"
     assert result["policy"]["distinct_prompts"] > 12  # read at the prompts met in play, not one per state
     low, high = result["ci"]["exploitability"]
     assert low == 0.0 <= result["exploitability"] <= high <= 0.02
@@ -339,3 +339,24 @@ def test_an_exact_audit_skipped_under_the_paper_protocol_says_the_domains_reason
     (note,) = [n for n in result["notes"] if n.startswith("exact values and the BestResponse opponent skipped")]
     assert "the paper's prompt shows the opponent's score" in note and "use --protocol rigorous" in note
     assert "exact_value" not in result and result["invalid_action_rate"] == 0.0
+
+
+def _nested_exact_claims(value, top=True) -> list:
+    """Every `exact` key below the top level of a result (a reader's grep finds them all)."""
+    if isinstance(value, dict):
+        found = [] if top or "exact" not in value else [value["exact"]]
+        return found + [c for v in value.values() for c in _nested_exact_claims(v, False)]
+    if isinstance(value, list):
+        return [c for v in value for c in _nested_exact_claims(v, False)]
+    return []
+
+
+def test_a_projections_result_says_exact_only_for_how_its_table_was_read():
+    """A memory-1 projection is not exact; the policy record says how the table was read
+    (`read`), and no nested `exact: true` sits below the top level's `exact: false`."""
+    game = load_game("ipd", rounds=2, memory=1)
+    result = evaluate(game, _undeclared(load_game("ipd", rounds=2), "TFT"),
+                      EvalConfig(episodes=2, replicates=50, projection=True))
+    assert result["exact"] is False and result["exact_label"] == "projection"
+    assert result["policy"]["read"] == "exact" and result["policy"]["read_exactly"] is True
+    assert _nested_exact_claims(result) == []

@@ -23,10 +23,10 @@ def test_a_row_is_exact_only_when_its_number_is():
 
 
 def test_an_estimated_policys_audit_numbers_are_not_exact_even_without_an_interval():
-    result = {**_result(audit_exact=True), "policy": {"policy": "estimated (64 replies per state)", "exact": False},
+    result = {**_result(audit_exact=True), "policy": {"read": "estimated (64 replies per state)", "read_exactly": False},
               "ci": {"utility": [0.5, 1.5], "adversarial_gap": [0.4, 0.6]}}
     assert not any(row["exact"] for row in metric_rows(result))  # br_payoff has no interval
-    result["policy"] = {"policy": "exact", "exact": True}
+    result["policy"] = {"read": "exact", "read_exactly": True}
     assert {row["metric"] for row in metric_rows(result) if row["exact"]} == {"br_payoff"}
 
 

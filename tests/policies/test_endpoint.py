@@ -275,7 +275,7 @@ def test_greedy_audit_equals_the_local_hf_agent(chat, server, tmp_path):
     local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer, decoding=greedy, failure_rule="forced")
     remote = _agent(server, tmp_path, greedy, failure_rule="forced", forced_top_logprobs=len(chat.tokenizer))
     here, there = evaluate(game, local, config), evaluate(game, remote, config)
-    assert there["policy"]["policy"] == "exact" and there["exploitability"] is not None
+    assert there["policy"]["read"] == "exact" and there["exploitability"] is not None
     assert any(row["opponent"] == "BestResponse" for row in there["opponents"])
     assert remote.counts["act.rule.forced"] > 0 and remote.counts["forced.unmatched"] == 0
     assert _metrics(there) == _metrics(here)

@@ -18,11 +18,13 @@ with the method that found it:
    (averaged afresh each round when they are redrawn, the paper's version). The agent is read
    once per state and value vector, at the decision of the first history that reaches the
    state, in one batched call per round. For the paper's bots, which declare the rounds and
-   parts they read (`memory`, `reads`), and for tables (a memory-m table reads m rounds, a
-   whole-history table rounds − 1), the value is exact. For any other agent it is the value
+   parts they read (`memory`, `reads`), for any agent that declares its memory otherwise (uniform
+   play reads none), and for tables (a memory-m table reads m rounds, a whole-history table
+   rounds − 1), the value is exact, and `lower_bound` reports it before any sampled search. For any other agent it is the value
    against the memory-m agent that plays like it at those decisions, and the maximiser found is
    then *played against the real agent*: the lower end of its measured gap's 95% interval is
-   the lower bound.
+   the lower bound. The DP's own value against the model is reported as
+   `gap_vs_agent_model_not_a_bound`: it is no bound on the agent's gap (it may exceed it).
 2. **Best response learned against the frozen agent** (`learned_best_response`): the agent plays
    `episodes` episodes against a seeded exploration opponent (half uniform demands, half the
    extremes: everything, nothing, one less, half); a memory-1 model of it is fitted (its demand
@@ -56,7 +58,7 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.limits import size_text
 from sepo.games.negotiation_gt.rules import NegotiationGame, make_decision
-from sepo.metrics.exact import ExactResult
+from sepo.metrics.exact import ExactResult, declared_memory
 from sepo.policies.base import Policy
 from sepo.policies.tabular import TabularPolicy
 
@@ -71,6 +73,10 @@ READ_CHUNK = 4096
 STATE_OVERHEAD_BYTES = 2_000
 """Memory of a DP state besides its arrays (its key, window, posterior, path, dicts)."""
 BOTH = ("own", "other")
+MODEL_GAP = "gap_vs_agent_model_not_a_bound"
+"""The DP's gap against the model of the agent it solved (a memory-m projection, or one learned
+from play): what the maximiser would take if the agent were its model. Not a bound on the
+agent's gap: the bound is the maximiser's measured gap against the agent itself."""
 
 
 def _demands(pool) -> np.ndarray:
@@ -405,6 +411,8 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
     """Method 1 (see the module docstring). Exact when the agent declares that it reads at most
     `memory` rounds (the paper's bots); otherwise the measured gap of the maximiser found."""
     declared = getattr(agent, "memory", "undeclared")
+    if declared == "undeclared" and declared_memory(agent) is not None:
+        declared = declared_memory(agent)  # e.g. uniform play, which reads no round (memory 0)
     if declared == "undeclared" and isinstance(agent, TabularPolicy):
         # its rows are the game's keys: the last m rounds, or the whole history (rounds − 1 of them)
         declared = game.rules.memory if game.rules.memory is not None else max(game.rules.rounds - 1, 0)
@@ -426,7 +434,7 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
                                               "measured_ci_high": played["ci"][1], "memory": m}), opponent
     return _bound(played, method + f"; a lower bound: the lower end of the 95% interval of the gap the maximiser for the "
                                    f"memory-{m} model took over {episodes} episodes against the agent",
-                  {"model_gap": solved["gap"], "memory": m}), opponent
+                  {MODEL_GAP: solved["gap"], "memory": m}), opponent
 
 
 class ExplorationOpponent(Policy):
@@ -554,9 +562,9 @@ def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 
            (f" and the last round's {'/'.join(reads)} demands)" if m else ")")
     picked = (f"; chosen over the memory-{candidates[1 - chosen][0]} model by its gap on {max(episodes // 4, 2)} other episodes"
               if selection else "")
-    extra = {"model_gap": solved[chosen]["gap"], "model_memory": m}
+    extra = {MODEL_GAP: solved[chosen]["gap"], "model_memory": m}
     if selection:
-        extra["selection_gaps"] = {f"memory_{c[0]}": g for c, g in zip(candidates, selection)}
+        extra.update({f"selection_gap_memory_{c[0]}_model": g for c, g in zip(candidates, selection)})
     return _bound(played, f"learned best response (a lower bound): exact DP against a {what} of the agent, fit on {episodes} "
                           f"episodes against a seeded exploration opponent{picked}, played {played['episodes']} fresh episodes "
                           "(the bound is the lower end of their 95% interval)", extra), opponent

@@ -264,3 +264,30 @@ def test_sigterm_stops_the_search_within_seconds_after_its_progress_lines(tmp_pa
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_uniform_play_gets_the_exact_dp_before_any_sampled_search():
+    """Uniform play reads no round (memory 0): its gap is the DP's exact value (1.609548 on
+    --items 1,1,1 --rounds 2), the same as a whole-history table of uniform rows, not a
+    sampled lower bound (1.249 before)."""
+    from sepo.policies.specs import UniformPolicy
+    from sepo.policies.tabular import TabularPolicy
+
+    game = load_game("negotiation-gt", items="1,1,1", rounds=2)
+    result, _ = lower_bound(game, UniformPolicy())
+    uniform_table = _whole_history_table(game, 0)
+    table = TabularPolicy(np.full_like(uniform_table.table, 1.0 / uniform_table.table.shape[1]), uniform_table.keys)
+    truth, _ = lower_bound(game, table)
+    assert result.exact and truth.exact and "exact: the agent declares memory 0" in result.method
+    assert result.value == pytest.approx(truth.value, abs=1e-12) and result.value == pytest.approx(1.609548, abs=1e-6)
+
+
+def test_the_gap_against_the_agents_model_is_labelled_as_no_bound_and_every_extra_is_a_number():
+    """The DP's gap against its model of the agent (which may exceed the agent's true gap) is
+    named as not a bound, and the search's extras are plain numbers (the exploit table prints them)."""
+    game = load_game("negotiation-gt", items="2,2,3", values="4,3,3", opponent_values="3,3,4")
+    for result in (learned_best_response(game, _Reactive(), episodes=100)[0],
+                   dp_best_response(game, _Reactive(), memory=0, episodes=20)[0]):
+        assert not result.exact and "model_gap" not in result.extra
+        assert isinstance(result.extra["gap_vs_agent_model_not_a_bound"], float)
+        assert all(isinstance(v, (int, float)) for v in result.extra.values()), result.extra

@@ -40,7 +40,7 @@ def test_tiny_model_plays_leduc_and_is_audited_exactly(tiny):
                   "--max-new-tokens", "6", "--episodes", "2", "--json")
     assert result.exit_code == 0, result.output
     audit = json.loads(result.stdout)
-    assert audit["policy"]["policy"] == "exact" and audit["exact_label"] == "exact"
+    assert audit["policy"]["read"] == "exact" and audit["exact_label"] == "exact"
     assert 0.0 <= audit["exploitability"] <= 13.0 and audit["br_payoff"] == pytest.approx(audit["exploitability"])
 
 
@@ -70,5 +70,5 @@ def test_an_endpoint_agent_is_audited_as_the_local_model(tiny, tmp_path, monkeyp
     local = _run(*args, "--agent", f"hf:{tiny}")
     assert remote.exit_code == 0 and local.exit_code == 0, remote.output + local.output
     remote, local = json.loads(remote.stdout), json.loads(local.stdout)
-    assert remote["policy"]["policy"] == local["policy"]["policy"] == "exact"
+    assert remote["policy"]["read"] == local["policy"]["read"] == "exact"
     assert remote["exploitability"] == pytest.approx(local["exploitability"], abs=1e-12)
