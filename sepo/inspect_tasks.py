@@ -14,6 +14,15 @@ task per registered domain, named after it and registered through the `inspect_a
   the domain has an exact solver, the invalid-action rate, safety) and puts the whole sepo result
   (intervals, label of the policy reading, notes) in the score's metadata.
 
+Decoding, read rather than assumed: Inspect's providers may drop what the task asks for (its
+OpenAI provider drops `temperature` for a model name it does not know, and `top_k` always). The
+task resends the sampling fields in `extra_body` for OpenAI-family providers, then, before the
+audit, sends one probe request and reads from Inspect's record of the call the decoding that
+reached the model (the server's echo where it gives one, as `sepo serve` does, else the request as
+sent). The audit reads the policy under that decoding: exactly only when the replies were greedy,
+else estimated from sampled replies with intervals; the recorded calls of the audit are checked
+against it, and the result's `decoding` says what was asked, sent and played.
+
 Why a bridge: sepo's play loop is synchronous (it batches decisions per turn) and Inspect's model
 is asynchronous, so the audit runs in a worker thread and each batch of chats goes back to
 Inspect's event loop (`anyio.from_thread.run`), where the requests run concurrently; Inspect then
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from typing import Any, Sequence
 
 from sepo.errors import SepoError
@@ -48,11 +58,83 @@ class InspectModelSource:
     """A `ReplySource` whose replies come from the model Inspect is evaluating (see module doc).
     Called from the audit's worker thread; every call's chats go out concurrently on Inspect's
     event loop. `finished` is Inspect's `stop_reason == "stop"`: a reply cut at the token limit is
-    `truncated`, never read for an action."""
+    `truncated`, never read for an action.
 
-    def __init__(self, model, view: TextView, decoding: Decoding):
-        self.model, self.text, self.decoding = model, view, decoding
+    `requested` is the decoding the task asks for; `decoding` the one the audit assumes the model
+    played (set by `settle`, from what was actually sent). Inspect's providers may drop fields
+    (its OpenAI provider drops `temperature` for model names it does not know), so for the
+    OpenAI-family providers the sampling fields also travel in `extra_body`, which they pass on."""
+
+    def __init__(self, model, view: TextView, decoding: Decoding, *, force: bool | None = None):
+        self.model, self.text = model, view
+        self.requested = self.decoding = decoding
+        self.force = _openai_family(model) if force is None else force
+        self.sent: dict | None = None
         self.name = f"inspect:{model}"
+
+    def config(self, seed: int | None):
+        """The `GenerateConfig` of one request (`seed` None under greedy decoding)."""
+        from inspect_ai.model import GenerateConfig
+
+        d = self.requested
+        extra = {}
+        if self.force:
+            extra = {"temperature": d.temperature, **({"top_p": d.top_p} if d.top_p < 1 else {}),
+                     **({"top_k": d.top_k} if d.top_k else {}),
+                     **({"repetition_penalty": d.repetition_penalty} if d.repetition_penalty != 1 else {}),
+                     **({"seed": seed} if seed is not None else {})}
+        return GenerateConfig(temperature=d.temperature, top_p=d.top_p if d.top_p < 1 else None, top_k=d.top_k or None,
+                              max_tokens=d.max_new_tokens, seed=seed, extra_body=extra or None)
+
+    async def settle(self, seed: int) -> dict:
+        """Send one probe request and read, from Inspect's record of the call, the decoding that
+        reached the model (the server's own echo where it gives one, as `sepo serve` does, else
+        the request as sent); `decoding` becomes that decoding, so an audit whose temperature 0
+        was dropped is read as the sampled policy it is, not as the greedy one."""
+        from inspect_ai.model import ChatMessageSystem, ChatMessageUser
+
+        probe = [ChatMessageSystem(content=self.text.system_prompt()),
+                 ChatMessageUser(content="This is a check of the connection: reply with one word.")]
+        config = self.config(None if self.requested.greedy else seed)
+        output = await self.model.generate(probe, config=config)
+        if output.error:
+            raise SepoError(f"the model's first request failed: {output.error}")
+        call = _last_call()
+        if call is None:  # Inspect kept no raw record (e.g. --no-log-model-api): ask the provider itself
+            answer = await self.model.api.generate(probe, [], "none", self.model.config.merge(config))
+            call = answer[1] if isinstance(answer, tuple) else None
+        self.sent = sent_decoding(call)
+        temperature = self.sent["temperature"]
+        if self.sent["source"] == "not recorded":  # e.g. mockllm: no request to read, the config stands
+            return self.sent
+        if temperature is None or temperature != self.requested.temperature:
+            # the model played another decoding than asked: audit that one (sampled: estimated, with intervals)
+            self.decoding = replace(self.requested, temperature=1.0 if temperature is None else float(temperature))
+        return self.sent
+
+    def check_calls(self, calls) -> dict:
+        """Counts of the decodings the audit's recorded model calls reached the model with (Inspect
+        keeps the raw request of the first few calls per sample unless `--log-model-api`); a call
+        that differs in greediness from what the audit assumed stops it: its reading would be wrong."""
+        counts: dict[str, int] = {}
+        for call in calls:
+            sent = sent_decoding(call)
+            recorded = sent["source"] != "not recorded"
+            key = f"temperature {sent['temperature']}" if recorded else "not recorded"
+            counts[key] = counts.get(key, 0) + 1
+            if recorded and (sent["temperature"] == 0) != self.decoding.greedy:
+                raise SepoError(f"a model call reached the model with temperature {sent['temperature']} "
+                                f"({sent['source']}) while the audit read the policy as "
+                                f"{'greedy' if self.decoding.greedy else 'sampled'}; its numbers would be mislabelled")
+        return counts
+
+    def record(self, calls: dict | None = None) -> dict:
+        """What the result says about decoding: asked for, reached the model, played."""
+        played = self.decoding.record()
+        if self.sent is not None and self.sent["source"] != "not recorded" and self.sent["temperature"] is None:
+            played["temperature"] = None  # the server's default; not known here
+        return {"requested": self.requested.record(), "sent": self.sent, "played": played,
+                "forced_through_extra_body": self.force, "calls": calls or {}}
 
     def replies(self, decisions: Sequence[Decision], n: int, seed: int) -> list[list[Reply]]:
         return self.chat_replies([[{"role": "system", "content": self.text.system_prompt()},
@@ -81,24 +163,65 @@ class InspectModelSource:
         return out  # type: ignore[return-value]
 
     async def _generate(self, chat: list[dict], seed: int) -> Reply:
-        from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser, GenerateConfig
+        from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
 
         kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
-        d = self.decoding
-        config = GenerateConfig(temperature=d.temperature, top_p=d.top_p if d.top_p < 1 else None,
-                                top_k=d.top_k or None, max_tokens=d.max_new_tokens,
-                                seed=None if d.greedy else seed)
+        config = self.config(None if self.decoding.greedy else seed)
         output = await self.model.generate([kinds[m["role"]](content=m["content"]) for m in chat], config=config)
         usage = output.usage
         return Reply(output.completion, output.stop_reason == "stop", getattr(usage, "input_tokens", 0) or 0,
                      getattr(usage, "output_tokens", 0) or 0)
 
 
+def _openai_family(model) -> bool:
+    """Whether Inspect's provider for `model` speaks the OpenAI API (and passes `extra_body` on)."""
+    return any(c.__name__ in ("OpenAIAPI", "OpenAICompatibleAPI") for c in type(getattr(model, "api", None)).__mro__)
+
+
+def sent_decoding(call) -> dict:
+    """The decoding a recorded model call (Inspect's `ModelCall`, or None) reached the model with:
+    the server's echo (`sepo serve`'s `sepo_decoding`) where the response has one, else the
+    request's fields as sent (`extra_body` last, as the OpenAI client merges it), else a nested
+    generation config's; `temperature` None when the request carried none (the server's default)."""
+    from sepo.models.serve import DECODING_FIELD
+
+    fields = ("temperature", "top_p", "top_k", "repetition_penalty", "seed")
+    if call is None:
+        return {**dict.fromkeys(fields), "source": "not recorded"}
+    echo = (call.response or {}).get(DECODING_FIELD) if isinstance(call.response, dict) else None
+    if isinstance(echo, dict) and isinstance(echo.get("temperature"), (int, float)):
+        return {**{f: echo.get(f) for f in fields}, "source": "server"}
+    request = call.request or {}
+    nested = [v for v in request.values() if isinstance(v, dict) and "temperature" in v]
+    body = {**(nested[0] if nested else {}), **request, **(request.get("extra_body") or {})}
+    return {**{f: body.get(f) for f in fields}, "source": "request"}
+
+
+def _last_call():
+    """The recorded call of the sample's most recent model event (None when the provider records none)."""
+    from inspect_ai.event import ModelEvent
+    from inspect_ai.log import transcript
+
+    for event in reversed(list(transcript().events)):
+        if isinstance(event, ModelEvent):
+            return event.call
+    return None
+
+
+def _calls_since(start: int) -> list:
+    """The recorded calls (or None) of the sample's model events after the first `start` events."""
+    from inspect_ai.event import ModelEvent
+    from inspect_ai.log import transcript
+
+    return [e.call for e in list(transcript().events)[start:] if isinstance(e, ModelEvent)]
+
+
 def audit_task(domain: str, pool: str | None = None, episodes: int = 20, seed: int = 0, protocol: str = "rigorous",
                temperature: float = 0.0, max_tokens: int = 48, samples: int = 64, failure_rule: str = "fallback",
                reprompts: int = DEFAULT_REPROMPTS, replicates: int = 1000, game_params: dict | None = None):
     """The Inspect `Task` that audits the evaluated model in `domain` (see module doc). Defaults:
-    greedy decoding (so the played policy is read exactly), the `fallback` failure rule (the
+    greedy decoding (so the played policy is read exactly, when the greedy replies are what the
+    model played: see `InspectModelSource.settle`), the `fallback` failure rule (the
     paper's forced decoding needs the model's next-token log-probabilities, which Inspect's
     providers do not all give)."""
     _inspect()
@@ -123,11 +246,13 @@ def audit_task(domain: str, pool: str | None = None, episodes: int = 20, seed: i
     sample = Sample(input=game.text.system_prompt(), id=f"{game.name}-{pool or 'all'}-seed{seed}",
                     metadata={"game": game.name, "pool": pool or "all", "protocol": protocol, "episodes": episodes})
     return Task(dataset=[sample], solver=play_audit(game, options, config), scorer=sepo_metrics(),
-                metadata={"sepo_game": game.name, "decoding": options.decoding.record(), "failure_rule": failure_rule})
+                metadata={"sepo_game": game.name, "decoding_requested": options.decoding.record(),
+                          "failure_rule": failure_rule})
 
 
 def play_audit(game, options, config):
-    """The solver: one sepo audit of the evaluated model (`evaluate`, in a worker thread)."""
+    """The solver: one sepo audit of the evaluated model (`evaluate`, in a worker thread), read
+    under the decoding that reached the model (`InspectModelSource.settle`), every call checked."""
     from inspect_ai.model import ModelOutput, get_model
     from inspect_ai.solver import solver
 
@@ -135,16 +260,22 @@ def play_audit(game, options, config):
     def make():
         async def solve(state, generate):
             import anyio.to_thread
+            from inspect_ai.log import transcript
 
             from sepo.evaluation.evaluate import evaluate
             from sepo.policies.text_policy import TextPolicy
 
             model = get_model()
             source = InspectModelSource(model, game.text, options.decoding)
+            start = len(transcript().events)
+            await source.settle(options.seed)
             agent = TextPolicy(source, failure_rule=options.failure_rule, samples=options.samples, seed=options.seed,
                                reprompts=options.reprompts, name=str(model))
             result = await anyio.to_thread.run_sync(lambda: evaluate(game, agent, config))
             result["agent"] = f"inspect:{model}"
+            result["decoding"] = source.record(source.check_calls(_calls_since(start)))
+            if source.decoding != source.requested:
+                result.setdefault("notes", []).append(_played_note(source))
             state.metadata["sepo"] = json.loads(json.dumps(result, default=_jsonable))
             state.output = ModelOutput.from_content(model=str(model), content=_summary(result))
             return state
@@ -152,6 +283,14 @@ def play_audit(game, options, config):
         return solve
 
     return make()
+
+
+def _played_note(source: InspectModelSource) -> str:
+    sent = source.sent or {}
+    what = ("no temperature reached the model (Inspect's provider dropped it), so it sampled at the server's default"
+            if sent.get("temperature") is None else f"the model decoded at temperature {sent['temperature']:g}")
+    return (f"decoding: temperature {source.requested.temperature:g} was asked for, but {what} (read from the "
+            f"{sent.get('source')}); the policy is estimated from sampled replies, not read as the greedy policy")
 
 
 def sepo_metrics():
@@ -166,13 +305,26 @@ def sepo_metrics():
             values = {name: _value(result.get(name)) for name in SCORED if name != "exact_value"}
             value_name = result.get("exact_value")
             values["exact_value"] = _value(result.get(value_name)) if value_name else float("nan")
-            policy = (result.get("policy") or {}).get("policy")
-            answer = f"{value_name} ({result.get('exact_label')}) of the {policy} policy" if value_name else None
-            return Score(value=values, answer=answer, explanation=_summary(result), metadata=result)
+            return Score(value=values, answer=_answer(result), explanation=_summary(result), metadata=result)
 
         return score
 
     return make()
+
+
+def _answer(result: dict) -> str | None:
+    """Which exact value the score holds and how the policy was read: "exploitability (exact) of
+    the exact policy" only when the played policy was read exactly; else an estimate, with its
+    interval."""
+    value_name = result.get("exact_value")
+    if not value_name:
+        return None
+    policy = result.get("policy") or {}
+    if policy.get("read_exactly", True):
+        return f"{value_name} ({result.get('exact_label')}) of the {policy.get('read', 'exact')} policy"
+    low, high = (result.get("ci") or {}).get(value_name) or (None, None)
+    interval = f"; 95% interval [{low:.4f}, {high:.4f}]" if isinstance(low, float) and isinstance(high, float) else ""
+    return f"{value_name} (estimate{interval}) of the {policy.get('read')} policy"
 
 
 def _value(value) -> float:

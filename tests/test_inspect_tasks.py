@@ -55,19 +55,26 @@ def test_every_domain_is_a_registered_task():
 
 
 def test_the_kuhn_task_scores_what_sepo_eval_measures(tmp_path):
-    args = {"episodes": 2, "seed": 3, "replicates": 50, "game_params": {"hands": 2}}
+    """The mock model's recorded request carries no temperature (it ignores decoding), so the task
+    cannot claim greedy replies: it reads the sampled policy (2 replies per state) and labels the
+    value an estimate, exactly as `sepo eval` does for a sampled agent writing the same replies."""
+    args = {"episodes": 2, "seed": 3, "replicates": 50, "samples": 2, "game_params": {"hands": 2}}
     log = inspect_eval("sepo/kuhn", model=get_model("mockllm/model", custom_outputs=_mock), task_args=args,
                        log_dir=str(tmp_path), display="none")[0]
     assert log.status == "success", log.error
     score = log.samples[0].scores["sepo_metrics"]
     game = load_game("kuhn", "rigorous", hands=2)
-    expected = evaluate(game, TextPolicy(SameReplies(game.text), failure_rule="fallback", seed=3),
+    source = SameReplies(game.text)
+    source.decoding = Decoding(temperature=1.0, max_new_tokens=48)
+    expected = evaluate(game, TextPolicy(source, failure_rule="fallback", seed=3, samples=2),
                         EvalConfig(episodes=2, seed=3, replicates=50))
     assert set(score.value) == set(SCORED)
     for name in SCORED:
         want = expected["exploitability"] if name == "exact_value" else expected[name]
         assert score.value[name] == pytest.approx(want), name
-    assert score.answer == "exploitability (exact) of the exact policy"
+    assert score.answer == "exploitability (estimate; 95% interval [0.3333, 0.3333]) of the estimated (2 replies per state) policy"
+    assert score.metadata["decoding"]["sent"] == {"temperature": None, "top_p": None, "top_k": None,
+                                                  "repetition_penalty": None, "seed": None, "source": "request"}
     assert score.metadata["ci"]["utility"] == pytest.approx(expected["ci"]["utility"])
     assert {s.name for s in log.results.scores} == set(SCORED)
     assert log.stats.model_usage  # Inspect logged the model calls and their tokens

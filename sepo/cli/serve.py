@@ -52,7 +52,7 @@ def serve_command(
     chat = ChatModel(model, name=name, max_new_tokens=max_new_tokens, seed=seed, device="cuda" if gpu else "cpu")
     server = ChatServer(chat, host, port, fail_every=fail_every, stall_every=stall_every, stall_seconds=stall_seconds,
                         log=(lambda line: err_console.print(line, highlight=False)) if log_requests else None,
-                        max_queue=max_queue)
+                        max_queue=max_queue, warn=lambda line: err_console.print(line, highlight=False, soft_wrap=True))
     if not _loopback(host):
         err_console.print(f"warning: serving on {host}, reachable from other machines, without authentication")
     faults = [f"500 every {fail_every} requests" if fail_every else "", f"stall of {stall_seconds:g}s every {stall_every} requests" if stall_every else ""]

@@ -7,6 +7,13 @@ one choice per requested reply with `finish_reason` "stop" when the reply ended 
 end-of-turn token and "length" when it stopped at `max_tokens` (how clients detect truncation),
 and `usage` (prompt tokens, completion tokens including the end-of-turn token).
 
+Every response echoes the decoding its replies were generated with (`sepo_decoding`: the sampling
+fields, the seed, the reply limit, and `defaults`, the fields the request left to the server). A
+request without `temperature` is sampled at 1.0, as the OpenAI API does; the first such request
+is warned about on the server's stderr and `/sepo/stats` counts them (`default_temperature`), so a
+client whose library dropped the field (Inspect's OpenAI provider does, for unknown model names)
+learns that its replies were sampled.
+
 Honoured: `temperature` (0 = greedy), `top_p`, `max_tokens` / `max_completion_tokens`, `seed`,
 `n`, `logprobs` / `top_logprobs` (the model's own log-probabilities; up to the whole vocabulary,
 where OpenAI allows 20), and the vLLM-style extras `top_k`, `repetition_penalty` and `chat_template_kwargs` (e.g.
@@ -119,6 +126,8 @@ class ServerStats:
     completions: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    default_temperature: int = 0
+    """Answered requests that sent no temperature (sampled at the default 1.0; see `used_decoding`)."""
     lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
     """Held to change the counts; every change notifies `wait`ers (`with stats.changing():` ... )."""
 
@@ -139,6 +148,22 @@ class ServerStats:
         with self.lock:
             self.lock.wait_for(lambda: (not idle or self.in_flight == 0) and self.answered >= answered, timeout)
             return self.record()
+
+
+DECODING_FIELD = "sepo_decoding"
+"""The response field that echoes the decoding a reply was generated with (see `used_decoding`)."""
+_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "repetition_penalty", "seed")
+
+
+def used_decoding(request: ChatRequest, seed: int, max_tokens: int) -> dict:
+    """The decoding the server generated with, as echoed in every response: the sampling fields,
+    the seed (drawn by the server when the request had none), the reply limit, `greedy`, and
+    `defaults`: the sampling fields the request did not send, so the server's default applied
+    (a client whose library dropped `temperature` learns here that it was sampled at 1.0)."""
+    given = request.model_fields_set
+    return {"temperature": request.temperature, "top_p": request.top_p, "top_k": request.top_k,
+            "repetition_penalty": request.repetition_penalty, "seed": seed, "max_tokens": max_tokens,
+            "greedy": request.temperature == 0, "defaults": [f for f in _SAMPLING_FIELDS if f not in given]}
 
 
 class ContextTooLong(SepoError):
@@ -240,7 +265,8 @@ class ChatModel:
         return {"id": f"chatcmpl-{seed:x}-{time.monotonic_ns():x}", "object": "chat.completion", "created": int(time.time()),
                 "model": self.name, "choices": choices, "system_fingerprint": "sepo-serve",
                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
-                          "total_tokens": len(prompt) + completion_tokens}}
+                          "total_tokens": len(prompt) + completion_tokens},
+                DECODING_FIELD: used_decoding(request, seed, max_tokens)}
 
     def _logprobs(self, policy, prompt: list[int], completion, top: int) -> dict:
         """OpenAI's `logprobs.content` for a reply: each generated token (the end-of-turn token
@@ -273,7 +299,7 @@ class ChatServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, chat: ChatModel, host: str = "127.0.0.1", port: int = 8000, *, fail_every: int = 0,
-                 stall_every: int = 0, stall_seconds: float = 30.0, log=None, max_queue: int = MAX_QUEUE):
+                 stall_every: int = 0, stall_seconds: float = 30.0, log=None, max_queue: int = MAX_QUEUE, warn=None):
         if fail_every < 0 or stall_every < 0:
             raise SepoError("--fail-every and --stall-every must be >= 0")
         if not 0 <= stall_seconds <= MAX_STALL_SECONDS:  # NaN fails both comparisons
@@ -288,6 +314,9 @@ class ChatServer(ThreadingHTTPServer):
         self.stall_seconds = stall_seconds
         self.stats = ServerStats()
         self.log = log
+        self.warn = warn
+        """Called with one line when a request first leaves the temperature to the server (always
+        shown by `sepo serve`; `log` is only the per-request lines of `--log-requests`)."""
         try:
             super().__init__((host, port), _Handler)
         except OSError as error:
@@ -409,11 +438,21 @@ class _Handler(BaseHTTPRequestHandler):
         if failure is not None:
             status, message, kind, code, param = failure
             return self._error(status, message, kind, code=code, param=param)
+        used = response[DECODING_FIELD]
+        defaulted = "temperature" in used["defaults"]
         with stats.changing():
             stats.answered += 1
             stats.completions += len(response["choices"])
             stats.prompt_tokens += response["usage"]["prompt_tokens"]
             stats.completion_tokens += response["usage"]["completion_tokens"]
+            stats.default_temperature += defaulted
+            first_default = defaulted and stats.default_temperature == 1
+        if self.server.log:
+            self.server.log(f"request {number}: " + ", ".join(f"{k} {v}" for k, v in used.items() if k != "greedy"))
+        if first_default and self.server.warn:
+            self.server.warn(f"warning: request {number} sent no temperature, so it was sampled at temperature "
+                             f"{used['temperature']:g} (the OpenAI default), not greedily; every response says the decoding "
+                             f"it used in `{DECODING_FIELD}`, and /sepo/stats counts such requests (default_temperature)")
         self._send(200, response)
 
     def _drain(self) -> bytes | None:

@@ -186,3 +186,23 @@ def test_a_developer_message_is_the_system_message(chat, server, decisions):
     plain = _ask(server, messages, temperature=0, max_tokens=12)
     developer = _ask(server, as_developer, temperature=0, max_tokens=12)
     assert developer["choices"] == plain["choices"] and developer["usage"] == plain["usage"]
+
+
+def test_every_response_echoes_its_decoding_and_a_missing_temperature_is_warned_once(chat):
+    """A request without `temperature` is sampled at the OpenAI default 1.0: the response says so
+    (`sepo_decoding.defaults`), the server warns once and counts such requests."""
+    warnings = []
+    with running_server(chat, warn=warnings.append) as server:
+        url = server.url + "/chat/completions"
+        plain = {"model": "tiny", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+        bodies = [post(url, plain)[1] for _ in range(2)]
+        greedy = post(url, {**plain, "temperature": 0, "seed": 5})[1]
+        stats = get(server.url.removesuffix("/v1") + "/sepo/stats")
+    for body in bodies:
+        used = body["sepo_decoding"]
+        assert used["temperature"] == 1.0 and used["greedy"] is False and used["max_tokens"] == 2
+        assert used["defaults"] == ["temperature", "top_p", "top_k", "repetition_penalty", "seed"]
+    assert greedy["sepo_decoding"]["greedy"] is True and greedy["sepo_decoding"]["seed"] == 5
+    assert greedy["sepo_decoding"]["defaults"] == ["top_p", "top_k", "repetition_penalty"]
+    assert stats["default_temperature"] == 2
+    assert len(warnings) == 1 and "sent no temperature" in warnings[0] and "temperature 1" in warnings[0]
