@@ -15,8 +15,8 @@ client whose library dropped the field (Inspect's OpenAI provider does, for unkn
 learns that its replies were sampled.
 
 Honoured: `temperature` (0 = greedy), `top_p`, `max_tokens` / `max_completion_tokens`, `seed`,
-`n`, `logprobs` / `top_logprobs` (the model's own log-probabilities; up to the whole vocabulary,
-where OpenAI allows 20), and the vLLM-style extras `top_k`, `repetition_penalty` and `chat_template_kwargs` (e.g.
+`n`, `logprobs` / `top_logprobs` (the model's own log-probabilities; at most 20 alternatives, as
+OpenAI allows), and the vLLM-style extras `top_k`, `repetition_penalty` and `chat_template_kwargs` (e.g.
 `{"enable_thinking": false}`). Anything else that would change the reply (`stop`, `tools`,
 `logit_bias`, `stream`, penalties, ...) is refused with status 400 rather than silently ignored.
 
@@ -27,7 +27,9 @@ own seeded generator.
 Bounds, so that one client cannot take the server from the others: a prompt that with its
 `max_tokens` does not fit the model's context is refused with 400 (`context_length_exceeded`, as
 the OpenAI API answers; a request without `max_tokens` gets what is left of the context, up to the
-server's default); at most `max_queue` chat requests wait for or use the model at once, and one
+server's default); a request whose replies, key/value cache and log-probabilities (`n` x
+`max_tokens` x (1 + `top_logprobs`) entries) would not fit the memory the process can spare is
+refused with 400 before anything is generated; at most `max_queue` chat requests wait for or use the model at once, and one
 more is answered 503 with `Retry-After` (clients retry it). On shutdown (`stop`, SIGTERM or
 Ctrl-C in `sepo serve`) the server stops accepting, the reply being generated stops at its next
 token and is answered 503, and the process waits for it before it exits.
@@ -61,14 +63,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sepo.errors import SepoError
 from sepo.inputs import parse_json
+from sepo.limits import memory_budget, size_text
 
 MAX_BODY_BYTES = 4 << 20
 MAX_QUEUE = 16
 """Chat requests waiting for or using the model at once, by default; one more is answered 503."""
 MAX_STALL_SECONDS = 3600.0
 MAX_N = 128
-MAX_TOP_LOGPROBS = 1 << 20
-"""OpenAI returns at most 20 alternatives per token; a local server can return the whole vocabulary."""
+MAX_TOP_LOGPROBS = 20
+"""Alternatives per token, at most: OpenAI's own limit (a larger count multiplies the response by
+the vocabulary: one request could hold gigabytes and the model for minutes)."""
+LOGPROB_ENTRY_BYTES = 512
+"""Memory one log-probability entry of a response holds while it is built and encoded (a dict
+with the token text, its value and bytes, then its JSON; measured about 440 bytes)."""
 
 
 class _Message(BaseModel):
@@ -170,6 +177,11 @@ class ContextTooLong(SepoError):
     """A prompt that, with its reply, does not fit the model's context (HTTP 400, as OpenAI answers)."""
 
 
+class TooLarge(SepoError):
+    """A request whose replies, log-probabilities or cache would not fit the memory the server can
+    spare (HTTP 400, before anything is generated)."""
+
+
 class ShuttingDown(Exception):
     """The server is stopping: the request is answered 503."""
 
@@ -234,6 +246,7 @@ class ChatModel:
         if prompt is None:
             prompt = self.prompt_ids(request)
         max_tokens = self.reply_budget(request, len(prompt))
+        self.check_fits(request, len(prompt), max_tokens)
         stopping = self.stopping
 
         class _Stop(StoppingCriteria):
@@ -257,7 +270,7 @@ class ChatModel:
             group = group * request.n if greedy else group
             if stopping.is_set():
                 raise ShuttingDown()
-            logprobs = [self._logprobs(policy, prompt, c, request.top_logprobs) for c in group] if request.logprobs \
+            logprobs = self._all_logprobs(policy, prompt, group, request.top_logprobs) if request.logprobs \
                 else [None] * len(group)
         choices = [{"index": i, "message": {"role": "assistant", "content": c.text}, "logprobs": lp,
                     "finish_reason": "stop" if c.finished else "length"} for i, (c, lp) in enumerate(zip(group, logprobs))]
@@ -267,6 +280,49 @@ class ChatModel:
                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
                           "total_tokens": len(prompt) + completion_tokens},
                 DECODING_FIELD: used_decoding(request, seed, max_tokens)}
+
+    def plan_bytes(self, request: ChatRequest, prompt_tokens: int, max_tokens: int) -> dict[str, int]:
+        """What a request would hold at most, by part: the key/value cache of its `n` replies
+        (`n` rows of prompt and reply), one step's next-token distribution per row, the
+        log-probability pass of one reply (its distribution at every position) and the
+        response's log-probability entries (`n` x tokens x (1 + top_logprobs))."""
+        config = getattr(self.model, "config", None)
+        vocab = int(getattr(config, "vocab_size", 0) or len(self.tokenizer))
+        layers = int(getattr(config, "num_hidden_layers", 0) or 1)
+        heads = int(getattr(config, "num_attention_heads", 0) or 1)
+        kv_heads = int(getattr(config, "num_key_value_heads", 0) or heads)
+        head_dim = int(getattr(config, "head_dim", 0) or (getattr(config, "hidden_size", 0) or 64) // heads)
+        width = next(self.model.parameters()).element_size()
+        rows = 1 if request.temperature == 0 else request.n  # greedy replies are generated once
+        plan = {"cache": rows * (prompt_tokens + max_tokens) * 2 * layers * kv_heads * head_dim * width,
+                "step": rows * vocab * 4 * 3}
+        if request.logprobs:
+            plan["logprobs"] = (prompt_tokens + max_tokens + 1) * vocab * 4 * 3
+            plan["entries"] = request.n * max_tokens * (1 + request.top_logprobs) * LOGPROB_ENTRY_BYTES
+        return plan
+
+    def check_fits(self, request: ChatRequest, prompt_tokens: int, max_tokens: int) -> None:
+        """`TooLarge` when `plan_bytes` passes the memory this process can spare now."""
+        plan = self.plan_bytes(request, prompt_tokens, max_tokens)
+        budget = memory_budget()
+        if sum(plan.values()) <= budget:
+            return
+        top = f" x (1 + top_logprobs {request.top_logprobs})" if request.logprobs else ""
+        raise TooLarge(f"this request would hold about {size_text(sum(plan.values()))} (n {request.n} x max_tokens "
+                       f"{max_tokens:,}{top}; prompt {prompt_tokens:,} tokens) and the server can spare "
+                       f"{size_text(budget)}; lower n, max_tokens" + (" or top_logprobs" if request.logprobs else ""))
+
+    def _all_logprobs(self, policy, prompt: list[int], group, top: int) -> list[dict]:
+        """`_logprobs` of each reply, computed once per distinct reply (greedy copies share one);
+        a shutdown stops between replies."""
+        done: dict[tuple, dict] = {}
+        for completion in group:
+            if self.stopping.is_set():
+                raise ShuttingDown()
+            key = tuple(completion.completion_ids)
+            if key not in done:
+                done[key] = self._logprobs(policy, prompt, completion, top)
+        return [done[tuple(c.completion_ids)] for c in group]
 
     def _logprobs(self, policy, prompt: list[int], completion, top: int) -> dict:
         """OpenAI's `logprobs.content` for a reply: each generated token (the end-of-turn token

@@ -206,3 +206,24 @@ def test_every_response_echoes_its_decoding_and_a_missing_temperature_is_warned_
     assert greedy["sepo_decoding"]["defaults"] == ["top_p", "top_k", "repetition_penalty"]
     assert stats["default_temperature"] == 2
     assert len(warnings) == 1 and "sent no temperature" in warnings[0] and "temperature 1" in warnings[0]
+
+
+def test_serve_refuses_request_that_cannot_fit(chat, server, monkeypatch):
+    """top_logprobs is capped at OpenAI's 20; a request whose n x max_tokens x (1 + top_logprobs)
+    log-probability entries (with its cache) pass the memory the server can spare is a 400 at
+    once, naming the sizes, and the server goes on answering."""
+    import sepo.models.serve
+
+    url = server.url + "/chat/completions"
+    ask = {"model": "tiny", "temperature": 1, "messages": [{"role": "user", "content": "hi"}], "logprobs": True}
+    code, body = post(url, {**ask, "n": 64, "top_logprobs": 1984, "max_tokens": 64})
+    assert code == 400 and "top_logprobs" in body["error"]["message"] and "20" in body["error"]["message"]
+    monkeypatch.setattr(sepo.models.serve, "memory_budget", lambda: 2_000_000)
+    code, body = post(url, {**ask, "n": 8, "top_logprobs": 20, "max_tokens": 64})
+    assert code == 400, body
+    message = body["error"]["message"]
+    assert "would hold about" in message and "n 8 x max_tokens 64 x (1 + top_logprobs 20)" in message
+    assert "lower n, max_tokens or top_logprobs" in message
+    monkeypatch.undo()
+    code, body = post(url, {**ask, "n": 2, "top_logprobs": 20, "max_tokens": 3})
+    assert code == 200 and len(body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 20
