@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import copy
 import difflib
+import itertools
 import re
+import types
 from functools import lru_cache
 
 import numpy as np
@@ -30,6 +32,7 @@ from sepo.games.ipd.bots import IPDBot
 from sepo.policies.base import Choice, Policy
 
 PREFIX = "axelrod:"
+_TEE = type(itertools.tee((), 1)[0])
 
 
 @lru_cache(maxsize=1)
@@ -53,14 +56,28 @@ def _index() -> dict:
     return index
 
 
+CHEATS = ("inspects_source", "manipulates_source", "manipulates_state")
+"""Classifier flags of strategies that read their opponent's code or keep state outside the
+player (Darwin's record lives on its class, shared by every copy and match): not one policy that
+can be played or read by replay, so not offered."""
+
+
+def _cheats(cls) -> bool:
+    return any(cls.classifier.get(flag) for flag in CHEATS)
+
+
 def strategy_class(name: str):
     """The Axelrod strategy class called `name` (class name or display name, any case/spacing)
-    among `axelrod.all_strategies`, which leaves out the strategies that cheat by reading or
-    rewriting their opponent's code."""
+    among `axelrod.all_strategies` (which already leaves out most strategies that read or rewrite
+    their opponent's code), refusing those that still cheat (`CHEATS`)."""
     cls = _index().get(_norm(name))
+    if cls is not None and _cheats(cls):
+        flags = ", ".join(flag for flag in CHEATS if cls.classifier.get(flag))
+        raise SepoError(f"Axelrod strategy {cls.__name__!r} is not offered: its classifier says {flags} (it reads its "
+                        "opponent or keeps state outside the player, so its moves are not one policy sepo can play or read)")
     if cls is None:
         axl = _library()
-        names = sorted({c.__name__ for c in axl.all_strategies})
+        names = sorted({c.__name__ for c in axl.all_strategies if not _cheats(c)})
         near = difflib.get_close_matches(name, names, n=5, cutoff=0.5) or difflib.get_close_matches(
             _norm(name), [_norm(n) for n in names], n=5, cutoff=0.5)
         hint = f"; near matches: {', '.join(near)}" if near else "; see axelrod.all_strategies for names"
@@ -113,13 +130,24 @@ def _opponent_class():
 def _copy_player(player):
     """A deep copy of an Axelrod player that shares what no move changes: its random generator,
     classifier and match attributes. (Copying through the class would rerun Axelrod's
-    metaclass, which reads source code: milliseconds per copy.)"""
+    metaclass, which reads source code: milliseconds per copy.) A generator in its state (the
+    sequence players, e.g. ThueMorse) cannot be copied; it is replaced in the player by a `tee`
+    of itself, whose copy continues from the same position independently."""
     shared = {}
     for value in (getattr(player, "_random", None), player.classifier, player.match_attributes):
         if value is not None:
             shared[id(value)] = value
+    for name, value in list(player.__dict__.items()):
+        if isinstance(value, types.GeneratorType):
+            value = player.__dict__[name] = itertools.tee(value, 1)[0]
+        if isinstance(value, _TEE):
+            shared[id(value)] = copy.copy(value)
     new = object.__new__(type(player))
-    new.__dict__.update(copy.deepcopy(player.__dict__, shared))
+    try:
+        new.__dict__.update(copy.deepcopy(player.__dict__, shared))
+    except (TypeError, copy.Error) as error:
+        raise SepoError(f"the Axelrod strategy {type(player).__name__} cannot be copied ({error}); sepo replays "
+                        "copies of it to play and read it") from None
     return new
 
 

@@ -14,6 +14,7 @@ DETERMINISTIC_PAIRS = [
     ("TitForTat", "Defector"), ("BackStabber", "Prober"), ("Grudger", "Alternator"), ("SuspiciousTitForTat", "TitForTat"),
     ("TitFor2Tats", "Bully"), ("WinStayLoseShift", "Defector"), ("Prober", "Cooperator"), ("DoubleCrosser", "TitForTat"),
     ("Gradual", "Alternator"), ("FirstByDavis", "Prober2"), ("HardTitForTat", "CyclerCCD"), ("Handshake", "Grudger"),
+    ("ThueMorse", "TitForTat"), ("ThueMorseInverse", "Alternator"),
 ]
 
 
@@ -101,3 +102,62 @@ def test_axelrod_agent_spec_with_parameters():
     assert agent.name == "axelrod:GTFT(p=0.25)" and agent.classifier["stochastic"]
     with pytest.raises(SepoError, match="near matches: TitForTat"):
         load_agent("axelrod:TitForTatt", load_game("ipd"))
+
+
+@pytest.mark.parametrize("name, cooperations", [("ThueMorse", 3), ("ThueMorseInverse", 2)])
+def test_sequence_strategies_holding_a_generator_are_audited_exactly(name, cooperations):
+    """ThueMorse keeps a generator (which cannot be deep-copied) in its state; the audit replays
+    copies of it. Against a fixed sequence the best response defects throughout: it takes T − S
+    per cooperation of the strategy's first five moves (D C C D C for ThueMorse)."""
+    from sepo.games import load_game
+    from sepo.metrics.exact import exact_solver
+
+    game = load_game("ipd", rounds=5)
+    result = exact_solver(game).audit(AxelrodPlayer(name)).result
+    assert result.exact and result.value == pytest.approx(5.0 * cooperations / 5)
+
+
+def _copies_continue_alike(cls) -> bool:
+    """After a few rounds, a copy of the (strategy, agent) pair and the original play the same
+    next moves against the same agent moves."""
+    from sepo.games.ipd.axelrod_bots import _copy_pair, _opponent_class
+
+    C, D = axl.Action.C, axl.Action.D
+    pair = (cls(), _opponent_class()())
+    for p in pair:
+        p.set_match_attributes(length=12, game=axl.Game(), noise=0)
+    pair[0].set_seed(7)
+    agent_moves = [C, D, D, C, C, D, C, D, D, D, C, C]
+
+    def play(players, moves):
+        out = []
+        for move in moves:
+            own = players[0].strategy(players[1])
+            players[0].update_history(own, move)
+            players[1].update_history(move, own)
+            out.append(own)
+        return out
+
+    play(pair, agent_moves[:5])
+    copied = _copy_pair(pair)
+    return play(copied, agent_moves[5:]) == play(pair, agent_moves[5:])
+
+
+@pytest.mark.slow
+def test_every_deterministic_axelrod_strategy_is_copied_mid_match():
+    """Every strategy sepo offers can be copied mid-match (about 30 s for 244 strategies), and the
+    copy of a deterministic one continues exactly as the original."""
+    from sepo.games.ipd.axelrod_bots import _cheats
+
+    offered = [cls for cls in axl.all_strategies if not _cheats(cls)]
+    assert len(offered) >= 240
+    differ = [cls.__name__ for cls in offered if not cls.classifier.get("stochastic") and not _copies_continue_alike(cls)]
+    assert differ == []
+
+
+def test_a_strategy_that_keeps_its_state_on_its_class_is_refused_in_one_line():
+    """Darwin's record is a class attribute shared by every instance: replaying copies of it
+    changes the original, so it is not one policy (before, its audit was silently order-dependent)."""
+    with pytest.raises(SepoError, match="'Darwin' is not offered: its classifier says inspects_source") as refused:
+        AxelrodPlayer("Darwin")
+    assert "\n" not in str(refused.value)
