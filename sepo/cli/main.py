@@ -207,7 +207,10 @@ def eval_command(
         console.print(reply_kinds_line(result["reply_kinds"]))
     if result.get("forced_decoding"):
         f = result["forced_decoding"]
-        console.print(f"forced decoding: {f['computed']:,} failed replies decided, {f['reused']:,} met again and reused")
+        console.print(f"forced decoding: {f['computed']:,} failed replies decided, {f['reused']:,} met again and reused"
+                      + (f"; read from the {f['read_from']}" if f.get("read_from") else ""))
+        if f.get("note"):
+            console.print(f"note: {f['note']}")
     if result.get("reprompts"):
         console.print(reprompt_line(result["reprompts"]))
     if (result.get("agent_record") or {}).get("usage"):

@@ -69,6 +69,8 @@ MAX_BODY_BYTES = 4 << 20
 MAX_QUEUE = 16
 """Chat requests waiting for or using the model at once, by default; one more is answered 503."""
 MAX_STALL_SECONDS = 3600.0
+MAX_FORCED_ANSWERS = 256
+MAX_ANSWER_CHARS = 1000
 MAX_N = 128
 MAX_TOP_LOGPROBS = 20
 """Alternatives per token, at most: OpenAI's own limit (a larger count multiplies the response by
@@ -110,6 +112,10 @@ class ChatRequest(BaseModel):
     logprobs: bool = False
     top_logprobs: int = Field(0, ge=0, le=MAX_TOP_LOGPROBS)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    sepo_forced_answers: Optional[list[str]] = Field(None, min_length=2, max_length=MAX_FORCED_ANSWERS)
+    """sepo's extension for forced decoding: the legal actions' answer texts; the response's
+    `sepo_forced_choice` is the index of the one `HFPolicy`'s forced rule picks at the reply's
+    first position (the model's whole next-token distribution, which 20 alternatives may miss)."""
     stream: Optional[bool] = False
     user: Optional[str] = None
     metadata: Optional[dict] = None
@@ -272,6 +278,8 @@ class ChatModel:
                 raise ShuttingDown()
             logprobs = self._all_logprobs(policy, prompt, group, request.top_logprobs) if request.logprobs \
                 else [None] * len(group)
+            forced = self._forced_choice(policy, prompt, request.sepo_forced_answers) if request.sepo_forced_answers \
+                else None
         choices = [{"index": i, "message": {"role": "assistant", "content": c.text}, "logprobs": lp,
                     "finish_reason": "stop" if c.finished else "length"} for i, (c, lp) in enumerate(zip(group, logprobs))]
         completion_tokens = sum(len(c.completion_ids) for c in group)
@@ -279,7 +287,21 @@ class ChatModel:
                 "model": self.name, "choices": choices, "system_fingerprint": "sepo-serve",
                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
                           "total_tokens": len(prompt) + completion_tokens},
-                DECODING_FIELD: used_decoding(request, seed, max_tokens)}
+                DECODING_FIELD: used_decoding(request, seed, max_tokens),
+                **({"sepo_forced_choice": forced} if forced is not None else {})}
+
+    def _forced_choice(self, policy, prompt: list[int], answers: list[str]) -> int:
+        """The index of the answer `HFPolicy`'s forced decoding picks after `prompt` (its own code:
+        the answers' first tokens over the whole vocabulary, or their full scores when they share
+        a first token), so `openai:` agents behind this server play what `hf:` agents play."""
+        from types import SimpleNamespace
+
+        for answer in answers:
+            if not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
+                raise SepoError(f"sepo_forced_answers: each answer must be 1-{MAX_ANSWER_CHARS} characters, not blank")
+        policy.text = SimpleNamespace(answer_text=lambda decision, action: answers[action])
+        decision = SimpleNamespace(legal_actions=list(range(len(answers))), info_key="request")
+        return int(policy._forced_pass([decision], [prompt])[0])
 
     def plan_bytes(self, request: ChatRequest, prompt_tokens: int, max_tokens: int) -> dict[str, int]:
         """What a request would hold at most, by part: the key/value cache of its `n` replies

@@ -126,7 +126,10 @@ class EndpointAgent(TextPolicy):
         self.decoding = decoding or Decoding()
         self.concurrency = concurrency
         self.max_n = max_n
+        if not 1 <= forced_top_logprobs <= 20:
+            raise SepoError(f"forced_top_logprobs must be in 1..20 (the OpenAI API's limit), got {forced_top_logprobs}")
         self.forced_top_logprobs = forced_top_logprobs
+        self._serves_forced: bool | None = None
         self.name = name or f"openai:{model}@{self.base_url}"
         key = api_key or next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), None)
         if key is None and not _loopback(self.base_url):
@@ -173,26 +176,69 @@ class EndpointAgent(TextPolicy):
 
     def forced_actions(self, decisions: list[Decision], replies: list[str]) -> list[int]:
         """The paper's forced decoding through the API: the reply as an assistant turn, then the
-        user turn "State your final action (A/B):" with the legal names; one greedy token with its
-        `forced_top_logprobs` most likely alternatives; the legal action whose answer text that
-        token spells (whole word first, else a prefix of it) with the highest log-probability.
-        The same rule as `HFPolicy.forced_actions` whenever the legal tokens are among the
-        alternatives returned (OpenAI returns at most 20); when none is, the fallback action
-        plays, counted as `forced.unmatched`."""
+        user turn "State your final action (A/B):" with the legal names; one greedy token.
+
+        Behind `sepo serve` the request also carries the legal answers (`sepo_forced_answers`) and
+        the server answers with the action `HFPolicy`'s forced rule picks from the model's whole
+        next-token distribution: the `hf:` and `openai:` routes of one model play one policy.
+        Elsewhere the choice is read from the token's `forced_top_logprobs` most likely
+        alternatives (OpenAI returns at most 20): the legal action whose answer text a candidate
+        spells (whole word first, else a prefix of it) with the highest log-probability, the
+        local rule whenever the legal tokens are among them; when none is, the fallback action
+        plays, counted as `forced.unmatched` and reported with the result (`forced_record`)."""
         decoding = Decoding(temperature=0, max_new_tokens=1, enable_thinking=self.decoding.enable_thinking)
+        served = self.serves_forced_choice()
         requests = []
         for d, reply in zip(decisions, replies):
             messages = self.messages(d) + [{"role": "assistant", "content": reply},
                                            {"role": "user", "content": FORCED_QUESTION.format(names="/".join(d.action_names))}]
-            requests.append({**self._request(messages, 1, decoding, 0), "top_logprobs": self.forced_top_logprobs})
+            request = {**self._request(messages, 1, decoding, 0), "top_logprobs": self.forced_top_logprobs}
+            if served:
+                request["forced_answers"] = [self.text.answer_text(d, a) for a in d.legal_actions]
+            requests.append(request)
         actions = []
         for d, record in zip(decisions, self._answers(requests)):
+            if record.get("forced_choice") is not None:
+                actions.append(d.legal_actions[record["forced_choice"]])
+                self.counts["forced.whole_distribution"] += 1
+                continue
             action = _forced_choice(d, [self.text.answer_text(d, a) for a in d.legal_actions], record["top_logprobs"])
             if action is None:
                 self.counts["forced.unmatched"] += 1
                 action = self._fallback(d)
             actions.append(action)
         return actions
+
+    def serves_forced_choice(self) -> bool:
+        """Whether the endpoint is `sepo serve` (its model list says `owned_by: sepo`), which picks
+        the forced action from the whole distribution; asked once."""
+        if self._serves_forced is None:
+            try:
+                listed = self.client.models.list()
+                self._serves_forced = any(getattr(m, "id", None) == self.model and getattr(m, "owned_by", None) == "sepo"
+                                          for m in getattr(listed, "data", None) or [])
+            except Exception:  # noqa: BLE001 - an endpoint without a model list is simply not sepo serve
+                self._serves_forced = False
+        return self._serves_forced
+
+    def forced_record(self) -> dict | None:
+        """`TextPolicy.forced_record`, plus how the choices were read: from the model's whole
+        distribution (`whole_distribution`, behind `sepo serve`: the `hf:` rule) or from the
+        `top_alternatives` returned, and how many of those found no legal token there and played
+        the fallback action (`unmatched`), where the `hf:` route could have chosen otherwise."""
+        whole, unmatched = int(self.counts["forced.whole_distribution"]), int(self.counts["forced.unmatched"])
+        out = super().forced_record()
+        if out is None and not whole + unmatched:
+            return None
+        out = out or {"computed": 0, "reused": 0}
+        out["read_from"] = "whole distribution (sepo serve)" if whole and not unmatched else \
+            f"the {self.forced_top_logprobs} likeliest tokens"
+        out["unmatched"] = unmatched
+        if unmatched:
+            out["note"] = (f"{unmatched:,} failed replies had no legal answer among the endpoint's {self.forced_top_logprobs} "
+                           "likeliest next tokens and played the fallback action; the same model read locally (hf:) picks "
+                           "the likeliest legal token there, so the two routes can differ")
+        return out
 
     def _request(self, messages: list[dict], n: int, decoding: Decoding, seed: int) -> dict:
         """A request as it is keyed: what determines the replies (no secret, no transport)."""
@@ -232,6 +278,8 @@ class EndpointAgent(TextPolicy):
             extra["repetition_penalty"] = d.repetition_penalty
         if d.enable_thinking is not None:
             extra["chat_template_kwargs"] = {"enable_thinking": d.enable_thinking}
+        if request.get("forced_answers"):
+            extra["sepo_forced_answers"] = request["forced_answers"]
         top = request.get("top_logprobs")
         logprobs = dict(logprobs=True, top_logprobs=top) if top else {}
         try:
@@ -261,6 +309,11 @@ class EndpointAgent(TextPolicy):
         if top:
             content = (choices[0].logprobs.content or []) if choices[0].logprobs else []
             record["top_logprobs"] = [[t.token, t.logprob] for t in content[0].top_logprobs] if content else []
+        if request.get("forced_answers"):
+            choice = (response.model_extra or {}).get("sepo_forced_choice")
+            if not isinstance(choice, int) or not 0 <= choice < len(request["forced_answers"]):
+                raise SepoError(f"agent {self.name!r}: the server did not answer sepo_forced_answers with a choice")
+            record["forced_choice"] = choice
         if self.cache is not None:
             self.cache.put(key, record)
         self._count(requests=1, retries=int(getattr(raw, "retries_taken", 0) or 0), prompt_tokens=prompt_tokens,

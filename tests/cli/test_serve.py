@@ -136,13 +136,15 @@ def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_
 
 @pytest.mark.slow  # the local model and the served one each play the whole audit
 def test_greedy_audit_through_sepo_serve_equals_the_local_hf_agent(tiny, flaky_server, tmp_path):
-    """Same model, seed and flags: the same result file. Both use the fallback rule here: the
-    endpoint's forced decoding sees the 20 alternatives the API returns, the local one the whole
-    vocabulary (tests/policies/test_endpoint.py shows them equal when the endpoint sees all)."""
-    remote, _ = _eval(flaky_server, tmp_path / "remote", "--failure-rule", "fallback")
-    local = _audit(f"hf:{tiny}", tmp_path / "local", "--failure-rule", "fallback")
+    """Same model, seed and flags: the same result file, under the default forced rule too:
+    `sepo serve` picks the forced action from the model's whole next-token distribution, as the
+    local rule does, though the API returns at most 20 alternatives."""
+    remote, _ = _eval(flaky_server, tmp_path / "remote")
+    local = _audit(f"hf:{tiny}", tmp_path / "local")
     assert remote["policy"]["read"] == local["policy"]["read"] == "exact"
     assert remote["exploitability"] == local["exploitability"] is not None
+    assert remote["forced_decoding"].pop("read_from") == "whole distribution (sepo serve)"
+    assert remote["forced_decoding"].pop("unmatched") == 0
     assert _metrics(remote) == _metrics(local)
 
 

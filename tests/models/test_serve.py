@@ -72,6 +72,9 @@ def test_greedy_n_copies_and_max_tokens(server, decisions):
     ({"model": "other"}, 404, "not served"),
     ({"messages": []}, 400, "messages"),
     ({"logit_bias": {"5": 10}}, 400, "logit_bias"),
+    ({"sepo_forced_answers": ["PASS"]}, 400, "sepo_forced_answers"),
+    ({"sepo_forced_answers": ["PASS", "  "]}, 400, "sepo_forced_answers"),
+    ({"sepo_forced_answers": ["PASS", "B" * 1001]}, 400, "sepo_forced_answers"),
 ])
 def test_bad_requests_are_refused_with_one_line(server, fields, status, words):
     payload = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], **fields}

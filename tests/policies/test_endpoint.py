@@ -262,8 +262,9 @@ def _metrics(result: dict) -> str:
 def test_greedy_audit_equals_the_local_hf_agent(chat, server, tmp_path):
     """The acceptance check in-process: same model, seed and decoding (temperature 0) behind
     `sepo serve` and loaded locally give the same result file, exploitability included, with the
-    default failure rule (forced decoding; the served model returns its whole next-token
-    distribution, so the endpoint's forced choice sees every legal token)."""
+    default failure rule (forced decoding: `sepo serve` picks the forced action from the model's
+    whole next-token distribution, as the local rule does, though the API returns at most 20
+    alternatives)."""
     from sepo.evaluation.evaluate import EvalConfig, evaluate
     from sepo.games import load_game
     from sepo.opponents.pools import parse_bot
@@ -273,25 +274,32 @@ def test_greedy_audit_equals_the_local_hf_agent(chat, server, tmp_path):
     game, config = load_game("kuhn", "rigorous"), EvalConfig(episodes=2, replicates=200, seed=4, pools=pools)
     greedy = Decoding(temperature=0, max_new_tokens=8)
     local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer, decoding=greedy, failure_rule="forced")
-    remote = _agent(server, tmp_path, greedy, failure_rule="forced", forced_top_logprobs=len(chat.tokenizer))
+    remote = _agent(server, tmp_path, greedy, failure_rule="forced")
     here, there = evaluate(game, local, config), evaluate(game, remote, config)
     assert there["policy"]["read"] == "exact" and there["exploitability"] is not None
     assert any(row["opponent"] == "BestResponse" for row in there["opponents"])
     assert remote.counts["act.rule.forced"] > 0 and remote.counts["forced.unmatched"] == 0
+    assert there["forced_decoding"].pop("read_from") == "whole distribution (sepo serve)"
+    assert there["forced_decoding"].pop("unmatched") == 0
     assert _metrics(there) == _metrics(here)
 
 
 def test_forced_decoding_through_the_api_matches_the_local_rule(chat, server, decisions, tmp_path):
     local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer, decoding=GREEDY)
     replies = ["I am not sure.", "Let me think", "", "BET or PASS?"] * 3
-    whole = _agent(server, tmp_path, GREEDY, forced_top_logprobs=len(chat.tokenizer))
+    whole = _agent(server, tmp_path, GREEDY)
+    assert whole.serves_forced_choice()
     assert whole.forced_actions(decisions, replies) == local.forced_actions(decisions, replies)
-    assert whole.counts["forced.unmatched"] == 0
+    assert whole.counts["forced.unmatched"] == 0 and whole.counts["forced.whole_distribution"] == len(decisions)
     few = _agent(server, tmp_path, GREEDY, forced_top_logprobs=2)
+    few._serves_forced = False  # as any other OpenAI-compatible server: the 2 likeliest tokens only
     played, exact = few.forced_actions(decisions, replies), local.forced_actions(decisions, replies)
     differ = [i for i, (a, b) in enumerate(zip(played, exact)) if a != b]
     assert all(played[i] == decisions[i].legal_actions[0] for i in differ)  # unmatched: the fallback action
-    assert few.counts["forced.unmatched"] >= len(differ)
+    assert few.counts["forced.unmatched"] >= len(differ) > 0
+    record = few.forced_record()
+    assert record["read_from"] == "the 2 likeliest tokens" and record["unmatched"] == few.counts["forced.unmatched"]
+    assert "the two routes can differ" in record["note"]
 
 
 @pytest.mark.parametrize("candidates, expected", [
