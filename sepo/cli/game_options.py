@@ -55,10 +55,19 @@ def with_game_params(command):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         given = {key[len("game_param_"):]: kwargs.pop(key) for key in list(kwargs) if key.startswith("game_param_")}
+        if isinstance(kwargs.get("game"), str):
+            kwargs["game"] = canonical_game(kwargs["game"])
         return command(*args, game_params={k: v for k, v in given.items() if v is not None}, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=kept + extra)
     return wrapper
+
+
+def canonical_game(name: str) -> str:
+    """A family member's one name (`openspiel:leduc_poker` for `openspiel:leduc_poker()` and
+    `openspiel:leduc_poker(players=2)`), so that runs record, and later compare, one spelling."""
+    prefix, colon, _ = name.partition(":")
+    return get_domain(name).name if colon and prefix in family_names() else name
 
 
 def game_params_for(game: str, raw: dict) -> dict:

@@ -120,12 +120,14 @@ class DomainConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _known(cls, name):
-        from sepo.games import domain_names, get_domain
+        from sepo.games import domain_names, family_names, get_domain
 
         if name not in domain_names():
             try:
                 return get_domain(name).name  # a family's member, e.g. PREFIX:GAME, under its one (canonical) name
-            except SepoError:
+            except SepoError as error:
+                if name.partition(":")[0] in family_names():  # the family's own reason (a game it cannot play)
+                    raise ValueError(str(error)) from None
                 raise ValueError(f"unknown domain {brief(name)}; known: {', '.join(domain_names())}") from None
         return name
 

@@ -99,3 +99,21 @@ def test_bad_population_inputs(tmp_path):
     path.write_text("agents: [a, b]\npayoffs: [[0, 1], [-1]]\n")
     with pytest.raises(AnalysisInputError, match=r"m.yaml: payoffs\[1\]: has 1 entries; expected 2"):
         load_matrix(path)
+
+
+def test_an_openspiel_population_is_exact_from_the_solvers_head_to_head():
+    """Every OpenSpiel game's population broadcast [k, 1] tables against [1, k] (a ValueError)."""
+    pytest.importorskip("pyspiel")
+    from sepo.games import load_game
+    from sepo.metrics.exact import action_table, solver_for
+    from sepo.policies.specs import load_agent
+
+    specs = ["uniform", "bot:CFR(iterations=5)", "bot:CFRPlus(iterations=3)"]
+    meta = build_meta_game("openspiel:kuhn_poker", specs)
+    assert meta.method.startswith("exact") and meta.payoffs.shape == (3, 3)
+    assert np.allclose(meta.payoffs, -meta.payoffs.T, atol=1e-12)
+    game = load_game("openspiel:kuhn_poker")
+    solver = solver_for(game)
+    tables = [action_table(load_agent(spec, game), solver.decisions()) for spec in specs]
+    assert meta.payoffs[0, 1] == pytest.approx(float(solver.head_to_head(tables[0], tables[1])), abs=1e-12)
+    assert meta.payoffs[0, 1] < 0  # uniform loses to CFR's average policy

@@ -98,12 +98,15 @@ class OpenSpielSolver:
                          ((self.payoff[1].T @ plan0.T).T * plan1).sum(-1)], -1)
 
     def head_to_head(self, table, opponents) -> np.ndarray:
-        """The agent's expected return per play against each opponent table, seats equally likely."""
-        opponents = self.as_tables(opponents)
-        agent = np.broadcast_to(self.as_tables(table), opponents.shape)
+        """The agent's expected return per play against each opponent table, seats equally likely.
+        `table` and `opponents` broadcast against each other over their leading axes (a population's
+        `[k, 1, R, W]` against `[1, k, R, W]` gives `[k, k]`)."""
+        agent, opponents = np.broadcast_arrays(np.asarray(table, dtype=float), np.asarray(opponents, dtype=float))
+        shape = agent.shape[:-2]
+        agent, opponents = agent.reshape(-1, *agent.shape[-2:]), opponents.reshape(-1, *opponents.shape[-2:])
         as0 = self.expected_returns(agent, opponents)[:, 0]
         as1 = self.expected_returns(opponents, agent)[:, 1]
-        return 0.5 * (as0 + as1)
+        return (0.5 * (as0 + as1)).reshape(shape)
 
     def evaluate(self, table) -> ExactResult:
         values, response = self.best_responses(table)

@@ -26,8 +26,9 @@ _NAME = re.compile(r"^[A-Za-z0-9_]+(\(.*\))?$")
 
 
 _INT = re.compile(r"^[+-]?[0-9]+$")
-_FLOAT = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$")
-_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_FLOAT = re.compile(r"^[+-]?([0-9]+\.[0-9]*|\.[0-9]+)$")
+"""OpenSpiel reads a number as a double only with a decimal point (`1` is an integer, `1e2` a string)."""
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number with a decimal point", str: "a string"}
 INT_LIMIT = 2**31 - 1
 """OpenSpiel's integer parameters are C++ ints: a larger value fails inside pyspiel with only
 `CHECK_TRUE(success)`."""
@@ -62,9 +63,98 @@ def spec_text(kind) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(spec.items())) or "none"
 
 
-def check_parameters(name: str, text: str, kind) -> None:
+MAX_NESTING = 4
+"""The most games nested in one another's `game=` parameter (`misere(game=kuhn_poker())`)."""
+MAX_GAME_FILE_BYTES = 64 << 20
+"""The largest file a game reads its rules from (`efg_game(filename=...)`): pyspiel reads it whole
+and builds the tree from it; a 2,000,000-history game (the solver's limit) is well within this."""
+FILES_REQUIRED = {"efg_game": ("filename", "a Gambit extensive-form (.efg) file"),
+                  "nfg_game": ("filename", "a Gambit normal-form (.nfg) file")}
+"""Games whose rules are a file and that have no default one (pyspiel fails with `map::at`)."""
+
+
+def is_file_parameter(key: str) -> bool:
+    """A string parameter naming a file the game reads (`filename`, `instances_file`, `boards_file`)."""
+    return key == "filename" or key.endswith("_file")
+
+
+def check_file(name: str, key: str, path: str) -> None:
+    """One line unless `path` is a readable regular file of at most `MAX_GAME_FILE_BYTES`: pyspiel
+    would block forever on a FIFO, read /dev/zero until memory runs out, and quote the lines of a
+    file it cannot parse in its error."""
+    import stat
+
+    where = f"openspiel game {name!r}: {key}={path}"
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise SepoError(f"{where}: {error.strerror or 'cannot be read'}") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a pipe, device or socket)"
+        raise SepoError(f"{where} is {kind}; give the path of a file")
+    if info.st_size > MAX_GAME_FILE_BYTES:
+        raise SepoError(f"{where} holds {info.st_size:,} bytes, more than the {MAX_GAME_FILE_BYTES:,} sepo reads as a "
+                        "game's rules")
+    if not os.access(path, os.R_OK):
+        raise SepoError(f"{where}: permission denied")
+
+
+@functools.lru_cache(maxsize=1)
+def _kinds() -> dict:
+    """OpenSpiel's registered game types by short name."""
+    import pyspiel
+
+    return {g.short_name: g for g in pyspiel.registered_games()}
+
+
+def unsupported(kind, players: int | None = None) -> str | None:
+    """Why sepo cannot play a game of OpenSpiel type `kind` (with `players` players, where known),
+    or None: its players are a population (mean-field), it has one player, or chance is drawn
+    inside OpenSpiel where neither sepo's seeds nor a game tree reach it."""
+    import pyspiel
+
+    if kind.dynamics == pyspiel.GameType.Dynamics.MEAN_FIELD:
+        return ("is a mean-field game (one representative player against the distribution of a population), not a game "
+                "between players; sepo plays an agent against opponents")
+    if (players if players is not None else kind.max_num_players) < 2:
+        return "is a one-player game; sepo plays an agent against opponents (two or more players)"
+    if kind.chance_mode == pyspiel.GameType.ChanceMode.SAMPLED_STOCHASTIC:
+        return ("draws its chance outcomes inside OpenSpiel (chance mode SAMPLED_STOCHASTIC), from a generator sepo's "
+                "seeds do not control and that no game tree can list; sepo needs explicit chance outcomes")
+    return None
+
+
+def check_spec(spec: str, depth: int = 0) -> None:
+    """Everything about `spec` that can be checked before pyspiel reads it: the form, the game's
+    name, its parameters (nested games and files included) and its type."""
+    if depth > MAX_NESTING:
+        raise SepoError(f"openspiel game {spec[:80]!r}: games nested more than {MAX_NESTING} deep")
+    if not _NAME.match(spec):
+        raise SepoError(f"openspiel game {spec!r}: write NAME or NAME(key=value,...), e.g. leduc_poker or "
+                        "goofspiel(num_cards=4)")
+    name = spec.split("(")[0]
+    kinds = _kinds()
+    if name not in kinds:
+        import difflib
+
+        close = difflib.get_close_matches(name, sorted(kinds), n=3)
+        known = (f"; did you mean {', '.join(close)}?" if close
+                 else "; `python -c \"import pyspiel; print(pyspiel.registered_names())\"` lists them")
+        raise SepoError(f"openspiel game {spec!r}: OpenSpiel has no game {name!r}{known}")
+    kind = kinds[name]
+    given = dict(check_parameters(name, spec[len(name) + 1:-1], kind, depth) if "(" in spec else [])
+    if name in FILES_REQUIRED:
+        key, what = FILES_REQUIRED[name]
+        if not given.get(key):
+            raise SepoError(f"openspiel game {name!r} reads its rules from {what}: write {name}({key}=PATH)")
+    if kind.dynamics.name == "MEAN_FIELD" or kind.max_num_players < 2:  # the rest of the type once it is loaded
+        raise SepoError(f"openspiel game {spec!r} {unsupported(kind)}")
+
+
+def check_parameters(name: str, text: str, kind, depth: int = 0) -> list[tuple[str, str]]:
     """One line for what pyspiel would accept silently (a repeated key: the last one wins) or report
-    only as C++ noise (an unknown key, a value of the wrong type or out of range)."""
+    only as C++ noise (an unknown key, a value of the wrong type or out of range, a file it would
+    hang on or quote); nested games are checked the same way. The (key, value) pairs."""
     spec = kind.parameter_specification
     pairs = split_parameters(text)
     keys = [key for key, _ in pairs]
@@ -75,6 +165,12 @@ def check_parameters(name: str, text: str, kind) -> None:
         if key not in spec:
             raise SepoError(f"openspiel game {name!r} has no parameter {key!r}; its parameters (defaults): {spec_text(kind)}")
         expected = type(spec[key])
+        if expected is dict:
+            if not value.endswith(")"):
+                raise SepoError(f"openspiel game {name!r}: parameter {key}={value} must be a game, written with "
+                                f"parentheses: {key}={value.split('(')[0]}()")
+            check_spec(value, depth + 1)
+            continue
         if expected not in _TYPE_NAMES:
             continue
         ok = {bool: value.lower() in ("true", "false"), int: bool(_INT.match(value)),
@@ -88,6 +184,34 @@ def check_parameters(name: str, text: str, kind) -> None:
         if key == "players" and not kind.min_num_players <= int(value) <= kind.max_num_players:
             raise SepoError(f"openspiel game {name!r}: parameter players={value} is out of range; {name} is for "
                             f"{kind.min_num_players} to {kind.max_num_players} players")
+        if expected is str and value and is_file_parameter(key):
+            check_file(name, key, value)
+    return pairs
+
+
+def file_parameters(spec: str) -> list[str]:
+    """The files `spec` (and the games nested in it) reads."""
+    found = []
+    name = spec.split("(")[0]
+    if "(" in spec:
+        for key, value in split_parameters(spec[len(name) + 1:-1]):
+            if value.endswith(")") and "(" in value:
+                found += file_parameters(value)
+            elif value and is_file_parameter(key):
+                found.append(value)
+    return found
+
+
+def refusal_text(spec: str, error: BaseException) -> str:
+    """pyspiel's error in one line: the C++ file and line prefix dropped; for a game that reads a
+    file, only the line number it stopped at (its message quotes the file's text)."""
+    text = str(error).strip()
+    if file_parameters(spec):
+        line = re.search(r"line #?(\d+)", text)
+        return (f"cannot read {' or '.join(file_parameters(spec))} as this game's rules"
+                + (f" (it stopped at line {line.group(1)})" if line else ""))
+    lines = [re.sub(r"^\S+\.cc:\d+ ", "", line).strip() for line in text.splitlines()]
+    return "; ".join(line for line in lines if line) or type(error).__name__
 
 
 @contextlib.contextmanager
@@ -109,36 +233,27 @@ def quiet_stderr():
 @functools.lru_cache(maxsize=32)
 def load(spec: str):
     """The pyspiel game for `spec` (`leduc_poker`, `goofspiel(num_cards=4)`), simultaneous moves
-    converted to turns; a bad name or parameter is one line."""
+    converted to turns; a bad name or parameter, a game type sepo cannot play (`unsupported`) or a
+    game pyspiel refuses (when it is read or when its first state is made) is one line."""
     import pyspiel
 
     spec = spec.strip()
-    if not _NAME.match(spec):
-        raise SepoError(f"openspiel game {spec!r}: write NAME or NAME(key=value,...), e.g. leduc_poker or "
-                        "goofspiel(num_cards=4)")
+    check_spec(spec)
     name = spec.split("(")[0]
-    kinds = {g.short_name: g for g in pyspiel.registered_games()}
-    if name not in kinds:
-        import difflib
-
-        close = difflib.get_close_matches(name, sorted(kinds), n=3)
-        known = (f"; did you mean {', '.join(close)}?" if close
-                 else "; `python -c \"import pyspiel; print(pyspiel.registered_names())\"` lists them")
-        raise SepoError(f"openspiel game {spec!r}: OpenSpiel has no game {name!r}{known}")
-    if "(" in spec:
-        check_parameters(name, spec[len(name) + 1:-1], kinds[name])
+    defaults = f"its parameters (defaults): {spec_text(_kinds()[name])}"
     try:
         with quiet_stderr():
             game = pyspiel.load_game(spec)
+            game.new_initial_state()  # some games check their parameters only here (clobber's board size)
     except MemoryError:
         raise SepoError(f"openspiel game {spec!r}: too large to load on this machine (pyspiel ran out of memory); "
-                        f"its parameters (defaults): {spec_text(kinds[name])}") from None
-    except (pyspiel.SpielError, RuntimeError, ValueError) as error:
-        lines = [re.sub(r"^\S+\.cc:\d+ ", "", line).strip() for line in str(error).strip().splitlines()]
-        message = "; ".join(line for line in lines if line) or type(error).__name__
-        raise SepoError(f"openspiel game {spec!r}: OpenSpiel refuses it ({message}); its parameters (defaults): "
-                        f"{spec_text(kinds[name])}") from None
+                        f"{defaults}") from None
+    except (pyspiel.SpielError, RuntimeError, ValueError, IndexError, KeyError, OverflowError, TypeError) as error:
+        raise SepoError(f"openspiel game {spec!r}: OpenSpiel refuses it ({refusal_text(spec, error)}); {defaults}") from None
     kind = game.get_type()
+    why = unsupported(kind, game.num_players())
+    if why is not None:
+        raise SepoError(f"openspiel game {spec!r} {why}")
     if not kind.provides_information_state_string:
         raise SepoError(f"openspiel game {spec!r} gives no information-state string, which sepo's decisions are keyed by")
     if kind.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
@@ -146,12 +261,42 @@ def load(spec: str):
     return game
 
 
+def _canonical_value(value: str, default) -> str:
+    """A parameter's value in one spelling: `True`, `3`, `0.5`; a nested game canonical itself."""
+    if isinstance(default, dict):
+        inner = _canonical_spec(value)
+        return inner if inner.endswith(")") else inner + "()"
+    if isinstance(default, bool):
+        return "True" if value.lower() == "true" else "False"
+    if isinstance(default, int):
+        return str(int(value))
+    if isinstance(default, float):
+        import numpy as np
+
+        return np.format_float_positional(float(value), trim="0")  # OpenSpiel reads no exponent
+    return value
+
+
+def _canonical_spec(spec: str) -> str:
+    name = spec.split("(")[0]
+    if "(" not in spec:
+        return name
+    defaults = _kinds()[name].parameter_specification
+    kept = []
+    for key, value in sorted(split_parameters(spec[len(name) + 1:-1])):
+        text = _canonical_value(value, defaults[key])
+        if isinstance(defaults[key], dict) or text != _canonical_value(str(defaults[key]), defaults[key]):
+            kept.append(f"{key}={text}")
+    return f"{name}({','.join(kept)})" if kept else name
+
+
 def canonical(spec: str) -> str:
-    """The game's own name for itself: `leduc_poker`, `goofspiel(num_cards=4)` (parameters as
-    given, OpenSpiel's order; no empty parentheses)."""
+    """One name per game: `leduc_poker` for `leduc_poker()` and `leduc_poker(players=2)`;
+    parameters sorted as OpenSpiel sorts them, those at their defaults dropped, values in one
+    spelling (`imp_info=True`, `players=3`), nested games the same way."""
     spec = spec.strip().replace(" ", "")
     load(spec)
-    return spec[:-2] if spec.endswith("()") else spec
+    return _canonical_spec(spec)
 
 
 def unique_names(names: list[str]) -> tuple[str, ...]:
