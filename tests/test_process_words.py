@@ -23,7 +23,7 @@ SUFFIXES = {".md", ".py", ".yaml", ".yml", ".sh", ".txt", ".toml", ".cfg", ".jin
 PATTERNS = {
     "a numbered work period": r"\bsessions? \d+",
     "a tracker issue number": r"\b(issues?|PR|pull request) #?\d+|(?<![\w/&])#\d{1,4}\b",
-    "a result lost with a machine": r"\blost with\b",
+    "a result lost with a machine": r"\blost (with|when|along with) (the|its|a|their|that) (previous |old )?(machine|host|computer|box)",
     "a load average": r"\bload averages?\b",
     "a 'Before, ...' aside": r"\bBefore, ",
     "who found it": r"\bfound (by|in) (a|an|the|two)? ?(independent |hostile )?(reviews?|helpers?|sessions?)\b",
@@ -66,6 +66,7 @@ def test_each_kind_of_work_log_phrase_is_caught(phrase):
 
 @pytest.mark.parametrize("phrase", [
     "every equilibrium, found by support enumeration", "the session cookie", "issue a warning",
+    "rounds the agent lost with a bid at least the opponent's",
     "a load of 2 chips", "before the first round", "three_reviewers.yaml", "colour #fff",
     "[the results](results.md#the-real-model-study)",
 ])
