@@ -29,6 +29,8 @@ STAGE_SECONDS = 1.0
 """Without a terminal: a stage gets its line once it has lasted this long."""
 
 _REPORTER: ContextVar["Reporter | None"] = ContextVar("sepo_progress_reporter", default=None)
+_WAITING: list[str] = []
+"""Notes kept for the command's reporter, given before it was installed (`note(..., keep=True)`)."""
 
 
 class Reporter:
@@ -36,6 +38,9 @@ class Reporter:
 
     def __enter__(self):
         self._token = _REPORTER.set(self)
+        waiting, _WAITING[:] = list(_WAITING), []
+        for text in waiting:
+            self.note(text)
         return self
 
     def __exit__(self, *exc):
@@ -44,6 +49,9 @@ class Reporter:
 
     def stage(self, text: str) -> None:
         """A stage of the command begins."""
+
+    def note(self, text: str) -> None:
+        """A fact worth one line now (a choice made, a checkpoint written); not a stage."""
 
     def add_task(self, description: str, total: float | None = None, **kwargs) -> int:
         return 0
@@ -64,6 +72,21 @@ def stage(text: str) -> None:
     reporter = _REPORTER.get()
     if reporter is not None:
         reporter.stage(text)
+
+
+def note(text: str, keep: bool = False) -> None:
+    """Report a fact worth one line (shown if a reporter is installed); the stage stays as it was.
+    With `keep`, a note given before the command installed its reporter waits for it (`forget`)."""
+    reporter = _REPORTER.get()
+    if reporter is not None:
+        reporter.note(text)
+    elif keep:
+        _WAITING.append(text)
+
+
+def forget() -> None:
+    """Drop the kept notes no reporter showed (the command ended, or library use)."""
+    _WAITING.clear()
 
 
 @contextmanager
@@ -133,8 +156,8 @@ class LineReporter(Reporter):
         self._thread: threading.Thread | None = None
 
     def __enter__(self):
-        super().__enter__()
         self.stream = self.stream or sys.stderr
+        super().__enter__()
         self._thread = threading.Thread(target=self._beat, name="sepo-progress", daemon=True)
         self._thread.start()
         return self
@@ -176,6 +199,10 @@ class LineReporter(Reporter):
         with self._lock:
             self._stage, self._stage_since, self._stage_shown = text, time.monotonic(), False
         self.tick()
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            self._write(text)
 
     def add_task(self, description: str, total: float | None = None, **kwargs) -> int:
         with self._lock:
@@ -227,7 +254,10 @@ class RichReporter(Reporter):
         return super().__exit__(*exc)
 
     def stage(self, text: str) -> None:
-        self.bars.console.print(f"[dim]{text}[/dim]", highlight=False)
+        self.bars.console.print(text, style="dim", highlight=False, markup=False)  # a "[...]" in it is text
+
+    def note(self, text: str) -> None:
+        self.bars.console.print(text, style="dim", highlight=False, markup=False)
 
     def add_task(self, description: str, total: float | None = None, **kwargs) -> int:
         return self.bars.add_task(description, total=total, **kwargs)

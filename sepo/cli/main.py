@@ -72,13 +72,16 @@ _python_show_warning = warnings.showwarning
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     threads: Optional[int] = typer.Option(None, "--threads", min=1,
                                           help="CPU threads for torch (model play and training); at most the CPU cores "
-                                          "this process may use (more only add contention); on a shared machine, the cores "
-                                          "that are free."),
+                                          "this process may use. Default: chosen when a model loads, from the cores "
+                                          "other work leaves free (one on a busy machine), and said in one line."),
     version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print sepo's version and exit."),
 ):
     """Train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization."""
+    from sepo import threads as torch_threads
+
     warnings.showwarning = _show_warning
     if threads is not None:
         from sepo.cli.common import print_error
@@ -89,9 +92,8 @@ def main_options(
         except SepoError as error:
             print_error(str(error))
             raise typer.Exit(2) from None
-        import torch
-
-        torch.set_num_threads(threads)
+    torch_threads.configure(threads)
+    ctx.call_on_close(torch_threads.reset)
 
 
 AGENT_HELP = agent_help()

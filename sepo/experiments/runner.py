@@ -182,9 +182,9 @@ class LocalBackend:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        threads = max(1, (os.cpu_count() or 1) // workers)
+        # one torch thread a worker: cells run side by side, and a machine's other work shares the cores
         self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                        initializer=_worker_init, initargs=(threads,))
+                                        initializer=_worker_init, initargs=(1,))
         self.capacity = workers
 
     def submit(self, config_data, cell, out):

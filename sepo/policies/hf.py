@@ -122,9 +122,11 @@ def load_hf_model(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from sepo import threads
     from sepo.models import quiet_library_progress
 
     quiet_library_progress()
+    threads.settle()  # a command's torch thread count, chosen (and said) before the model computes
     tokenizer_source = None
     if isinstance(model_or_path, (str, os.PathLike)):
         path = str(model_or_path)
