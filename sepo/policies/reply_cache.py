@@ -1,21 +1,39 @@
 """A response cache on disk: one JSON line per answered request, appended atomically.
 
 An interrupted audit resumes without asking again for what it already got, and a re-run reads the
-same replies, so its numbers are reproduced exactly. Each record is written with one `os.write`
-on a file opened with `O_APPEND`, so a record is either entirely in the file or (after a kill in
-the middle of a write) a torn last line; loading drops a torn or unreadable line with a warning
-and cuts a torn tail off the file, so the next append starts on a clean line.
+same replies, so its numbers are reproduced exactly. Several processes may share one file (the
+default `openai:` cache is shared by every audit of a model):
+
+- Each record is written with one `os.write` on a file opened with `O_APPEND`, under an exclusive
+  `flock`; loading reads under a shared one, so a reader never sees another process's write half
+  done. A kill in the middle of a write leaves a torn last line: loading ignores it (with a
+  warning), and it is cut off only under the exclusive lock (by the loader when no other process
+  holds the file's lock, else by the next append), so what another process is writing is never cut.
+- The file is read line by line and only an index (key -> where its line is) is kept in memory;
+  a record is read from the file when asked for. A path that is not a regular file (a FIFO, a
+  device, a folder), a line longer than `MAX_LINE_BYTES`, a line nested too deep to parse and an
+  index larger than the memory budget are refused or dropped, never read whole.
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
+import stat
 import threading
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from sepo.errors import SepoError
+
+MAX_LINE_BYTES = 64 * 2**20
+"""The longest record line read or written (a batch of 256 replies of 4,096 tokens is ~8 MB)."""
+INDEX_ENTRY_BYTES = 320
+"""Memory of one record's index entry (its key string, offset and length, the dict slot)."""
+_OPEN_FLAGS = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # a FIFO opens without waiting for a writer
 
 
 def request_key(request: dict) -> str:
@@ -23,8 +41,37 @@ def request_key(request: dict) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+@contextmanager
+def _locked(fd: int, how: int):
+    fcntl.flock(fd, how)
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _parse(line: bytes) -> dict | None:
+    """The record of one line, or None when it is not a JSON object with a string `key` (nesting
+    too deep for the parser counts as unreadable)."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+        return None
+    return record
+
+
 class ReplyCache:
-    """`key -> record` backed by an append-only JSON-lines file."""
+    """`key -> record` backed by an append-only JSON-lines file (see the module doc)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
@@ -32,57 +79,160 @@ class ReplyCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise SepoError(f"cannot create the reply cache folder {str(self.path.parent)!r}: {error.strerror}") from None
-        self._records: dict[str, dict] = {}
+        self._index: dict[str, tuple[int, int]] = {}  # key -> (offset, length) of its line
+        self._reader = None  # the file, open for reading records
         self._lock = threading.Lock()
         self.dropped = 0
         self._load()
 
-    def _load(self) -> None:
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        good_end = 0
-        for number, line in enumerate(data.splitlines(keepends=True), 1):
-            end = good_end + len(line)
-            torn = not line.endswith(b"\n")
-            try:
-                record = json.loads(line)
-                key = record["key"]
-            except (ValueError, KeyError, TypeError):
-                record = None
-            if record is None or torn:
-                self.dropped += 1
-                where = "a torn last line (an interrupted write)" if torn else f"line {number}, unreadable"
-                warnings.warn(f"reply cache {self.path}: dropped {where}; that request will be asked again",
-                              stacklevel=3)
-                if torn:
-                    break
-            else:
-                self._records[key] = record
-            good_end = end
-        if good_end < len(data):
-            with open(self.path, "r+b") as handle:
-                handle.truncate(good_end)
+    # -- opening ------------------------------------------------------------------------------------
+    def _open(self, flags: int, mode: int = 0o644) -> int | None:
+        """A descriptor of the cache file (None when it does not exist and `flags` do not create
+        it), refused in one line unless it is a regular file."""
+        try:
+            fd = os.open(self.path, flags | _OPEN_FLAGS, mode)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            if error.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO without a reader; a folder
+                raise SepoError(f"reply cache {self.path} is not a regular file ({'a FIFO' if error.errno == errno.ENXIO else 'a folder'}); "
+                                "remove it or use another cache folder") from None
+            raise SepoError(f"cannot open the reply cache {self.path}: {error.strerror}") from None
+        mode_of = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode_of):
+            os.close(fd)
+            raise SepoError(f"reply cache {self.path} is not a regular file ({_kind(mode_of)}); "
+                            "remove it or use another cache folder")
+        return fd
 
+    def _drop(self, what: str) -> None:
+        self.dropped += 1
+        warnings.warn(f"reply cache {self.path}: dropped {what}; that request will be asked again", stacklevel=4)
+
+    # -- loading ------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        from sepo.limits import memory_budget, size_text
+
+        fd = self._open(os.O_RDONLY)
+        if fd is None:
+            return
+        self._reader = reader = os.fdopen(fd, "rb", buffering=1 << 20)
+        most = max(memory_budget() // INDEX_ENTRY_BYTES, 1)
+        torn_at = None
+        with _locked(fd, fcntl.LOCK_SH):
+            offset, number = 0, 0
+            while True:
+                line = reader.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    break
+                number += 1
+                start, offset = offset, offset + len(line)
+                if len(line) > MAX_LINE_BYTES:  # skip the rest of it, a chunk at a time
+                    while not line.endswith(b"\n"):
+                        line = reader.readline(1 << 20)
+                        if not line:
+                            break
+                        offset += len(line)
+                    self._drop(f"line {number}, longer than {size_text(MAX_LINE_BYTES)}")
+                    continue
+                if not line.endswith(b"\n"):
+                    torn_at = start
+                    self._drop("a torn last line (an interrupted write)")
+                    break
+                record = _parse(line)
+                if record is None:
+                    self._drop(f"line {number}, unreadable")
+                    continue
+                self._index[record["key"]] = (start, len(line))
+                if len(self._index) > most:
+                    self._index.clear()
+                    raise SepoError(f"reply cache {self.path} holds more than {most:,} records; indexing them would take "
+                                    f"more memory than this machine can spare ({size_text(memory_budget())}); remove it or "
+                                    "use another cache folder")
+            size = offset
+        if torn_at is not None:
+            self._cut_torn_tail(torn_at, size)
+
+    def _cut_torn_tail(self, good_end: int, size: int) -> None:
+        """Cut a torn tail seen while loading, only if no other process holds the file's lock (a
+        writer would hold it) and the file is as it was seen; else the next append cuts it."""
+        fd = self._open(os.O_RDWR)
+        if fd is None:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return
+        try:
+            if os.fstat(fd).st_size == size and b"\n" not in os.pread(fd, size - good_end, good_end):
+                os.ftruncate(fd, good_end)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    # -- reading and writing ------------------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._records)
+        return len(self._index)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._records
+        return key in self._index
 
     def get(self, key: str) -> dict | None:
-        return self._records.get(key)
+        """The record stored under `key`, read from the file (None if absent, or if its line is no
+        longer that record: the file was replaced or edited since)."""
+        where = self._index.get(key)
+        if where is None or self._reader is None:
+            return None
+        try:
+            record = _parse(os.pread(self._reader.fileno(), where[1], where[0]))
+        except OSError:
+            return None
+        return record if record is not None and record["key"] == key else None
+
+    def records(self):
+        """Every stored record (read from the file, one at a time)."""
+        for key in list(self._index):
+            record = self.get(key)
+            if record is not None:
+                yield record
 
     def put(self, key: str, record: dict) -> None:
-        """Store `record` under `key` and append it to the file (one write, O_APPEND)."""
+        """Store `record` under `key`: one append, under the file's exclusive lock, after cutting a
+        torn tail an interrupted writer left (no other writer can be in the middle of one then)."""
         record = {"key": key, **record}
         line = (json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n").encode()
+        if len(line) > MAX_LINE_BYTES:  # it would be dropped when read: not kept
+            return
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = self._open(os.O_RDWR | os.O_APPEND | os.O_CREAT)
             try:
-                written = os.write(fd, line)
-                if written != len(line):  # a short write on a full disk: the torn line is dropped on load
-                    raise SepoError(f"reply cache {self.path}: short write ({written} of {len(line)} bytes)")
+                with _locked(fd, fcntl.LOCK_EX):
+                    offset = self._clean_end(fd)
+                    written = os.write(fd, line)
+                    if written != len(line):  # a short write on a full disk: the torn line is cut by the next append
+                        raise SepoError(f"reply cache {self.path}: short write ({written} of {len(line)} bytes)")
             finally:
                 os.close(fd)
-            self._records[key] = record
+            self._index[key] = (offset, len(line))
+            if self._reader is None:
+                fd = self._open(os.O_RDONLY)
+                self._reader = os.fdopen(fd, "rb", buffering=0) if fd is not None else None
+
+    def _clean_end(self, fd: int) -> int:
+        """The file's size once a torn last line (no final newline) is cut off; the caller holds
+        the exclusive lock."""
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return size
+        end = size
+        while end > 0:
+            start = max(0, end - (1 << 20))
+            found = os.pread(fd, end - start, start).rfind(b"\n")
+            if found >= 0:
+                end = start + found + 1
+                break
+            end = start
+        os.ftruncate(fd, end)
+        self._drop("a torn last line (an interrupted write), cut before this append")
+        return end

@@ -232,7 +232,7 @@ def test_a_token_budget_stops_the_audit_cleanly_and_a_rerun_resumes(server, tmp_
     usage = limited.record()["usage"]
     sent = usage["prompt_tokens"] + usage["completion_tokens"]
     largest_request = max(r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]
-                          for r in full_agent.cache._records.values())
+                          for r in full_agent.cache.records())
     assert budget <= sent <= budget + 2 * largest_request and 0 < usage["requests"] < spent["requests"]
 
     resumed_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "limited",
