@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -81,6 +82,22 @@ class DemoSpec:
     episodes: int = 100
     training: DemoTraining | None = None
     featured: bool = False
+
+
+def _parameter_problem(factory, params: dict, error: Exception) -> str:
+    """What is wrong with `params` for a bot's `factory`, in the bot's terms: the names it does not
+    take and the ones it does (the factory may be a lambda, whose name means nothing to a user)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return str(error)
+    taken = {n: p for n, p in signature.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    unknown = [k for k in params if k not in taken]
+    if not unknown or any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+        return str(error)
+    listing = ", ".join(n + ("" if p.default is p.empty else f" (default {p.default!r})") for n, p in taken.items())
+    return (f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            + (f"it takes {listing}" if listing else "it takes no parameters"))
 
 
 @dataclass(frozen=True)
@@ -176,7 +193,7 @@ class Domain:
         except SepoError:
             raise
         except (TypeError, ValueError) as error:
-            raise SepoError(f"bad parameters {params} for bot {name!r}: {error}") from None
+            raise SepoError(f"bad parameters {params} for bot {name!r}: {_parameter_problem(table[name], params, error)}") from None
 
     def default_mixture(self) -> str | None:
         """The demonstration mixture used when none is named: the first `demos()` lists (None: no demos)."""

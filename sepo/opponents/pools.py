@@ -78,6 +78,8 @@ def _parse_params(text: str, entry: str) -> dict:
         key, sep, value = part.partition("=")
         if not sep:
             raise SepoError(f"bot spec {entry!r}: parameter {part!r} must be key=value")
+        if key.strip() in params:
+            raise SepoError(f"bot spec {entry!r}: parameter {key.strip()!r} is given twice")
         try:
             params[key.strip()] = float(value)
         except ValueError:

@@ -40,3 +40,29 @@ def test_eval_of_a_train_run_given_as_hf_names_its_model(tmp_path):
     (tmp_path / "run" / "config.json").write_text('{"policy": "hf", "steps": 1}')
     result = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", f"hf:{tmp_path / 'run'}", "--episodes", "1"])
     _error(result, "is a run folder, not a model folder", f"run:{tmp_path / 'run'}")
+
+
+def test_a_bot_parameter_given_twice_is_refused():
+    """`bot:NAME(k=1,k=2)` used to keep the last value silently."""
+    from sepo.games import load_game
+    from sepo.policies.specs import load_agent
+
+    with pytest.raises(SepoError, match=r"bot spec 'NashApprox\(alpha=0.2,alpha=0.3\)': parameter 'alpha' is given twice"):
+        load_agent("bot:NashApprox(alpha=0.2,alpha=0.3)", load_game("kuhn"))
+
+
+@pytest.mark.parametrize("game, spec, says", [
+    ("kuhn", "bot:NashApprox(foo=1)", "bot 'NashApprox': unknown parameter 'foo'; it takes alpha (default 0.333"),
+    ("kuhn", "bot:AlwaysBet(foo=1)", "bot 'AlwaysBet': unknown parameter 'foo'; it takes no parameters"),
+    ("openspiel:kuhn_poker", "bot:CFR(foo=1)", "bot 'CFR': unknown parameter 'foo'; it takes iterations (default 100)"),
+])
+def test_an_unknown_bot_parameter_names_the_bot_and_what_it_takes(game, spec, says):
+    """The bot is built by a lambda in some domains: the error used to name `<lambda>()`."""
+    from sepo.games import load_game
+    from sepo.policies.specs import load_agent
+
+    if game.startswith("openspiel:"):
+        pytest.importorskip("pyspiel")
+    with pytest.raises(SepoError) as refused:
+        load_agent(spec, load_game(game))
+    assert says in str(refused.value) and "lambda" not in str(refused.value)
