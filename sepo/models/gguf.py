@@ -210,6 +210,10 @@ def check_gguf(path: str | os.PathLike) -> str:
     with open(path, "rb") as handle:
         if handle.read(4) != GGUF_MAGIC:
             raise SepoError(f"{brief(str(path), 200)} is not a GGUF file (it does not start with 'GGUF')")
+        version = _format_version(handle.read(4))
+    if version is not None and version not in READ_VERSIONS:
+        raise SepoError(f"{brief(str(path), 200)}: unsupported GGUF version {version} (sepo reads GGUF versions "
+                        f"{' and '.join(map(str, READ_VERSIONS))})")
     try:
         import gguf
         from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
@@ -225,6 +229,19 @@ def check_gguf(path: str | os.PathLike) -> str:
     except Exception as error:  # noqa: BLE001 - a corrupt or truncated file: one line
         raise SepoError(f"cannot read {path.name} as GGUF: {type(error).__name__}: {brief(str(error), 200)}") from None
     return str(parsed.get("config", {}).get("model_type", "unknown"))
+
+
+READ_VERSIONS = (2, 3)
+"""GGUF format versions the `gguf` package's reader (and so transformers) reads."""
+
+
+def _format_version(raw: bytes) -> int | None:
+    """The GGUF format version after the magic (None when the file ends before it). Like the `gguf`
+    reader: little-endian, unless that leaves the low half zero (a big-endian file)."""
+    if len(raw) < 4:
+        return None
+    version = int.from_bytes(raw, "little")
+    return version if version & 0xFFFF else int.from_bytes(raw, "big")
 
 
 def _check_complete(gguf, path: Path) -> None:

@@ -256,3 +256,15 @@ def test_import_shows_sepo_progress_not_the_loaders_bar_and_a_pipe_is_named_as_o
     os.mkfifo(tmp_path / "pipe.gguf")
     line = _error_line(runner.invoke(app, ["model", "import", str(tmp_path / "pipe.gguf"), "--out", str(tmp_path / "p")]))
     assert "is not a regular file" in line and not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("version", [1, 99])
+def test_a_gguf_of_an_unsupported_version_is_named_as_such_not_as_truncated(tmp_path, version):
+    write_tiny_llama_gguf(tmp_path / "whole.gguf")
+    whole = bytearray((tmp_path / "whole.gguf").read_bytes())
+    whole[4:8] = version.to_bytes(4, "little")
+    (tmp_path / "future.gguf").write_bytes(bytes(whole))
+    result = CliRunner().invoke(app, ["model", "import", str(tmp_path / "future.gguf"), "--out", str(tmp_path / "a")])
+    line = _error_line(result)
+    assert result.exit_code == 2 and f"unsupported GGUF version {version} (sepo reads GGUF versions 2 and 3)" in line
+    assert "truncated" not in line and not (tmp_path / "a").exists()
