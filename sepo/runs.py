@@ -591,6 +591,8 @@ def read_manifest(root: str | Path) -> dict | None:
         data = json.loads(read_text(path, "run manifest", max_bytes=16 << 20))
     except json.JSONDecodeError as error:
         raise SepoError(f"unreadable run manifest {path}: {error}") from None
+    except RecursionError:  # thousands of nested brackets: no manifest sepo writes
+        raise SepoError(f"unreadable run manifest {path}: nested too deeply") from None
 
     def name_ok(name) -> bool:
         try:

@@ -73,6 +73,9 @@ def report_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a report in --out (removes only what it wrote)."),
 ):
     """report.md and a self-contained report.html: the paper's tables, Figure 1, ablations, curves, frontier."""
+    from rich.markup import escape
+
+    from sepo.cli.common import err_console
     from sepo.reports.experiment import DERIVED, Results, check_experiment, experiment_state, report_config, write_report
     from sepo.runs import open_run
 
@@ -90,8 +93,11 @@ def report_command(
             console.print(f"the report in {target} was built from other results of {folder} (the experiment changed "
                           "since); rebuilding it")
         written = write_report(folder, run, results)
-        if state["experiment_complete"]:
+        for line in written["incomplete"]:  # cells of the plan without a result: said, and the report not final
+            err_console.print(f"warning: {escape(line)}", highlight=False, soft_wrap=True)
+        if state["experiment_complete"] and not written["incomplete"]:
             run.complete()  # a report of a finished experiment is final; one of a running experiment is redone
         else:
             run.commit()
-    console.print(f"wrote {written['markdown']} and {written['html']} ({written['images']} figures)")
+    console.print(f"wrote {written['markdown']} and {written['html']} ({written['images']} figures)"
+                  + ("; the report is marked incomplete" if written["missing"] else ""))
