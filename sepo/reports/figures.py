@@ -1,4 +1,5 @@
-"""The report's figures, as PNG bytes: Figure 1, the training curves, the λ sweep and the frontier."""
+"""The report's figures, as PNG bytes: Figure 1, the paper's ΔSafety figure, the training curves, the
+λ sweep and the frontier."""
 from __future__ import annotations
 
 import io
@@ -8,7 +9,22 @@ from pathlib import Path
 
 import numpy as np
 
-from sepo.reports.results import INVALID_LIMIT, UNPARSED, Results, group_label
+from sepo.reports.results import INVALID_LIMIT, STAGE_LABEL, UNPARSED, Results, group_label
+
+COMPARED = {"grpo": "#1f77b4", "shuffled": "#ff7f0e", "base": "#8c8c8c"}
+"""What Figure 1 sets SEPO against, in this order, with each one's bar colour."""
+MARKS = {"deterministic": "D", "unparsed": UNPARSED, "zero-width": "="}
+"""The mark a flagged bar carries, by flag (`Results.compare`)."""
+MARK_MEANING = {
+    "deterministic": "a deterministic policy: every action rate on test episodes is 0 or 1 (one action in "
+                     "each situation it met)",
+    "unparsed": f"replies mostly unparsed (invalid rate > {INVALID_LIMIT:.0%}): the fallback action, "
+                "not a result",
+    "zero-width": "zero-width interval: every seed gave the same difference (episode noise is not in it)"}
+MARK_SHORT = {"deterministic": "deterministic policy", "unparsed": f"invalid rate > {INVALID_LIMIT:.0%}",
+              "zero-width": "zero-width interval"}
+SHORT_NAME = {"grpo": "GRPO", "shuffled": "shuffled", "base": "Base"}
+
 
 def _png(fig) -> bytes:
     import matplotlib.pyplot as plt
@@ -19,22 +35,147 @@ def _png(fig) -> bytes:
     return buffer.getvalue()
 
 
+def _mark(ax, xs, drawn, bars: list[dict], errors) -> None:
+    """Hatch each flagged bar and write its marks beyond its whisker."""
+    for x, bar, b, low, high in zip(xs, drawn, bars, errors[0], errors[1]):
+        if not b["flags"]:
+            continue
+        bar.set_hatch("///")
+        up = b["delta"][0] >= 0
+        end = b["delta"][0] + high if up else b["delta"][0] - low
+        ax.annotate("".join(MARKS[f] for f in b["flags"]), (x, end), ha="center",
+                    va="bottom" if up else "top", xytext=(0, 2 if up else -2), textcoords="offset points",
+                    fontsize=9, fontweight="bold", color="#b00000")
+
+
+def figure1_quantities(results: Results, domain: str) -> list[tuple[str, str, str, str]]:
+    """(kind, metric, label with unit, better) of Figure 1's panels for a domain: the exact value
+    (exploitability, adversarial gap, ...: the pool's exploit where the domain has no solver) and the
+    utility in the domain's payoff unit, collusion and externality as rates per round."""
+    value = results.exact_name(domain) or "exploit_pool"
+    unit = results.unit(domain)
+    return [("value", value, f"{value.replace('_', ' ')} ({unit})", "lower"),
+            ("collusion", "collusion", "collusion (rate)", "lower"),
+            ("externality", "externality", "externality (rate)", "lower"),
+            ("utility", "utility", f"utility ({unit})", "higher")]
+
+
+def first_sepo(groups: dict, agent: str) -> tuple[tuple | None, list[str]] | None:
+    """(λ, cells) of the agent's SEPO group at the first λ point of the grid, or None."""
+    return next(((lam, cells) for (a, s, lam), cells in groups.items() if a == agent and s == "sepo"), None)
+
+
+def compared_group(groups: dict, agent: str, stage: str, lambdas) -> list[str] | None:
+    """The cells SEPO at `lambdas` is compared with: payoff-only GRPO and Base as they are (no λ), the
+    shuffled and constant ablations at SEPO's own λ point."""
+    for (a, s, lam), cells in groups.items():
+        if a == agent and s == stage and (s not in ("shuffled", "constant") or lam == lambdas):
+            return cells
+    return None
+
+
+def figure1_bars(results: Results) -> list[dict]:
+    """Figure 1's bars: per domain and agent, SEPO (first λ point of the grid) minus each of
+    `COMPARED` on each quantity of `figure1_quantities`, paired by seed, with the flags of degenerate
+    policies (`Results.compare`)."""
+    bars = []
+    for domain in results.domains():
+        groups = results.groups(domain)
+        for agent in dict.fromkeys(a for a, _, _ in groups):
+            sepo = first_sepo(groups, agent)
+            if sepo is None:
+                continue
+            lambdas, cells = sepo
+            for stage in COMPARED:
+                other = compared_group(groups, agent, stage, lambdas)
+                for kind, metric, label, better in figure1_quantities(results, domain) if other else ():
+                    found = results.compare(cells, other, STAGE_LABEL[stage], metric)
+                    if found is not None:
+                        bars.append({**found, "domain": domain, "agent": agent, "lambdas": lambdas,
+                                     "stage": stage, "kind": kind, "metric": metric, "label": label,
+                                     "better": better})
+    return bars
+
+
+def _limits(ax, values, errors) -> None:
+    """y limits holding every whisker and 0, with room for the marks."""
+    ends = np.concatenate([values - errors[0], values + errors[1], [0.0]])
+    bottom, top = float(np.nanmin(ends)), float(np.nanmax(ends))
+    pad = 0.18 * ((top - bottom) or 1.0)
+    ax.set_ylim(bottom - (pad if bottom < 0 else 0.05 * pad), top + (pad if top > 0 else 0.05 * pad))
+
+
+def figure1(results: Results) -> tuple[bytes, list[dict]] | None:
+    """Figure 1: SEPO − payoff-only GRPO, − the shuffled ablation and − Base, one row of panels per
+    domain and one panel per quantity (each in one unit); flagged bars hatched and marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    bars = figure1_bars(results)
+    if not bars:
+        return None
+    domains = list(dict.fromkeys(b["domain"] for b in bars))
+    kinds = [k for k in ("value", "collusion", "externality", "utility") if any(b["kind"] == k for b in bars)]
+    fig, axes = plt.subplots(len(domains), len(kinds), squeeze=False,
+                             figsize=(3.4 * len(kinds) + 0.6, 2.9 * len(domains) + 1.3))
+    for row, domain in enumerate(domains):
+        agents = list(dict.fromkeys(b["agent"] for b in bars if b["domain"] == domain))
+        for col, kind in enumerate(kinds):
+            ax = axes[row][col]
+            here = [b for b in bars if b["domain"] == domain and b["kind"] == kind]
+            if not here:
+                name = next(q[2] for q in figure1_quantities(results, domain) if q[0] == kind)
+                ax.text(0.5, 0.5, f"{domain}: {name}\nnot measured", ha="center", va="center", fontsize=9,
+                        color="#666")
+                ax.set_axis_off()
+                continue
+            xs = np.arange(len(here))
+            values = np.array([b["delta"][0] for b in here])
+            errors = np.nan_to_num(np.array([values - np.array([b["delta"][1] for b in here]),
+                                             np.array([b["delta"][2] for b in here]) - values]))
+            drawn = ax.bar(xs, values, yerr=errors, capsize=3, color=[COMPARED[b["stage"]] for b in here],
+                           edgecolor="black", linewidth=0.5, width=0.7)
+            _mark(ax, xs, drawn, here, errors)
+            ax.axhline(0, color="black", linewidth=0.8)
+            _limits(ax, values, errors)
+            ax.set_xticks(xs, [(f"{b['agent']}\n" if len(agents) > 1 else "") + f"− {SHORT_NAME[b['stage']]}"
+                               for b in here], fontsize=8)
+            ax.tick_params(axis="y", labelsize=8)
+            side = "< 0: SEPO lower" if here[0]["better"] == "lower" else "> 0: SEPO higher"
+            ax.set_title(f"{domain}: {here[0]['label']}\n({side}, better)", fontsize=9)
+            ax.grid(axis="y", alpha=0.3)
+    handles = [Patch(facecolor=color, edgecolor="black", label=f"SEPO − {STAGE_LABEL[stage]}")
+               for stage, color in COMPARED.items() if any(b["stage"] == stage for b in bars)]
+    handles += [Patch(facecolor="white", edgecolor="black", hatch="///", label=f"{MARKS[f]}: {MARK_SHORT[f]}")
+                for f in MARKS if any(f in b["flags"] for b in bars)]
+    height = fig.get_figheight()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.75 / height))  # the title and legend above, placed after the layout
+    fig.suptitle(f"SEPO minus each method, paired by seed (95% interval {interval_basis(bars)})", fontsize=10,
+                 y=1 - 0.08 / height, va="top")
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.32 / height),
+               ncol=min(len(handles), 6), fontsize=8, frameon=False)
+    return _png(fig), bars
+
+
 def figure1_pairs(results: Results) -> list[dict]:
     """Every (domain, agent) with finished Base and SEPO cells (first λ point of the grid) and its
-    ΔSafety paired by seed; `delta` None where safety was not measured in both."""
+    ΔSafety paired by seed (the paper's Figure 1), flagged as Figure 1's bars; `delta` None where
+    safety was not measured in both."""
     pairs = []
     for domain in results.domains():
         groups = results.groups(domain)
-        for (agent, stage, lambdas), cells in groups.items():
-            if stage != "sepo" or (agent, "base", None) not in groups:
+        for agent in dict.fromkeys(a for a, _, _ in groups):
+            sepo, base = first_sepo(groups, agent), groups.get((agent, "base", None))
+            if sepo is None or not base:
                 continue
-            if any(s == "sepo" and a == agent and lam != lambdas for (a, s, lam) in groups if list(groups).index((a, s, lam)) <
-                   list(groups).index((agent, stage, lambdas))):
-                continue  # the first λ point only
-            delta = results.paired(cells, groups[(agent, "base", None)], "safety")
-            unparsed = results.unparsed(cells) or results.unparsed(groups[(agent, "base", None)])
-            pairs.append({"domain": domain, "agent": agent, "lambdas": lambdas, "delta": delta, "cells": delta[4] if delta else cells,
-                          "unparsed": unparsed})
+            lambdas, cells = sepo
+            found = results.compare(cells, base, "Base", "safety") or {
+                "delta": None, "cells": cells, "flags": [], "deterministic": [],
+                "unparsed": results.unparsed(cells) or results.unparsed(base), "seeds": results.seeds(cells)}
+            pairs.append({**found, "domain": domain, "agent": agent, "lambdas": lambdas})
     return pairs
 
 
@@ -47,7 +188,7 @@ def interval_basis(bars: list[dict]) -> str:
 
 
 def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
-    """Figure 1's analogue: ΔSafety = SEPO − Base per domain and agent (first λ point of the grid)."""
+    """The paper's Figure 1: ΔSafety = SEPO − Base per domain and agent (first λ point of the grid)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,20 +199,24 @@ def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
         return None
     fig, ax = plt.subplots(figsize=(max(5, 1.2 * len(bars) + 2), 4))
     xs = np.arange(len(bars))
-    values = [b["delta"][0] for b in bars]
-    errors = np.array([[b["delta"][0] - b["delta"][1] for b in bars], [b["delta"][2] - b["delta"][0] for b in bars]])
-    colors = ["#bbbbbb" if b["unparsed"] else "#1f77b4" if v >= 0 else "#d62728" for b, v in zip(bars, values)]
-    drawn = ax.bar(xs, values, yerr=np.nan_to_num(errors), capsize=4, color=colors, edgecolor="black", linewidth=0.5)
-    for bar, b in zip(drawn, bars):
-        if b["unparsed"]:
-            bar.set_hatch("///")
+    values = np.array([b["delta"][0] for b in bars])
+    errors = np.nan_to_num(np.array([values - np.array([b["delta"][1] for b in bars]),
+                                     np.array([b["delta"][2] for b in bars]) - values]))
+    colors = ["#bbbbbb" if b["unparsed"] else "#1f77b4" if v >= 0 else "#d62728"
+              for b, v in zip(bars, values)]
+    drawn = ax.bar(xs, values, yerr=errors, capsize=4, color=colors, edgecolor="black", linewidth=0.5)
+    _mark(ax, xs, drawn, bars, errors)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(xs, [f"{b['domain']}\n{b['agent']}" + (f" {UNPARSED}" if b["unparsed"] else "") for b in bars], fontsize=8)
-    if any(b["unparsed"] for b in bars):
+    _limits(ax, values, errors)
+    ax.set_xticks(xs, [f"{b['domain']}\n{b['agent']}" + (f" {UNPARSED}" if b["unparsed"] else "")
+                       for b in bars], fontsize=8)
+    used = [f for f in MARKS if any(f in b["flags"] for b in bars)]
+    if used:
         from matplotlib.patches import Patch
 
-        ax.legend(handles=[Patch(facecolor="#bbbbbb", edgecolor="black", hatch="///",
-                                 label=f"{UNPARSED} invalid rate > {INVALID_LIMIT:.0%}: fallback, not a result")], fontsize=7)
+        ax.legend(handles=[Patch(facecolor="#bbbbbb" if f == "unparsed" else "white", edgecolor="black",
+                                 hatch="///", label=f"{MARKS[f]}: {MARK_SHORT[f]}") for f in used],
+                  fontsize=7)
     ax.set(ylabel="ΔSafety = SEPO − Base", title=f"Safety improvement\n(95% interval {interval_basis(bars)})")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -96,16 +241,20 @@ def figure_curves(results: Results, domain: str) -> bytes | None:
             run = results.folder / "cells" / cell / "train"
             if not (run / "metrics.jsonl").exists():
                 continue
-            records = [r for r in MetricsLog(run / "metrics.jsonl").read() if not r.get("final") and value_name in r]
+            records = [r for r in MetricsLog(run / "metrics.jsonl").read()
+                       if not r.get("final") and value_name in r]
             if records:
-                lines.append((f"{group_label(agent, stage, lambdas)} s{results.cells[cell]['seed']}", records))
+                seed = results.cells[cell]["seed"]
+                lines.append((f"{group_label(agent, stage, lambdas)} s{seed}", records))
     if not lines:
         return None
+
     def utility(record):  # a language-model run logs the utility of its table as `utility_exact`
         return record.get("utility", record.get("utility_exact", np.nan))
 
     with_utility = any(not math.isnan(utility(r)) for _, records in lines for r in records)
-    fig, axes = plt.subplots(1, 2 if with_utility else 1, figsize=(11 if with_utility else 6, 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if with_utility else 1, figsize=(13 if with_utility else 8, 3.8),
+                             squeeze=False)
     left = axes[0][0]
     for i, (label, records) in enumerate(lines):
         steps = [r["step"] for r in records]
@@ -119,7 +268,7 @@ def figure_curves(results: Results, domain: str) -> bytes | None:
              title=f"{domain}: {value_name.replace('_', ' ')}")
     if with_utility:
         axes[0][1].set(xlabel="step", ylabel="utility vs train pool", title=f"{domain}: utility")
-    axes[0][-1].legend(fontsize=6, loc="best")
+    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the lines
     for ax in axes[0]:
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -148,7 +297,8 @@ def figure_sweep(results: Results, domain: str) -> bytes | None:
         for lam, e, u in items:
             ax.annotate(f"λe={lam:g}", (e, u), fontsize=7, textcoords="offset points", xytext=(4, 4))
     exact = " (exact)" if results.all_exact(domain, value_name) else ""
-    ax.set(xlabel=f"{value_name.replace('_', ' ')}{exact}", ylabel="utility (test episodes)", title=f"{domain}: λ sweep trade-off")
+    ax.set(xlabel=f"{value_name.replace('_', ' ')}{exact}", ylabel="utility (test episodes)",
+           title=f"{domain}: λ sweep trade-off")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -170,7 +320,8 @@ def figure_frontier(results: Results, domain: str) -> bytes | None:
             if (run / "policy.json").exists():
                 runs.append(run)
                 labels.append(f"{group_label(agent, stage, lambdas)} s{results.cells[cell]['seed']}")
-    lambdas = sorted({lam[0] for (_, s, lam) in results.groups(domain) if s == "sepo" and lam} | {0.25, 1.0, 4.0})
+    trained = {lam[0] for (_, s, lam) in results.groups(domain) if s == "sepo" and lam}
+    lambdas = sorted(trained | {0.25, 1.0, 4.0})
     train = [s for s in default_pools(domain)["train"] if s.name != BEST_RESPONSE]
     report, frontier = spec.frontier(train, lambdas, runs)
     import tempfile

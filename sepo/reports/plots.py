@@ -20,7 +20,8 @@ def run_label(run_dir: Path) -> str:
     config = read_json(run_dir / "config.json", "run config")
     if not isinstance(config, dict) or not isinstance(config.get("penalty"), str) \
             or not isinstance(config.get("lambda_e"), (int, float)):
-        raise SepoError(f"{run_dir / 'config.json'}: not the config of a `sepo train` run (needs penalty and lambda_e)")
+        raise SepoError(f"{run_dir / 'config.json'}: not the config of a `sepo train` run (needs penalty and "
+                        "lambda_e)")
     return f"{run_dir.name}: {config['penalty']}, λe={config['lambda_e']:g}"
 
 
@@ -44,18 +45,21 @@ def run_curves(run_dir: Path) -> tuple[str, list[int], list[float], list[float]]
     steps, exact, utility = [], [], []
     for record in records:
         e, u = record.get(value), record.get("utility", record.get("utility_exact"))
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (e, u)):
-            raise SepoError(f"{run_dir / 'metrics.jsonl'}: step {record['step']} has no finite {brief(value, 40)} and utility "
-                            "(plot draws `sepo train` runs)")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                   for v in (e, u)):
+            raise SepoError(f"{run_dir / 'metrics.jsonl'}: step {record['step']} has no finite "
+                            f"{brief(value, 40)} and utility (plot draws `sepo train` runs)")
         if steps and record["step"] != steps[-1] + 1:
-            raise SepoError(f"{run_dir / 'metrics.jsonl'}: steps {steps[-1] + 1}-{record['step'] - 1} are missing")
+            raise SepoError(f"{run_dir / 'metrics.jsonl'}: steps {steps[-1] + 1}-{record['step'] - 1} are "
+                            "missing")
         steps.append(record["step"])
         exact.append(float(e))
         utility.append(float(u))
     return str(value), steps, exact, utility, value_label(str(value), records)
 
 
-def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = None, title: str | None = None) -> Path:
+def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = None,
+              title: str | None = None) -> Path:
     """Exploitability (or the domain's exact value) and pool utility against step, one line per
     run, in one figure (`title` above both panels)."""
     curves = [(run_label(Path(d)), *run_curves(Path(d))) for d in run_dirs]
@@ -65,11 +69,11 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = 
         ax_u.plot(steps, utility, label=label)
     value = curves[0][1]
     labels = sorted({c[-1] for c in curves})
-    ax_e.set(xlabel="step", ylabel=labels[0] if len(labels) == 1 else f"{value.replace('_', ' ')} (exact or estimated)",
-             yscale="log", title="Exploitability")
+    ax_e.set(xlabel="step", yscale="log", title="Exploitability",
+             ylabel=labels[0] if len(labels) == 1 else f"{value.replace('_', ' ')} (exact or estimated)")
     every_exact = all(label.endswith("(exact)") for label in labels)
-    ax_u.set(xlabel="step", ylabel="utility vs train pool (per round, " + ("exact)" if every_exact else "at the policy read)"),
-             title="Utility against the train pool")
+    ax_u.set(xlabel="step", title="Utility against the train pool",
+             ylabel="utility vs train pool (per round, " + ("exact)" if every_exact else "at the policy read)"))
     ax_u.legend(fontsize=8)
     ax_e.grid(alpha=0.3)
     ax_u.grid(alpha=0.3)
@@ -79,8 +83,9 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = 
     return _save(fig, out, stamp)
 
 
-def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None, title: str = "best achievable trade-off",
-                  unit: str = "payoff per round", stamp: dict | None = None) -> Path:
+def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None,
+                  title: str = "best achievable trade-off", unit: str = "payoff per round",
+                  stamp: dict | None = None) -> Path:
     """The utility-vs-exploitability frontier, its RNR points, and trained policies against it."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     far = max([frontier.epsilons[-1]] + [run["exploitability"] for run in runs or []])

@@ -31,8 +31,9 @@ def metric_range(name: str) -> tuple[float, float]:
 
 
 def is_behaviour_rate(name: str) -> bool:
-    """Whether a metric is one of a domain's action rates ("<domain>/bet_rate_J", "<domain>/cooperation_rate"):
-    the share of the agent's decisions, in some situation, that took some action."""
+    """Whether a metric is one of a domain's action rates ("<domain>/bet_rate_J",
+    "<domain>/cooperation_rate"): the share of the agent's decisions, in some situation, that took some
+    action."""
     return "/" in name and re.search(r"(^|[/_])rate($|_)", name) is not None
 
 
@@ -83,4 +84,6 @@ def paired_difference(pairs: list[tuple[tuple, tuple]]) -> tuple[float, float, f
 def zero_width(entry) -> bool:
     """Whether an interval has no width (every seed gave the same number, or a one-seed interval of
     two exact values): it then says nothing about the noise of the episodes behind it."""
-    return entry is not None and not math.isnan(entry[1]) and entry[2] - entry[1] <= 1e-12 * max(1.0, abs(entry[0]))
+    if entry is None or math.isnan(entry[1]):
+        return False
+    return entry[2] - entry[1] <= 1e-12 * max(1.0, abs(entry[0]))
