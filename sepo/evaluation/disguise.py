@@ -33,11 +33,23 @@ def disguised_audit(game: Game, plain_agent: Policy, make_agent: Callable[[TextV
     """The plain audit's result with a `disguise` block: the renaming (`seed`, `names`), per
     metric the plain and disguised values, their difference and its conservative interval, and
     the disguised audit's whole result. `make_agent(view)` builds the same agent reading `view`."""
+    from sepo import progress as reporting
+
     view = game.text.disguised(seed)
-    plain = evaluate(game, plain_agent, config, progress=progress)
-    disguised = evaluate(game, make_agent(view), config, progress=progress)
+    reporting.stage("plain audit (1 of 2; the disguised game's audit follows)")
+    plain = evaluate(game, plain_agent, config, progress=_both_audits(progress, ""))
+    reporting.stage("disguised audit (2 of 2): the same audit in the renamed game")
+    disguised = evaluate(game, make_agent(view), config, progress=_both_audits(progress, "disguised "))
     plain["disguise"] = {**view.record(), "metrics": compare(plain, disguised), "disguised": disguised}
     return plain
+
+
+def _both_audits(progress, which: str):
+    """`evaluate`'s per-opponent callback, counted against both audits' episodes (the two audits
+    play the same plan), so that a bar fed by both reads 12/12 at the end, not 12/6."""
+    if progress is None:
+        return None
+    return lambda pool, opponent, done, total: progress(f"{which}{pool}", opponent, done, 2 * total)
 
 
 def compare(plain: dict, disguised: dict) -> dict:

@@ -154,3 +154,40 @@ def test_compare_joins_the_intervals_at_their_far_ends():
     assert compare({"exploitability": 0.1, "ci": {}}, {"exploitability": 0.3, "ci": {}})["exploitability"][
         "difference_ci"] is None
     assert np.isfinite(row["plain"])
+
+
+def test_progress_of_a_disguised_audit_counts_both_audits_and_never_passes_its_total():
+    """Both audits fed one bar with one audit's total ("done: 10/6 (167%)"): the per-opponent
+    callback now counts against both audits' episodes, each shown counter stays within its total,
+    and the stages say which audit runs."""
+    from sepo import progress as reporting
+    from sepo.policies.specs import load_agent
+
+    class Recorder(reporting.Reporter):
+        def __init__(self):
+            self.tasks, self.stages = {}, []
+
+        def stage(self, text):
+            self.stages.append(text)
+
+        def add_task(self, description, total=None, **kwargs):
+            self.tasks[len(self.tasks)] = [description, total, 0.0, 0.0]  # description, total, completed, most
+            return len(self.tasks) - 1
+
+        def update(self, task, *, completed=None, total=None, advance=None, grow=None, **kwargs):
+            row = self.tasks[task]
+            row[1] = total if total is not None else (row[1] or 0) + grow if grow is not None else row[1]
+            row[2] = completed if completed is not None else row[2] + (advance or 0)
+            row[3] = max(row[3], row[2] / row[1]) if row[1] else row[3]
+
+    game = get_domain("ipd").game("rigorous", rounds=2)
+    bot = load_agent("bot:TFT", game)
+    calls = []
+    with Recorder() as recorder:
+        disguised_audit(game, bot, lambda view: bot, EvalConfig(episodes=2, replicates=20, seed=1), seed=3,
+                        progress=lambda pool, opponent, done, total: calls.append((pool, done, total)))
+    done = sum(d for _, d, _ in calls)
+    assert {t for _, _, t in calls} == {done} and any(p.startswith("disguised ") for p, _, _ in calls)
+    assert all(most <= 1.0 for _, _, _, most in recorder.tasks.values()), recorder.tasks
+    assert any("plain audit (1 of 2" in s for s in recorder.stages)
+    assert any("disguised audit (2 of 2)" in s for s in recorder.stages)
