@@ -22,7 +22,25 @@ from sepo.policies.tabular import TabularPolicy
 
 METHOD = "exact tabular best response over the information states (sepo's batched sequence-form solver)"
 BLOCK = 512
-"""Policies per block in batched calls: the realization plans are [block, sequences] arrays."""
+"""The most policies per block in batched calls: the realization plans are [block, sequences] arrays
+(`block_size` takes fewer where a block of 512 would not fit the memory budget)."""
+ARRAYS_PER_POLICY = 8
+"""[sequences] float arrays a policy holds in a best-response pass (its plan, the weights and the
+values below for the gain and for the tie rule, the one-hot choice, temporaries)."""
+
+
+def block_size(tree: Tree) -> int:
+    """Policies per block: at most `BLOCK`, within the memory budget; one line (`NoExactSolver`)
+    when not even one policy's arrays fit."""
+    from sepo.games.openspiel.tree import check_fits
+    from sepo.limits import memory_budget
+
+    per_policy = ARRAYS_PER_POLICY * 8 * (tree.empty + 1)
+    try:
+        check_fits(tree.game_name, f"one policy's sequence-form arrays ({tree.empty + 1:,} sequences)", per_policy)
+    except NoTree as error:
+        raise NoExactSolver(str(error)) from None
+    return int(max(1, min(BLOCK, memory_budget() // per_policy)))
 
 
 @functools.lru_cache(maxsize=8)
@@ -75,8 +93,9 @@ class OpenSpielSolver:
         """(`[B, 2]` best-response values by responder seat, `[B, R, W]` the responses' tables)."""
         tables = self.as_tables(tables)
         values, choices = [], []
-        for start in range(0, len(tables), BLOCK):
-            block = tables[start:start + BLOCK]
+        step = block_size(self.tree)
+        for start in range(0, len(tables), step):
+            block = tables[start:start + step]
             plan = self.tree.realization(block)
             both, choice = [], np.zeros(block.shape)
             for seat in range(2):
@@ -92,10 +111,16 @@ class OpenSpielSolver:
         return self.best_responses(tables)[0].mean(-1)
 
     def expected_returns(self, seat0, seat1) -> np.ndarray:
-        """`[B, 2]`: each seat's expected return when `seat0` tables play seat 0 and `seat1` seat 1."""
-        plan0, plan1 = self.tree.realization(self.as_tables(seat0)), self.tree.realization(self.as_tables(seat1))
-        return np.stack([((self.payoff[0].T @ plan1.T).T * plan0).sum(-1),
-                         ((self.payoff[1].T @ plan0.T).T * plan1).sum(-1)], -1)
+        """`[B, 2]`: each seat's expected return when `seat0` tables play seat 0 and `seat1` seat 1
+        (in blocks that fit the memory budget)."""
+        seat0, seat1 = np.broadcast_arrays(self.as_tables(seat0), self.as_tables(seat1))
+        out, step = [], block_size(self.tree)
+        for start in range(0, len(seat0), step):
+            plan0 = self.tree.realization(seat0[start:start + step])
+            plan1 = self.tree.realization(seat1[start:start + step])
+            out.append(np.stack([((self.payoff[0].T @ plan1.T).T * plan0).sum(-1),
+                                 ((self.payoff[1].T @ plan0.T).T * plan1).sum(-1)], -1))
+        return np.concatenate(out)
 
     def head_to_head(self, table, opponents) -> np.ndarray:
         """The agent's expected return per play against each opponent table, seats equally likely.

@@ -46,16 +46,54 @@ class Tree:
     node_kind: np.ndarray          # [N] seat >= 0, -1 chance, -4 terminal
     node_row: np.ndarray           # [N] row at decision nodes, -1 elsewhere
     node_depth: np.ndarray         # [N]
-    children: np.ndarray           # [N, A] child node per column (chance: per outcome), -1 pad
-    chance_prob: np.ndarray        # [N, A] chance probabilities (0 elsewhere)
-    node_returns: np.ndarray       # [N, 2] returns at terminals
+    edges: np.ndarray              # [N - 1, 3] (parent node, column, child node) of every move
+    edge_prob: np.ndarray          # [N - 1] chance probability of a chance node's move (0 elsewhere)
+    fanout: int                    # A: the most children of any node (a chance node may have many)
+    node_returns: np.ndarray       # [N, players] returns at terminals
     term_chance: np.ndarray        # [Z]
-    term_returns: np.ndarray       # [Z, 2]
-    term_last: np.ndarray          # [Z, 2] last sequence of each seat
+    term_returns: np.ndarray       # [Z, players]
+    term_last: np.ndarray          # [Z, players] last sequence of each seat
+    game_name: str = "the game"
 
     @property
     def width(self) -> int:
         return self.legal.shape[1]
+
+    @property
+    def players(self) -> int:
+        return self.term_last.shape[1]
+
+    # -- the dense node arrays, made on first use (the node-level passes of training) ----------
+    def dense_bytes(self) -> int:
+        """Bytes of `children`, `chance_prob` and one pass's move probabilities: [N, A] each, 8 bytes
+        an entry."""
+        return 24 * len(self.node_kind) * self.fanout
+
+    def _dense(self) -> None:
+        """`children` and `chance_prob`, after checking that they fit (`check_fits`): a game with one
+        wide chance node (bargaining's 1,000 instances) makes them [N, 1,000], gigabytes where the
+        sequence-form arrays of the exact solver are megabytes."""
+        check_fits(self.game_name, f"the [histories x moves] arrays the trainers walk ({len(self.node_kind):,} "
+                   f"histories x {self.fanout:,} moves, three arrays of 8 bytes an entry)", self.dense_bytes())
+        children = np.full((len(self.node_kind), self.fanout), -1, dtype=np.int64)
+        chance_prob = np.zeros((len(self.node_kind), self.fanout))
+        children[self.edges[:, 0], self.edges[:, 1]] = self.edges[:, 2]
+        chance_prob[self.edges[:, 0], self.edges[:, 1]] = self.edge_prob
+        self.__dict__["_children"], self.__dict__["_chance_prob"] = children, chance_prob
+
+    @property
+    def children(self) -> np.ndarray:
+        """`[N, A]`: the child node of each column (a chance node's: of each outcome), -1 pad."""
+        if "_children" not in self.__dict__:
+            self._dense()
+        return self.__dict__["_children"]
+
+    @property
+    def chance_prob(self) -> np.ndarray:
+        """`[N, A]`: chance probabilities of each chance node's outcomes (0 elsewhere)."""
+        if "_chance_prob" not in self.__dict__:
+            self._dense()
+        return self.__dict__["_chance_prob"]
 
     @property
     def empty(self) -> int:
@@ -220,46 +258,77 @@ def check_walkable(pgame, game_name: str, what: str = "the exact solver", max_hi
                      f"{max_histories:,} {what} walks")
 
 
+HISTORY_BYTES = 700
+"""Bytes one history holds while the tree is enumerated (its entries in the node and edge lists,
+the terminal's record, the state on the stack), besides its information state's `Decision`.
+Measured (tracemalloc, the peak of the walk and the arrays made from it, decisions included):
+leduc_poker 670, liars_dice 590, bargaining(max_turns=2) 780 (nearly every history a terminal)."""
+
+
+def decision_bytes(legal: int) -> int:
+    """Bytes one information state's `Decision` holds (legal actions and their names, its key)."""
+    return 600 + 60 * legal
+
+
+def check_fits(game_name: str, what: str, needed: int) -> None:
+    """`NoTree` in one line when `needed` bytes are more than the memory budget (`sepo.limits`),
+    naming what does not fit and by how much."""
+    from sepo.limits import memory_budget, size_text
+
+    budget = memory_budget()
+    if needed > budget:
+        raise NoTree(f"{game_name}: {what} would take about {size_text(needed)}, {size_text(needed - budget)} more than "
+                     f"the {size_text(budget)} this machine can spare")
+
+
 def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
-    """Enumerate a two-player OpenSpiel game (depth first, OpenSpiel's action order); a game whose
-    estimated size is ten times the limit is refused before the walk."""
+    """Enumerate an OpenSpiel game (depth first, OpenSpiel's action order); a game whose
+    estimated size is ten times the limit is refused before the walk, and the walk stops, in one
+    line, before what it holds passes the memory budget (`check_fits`)."""
     check_walkable(pgame, game_name, max_histories=max_histories)
     from sepo import progress
     from sepo.games.openspiel.rules import decision_of
+    from sepo.limits import memory_budget
 
     progress.stage(f"{game_name}: enumerating the game tree for the exact solver")
+    budget = memory_budget()
+    n = pgame.num_players()
+    held = 0  # bytes the walk holds so far (estimated)
 
     keys: dict[str, int] = {}
     seats, actions, decisions, parents = [], [], [], []
-    kinds, rows, node_depth, kids, probs, node_returns = [], [], [], [], [], []
-    term = []  # (chance, returns, last0, last1)
-    stack = [(pgame.new_initial_state(), -1, 0, 1.0, (None, None), 0)]
+    kinds, rows, node_depth, node_returns = [], [], [], []
+    edges, edge_prob = [], []  # (parent, column, child), chance probability
+    term = []  # (chance, returns, last sequence of each seat)
+    none = (None,) * n
+    stack = [(pgame.new_initial_state(), -1, 0, 1.0, 0.0, none, 0)]
     while stack:
-        state, parent_node, col, chance, last, depth = stack.pop()
+        state, parent_node, col, chance, p_edge, last, depth = stack.pop()
         node = len(kinds)
-        if len(kinds) >= max_histories:
+        if node >= max_histories:
             raise NoTree(f"{game_name}: more than {max_histories:,} histories; the exact solver enumerates the whole "
-                           "game tree")
+                         "game tree")
+        held += HISTORY_BYTES
+        if held > budget:
+            check_fits(game_name, f"enumerating the game tree (more than {node:,} histories so far)", held)
         if parent_node >= 0:
-            kids[parent_node][col] = node
+            edges.append((parent_node, col, node))
+            edge_prob.append(p_edge)
         node_depth.append(depth)
         if state.is_terminal():
+            returns = tuple(state.returns())
             kinds.append(-4)
             rows.append(-1)
-            kids.append({})
-            probs.append({})
-            node_returns.append(tuple(state.returns()))
-            term.append((chance, tuple(state.returns()), last))
+            node_returns.append(returns)
+            term.append((chance, returns, last))
             continue
-        node_returns.append((0.0, 0.0))
+        node_returns.append(None)
         if state.is_chance_node():
             outcomes = state.chance_outcomes()
             kinds.append(-1)
             rows.append(-1)
-            kids.append({})
-            probs.append({k: p for k, (_, p) in enumerate(outcomes)})
             for k, (action, p) in reversed(list(enumerate(outcomes))):
-                stack.append((state.child(action), node, k, chance * p, last, depth + 1))
+                stack.append((state.child(action), node, k, chance * p, p, last, depth + 1))
             continue
         seat = state.current_player()
         key = state.information_state_string(seat)
@@ -270,6 +339,7 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
             actions.append(tuple(int(a) for a in legal))
             decisions.append(decision_of(game_name, state, seat, 0, 0, 1))
             parents.append(last[seat])
+            held += decision_bytes(len(legal)) + len(key)
         row = keys[key]
         if seats[row] != seat or actions[row] != tuple(int(a) for a in legal) or parents[row] != last[seat]:
             raise NoTree(f"{game_name}: information state {' '.join(key.split())[:80]!r} is met by two seats, with other "
@@ -277,15 +347,17 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
                          "exact solver needs perfect recall")
         kinds.append(seat)
         rows.append(row)
-        kids.append({})
-        probs.append({})
         for c, action in reversed(list(enumerate(legal))):
-            step = tuple((row, c) if s == seat else last[s] for s in range(2))
-            stack.append((state.child(action), node, c, chance, step, depth + 1))
+            step = tuple((row, c) if s == seat else last[s] for s in range(n))
+            stack.append((state.child(action), node, c, chance, 0.0, step, depth + 1))
     R = len(keys)
     if R == 0:
         raise SepoError(f"{game_name}: no player ever moves")
     W = max(len(a) for a in actions)
+    N, Z = len(kinds), len(term)
+    # the arrays below: [R, W] legal, the sequence-form vectors of a policy, [N] node and [Z, n] terminal arrays
+    check_fits(game_name, f"the game tree's arrays ({N:,} histories, {R:,} information states x {W:,} moves)",
+               held + R * W * 9 + N * (8 * 3 + 8 * n + 32) + Z * 8 * (1 + 2 * n))
     empty = R * W
 
     def flat(seq):
@@ -297,24 +369,20 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
         p = parents[r]
         own_depth[r] = 0 if p is None else own_depth[p[0]] + 1
     seat_arr = np.array(seats)
-    levels = [[np.flatnonzero((seat_arr == s) & (own_depth == d)) for d in range(int(own_depth.max()) + 1)] for s in range(2)]
+    levels = [[np.flatnonzero((seat_arr == s) & (own_depth == d)) for d in range(int(own_depth.max()) + 1)] for s in range(n)]
     levels = [[rows_ for rows_ in seat_levels if len(rows_)] for seat_levels in levels]
     legal = np.zeros((R, W), dtype=bool)
     for r, a in enumerate(actions):
         legal[r, : len(a)] = True
-    N = len(kinds)
-    A = max([W] + [len(k) for k in probs] + [max(k) + 1 for k in kids if k])
-    children = np.full((N, A), -1, dtype=np.int64)
-    chance_prob = np.zeros((N, A))
-    for n in range(N):
-        for c, child in kids[n].items():
-            children[n, c] = child
-        for c, p in probs[n].items():
-            chance_prob[n, c] = p
+    edge_array = np.array(edges, dtype=np.int64).reshape(-1, 3)
+    fanout = max(W, int(edge_array[:, 1].max()) + 1 if len(edge_array) else 1)
+    zeros = (0.0,) * n
     return Tree(
         keys=tuple(keys), seat=seat_arr, legal=legal, actions=actions, decisions=decisions, parent=parent, levels=levels,
-        node_kind=np.array(kinds), node_row=np.array(rows), node_depth=np.array(node_depth), children=children,
-        chance_prob=chance_prob, node_returns=np.array(node_returns, dtype=float),
-        term_chance=np.array([t[0] for t in term]), term_returns=np.array([t[1] for t in term], dtype=float),
-        term_last=np.array([[flat(t[2][0]), flat(t[2][1])] for t in term], dtype=np.int64),
+        node_kind=np.array(kinds), node_row=np.array(rows), node_depth=np.array(node_depth), edges=edge_array,
+        edge_prob=np.array(edge_prob, dtype=float), fanout=fanout,
+        node_returns=np.array([r if r is not None else zeros for r in node_returns], dtype=float).reshape(N, n),
+        term_chance=np.array([t[0] for t in term]), term_returns=np.array([t[1] for t in term], dtype=float).reshape(Z, n),
+        term_last=np.array([[flat(seq) for seq in t[2]] for t in term], dtype=np.int64).reshape(Z, n),
+        game_name=game_name,
     )
