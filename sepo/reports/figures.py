@@ -120,7 +120,7 @@ def figure1(results: Results) -> tuple[bytes, list[dict]] | None:
     domains = list(dict.fromkeys(b["domain"] for b in bars))
     kinds = [k for k in ("value", "collusion", "externality", "utility") if any(b["kind"] == k for b in bars)]
     fig, axes = plt.subplots(len(domains), len(kinds), squeeze=False,
-                             figsize=(3.4 * len(kinds) + 0.6, 2.9 * len(domains) + 1.3))
+                             figsize=(3.0 * len(kinds) + 0.4, 2.9 * len(domains) + 1.3))
     for row, domain in enumerate(domains):
         agents = list(dict.fromkeys(b["agent"] for b in bars if b["domain"] == domain))
         for col, kind in enumerate(kinds):
@@ -264,8 +264,8 @@ def figure_curves(results: Results, domain: str) -> bytes | None:
         left.plot(steps, [r[value_name] for r in records], **style)
         if with_utility:
             axes[0][1].plot(steps, [utility(r) for r in records], **style)
-    left.set(xlabel="step", ylabel=value_label(value_name, [r for _, records in lines for r in records]),
-             title=f"{domain}: {value_name.replace('_', ' ')}")
+    left.set(xlabel="step", title=f"{domain}: {value_name.replace('_', ' ')}")
+    left.set_ylabel(value_label(value_name, [r for _, records in lines for r in records]), fontsize=8)
     if with_utility:
         axes[0][1].set(xlabel="step", ylabel="utility vs train pool", title=f"{domain}: utility")
     axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside the lines
