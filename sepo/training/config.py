@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from sepo.errors import SepoError
 from sepo.objective.advantage_alignment import check_alignment, check_method
+from sepo.games.credit import Charges
 from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode
 
 
@@ -60,8 +61,11 @@ class SEPOConfig:
                                          "constant term cancels in the group-relative advantage, so it equals none by "
                                          "construction); none (payoff-only GRPO).")
     lambda_e: float = option(0.0, "λe: weight of the exploitability (adversarial gap) charge.")
-    lambda_c: float = option(0.0, "λc: weight of collusion events (against the collusive pool).")
-    lambda_x: float = option(0.0, "λx: weight of externality events.")
+    lambda_c: float = option(0.0, "λc: weight of collusion, charged as evaluation counts it: against the collusive "
+                                  "pool (its partners join the rollouts); refused where the game has no collusion.")
+    lambda_x: float = option(0.0, "λx: weight of externality, charged as evaluation counts it: against the train and "
+                                  "exploiter pools (the exact best response included under rigorous); refused where "
+                                  "the game has none.")
     steps: int = option(2000, "Optimizer steps.")
     groups: int = option(128, "Groups per step; a group shares its start state, seed and opponent.")
     group_size: int = option(8, "Rollouts per group, G (GRPO compares rollouts within a group).")
@@ -69,6 +73,8 @@ class SEPOConfig:
     scale_rewards: str = option("batch", "Advantage scaling: batch, group or none (Dr. GRPO).")
     train_pool: list = option(None, "Train-pool entries (bot specs); default: the domain's paper pool.")
     collusive_pool: list = option(None, "Collusive-pool entries; default: the domain's paper pool.")
+    exploiter_pool: list = option(None, "Exploiter-pool entries (externality is counted against them too, as in "
+                                        "evaluation); default: the domain's paper pool.")
     seed: int = option(0, "Seed of every random draw of the run.")
     protocol: str = option("rigorous", "rigorous, or paper (the paper's decoding for language models, and the "
                                        "domain's paper accounting of events, e.g. a collusion charge).")
@@ -83,13 +89,15 @@ class SEPOConfig:
 
         if self.game is None:
             self.game = default_game()
-        if self.train_pool is None or self.collusive_pool is None:
+        if self.train_pool is None or self.collusive_pool is None or self.exploiter_pool is None:
             domain = get_domain(self.game)
             pools = domain.pools(self.protocol, domain.game(self.protocol, **self.game_params))
             if self.train_pool is None:
                 self.train_pool = list(pools.get("train", []))
             if self.collusive_pool is None:
                 self.collusive_pool = list(pools.get("collusive", []))
+            if self.exploiter_pool is None:
+                self.exploiter_pool = list(pools.get("exploiter", []))
 
     def validate(self):
         from sepo.games.registry import check_protocol
@@ -112,20 +120,79 @@ class SEPOConfig:
         if self.method == "advantage-alignment" and (self.lambda_e or self.lambda_c or self.lambda_x):
             raise SepoError("advantage-alignment trains on payoff plus its opponent-shaping term; the SEPO penalties "
                             "(--lambda-e, --lambda-c, --lambda-x) do not apply to it")
+        self.check_terms_act()
         return self
 
     def record(self) -> dict:
         """The config as a run records it: every field, the advantage-alignment ones only when that
-        method is chosen (so a SEPO run's record is the one it always had)."""
+        method is chosen (so a SEPO run's record is the one it always had); the exploiter pool only
+        when externality is charged, and then with `event_charges` (a run that charges collusion or
+        externality as evaluation counts them is not the run of the same λ trained before they were)."""
         out = asdict(self)
         if self.method == "sepo":
             for name in ("method", "aa_beta", "aa_gamma"):
                 del out[name]
+        charges = self.charges
+        if not charges.externality:
+            del out["exploiter_pool"]
+        if charges.collusion or charges.externality:
+            out["event_charges"] = "evaluation's pools"
         return out
 
     @property
     def lambdas(self) -> Lambdas:
         return Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
+
+    @property
+    def charges(self) -> Charges:
+        """The event terms this run charges each rollout (a nonzero λ under `per-rollout` or
+        `shuffled`; `constant` and `none` charge no rollout its own events)."""
+        charged = self.penalty in ("per-rollout", "shuffled") and self.method == "sepo"
+        return Charges(collusion=charged and self.lambda_c > 0, externality=charged and self.lambda_x > 0)
+
+    def pool_specs(self) -> tuple[list, list, list]:
+        """(train, collusive, exploiter) pools as bot specs; the exploiter pool's `BestResponse` is
+        the trainers' gap maximiser, not a bot, and is left out (module `sepo.games.credit`)."""
+        from sepo.opponents.pools import BEST_RESPONSE, parse_bot
+
+        def specs(entries):
+            return [spec for spec in (parse_bot(self.game, e) for e in entries) if spec.name != BEST_RESPONSE]
+
+        return specs(self.train_pool), specs(self.collusive_pool), specs(self.exploiter_pool)
+
+    def check_terms_act(self) -> None:
+        """A charged λc or λx whose term cannot act in this game is refused in one line: an empty
+        collusive pool, or the domain's events giving the term no denominator here (counted by
+        evaluation's own `events` on one episode of the uniform policy against the pool's first
+        opponent): Kuhn poker's collusion under rigorous, a game without a third party."""
+        charges = self.charges
+        if not (charges.collusion or charges.externality):
+            return
+        from sepo.evaluation.play import play_episodes
+        from sepo.games.registry import get_domain
+        from sepo.policies.specs import UniformPolicy
+
+        domain = get_domain(self.game)
+        game = domain.game(self.protocol, **self.game_params)
+        train, collusive, _ = self.pool_specs()
+
+        def counted(spec) -> dict:
+            opponent = spec.build(game)
+            others = opponent if game.num_players == 2 else {seat: spec.build(game) for seat in range(1, game.num_players)}
+            episode = play_episodes(game, UniformPolicy(), [others], [0], agent_seed=1)[0]
+            return domain.events(self.protocol, episode)
+
+        where = f"in {self.game} under --protocol {self.protocol}"
+        if charges.collusion:
+            if not collusive:
+                raise SepoError(f"--lambda-c {self.lambda_c:g} cannot act: the collusive pool is empty (collusion is "
+                                "counted against it); leave --lambda-c at 0")
+            if not counted(collusive[0])["collusion_denominator"]:
+                raise SepoError(f"--lambda-c {self.lambda_c:g} cannot act: collusion does not apply {where} (no third "
+                                "party to collude against, as evaluation reports it); leave --lambda-c at 0")
+        if charges.externality and not counted(train[0])["externality_denominator"]:
+            raise SepoError(f"--lambda-x {self.lambda_x:g} cannot act: externality does not apply {where} (evaluation "
+                            "counts none); leave --lambda-x at 0")
 
 
 def help_of(config_class, name: str) -> str:

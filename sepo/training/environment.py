@@ -1,7 +1,10 @@
 """What a domain gives the exact tabular SEPO trainer: its training environment.
 
 The trainer (`sepo.training.tabular`) is the algorithm; a domain plugs in through
-`Domain.training(game, train_specs, collusive_specs) -> TabularEnvironment`:
+`Domain.training(game, train_specs, collusive_specs[, exploiter_specs, charges]) -> TabularEnvironment`
+(the last two when the run charges collusion or externality, `sepo.games.credit.Charges`: the
+environment then draws rollouts against the collusive partners and exploiters too, each credited
+so that the charged c and x are evaluation's; `build_environment`):
 
 - `keys`, `legal`: the information states (rows of the tabular parameterization, the solver's
   `decisions()` order) and which columns are legal actions there;
@@ -19,11 +22,35 @@ Advantage Alignment needs.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Protocol
 
 import numpy as np
 
+from sepo.errors import SepoError
+from sepo.games.credit import Charges
 from sepo.games.records import Rollouts
+
+
+def build_environment(factory, game, train, collusive, exploiters, charges: Charges, what: str):
+    """A domain's training environment (`factory`: its `training` or `llm_training`): called with
+    the exploiter pool and the charges when the run charges collusion or externality, else as
+    `factory(game, train, collusive)` (a run that charges neither meets the opponents it always
+    met). A domain whose environment takes no pools for the charges is refused in one line."""
+    if not (charges.collusion or charges.externality):
+        return factory(game, train, collusive)
+    from sepo.games.registry import resolved
+
+    try:
+        parameters = inspect.signature(resolved(factory)).parameters.values()
+    except (TypeError, ValueError):
+        parameters = ()
+    takes = any(p.kind == p.VAR_POSITIONAL for p in parameters) or sum(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) >= 5
+    if not takes:
+        raise SepoError(f"game {game.name!r}'s {what} environment cannot charge collusion or externality as evaluation "
+                        "counts them (it takes no exploiter pool and charges); leave --lambda-c and --lambda-x at 0")
+    return factory(game, train, collusive, exploiters, charges)
 
 
 class TabularEnvironment(Protocol):

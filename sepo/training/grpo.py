@@ -21,7 +21,10 @@ Design: per-decision prompts chosen on-policy by a `rollout_func`. Each step:
      (`text_policy.fallback_action`, as in the table of step 1), plus `invalid_penalty`.
   4. Reward R = s·U − λe·s·E − λc·C − λx·X from the completion's own action (`sepo_rewards`): U
      the domain's exact expected payoff to go, E the attribution, C and X the domain's expected
-     events to go (the completion's round and the rest of the match, as a tabular rollout's).
+     events to go (the completion's round and the rest of the match, as a tabular rollout's),
+     each credited so that the charged c and x are evaluation's: when λc or λx is charged, the
+     contexts also come from matches against the collusive partners and exploiters
+     (`sepo.games.credit`); where a term cannot act the config refuses its λ.
   5. TRL normalises within groups and computes its GRPO loss; nothing of the loss is ours.
 
 One objective with the tabular trainer (docs/sepo-objective.md). u, e, c and x are per round; a
@@ -69,12 +72,12 @@ from sepo.objective.attribution import exploitation_attribution
 from sepo.metrics.bootstrap import boundary_interval
 from sepo.metrics.exact import as_projection
 from sepo.objective.sepo import sepo_rewards
-from sepo.opponents.pools import parse_bot
 from sepo.policies.replies import Decoding, Reply, parse_reply
 from sepo.policies.text_policy import DEFAULT_SAMPLES, EXACT_REST, PolicyEstimate, fallback_action
 from sepo.runs import check_out_path, open_run
 from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_summary
 from sepo.training.config import SEPOConfig, option
+from sepo.training.environment import build_environment
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -236,9 +239,10 @@ class SEPOEnvironment:
         self.log = log
         domain = get_domain(config.game)
         self.game = domain.game(config.protocol, **config.game_params)
-        train = [parse_bot(config.game, e) for e in config.train_pool]
-        collusive = [parse_bot(config.game, e) for e in config.collusive_pool]
-        self.domain_env = domain.llm_training(self.game, train, collusive)
+        train, collusive, exploiters = config.pool_specs()
+        charges = config.charges
+        self.domain_env = build_environment(domain.llm_training, self.game, train, collusive, exploiters, charges,
+                                            "language-model training")
         if config.method == "advantage-alignment" and not getattr(self.domain_env, "joint_advantages", False):
             raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
                             "advantage-alignment trains in games whose environment does")

@@ -5,6 +5,9 @@ The algorithm; the game comes from the domain's training environment
   1. π ← softmax(θ) over the legal actions; the exploitability attribution of every (state,
      action) is computed exactly at π from the solver's Danskin gradient and the training reach.
   2. Sample `groups` start states (opponent, seat, chance); play `group_size` rollouts from each.
+     The opponents are the train pool (and the domain's gap maximiser), joined by the collusive
+     partners and exploiters when λc or λx is charged, each rollout's terms credited so that the
+     charged u, c and x are evaluation's (`sepo.games.credit`).
   3. Reward each rollout R = s·U − λe·s·E − λc·C − λx·X (or the `shuffled` / `constant` / `none`
      ablations, `sepo.objective.sepo`; `shuffled` draws its permutation from the step's generator).
   4. Advantages: group-centred rewards, scaled (see `group_advantages`).
@@ -33,11 +36,11 @@ from sepo.metrics.exact import check_exact_size
 from sepo.objective.advantage_alignment import alignment_term
 from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import advantage_divisor, group_advantages, sepo_rewards
-from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
 from sepo.runs import RunDir, open_run
 from sepo.training.checkpoint import MetricsLog, read_json, read_summary
 from sepo.training.config import SEPOConfig, option
+from sepo.training.environment import build_environment
 
 CHECKPOINT = "checkpoint.json"
 CONFIG = "config.json"
@@ -101,9 +104,9 @@ class TabularSEPOTrainer:
         domain = get_domain(config.game)
         game = domain.game(config.protocol, **config.game_params)
         check_exact_size(game)
-        train = [parse_bot(config.game, entry) for entry in config.train_pool]
-        collusive = [parse_bot(config.game, entry) for entry in config.collusive_pool]
-        self.env = domain.training(game, train, collusive)
+        train, collusive, exploiters = config.pool_specs()
+        charges = config.charges
+        self.env = build_environment(domain.training, game, train, collusive, exploiters, charges, "tabular training")
         if config.self_play:
             if not callable(getattr(self.env, "use_self_play", None)):
                 raise SepoError(f"game {config.game!r} has no self-play training (its environment plays the train pool only)")

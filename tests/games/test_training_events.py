@@ -21,6 +21,7 @@ import pytest
 
 from sepo.evaluation.play import play_episodes
 from sepo.games import get_domain
+from sepo.games.credit import Charges
 from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
 from tests.training.exact_updates import expand, to_go
@@ -69,7 +70,7 @@ def test_tabular_environment_counts_events_as_evaluation_does(game_name, protoco
     game = domain.game(protocol, **params)
     collusive = domain.pools(protocol, game)["collusive"]
     specs = [parse_bot(game_name, entry) for entry in collusive]
-    env = domain.training(game, specs, specs)
+    env = domain.training(game, specs, specs, (), Charges(collusion=True, externality=True))
     table = np.where(env.legal, np.random.default_rng(1).random(env.legal.shape), 0.0)
     agent = TabularPolicy(table / table.sum(1, keepdims=True), env.keys)
     seats = (0, 1) if game_name == "auction" else (0,)
@@ -79,7 +80,8 @@ def test_tabular_environment_counts_events_as_evaluation_does(game_name, protoco
         counted = domain.events(protocol, episode)
         expected = np.array([counted["collusion_events"], counted["externality_events"]], dtype=float)
         if game_name == "auction":  # rates per round of the episode, the collusive bot's credit taken out
-            found = np.array(env.episode_events(episode, 0)) / env.weight[0] * counted["externality_denominator"]
+            credit = np.array([env.mixture.collusion[0], env.mixture.externality[0]])
+            found = np.array(env.episode_events(episode, 0)) / credit * counted["externality_denominator"]
         else:  # per round (per hand in Kuhn), summed over the episode
             found = np.array([np.sum(events) for events in TABULAR[game_name][1](env, episode)])
         assert found == pytest.approx(expected, abs=1e-12), (episode.rounds, protocol)
@@ -122,14 +124,15 @@ def test_language_model_environment_charges_the_events_evaluation_counts(game_na
     game = domain.game(protocol, **LLM[game_name])
     collusive = domain.pools(protocol, game)["collusive"]
     specs = [parse_bot(game_name, entry) for entry in collusive]
-    env = domain.llm_training(game, specs, specs)
+    env = domain.llm_training(game, specs, specs, (), Charges(collusion=True, externality=True))
     width = max(len(d.legal_actions) for d in env.solver.decisions())
     table = np.random.default_rng(2).dirichlet(np.ones(width), size=len(env.solver.decisions()))
     table *= np.array([[c < len(d.legal_actions) for c in range(width)] for d in env.solver.decisions()])
     table /= table.sum(1, keepdims=True)
     tabular = getattr(env, "tabular", None)
-    opponents = tabular.rollout_opponents(table) if tabular is not None else env.bots
-    credit = tabular.weight if tabular is not None else np.ones(len(opponents))
+    opponents = tabular.rollout_opponents(table) if tabular is not None else env.rollout_bots(table)
+    mixture = (tabular if tabular is not None else env).mixture  # each term scaled by the opponent's credit for it
+    credit = np.stack([mixture.utility, mixture.collusion, mixture.externality], axis=1)
     seats = (0, 1) if game_name == "auction" else (0,)
     checked = []
 

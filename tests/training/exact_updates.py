@@ -130,8 +130,9 @@ def score(table, row, column):
     return out
 
 
-def llm_update(sepo_env, table, lambdas: Lambdas, context_of, opponents, seats=(0,)):
-    """The language-model trainer's expected update per completion (module doc)."""
+def llm_update(sepo_env, table, lambdas: Lambdas, context_of, opponents, seats=(0,), row=None):
+    """The language-model trainer's expected update per completion (module doc); `row`: the table
+    row of a decision (default: by its information key among the environment's keys)."""
     domain_env = sepo_env.domain_env
     charge = sepo_env.charge(table)
     rounds = domain_env.rounds_per_rollout
@@ -147,18 +148,50 @@ def llm_update(sepo_env, table, lambdas: Lambdas, context_of, opponents, seats=(
         for column in range(len(legal)):
             total[:] += node.p / rounds * table[context.info_row, column] * rewards[column] * score(table, context.info_row, column)
 
-    expand(sepo_env.game, table, row_of(domain_env), opponents, seats, visit=visit)
+    expand(sepo_env.game, table, row if row is not None else row_of(domain_env), opponents, seats, visit=visit)
     return total
 
 
-def match_rates(env, game, events, node: Node) -> np.ndarray:
-    """A finished match's credited (collusion, externality) per round, as evaluation's `events`
-    counts them (a rate with denominator 0 is 0); collusion against a collusive partner only."""
+def uncredited_rates(game, events, node: Node) -> np.ndarray:
+    """A finished match's (collusion, externality) per round, as evaluation's `events` counts them
+    (a rate with denominator 0 is 0)."""
     found = events(game.protocol, EpisodeRecord("", "", 0, node.seat, list(node.state.rounds()), list(node.records)))
-    rate = [found[f"{name}_events"] / found[f"{name}_denominator"] if found[f"{name}_denominator"] else 0.0
-            for name in ("collusion", "externality")]
-    collusive = node.opponent < len(env.is_collusive) and env.is_collusive[node.opponent]
-    return env.weight[node.opponent] * np.array([rate[0] if collusive else 0.0, rate[1]])
+    return np.array([found[f"{name}_events"] / found[f"{name}_denominator"] if found[f"{name}_denominator"] else 0.0
+                     for name in ("collusion", "externality")])
+
+
+def match_rates(env, game, events, node: Node) -> np.ndarray:
+    """A finished match's credited (collusion, externality) per round: evaluation's rates scaled by
+    the rollout opponent's credits for them (`env.mixture`, `sepo.games.credit`)."""
+    return np.array([env.mixture.collusion[node.opponent], env.mixture.externality[node.opponent]]) \
+        * uncredited_rates(game, events, node)
+
+
+def pool_rates(game, events, table, row, opponents, seats=(0,)):
+    """`rates(t)`: evaluation's (c, x) of any table `t` against each of `opponents` (their matches
+    expanded at `table`, each opponent's own moves held fixed), `[opponents, 2]`: the expected rates
+    per round, uncredited. Evaluation's c is their mean over the collusive pool, x over the train
+    and exploiter pools."""
+    leaves = []
+
+    def leaf(node, decisions):
+        rows, columns = (np.array(x, dtype=int) for x in zip(*decisions))
+        leaves.append((node.p / np.prod(table[rows, columns]) * len(opponents), node.opponent, rows, columns,
+                       uncredited_rates(game, events, node)))
+
+    expand(game, table, row, opponents, seats, leaf=leaf)
+    weight = np.array([w for w, *_ in leaves])
+    owner = np.array([o for _, o, *_ in leaves])
+    rows, columns = np.array([r for _, _, r, _, _ in leaves]), np.array([c for *_, c, _ in leaves])
+    rates = np.array([x for *_, x in leaves])
+
+    def of(t):
+        probability = weight * np.prod(np.asarray(t)[rows, columns], axis=1)
+        out = np.zeros((len(opponents), 2))
+        np.add.at(out, owner, probability[:, None] * rates)
+        return out
+
+    return of
 
 
 def expected_rates(env, game, events, table, opponents, seats=(0,)):
@@ -177,19 +210,19 @@ def expected_rates(env, game, events, table, opponents, seats=(0,)):
     rows, columns = np.array([r for _, r, _, _ in leaves]), np.array([c for _, _, c, _ in leaves])
     rates = np.array([x for _, _, _, x in leaves])
     return lambda t: (weight * np.prod(np.asarray(t)[rows, columns], axis=1)) @ rates
-def tabular_update(env, game, table, lambdas: Lambdas, opponents, charge, seats=(0,), events=None):
+def tabular_update(env, game, table, lambdas: Lambdas, opponents, charge, seats=(0,), events=None, row=None):
     """The tabular trainer's expected update per rollout (module doc); `charge` is the trainer's,
     `events` evaluation's (None: no collusion or externality term)."""
     total = np.zeros_like(table)
 
     def leaf(node, decisions):
-        utility = env.weight[node.opponent] * np.mean([r.payoffs[node.seat] for r in node.state.rounds()])
+        utility = env.mixture.utility[node.opponent] * np.mean([r.payoffs[node.seat] for r in node.state.rounds()])
         exploit = sum(charge[row, column] for row, column in decisions)
         collusion, externality = match_rates(env, game, events, node) if events is not None else (0.0, 0.0)
         reward = sepo_rewards([utility], [exploit], [collusion], [externality], [0], lambdas, env.scale, "per-rollout")[0]
-        total[:] += node.p * reward * sum(score(table, row, column) for row, column in decisions)
+        total[:] += node.p * reward * sum(score(table, r, c) for r, c in decisions)
 
-    expand(game, table, row_of(env), opponents, seats, leaf=leaf)
+    expand(game, table, row if row is not None else row_of(env), opponents, seats, leaf=leaf)
     return total
 
 

@@ -139,22 +139,26 @@ def test_constant_penalty_with_batch_scaling_is_refused_and_other_scalings_are_n
 
 
 def test_kuhn_collusion_is_charged_under_paper_only_and_greedy_training_is_refused():
-    """A fold facing LooseAggressive's bet is a collusion event under `paper` only, 1 per fold
-    (as the tabular trainer charges it); GRPO needs sampled completions."""
+    """A fold facing LooseAggressive's bet is a collusion event under `paper` only (charged as
+    evaluation's rate over decisions: (1 − c)/D for a last decision that folds, c the rate, D the
+    decisions per hand, as the tabular trainer charges it); GRPO needs sampled completions."""
     from sepo.errors import SepoError
     from sepo.games import get_domain
+    from sepo.games.credit import Charges
     from sepo.opponents.pools import parse_bot
 
     domain = get_domain("kuhn")
     charged = {}
     for protocol in ("rigorous", "paper"):
         game = domain.game(protocol)
-        env = domain.llm_training(game, [parse_bot("kuhn", "LooseAggressive")], [parse_bot("kuhn", "LooseAggressive")])
+        pool = [parse_bot("kuhn", "LooseAggressive")]
+        env = domain.llm_training(game, pool, pool, (), Charges(collusion=True))
         table = np.full((12, 2), 0.5)
         context = next(c for c in env.sample_contexts(table, 200, np.random.default_rng(0)) if c.history.endswith("b"))
         decision = env.training_decision(context, np.random.default_rng(1))
-        charged[protocol] = env.outcome(table, context, decision, 0)[1]
-    assert charged == {"rigorous": 0.0, "paper": 1.0}
+        rate, decisions = env.charges._rates(table)[:2]
+        charged[protocol] = env.outcome(table, context, decision, 0)[1] / (env.charges.mixture.collusion[0] * (1 - rate) / decisions)
+    assert charged == pytest.approx({"rigorous": 0.0, "paper": 1.0}, abs=1e-12)
     with pytest.raises(SepoError, match="temperature"):
         LLMSEPOConfig(model="m", temperature=0.0).validate()
 

@@ -104,13 +104,12 @@ def test_bad_settings_are_refused(overrides, message):
 
 
 def test_kuhn_collusion_is_charged_under_paper_only(tmp_path):
-    """Kuhn is two-player zero-sum: under `rigorous` collusion does not apply, so λc changes
-    nothing; under `paper` the fold charge moves the policy."""
-    base = _final_logits(tmp_path, "base", lambda_e=1.0)
-    rigorous = _final_logits(tmp_path, "rigorous", lambda_e=1.0, lambda_c=2.0)
+    """Kuhn is two-player zero-sum: under `rigorous` collusion does not apply, so a λc is refused
+    (it would change nothing); under `paper` the fold charge moves the policy."""
+    with pytest.raises(SepoError, match="--lambda-c 2 cannot act"):
+        _final_logits(tmp_path, "rigorous", lambda_e=1.0, lambda_c=2.0)
     paper_base = _final_logits(tmp_path, "paper_base", lambda_e=1.0, protocol="paper")
     paper = _final_logits(tmp_path, "paper", lambda_e=1.0, lambda_c=2.0, protocol="paper")
-    np.testing.assert_array_equal(rigorous, base)
     assert np.max(np.abs(paper - paper_base)) > 1e-3
 
 

@@ -9,11 +9,10 @@ given its bid (the opponent's bid and the tie coin this round, then fresh values
 table and the opponent for the remaining rounds): a variance-free stand-in for sampling the
 rest. Its collusion and externality are the expected events to go, by the same expectation
 (`events.round_events` under the game's protocol, as evaluation counts them, over this round and
-the rest of the episode), collusion against a collusive partner only: an opponent's reaction to
+the rest of the episode): an opponent's reaction to
 the bid in later rounds is charged to it, as the tabular trainer's whole-episode rollouts charge
-it. As
-in the tabular environment, a train opponent's payoff and events are scaled by (n + 1)/n and the
-maximiser's are 0: it only carries the exploitability charge. The prompts show whole histories,
+it. The opponents and each one's credits for payoff, collusion and externality are the tabular
+environment's (`sepo.games.credit`), so the charged c and x are evaluation's. The prompts show whole histories,
 so the solver's keys must too: train models with `--memory rounds-1` (few rounds).
 """
 from __future__ import annotations
@@ -25,6 +24,7 @@ import numpy as np
 from sepo.games.auction.events import round_events
 from sepo.games.auction.training import AuctionTrainingEnvironment
 from sepo.games.base import CHANCE, SIMULTANEOUS
+from sepo.games.credit import Charges
 
 
 @dataclass
@@ -40,9 +40,9 @@ class DecisionContext:
 class AuctionLLMEnvironment:
     """The auction's side of language-model SEPO (`Domain.llm_training`)."""
 
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
-        self.tabular = AuctionTrainingEnvironment(game, train_specs, collusive_specs)
+        self.tabular = AuctionTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rules.rounds
         self.keys, self.row = self.tabular.keys, self.tabular.row
@@ -84,11 +84,11 @@ class AuctionLLMEnvironment:
         """(payoff, collusion events, externality events) to go of `action`, exact, each scaled by
         the opponent's credit (module doc)."""
         index, seat, state = context.opponent_index, context.seat, context.state
-        credit = self.tabular.weight[index]
-        if not credit:  # the gap maximiser: the exploitability charge only
+        mixture = self.tabular.mixture
+        credit = np.array([mixture.utility[index], mixture.collusion[index], mixture.externality[index]])
+        if not credit.any():  # e.g. the gap maximiser without an externality charge: the exploitability charge only
             return 0.0, 0.0, 0.0
         opponent = self.opponents(table)[index]
-        collusive = index < len(self.tabular.is_collusive) and self.tabular.is_collusive[index]
         total = np.zeros(3)
         for other, p in opponent.action_probabilities(state.decision(1 - seat)).items():
             if p == 0:
@@ -97,8 +97,8 @@ class AuctionLLMEnvironment:
             child.apply_actions((action, other) if seat == 0 else (other, action))
             for settled, q in _settle(child):
                 total += p * q * (self._round(settled, seat) + self._to_go(table, settled, seat, opponent))
-        value, collusion, externality = total
-        return credit * value, credit * float(collusive) * collusion, credit * externality
+        value, collusion, externality = credit * total
+        return float(value), float(collusion), float(externality)
 
     def _round(self, settled, seat) -> np.ndarray:
         """(the agent's payoff, collusion event, externality event) of the round just settled; no

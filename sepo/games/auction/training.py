@@ -6,13 +6,15 @@ randomness and the tie coins. The opponent is drawn uniformly from the train poo
 entry, the exact gap maximiser of the current policy (the rigorous exploiter). Why: the
 exploitability attribution can only train states that rollouts visit, and the best response
 steers into histories the train bots never produce (after a high bid, say), whose policy would
-otherwise stay where it started. As in the paper's per-pool credit, exploiter rollouts carry no
-utility and no events; train rollouts' utility and events are scaled by (n + 1) / n so the
-expected update is still that of s·u − λe·s·e − λc·c − λx·x with u, c and x against the train
-pool (the maximiser's rollouts carry only the exploitability charge). Rollouts follow the game's
-rules; collusion and externality are `events.events` under the game's protocol, the one
-definition evaluation uses, as rates per round of the rollout's episode. The training reach
-ρ(I) is the mixture's: forward passes over the public bid tree with each bot's bids fixed
+otherwise stay where it started. When λc or λx is charged, the collusive partners and exploiters
+that evaluation counts them against join the draw (`sepo.games.credit`). As in the paper's
+per-pool credit, each rollout's utility, collusion and externality are scaled by its opponent's
+credit for that term, so the expected update is that of s·u − λe·s·e − λc·c − λx·x with u against
+the train pool, c against the collusive pool and x against the train and exploiter pools (the
+maximiser among them under rigorous), as evaluation counts them. Rollouts follow the game's rules;
+collusion and externality are `events.events` under the game's protocol, the one definition
+evaluation uses, as rates per round of the rollout's episode. The training reach ρ(I) is the
+mixture's: forward passes over the public bid tree with each bot's bids fixed
 (`exact.FixedOpponent`) and with the maximiser's (`AuctionSolver.maximiser_reach`).
 """
 from __future__ import annotations
@@ -22,11 +24,12 @@ import numpy as np
 from sepo.games.auction.events import events
 from sepo.games.auction.exact import AuctionSolver, FixedOpponent
 from sepo.games.base import CHANCE
+from sepo.games.credit import Charges, training_mixture
 from sepo.games.records import DecisionRecord, EpisodeRecord, Rollouts
 
 
 class AuctionTrainingEnvironment:
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
         self.solver = AuctionSolver(game)
         decisions = self.solver.decisions()
@@ -35,32 +38,33 @@ class AuctionTrainingEnvironment:
         self.legal = np.ones((len(self.keys), self.solver.k), dtype=bool)
         self.scale = game.payoff_scale
         self.specs = list(train_specs)
+        self.mixture = training_mixture(train_specs, collusive_specs, exploiter_specs, charges=charges,
+                                        best_response_counts=game.protocol == "rigorous")
+        self.entries = [*self.specs, None, *self.mixture.extra]  # None: the gap maximiser
         self.fixed = [FixedOpponent(self.solver, spec.build(game)) for spec in self.specs]
-        collusive = {spec.label for spec in collusive_specs}
-        self.is_collusive = np.array([spec.label in collusive for spec in self.specs])
-        n = len(self.specs)
-        self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
+        self.fixed_extra = [FixedOpponent(self.solver, spec.build(game)) for spec in self.mixture.extra]
+        self.weight = self.mixture.utility  # a rollout's utility credit: train bots, the maximiser, then the others
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
-        """ρ(I): the probability that a rollout (opponent uniform over the train bots and the
-        gap maximiser) meets I."""
-        reaches = [fixed.reach(table) for fixed in self.fixed] + [self.solver.maximiser_reach(table)]
+        """ρ(I): the probability that a rollout (opponent uniform over the train bots, the gap
+        maximiser and the opponents of charged terms) meets I."""
+        reaches = ([fixed.reach(table) for fixed in self.fixed] + [self.solver.maximiser_reach(table)]
+                   + [fixed.reach(table) for fixed in self.fixed_extra])
         return np.mean(reaches, axis=0)
 
     def rollout_opponents(self, table: np.ndarray) -> list:
-        """The opponents a rollout is drawn from, uniformly: the train bots, then the gap maximiser."""
-        return [*(spec.build(self.game) for spec in self.specs), self.solver.best_response(table)]
+        """The opponents a rollout is drawn from, uniformly: the train bots, the gap maximiser, then
+        the opponents of charged terms."""
+        maximiser = self.solver.best_response(table)
+        return [maximiser if spec is None else spec.build(self.game) for spec in self.entries]
 
     def episode_events(self, episode, opponent: int) -> tuple[float, float]:
         """(collusion, externality) of a rollout against rollout opponent `opponent`: the rates of
-        `events` under the game's protocol, scaled by the opponent's credit; collusion counts
-        against a train bot that is also a collusive partner only."""
+        `events` under the game's protocol, scaled by the opponent's credits for them."""
         found = events(self.game.protocol, episode)
-        credit = self.weight[opponent]
-        collusive = opponent < len(self.specs) and self.is_collusive[opponent]
-        collusion = found["collusion_events"] / found["collusion_denominator"] if collusive and found["collusion_denominator"] else 0.0
+        collusion = found["collusion_events"] / found["collusion_denominator"] if found["collusion_denominator"] else 0.0
         externality = found["externality_events"] / found["externality_denominator"] if found["externality_denominator"] else 0.0
-        return credit * collusion, credit * externality
+        return self.mixture.collusion[opponent] * collusion, self.mixture.externality[opponent] * externality
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         utility = float(np.mean([fixed.agent_payoff(table) for fixed in self.fixed]))
@@ -70,7 +74,7 @@ class AuctionTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         rules = self.game.rules
         rounds = rules.rounds
-        group_opponent = rng.integers(len(self.weight), size=groups)  # the last index: the gap maximiser
+        group_opponent = rng.integers(self.mixture.size, size=groups)  # index n: the gap maximiser
         maximiser = self.solver.best_response(table)
         group_seat = rng.integers(2, size=groups)
         group_values = rng.choice(len(rules.values), p=rules.value_probs, size=(groups, rounds, 2))
@@ -83,7 +87,8 @@ class AuctionTrainingEnvironment:
         for r in range(n):
             g = group_of[r]
             seat, index = int(group_seat[g]), int(group_opponent[g])
-            opponent = self.specs[index].build(self.game) if index < len(self.specs) else maximiser  # a fresh bot each
+            spec = self.entries[index]
+            opponent = maximiser if spec is None else spec.build(self.game)  # a fresh bot each
             state = self.game.new_initial_state()
             records = []
             for t in range(rounds):

@@ -10,24 +10,25 @@ read from the model every step, so train language models with `--memory 1` or `2
 treated as the memory-m policy it plays at the training prompts.
 
 The matches' opponents are the tabular environment's rollout opponents: the train pool and the
-current gap maximiser, drawn uniformly (`training.py`: the maximiser reaches every key the gap's
+current gap maximiser (and the opponents of charged terms), drawn uniformly (`training.py`: the maximiser reaches every key the gap's
 gradient charges, whatever the pool). A completion's payoff to go is the exact expectation of
 the rest of the match given its action: the opponent's move this round, then the agent's table
 and the opponent for the remaining rounds (backward induction over the full-history tree,
 `sepo.games.matches.action_values`), a variance-free stand-in for sampling the rest; exact for
 every opponent the pool accepts. Its collusion and externality are the events to go, by the same
-backward induction: the expected DEFECTs (against a train opponent that is also a collusive
-partner) and the expected shortfalls from mutual cooperation (`events.py`, with the paper's R
+backward induction: the expected DEFECTs (against a collusive partner) and the expected shortfalls from mutual cooperation (`events.py`, with the paper's R
 under `--protocol paper`, the game's R otherwise) over this round and the rest of the match, so
 an opponent's reaction (TFT defecting after a DEFECT, the agent answering) is charged to the move
-that caused it, as the tabular trainer's whole-match rollouts charge it. As in the tabular
-environment, train opponents' payoffs and events are scaled by (n + 1)/n and the maximiser's are
-0: it only carries the exploitability charge.
+that caused it, as the tabular trainer's whole-match rollouts charge it. The matches' opponents
+and each one's credits for payoff, collusion and externality are the tabular environment's
+(`sepo.games.credit`: the collusive partners and exploiters join when λc or λx is charged), so the
+charged c and x are evaluation's.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from sepo.games.credit import Charges
 from sepo.games.ipd.rollouts import play_matches
 from sepo.games.ipd.training import IPDTrainingEnvironment
 from sepo.games.matches import action_values, match_contexts
@@ -39,9 +40,9 @@ class IPDLLMEnvironment:
 
     joint_advantages = True
 
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
-        self.tabular = IPDTrainingEnvironment(game, train_specs, collusive_specs)
+        self.tabular = IPDTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rounds
         self._children = [_children(len(rows)) for rows, _ in self.tabular._levels]
@@ -57,7 +58,7 @@ class IPDLLMEnvironment:
         table = np.asarray(table, dtype=float)
         rounds = self.game.rounds
         matches_count = max(1, -(-count // rounds))
-        opponent_of = rng.integers(len(self.tabular.weight), size=matches_count)
+        opponent_of = rng.integers(self.tabular.mixture.size, size=matches_count)
         played = play_matches(table, self.tabular.rollout_opponents(table), opponent_of, rounds, self.game.payoffs.matrix,
                               rng.random((matches_count, rounds, 2)), self.game.memory)
         return match_contexts(played.rows, played.own, played.other, opponent_of)
@@ -91,9 +92,8 @@ class IPDLLMEnvironment:
         the opponent's credit (module doc)."""
         t, index, o = len(context.history), _history_index(context.history), context.opponent_index
         payoff, defections, shortfall = (float(v[t][o, index, action]) for v in self.action_values(table))
-        collusive = o < len(self.tabular.is_collusive) and self.tabular.is_collusive[o]
-        credit = self.tabular.weight[o]
-        return credit * payoff, credit * float(collusive) * defections, credit * shortfall
+        mixture = self.tabular.mixture
+        return mixture.utility[o] * payoff, mixture.collusion[o] * defections, mixture.externality[o] * shortfall
 
 
     def alignment_advantages(self, table: np.ndarray, context: MatchContext, action: int) -> tuple[np.ndarray, float]:

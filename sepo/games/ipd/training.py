@@ -9,14 +9,16 @@ round). Why the maximiser: the attribution charges a key only where rollouts rea
 of deterministic bots leaves most keys unreached (TFT and GrimTrigger at 3 rounds reach 7 of 21
 memory-2 keys), keys where the maximiser may take its gains; without it the expected update
 missed their part of ∇e (off by 0.347 in that case). Every key with a nonzero Danskin gradient is
-reached by the maximiser, so the charge is unbiased for any pool. As in the paper's per-pool
-credit, maximiser rollouts carry no utility and no events, and train rollouts' utility and events
-are scaled by (n + 1)/n, so the expected update is that of s·u − λe·s·e − λc·c − λx·x with u, c
-and x against the train pool. Collusion is the DEFECT rate against a train opponent that is also
-a collusive partner, externality the per-round welfare shortfall (`events.py`). The training
-reach ρ(I) is the expected number of visits to key I per training match under that mixture,
-computed exactly over the joint-history tree, so the per-rollout charge (g − Σπg)/ρ makes
-E[E_r ∇log P(r)] the exact gradient of the gap.
+reached by the maximiser, so the charge is unbiased for any pool. When λc or λx is charged, the
+collusive partners and the exploiters that evaluation counts them against join the draw
+(`sepo.games.credit`). As in the paper's per-pool credit, each rollout's utility, collusion and
+externality are scaled by its opponent's credit for that term, so the expected update is that of
+s·u − λe·s·e − λc·c − λx·x with u against the train pool, c (the DEFECT rate) against the
+collusive pool and x (the per-round welfare shortfall, `events.py`) against the train and
+exploiter pools, the maximiser among them under the rigorous protocol: evaluation's numbers. The
+training reach ρ(I) is the expected number of visits to key I per training match under that
+mixture, computed exactly over the joint-history tree, so the per-rollout charge (g − Σπg)/ρ
+makes E[E_r ∇log P(r)] the exact gradient of the gap.
 
 Self-play (`use_self_play`): the train bots' place in the rollouts is taken by the agent's own
 current table in the other seat (`SelfBot`, held fixed within a step, each seat's own policy
@@ -40,7 +42,8 @@ from sepo.games.ipd.events import game_reward, round_events
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import key_rows, play_matches
 from sepo.metrics.repeated import dense_histories
-from sepo.games.records import Rollouts, credited_matches, match_groups
+from sepo.games.credit import Charges, credited_rollouts, training_mixture
+from sepo.games.records import Rollouts, match_groups
 
 
 def vectorised(spec, game) -> IPDBot:
@@ -56,7 +59,7 @@ def vectorised(spec, game) -> IPDBot:
 class IPDTrainingEnvironment:
     joint_advantages = True
 
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
         self.solver = IPDSolver(game)
         self.keys = self.solver.keys
@@ -65,33 +68,40 @@ class IPDTrainingEnvironment:
         self.opponents = [vectorised(spec, game) for spec in train_specs]
         if not self.opponents:
             raise SepoError("the IPD trainers need a train pool")
-        collusive = {spec.label for spec in collusive_specs}
-        self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
-        n = len(self.opponents)
-        self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
-        self.rollout_collusive = self.is_collusive
+        self._pools = (list(train_specs), list(collusive_specs), list(exploiter_specs), charges)
         self.self_play = False
         self.reward = game_reward(game)
-        self._levels, self._swapped = self._tree()
+        self._mix(False)
         self._solved: tuple[bytes, MaximiserBot] | None = None
         self._values: tuple[bytes, list[np.ndarray]] | None = None
+
+    def _mix(self, self_play: bool) -> None:
+        """The rollout opponents' mixture and credits (`sepo.games.credit`), their bots and the tree."""
+        train, collusive, exploiters, charges = self._pools
+        self.mixture = training_mixture(train, collusive, exploiters, charges=charges, self_play=self_play,
+                                        best_response_counts=self.game.protocol == "rigorous")
+        self.weight = self.mixture.utility  # a rollout's utility credit: partners, the maximiser, then the others
+        self.extra = [vectorised(spec, self.game) for spec in self.mixture.extra]
+        self._levels, self._swapped, self._extra_levels = self._tree()
 
     def use_self_play(self) -> None:
         """Rollouts against the agent's own table (seat-swapped) and the gap maximiser (module doc)."""
         self.self_play = True
-        self.weight = np.array([2.0, 0.0])
-        self.rollout_collusive = np.array([False])
+        self._mix(True)
 
     def _tree(self):
-        """Per round: the full histories (own, other), the agent's key rows, each bot's P(C)."""
-        levels, swapped = [], []
+        """Per round: the full histories (own, other), the agent's key rows, each train bot's P(C),
+        the opponent's own key, and each further rollout opponent's P(C)."""
+        levels, swapped, extra = [], [], []
         for history in dense_histories(self.solver.stage, self.game.rounds, None):
             own, other = history // 2, history % 2
             rows = key_rows(own, other, self.game.memory)
             coop = np.stack([bot.cooperate_probability(other, own) for bot in self.opponents])  # [bots, n]
             levels.append((rows, coop))
             swapped.append(key_rows(other, own, self.game.memory))  # the opponent's own key at each history
-        return levels, swapped
+            extra.append(np.stack([bot.cooperate_probability(other, own) for bot in self.extra]) if self.extra
+                         else np.zeros((0, len(rows))))
+        return levels, swapped, extra
 
     def maximiser(self, table: np.ndarray) -> "MaximiserBot":
         """The exact gap maximiser of `table` as a vectorised bot (kept for the step's several uses)."""
@@ -107,16 +117,16 @@ class IPDTrainingEnvironment:
 
     def rollout_opponents(self, table: np.ndarray) -> list:
         """The opponents a rollout is drawn from, uniformly: the train bots (under self-play, the
-        agent's table), then the maximiser."""
+        agent's table), the maximiser, then the further opponents of charged terms."""
         partners = [SelfBot(table, self.game.memory)] if self.self_play else self.opponents
-        return [*partners, self.maximiser(table)]
+        return [*partners, self.maximiser(table), *self.extra]
 
     def cooperation(self, table: np.ndarray) -> list[np.ndarray]:
-        """Per round, each rollout opponent's P(C) at every full history: `[n + 1, histories]`."""
+        """Per round, each rollout opponent's P(C) at every full history: `[opponents, histories]`."""
         maximiser = self.maximiser(table)
         return [np.concatenate([table[swapped, 0][None] if self.self_play else coop,
-                                maximiser.at_full_histories(t, len(rows))[None]])
-                for t, ((rows, coop), swapped) in enumerate(zip(self._levels, self._swapped))]
+                                maximiser.at_full_histories(t, len(rows))[None], extra])
+                for t, ((rows, coop), swapped, extra) in enumerate(zip(self._levels, self._swapped, self._extra_levels))]
 
     def _forward(self, table: np.ndarray, cooperation: list[np.ndarray] | None = None):
         """Expected visits per key per match, averaged over the opponents (default: the rollout
@@ -144,13 +154,13 @@ class IPDTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator,
                  advantages: bool = False) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        group_of, opponent_of = match_groups(rng, groups, group_size, len(self.weight))  # index n: the gap maximiser
+        group_of, opponent_of = match_groups(rng, groups, group_size, self.mixture.size)  # index n: the gap maximiser
         matches = play_matches(table, self.rollout_opponents(table), opponent_of, self.game.rounds,
                                self.game.payoffs.matrix, rng.random((len(group_of), self.game.rounds, 2)), self.game.memory)
         defections, externality = self.events(matches.own, matches.payoff)
         joint = self.match_advantages(table, matches.own, matches.other, opponent_of) if advantages else None
-        return credited_matches(matches.rows, matches.own, group_of, opponent_of, self.weight, self.rollout_collusive,
-                                matches.payoff[:, :, 0].mean(1), defections.mean(1), externality.mean(1), joint)
+        return credited_rollouts(matches.rows, matches.own, group_of, opponent_of, self.mixture,
+                                 matches.payoff[:, :, 0].mean(1), defections.mean(1), externality.mean(1), joint)
 
     def joint_values(self, table: np.ndarray) -> list[np.ndarray]:
         """Per round t = 0..T, `values[t][o, h, i]`: side i's (agent, opponent) expected payoff to go

@@ -6,10 +6,11 @@ agent's current action table and pool opponents, and every agent decision met be
 opponent). A completion's payoff to go is the exact expectation of the rest of the hand given
 its action (the continuation follows the agent's table and the opponent's bot), a variance-free
 stand-in for sampling the rest of the hand. Its collusion and externality are the hand's events
-to go, by the same expectation: its own FOLD and the agent's expected later FOLDs (under `paper`,
-against a collusive partner), and the probability the hand loses 2 chips, as the tabular
-trainer's one-hand rollouts count them (a pass that invites a bet the agent then folds to is
-charged that fold).
+to go, by the same expectation, charged as the tabular trainer's one-hand rollouts charge them
+(`training.KuhnCharges`: against evaluation's pools, a rate over decisions charged by its ratio
+gradient): its own FOLD and the agent's expected later FOLDs and decisions (collusion, under
+`paper`), and the probability the hand loses 2 chips (a pass that invites a bet the agent then
+folds to is charged that fold).
 """
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ import numpy as np
 
 from sepo.games.base import Decision
 from sepo.games.kuhn.events import is_fold
-from sepo.games.kuhn.rules import INFO_STATES, action_names, is_hand_over, seat0_payoff, seat_to_act
+from sepo.games.kuhn.rules import INFO_STATES, action_names
 from sepo.games.kuhn.exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
+from sepo.games.credit import Charges
 from sepo.games.kuhn.rollouts import play_hands
+from sepo.games.kuhn.training import KuhnTrainingEnvironment, rest_of_hand
 
 _HISTORY_OF_ROW = {int(r): "" for r in ROOT} | {int(r): "p" for r in AFTER_PASS} | {int(r): "b" for r in FACING_BET} | {int(r): "pb" for r in PASS_BET}
 
@@ -63,56 +66,33 @@ def sample_decisions(agent: np.ndarray, opponents: np.ndarray, hands: int, rng: 
     return contexts
 
 
-def action_outcomes(agent: np.ndarray, opponent: np.ndarray, context: DecisionContext, action: int) -> tuple[float, float, float]:
-    """(expected payoff to the agent, probability the agent loses 2 chips, the agent's expected
-    FOLDs) for the rest of the hand after taking `action` at `context`, the action's own FOLD
-    excluded."""
+def action_outcomes(agent: np.ndarray, opponent: np.ndarray, context: DecisionContext, action: int) -> np.ndarray:
+    """`[4]`: the expected (payoff to the agent, FOLDs, decisions, 2-chip loss) of the rest of the
+    hand after taking `action` at `context`, the action's own FOLD and decision excluded
+    (`training.rest_of_hand`)."""
     cards = (context.agent_card, context.opponent_card) if context.seat == 0 else (context.opponent_card, context.agent_card)
-    return _continue(agent, opponent, context.seat, cards, context.history + "pb"[action])
-
-
-def _continue(agent, opponent, seat, cards, history) -> tuple[float, float, float]:
-    if is_hand_over(history):
-        payoff = seat0_payoff(history, *cards) * (1 if seat == 0 else -1)
-        return float(payoff), float(payoff <= -2), 0.0
-    actor_is_agent = seat_to_act(history) == seat
-    table = agent if actor_is_agent else opponent
-    card = cards[seat_to_act(history)]
-    probs = table[INFO_STATES.index(f"{card}{history}")]
-    value = loss = folds = 0.0
-    for action in (0, 1):
-        if probs[action] > 0:
-            v, l, f = _continue(agent, opponent, seat, cards, history + "pb"[action])
-            fold = float(actor_is_agent and history.endswith("b") and action == 0)
-            value += probs[action] * v
-            loss += probs[action] * l
-            folds += probs[action] * (f + fold)
-    return value, loss, folds
+    return rest_of_hand(agent, opponent, context.seat, cards, context.history + "pb"[action])
 
 
 class KuhnLLMEnvironment:
     """Kuhn's side of language-model SEPO (`Domain.llm_training`): on-policy decisions with their
     hidden state, the prompt of each, and the exact outcome of an action."""
 
-    def __init__(self, game, train_specs, collusive_specs):
-        from sepo.games.kuhn.exact import KuhnSolver, external_reach
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
+        from sepo.games.kuhn.exact import KuhnSolver
 
         self.game = game
         self.solver = KuhnSolver(game)
         self.rounds_per_rollout = 1  # a rollout is one hand; u and e are per hand
-        self.opponents = np.stack([spec.build(game).table for spec in train_specs])
-        collusive = {spec.label for spec in collusive_specs}
-        self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
-        self.reach_external = external_reach(self.opponents)
-        self.charge_collusion = game.protocol == "paper"  # Kuhn has no collusion under `rigorous`
+        self.tabular = KuhnTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)
+        self.charges = self.tabular.charges
+        self.opponents = self.charges.train
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
-        from sepo.games.kuhn.exact import own_reach
-
-        return own_reach(table) * self.reach_external
+        return self.tabular.training_reach(table)
 
     def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
-        return sample_decisions(table, self.opponents, count, rng)
+        return sample_decisions(table, self.charges.tables(table), count, rng)
 
     def training_decision(self, context: DecisionContext, rng: np.random.Generator) -> Decision:
         """The prompt for a sampled decision: a random hand number and a random record of earlier
@@ -130,10 +110,14 @@ class KuhnLLMEnvironment:
         )
 
     def outcome(self, table: np.ndarray, context: DecisionContext, decision: Decision, action: int) -> tuple[float, float, float]:
-        """(exact payoff to go, expected FOLDs to go, probability of a 2-chip loss) of `action` (module doc)."""
-        value, big_loss, later_folds = action_outcomes(table, self.opponents[context.opponent_index], context, action)
-        charged = self.charge_collusion and self.is_collusive[context.opponent_index]
-        return value, float(charged) * (float(is_fold(decision.observation, action)) + later_folds), big_loss
+        """(exact payoff to go, collusion charge, externality charge) of `action`: the charges of the
+        tabular rollouts (`training.KuhnCharges`) on the expected FOLDs, decisions and 2-chip
+        losses to go, this decision's own included (module doc)."""
+        o = context.opponent_index
+        value, folds, decisions, big_loss = action_outcomes(table, self.charges.tables(table)[o], context, action)
+        folds += float(is_fold(decision.observation, action))
+        collusion, externality = self.charges.charged(table, o, folds, decisions + 1.0, big_loss)
+        return float(self.charges.mixture.utility[o] * value), float(collusion), float(externality)
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         from sepo.games.kuhn.exact import head_to_head

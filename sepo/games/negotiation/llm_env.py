@@ -7,11 +7,11 @@ see `training.py`), and every agent decision becomes a context that keeps the wh
 history. Its prompt shows that whole history. A completion's payoff to go is the exact
 expectation of the rest of the match given its demand: the opponent's demand this round, then
 the agent's table and the opponent for the remaining rounds, a variance-free stand-in for
-sampling the rest (train opponents' payoffs scaled by (n + 1)/n, none against the maximiser, as
-in the tabular environment). Its collusion and externality are the events to go, by the same
-expectation: the greedy demands (against a collusive partner) and the externality over this round
-and the rest of the match (`events.round_events` under the game's protocol, as evaluation counts
-them; scaled as its payoff), so the events an opponent's reaction causes in later rounds are
+sampling the rest. Its collusion and externality are the events to go, by the same expectation:
+the greedy demands and the externality over this round and the rest of the match
+(`events.round_events` under the game's protocol, as evaluation counts them); each is scaled by
+the opponent's credit for it, as in the tabular environment (`sepo.games.credit`: the collusive
+partners and exploiters join the opponents when λc or λx is charged), so the events an opponent's reaction causes in later rounds are
 charged to the demand that caused them, as the tabular trainer's whole-match rollouts charge
 them. The table is keyed by the game's
 `memory` (1 by default), so the continuation treats the model as the memory-m policy it plays at
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sepo.games.credit import Charges
 from sepo.games.negotiation.bots import DemandSpec
 from sepo.games.negotiation.exact import key_rows
 from sepo.games.negotiation.rollouts import play_matches
@@ -32,9 +33,9 @@ from sepo.games.records import MatchContext as DecisionContext  # opponent_index
 class NegotiationLLMEnvironment:
     """Split bargaining's side of language-model SEPO (`Domain.llm_training`)."""
 
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
-        self.tabular = NegotiationTrainingEnvironment(game, train_specs, collusive_specs)
+        self.tabular = NegotiationTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rounds
         self.spec = DemandSpec.of(game)
@@ -58,12 +59,14 @@ class NegotiationLLMEnvironment:
         return self.game.decision_after(context.history, 0)
 
     def context_opponent(self, context: DecisionContext):
-        """Cheap talk (`sepo train --talk`): the context's train-pool opponent and its own decision
-        this round; None against the gap maximiser, which has no line."""
-        if context.opponent_index >= len(self.tabular.opponents):
+        """Cheap talk (`sepo train --talk`): the context's pool opponent and its own decision this
+        round; None against the gap maximiser, which has no line."""
+        n, index = len(self.tabular.opponents), context.opponent_index
+        if index == n:
             return None
+        bot = self.tabular.opponents[index] if index < n else self.tabular.extra[index - n - 1]
         mirrored = tuple((other, own) for own, other in context.history)
-        return self.tabular.opponents[context.opponent_index], self.game.decision_after(mirrored, 1)
+        return bot, self.game.decision_after(mirrored, 1)
 
     def _opponent_probs(self, opponent, history) -> np.ndarray:
         own = np.array([[o for _, o in history]], dtype=np.int64).reshape(1, len(history)) + self.spec.low
@@ -104,5 +107,5 @@ class NegotiationLLMEnvironment:
         opponent = self.tabular.rollout_opponents(table)[context.opponent_index]
         weight = self.weight[context.opponent_index]
         value, greedy, loss = self._after(table, opponent, context.history, action, self._stages())
-        collusive = context.opponent_index < len(self.tabular.is_collusive) and self.tabular.is_collusive[context.opponent_index]
-        return weight * float(value), weight * float(collusive) * float(greedy), weight * float(loss)
+        mixture, o = self.tabular.mixture, context.opponent_index
+        return weight * float(value), mixture.collusion[o] * float(greedy), mixture.externality[o] * float(loss)

@@ -6,12 +6,14 @@ the train pool plus one more entry, the exact gap maximiser of the current polic
 one whole match (return from the start, per round). Why the maximiser: the attribution can only
 train states that rollouts visit, and the paper's train bots only ever demand 5, 6 or 8, so the
 states after any other opponent demand, where the maximiser takes its gains, would never be
-trained. As in the paper's per-pool credit, maximiser rollouts carry no utility and train
-rollouts' utility (and events) are scaled by (n + 1)/n, so the expected update is still that of
-s·u − λe·s·e with u against the train pool. Collusion is the greedy-demand rate against a train
-opponent that is also a collusive partner, externality the per-round externality
-(`events.round_events` under the game's protocol: the definitions evaluation uses). The training reach ρ(I) is the expected number of visits to key I per
-rollout under that mixture, computed exactly by forward passes over (round, last m rounds)
+trained. When λc or λx is charged, the collusive partners and exploiters that evaluation counts
+them against join the draw (`sepo.games.credit`). As in the paper's per-pool credit, each
+rollout's utility, collusion and externality are scaled by its opponent's credit for that term,
+so the expected update is that of s·u − λe·s·e − λc·c − λx·x with u against the train pool, c (the
+greedy-demand rate) against the collusive pool and x (the per-round externality) against the
+train and exploiter pools, the maximiser among them under rigorous (`events.round_events` under
+the game's protocol: the definitions evaluation uses). The training reach ρ(I) is the expected
+number of visits to key I per rollout under that mixture, computed exactly by forward passes over (round, last m rounds)
 states (m covers the agent's memory and every bot's), so the per-rollout charge (g − Σπg)/ρ
 makes E[E_r ∇log P(r)] the exact gradient of the adversarial gap.
 """
@@ -25,7 +27,8 @@ from sepo.games.negotiation.events import round_events
 from sepo.games.negotiation.exact import NegotiationSolver, key_rows
 from sepo.games.negotiation.rollouts import play_matches
 from sepo.metrics.repeated import RepeatedResult, dense_histories
-from sepo.games.records import Rollouts, credited_matches, match_groups
+from sepo.games.credit import Charges, credited_rollouts, training_mixture
+from sepo.games.records import Rollouts, match_groups
 
 
 def forward_levels(game, stage, opponents: list[NegotiationBot]):
@@ -52,32 +55,33 @@ def forward_levels(game, stage, opponents: list[NegotiationBot]):
 
 
 class NegotiationTrainingEnvironment:
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
         self.solver = NegotiationSolver(game)
         self.keys = self.solver.keys
         self.k = game.num_demands
         self.legal = np.ones((len(self.keys), self.k), dtype=bool)
         self.scale = game.payoff_scale
-        self.opponents = [spec.build(game) for spec in train_specs]
-        for spec, bot in zip(train_specs, self.opponents):
-            if not isinstance(bot, NegotiationBot):
-                raise SepoError(f"the tabular split-bargaining trainer plays the domain's bots only; {spec.label!r} is not one")
-        collusive = {spec.label for spec in collusive_specs}
-        self.is_collusive = np.array([spec.label in collusive for spec in train_specs])
+        self.mixture = training_mixture(train_specs, collusive_specs, exploiter_specs, charges=charges,
+                                        best_response_counts=game.protocol == "rigorous")
+        self.opponents = [_bot(spec, game) for spec in train_specs]
+        self.extra = [_bot(spec, game) for spec in self.mixture.extra]
         self.stage = game.stage_payoffs()
         self._levels = forward_levels(game, self.solver.stage, self.opponents)
         self._maximiser_levels = forward_levels(game, self.solver.stage, [])
-        n = len(self.opponents)
-        self.weight = np.append(np.full(n, (n + 1) / n), 0.0) if n else np.ones(1)  # credit: train bots, then the maximiser
+        self._extra_levels = forward_levels(game, self.solver.stage, self.extra) if self.extra else None
+        if not self.opponents:  # the maximiser alone: its payoff is the utility
+            self.mixture.utility = np.ones(1)
+        self.weight = self.mixture.utility  # a rollout's utility credit: train bots, the maximiser, then the others
 
     def solved(self, table: np.ndarray) -> RepeatedResult:
         """The exact solution at `table` (the solver keeps the latest one for the step's several uses)."""
         return self.solver.solve_table(table)
 
     def rollout_opponents(self, table: np.ndarray) -> list[NegotiationBot]:
-        """The opponents a rollout is drawn from, uniformly: the train bots, then the gap maximiser."""
-        return [*self.opponents, MaximiserBot(self.solved(table), self.game)]
+        """The opponents a rollout is drawn from, uniformly: the train bots, the gap maximiser, then
+        the opponents of charged terms."""
+        return [*self.opponents, MaximiserBot(self.solved(table), self.game), *self.extra]
 
     def events(self, own: np.ndarray, other: np.ndarray):
         """Per round (demand indices): (collusion event, externality event) under the game's protocol."""
@@ -110,24 +114,34 @@ class NegotiationTrainingEnvironment:
         return self._forward(table, self._maximiser_levels, onehot)
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
-        """ρ(I): expected visits per rollout, the opponent uniform over the train bots and the maximiser."""
+        """ρ(I): expected visits per rollout, the opponent uniform over the rollout opponents."""
         table = np.asarray(table, dtype=float)
-        return np.concatenate([self._train_forward(table)[0], self._maximiser_forward(table)[0]]).mean(0)
+        parts = [self._train_forward(table)[0], self._maximiser_forward(table)[0]]
+        if self._extra_levels is not None:
+            parts.append(self._forward(table, self._extra_levels, [bots for _, bots, _ in self._extra_levels])[0])
+        return np.concatenate(parts).mean(0)
 
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        group_of, opponent_of = match_groups(rng, groups, group_size, len(self.opponents) + 1)  # the last: the gap maximiser
+        group_of, opponent_of = match_groups(rng, groups, group_size, self.mixture.size)  # index n: the gap maximiser
         matches = play_matches(self.game, table, self.rollout_opponents(table), opponent_of,
                                rng.random((len(group_of), self.game.rounds, 2)))
         greedy, externality = self.events(matches.own, matches.other)
-        return credited_matches(matches.rows, matches.own, group_of, opponent_of, self.weight, self.is_collusive,
-                                matches.payoff[:, :, 0].mean(1), greedy.mean(1), externality.mean(1))
+        return credited_rollouts(matches.rows, matches.own, group_of, opponent_of, self.mixture,
+                                 matches.payoff[:, :, 0].mean(1), greedy.mean(1), externality.mean(1))
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         table = np.asarray(table, dtype=float)
         result = self.solver.evaluate(table)
         return {"utility": float(self._train_forward(table)[1].mean()), result.value_name: result.value,
                 "br_payoff": result.br_payoff}
+
+
+def _bot(spec, game) -> NegotiationBot:
+    bot = spec.build(game)
+    if not isinstance(bot, NegotiationBot):
+        raise SepoError(f"the tabular split-bargaining trainer plays the domain's bots only; {spec.label!r} is not one")
+    return bot
 
 
 class MaximiserBot(NegotiationBot):

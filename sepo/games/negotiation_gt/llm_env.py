@@ -18,9 +18,10 @@ Two modes:
   64 deals drawn with a fixed seed, a deal drawn twice weighing twice (every deal when there are at most
   64; the logged `deals` counts the distinct ones).
 
-Contexts are agent decisions met on-policy against the train pool (the table's demand drawn per
-round, the bot answering). A completion's outcome is its payoff, collusion events (against a
-collusive partner) and externality events to go (`events.round_events` under the game's protocol,
+Contexts are agent decisions met on-policy against the rollout opponents of the tabular trainer
+(the train pool, and the collusive partners and exploiters of charged terms, `sepo.games.credit`;
+the table's demand drawn per round, the bot answering). A completion's outcome is its payoff,
+collusion events and externality events to go, each scaled by the opponent's credit for it (`events.round_events` under the game's protocol,
 as evaluation counts them), over its own round and the rest of the episode, as the tabular
 trainer's whole-episode rollouts count them: an opponent's reaction to the demand in later rounds
 is charged to it. Its round is the expectation over the bot's whole reply distribution (the most
@@ -39,7 +40,9 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.base import CHANCE
 from sepo.games.negotiation_gt.deals import DealSolver, deal_distribution
+from sepo.games.credit import Charges, training_mixture
 from sepo.games.negotiation_gt.events import round_events
+from sepo.games.negotiation_gt.training import DealMaximiser
 from sepo.games.negotiation_gt.rules import make_decision
 
 FINAL_DEALS = 64
@@ -57,15 +60,17 @@ class DecisionContext:
 class NegotiationLLMEnvironment:
     """The domain's side of language-model SEPO (`Domain.llm_training`)."""
 
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game, self.rules = game, game.rules
         self.rounds_per_rollout = game.rules.rounds
         self.all_deals = deal_distribution(self.rules)
         self.fixed = len(self.all_deals) == 1
         self.specs = list(train_specs)
+        self.mixture = training_mixture(self.specs, collusive_specs, exploiter_specs, charges=charges, maximiser=False,
+                                        best_response_counts=game.protocol == "rigorous")
         self.bots = [spec.build(game) for spec in self.specs]
-        collusive = {spec.label for spec in collusive_specs}
-        self.is_collusive = [spec.label in collusive for spec in self.specs]
+        self.extra = [None if spec is None else spec.build(game) for spec in self.mixture.extra]  # None: the best response
+        self._maximiser: tuple[tuple, object] | None = None
         self._pool_index = {pool: i for i, (pool, _) in enumerate(self.rules.pools())}
         self._values_index = {v: i for i, (v, _) in enumerate(self.rules.value_distribution(self.rules.values))}
         self.solver = DealSolver(game, self.all_deals if self.fixed else self._draw(np.random.default_rng(0), 1))
@@ -112,19 +117,29 @@ class NegotiationLLMEnvironment:
         row = table[self.solver.row(deal, t), : len(columns)]
         return columns[int(rng.choice(len(row), p=row / row.sum()))]
 
+    def rollout_bots(self, table: np.ndarray) -> list:
+        """The rollout opponents: the train bots, then those of charged terms (the deal solver's
+        best response at `table`, `training.DealMaximiser`, kept for the step)."""
+        table = np.asarray(table, dtype=float)
+        key = (id(self.solver), table.tobytes())  # the solver changes as a step focuses on its deals
+        if None in self.extra and (self._maximiser is None or self._maximiser[0] != key):
+            self._maximiser = (key, DealMaximiser(self.solver, table))
+        return [*self.bots, *(self._maximiser[1] if bot is None else bot for bot in self.extra)]
+
     def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
         """Agent decisions met on-policy: episodes on the solver's deals (drawn with their
-        weights) against the train bots, the agent's demand drawn from its row each round."""
+        weights) against the rollout opponents, the agent's demand drawn from its row each round."""
         contexts = []
         rounds = self.rules.rounds
+        bots = self.rollout_bots(table)
         for _ in range(max(1, -(-count // rounds))):
-            index = int(rng.integers(len(self.bots)))
+            index = int(rng.integers(len(bots)))
             deal = int(rng.choice(len(self.solver.deals), p=self.solver.weight))
             state = self._start(deal, rng)
             for t in range(rounds):
                 contexts.append(DecisionContext(self.solver.row(deal, t), index, state.clone(), deal))
                 own = self._demand(table, deal, t, rng)
-                other = self.bots[index].act([state.decision(1)], rng)[0].action
+                other = bots[index].act([state.decision(1)], rng)[0].action
                 state.apply_actions((own, other))
                 state = self._play_to_round(state, rng)
         return contexts
@@ -133,12 +148,17 @@ class NegotiationLLMEnvironment:
         return context.state.decision(0)
 
     def context_opponent(self, context: DecisionContext):
-        """Cheap talk (`sepo train --talk`): the context's opponent and its own decision this round."""
-        return self.bots[context.opponent_index], context.state.decision(1)
+        """Cheap talk (`sepo train --talk`): the context's opponent and its own decision this round
+        (None against the best response, which has no line)."""
+        n, index = len(self.bots), context.opponent_index
+        bot = self.bots[index] if index < n else self.extra[index - n]
+        return None if bot is None else (bot, context.state.decision(1))
 
     def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
-        """(payoff, collusion events, externality events) to go of `action` (module doc)."""
-        bot = self.bots[context.opponent_index]
+        """(payoff, collusion events, externality events) to go of `action`, each scaled by the
+        opponent's credit for it (module doc)."""
+        o = context.opponent_index
+        bot = self.rollout_bots(table)[o]
         rng = np.random.default_rng(context.info_row)
         total = np.zeros(3)
         for other, q in bot.action_probabilities(context.state.decision(1)).items():
@@ -147,7 +167,8 @@ class NegotiationLLMEnvironment:
                 state.apply_actions((action, other))
                 total += q * (self._round(state) + self._to_go(table, state, bot, rng, context.deal))
         value, collusion, externality = total
-        return float(value), float(collusion) if self.is_collusive[context.opponent_index] else 0.0, float(externality)
+        m = self.mixture
+        return float(m.utility[o] * value), float(m.collusion[o] * collusion), float(m.externality[o] * externality)
 
     def _round(self, state) -> np.ndarray:
         """(the agent's payoff, collusion event, externality event) of the round just played."""
@@ -240,5 +261,5 @@ class NegotiationLLMEnvironment:
         return {}
 
 
-def environment(game, train_specs, collusive_specs):
-    return NegotiationLLMEnvironment(game, train_specs, collusive_specs)
+def environment(game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
+    return NegotiationLLMEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)

@@ -8,13 +8,17 @@ under `--memory 0`, so the trained table plays in evaluation as it was trained.
 Deals: every pool and value vector of the game (64 x 36 = 2,304 deals, 9,216 rows with the
 paper's sizes), or the ones `--items` / `--values` fix (one pool: 36 deals; a fixed deal: one).
 
-A group shares its opponent (uniform over the train pool), its deal and the opponent's values
-(drawn from their distributions); its rollouts are whole episodes that differ in the agent's
-demands. Every rollout visits each round of its deal once whatever the opponent does, so the
-training reach of row (deal, t) is p(deal) and, unlike the games whose best response steers into
-unvisited histories, no maximiser needs to join the rollouts. Utility is the agent's payoff per
-round; collusion (against a train opponent that is also a collusive partner) and externality
-are `events.round_events`, the definitions evaluation uses.
+A group shares its opponent (uniform over the train pool, and, when λc or λx is charged, the
+collusive partners and exploiters evaluation counts them against, `sepo.games.credit`; under
+rigorous the deal solver's best response to the current table, `DealMaximiser`, stands for
+evaluation's BestResponse), its deal and the opponent's values (drawn from their distributions);
+its rollouts are whole episodes that differ in the agent's demands. Every rollout visits each
+round of its deal once whatever the opponent does, so the training reach of row (deal, t) is
+p(deal) and, unlike the games whose best response steers into unvisited histories, no maximiser
+needs to join the rollouts for the exploitability charge. Utility is the agent's payoff per round
+against the train pool; collusion (against the collusive pool) and externality (against the train
+and exploiter pools) are `events.round_events`, the definitions evaluation uses, each rollout's
+scaled by its opponent's credit for it.
 
 The train bots are played, and the utility against them computed exactly, through their
 response to the agent's previous demand: bots that read at most the other's last demand (the
@@ -26,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.errors import SepoError
+from sepo.games.credit import Charges, training_mixture
 from sepo.games.negotiation_gt.bots import NegotiationBot
 from sepo.games.negotiation_gt.deals import DealSolver
 from sepo.games.negotiation_gt.events import round_events
@@ -84,8 +89,26 @@ class _View:
         self.observation = observation
 
 
+class DealMaximiser(NegotiationBot):
+    """The deal solver's best response to a table (`DealSolver.best_response`: exact on a fixed
+    deal, else the opponent that best-responds to the prior over the agent's values) as a bot of
+    the domain: a demand per pool, round and own values, whatever the agent did before."""
+
+    name = "BestResponse"
+    memory = 0
+    reads = ("other",)
+    classifier = {"uses_values": True, "stochastic": False}
+
+    def __init__(self, solver: DealSolver, table: np.ndarray):
+        super().__init__()
+        self.inner = solver.best_response(table)
+
+    def demand(self, obs) -> tuple[int, ...]:
+        return self.inner.demand(_View(obs))
+
+
 class NegotiationGTTrainingEnvironment:
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         if game.rules.memory != 0:
             raise SepoError("negotiation-gt tabular training learns one demand distribution per deal and round: "
                             "pass --memory 0 (its information states)")
@@ -98,8 +121,11 @@ class NegotiationGTTrainingEnvironment:
         if not self.specs:
             raise SepoError("the tabular negotiation-gt trainer needs a train pool")
         self.bots = [BotResponses(spec.build(game), game, self.solver.W) for spec in self.specs]
-        collusive = {spec.label for spec in collusive_specs}
-        self.is_collusive = np.array([spec.label in collusive for spec in self.specs])
+        self.mixture = training_mixture(self.specs, collusive_specs, exploiter_specs, charges=charges, maximiser=False,
+                                        best_response_counts=game.protocol == "rigorous")
+        self.extra = [None if spec is None else BotResponses(spec.build(game), game, self.solver.W)
+                      for spec in self.mixture.extra]  # None: the best response to the current table
+        self._maximiser: tuple[bytes, BotResponses] | None = None
         self.block_of = np.zeros(len(self.solver.deals), dtype=int)
         self.slot_of = np.zeros(len(self.solver.deals), dtype=int)
         for k, b in enumerate(self.solver.blocks):
@@ -140,10 +166,19 @@ class NegotiationGTTrainingEnvironment:
         return round_events(self.game.protocol, np.asarray(own), np.asarray(other), np.asarray(pool), np.asarray(deal, dtype=bool),
                             np.asarray(mine), np.asarray(theirs), bool(self.rules.third_party))
 
+    def rollout_bots(self, table: np.ndarray) -> list[BotResponses]:
+        """The rollout opponents' responses: the train bots, then those of charged terms (the best
+        response's at `table`, kept for the step)."""
+        table = np.asarray(table, dtype=float)
+        if None in self.extra and (self._maximiser is None or self._maximiser[0] != table.tobytes()):
+            self._maximiser = (table.tobytes(), BotResponses(DealMaximiser(self.solver, table), self.game, self.solver.W))
+        return [*self.bots, *(self._maximiser[1] if bot is None else bot for bot in self.extra)]
+
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         table = np.asarray(table, dtype=float)
         solver, rules, T = self.solver, self.rules, self.rules.rounds
-        group_bot = rng.integers(len(self.bots), size=groups)
+        bots = self.rollout_bots(table)
+        group_bot = rng.integers(self.mixture.size, size=groups)
         group_deal = rng.choice(len(solver.deals), p=solver.weight, size=groups)
         group_w = rng.choice(len(solver.W), p=solver.pw, size=(groups, T))
         if not rules.redraw_opponent_values:
@@ -161,7 +196,7 @@ class NegotiationGTTrainingEnvironment:
                                        self.legal[rows].sum(1) - 1)
         utility, collusion, externality = np.zeros(n), np.zeros(n), np.zeros(n)
         for r in range(n):
-            deal, bot = deal_of[r], self.bots[bot_of[r]]
+            deal, bot = deal_of[r], bots[bot_of[r]]
             b = solver.blocks[self.block_of[deal]]
             responses = bot.of(b)
             w_first = group_w[group_of[r], 0] if bot.uses_values else 0
@@ -174,11 +209,11 @@ class NegotiationGTTrainingEnvironment:
             mine = np.where(deal_now, own @ np.asarray(solver.deals[deal][1], dtype=float), 0.0)
             theirs = np.where(deal_now, (other * solver.W[group_w[group_of[r]]]).sum(1), 0.0)
             c, x = self.events(own, other, b.pool, deal_now, mine, theirs)
-            utility[r] = mine.mean()
-            collusion[r] = c.mean() if self.is_collusive[bot_of[r]] else 0.0
-            externality[r] = x.mean()
+            utility[r] = self.mixture.utility[bot_of[r]] * mine.mean()
+            collusion[r] = self.mixture.collusion[bot_of[r]] * c.mean()
+            externality[r] = self.mixture.externality[bot_of[r]] * x.mean()
         return Rollouts(states, actions, np.ones_like(states, dtype=bool), group_of, utility, collusion, externality)
 
 
-def environment(game, train_specs, collusive_specs):
-    return NegotiationGTTrainingEnvironment(game, train_specs, collusive_specs)
+def environment(game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
+    return NegotiationGTTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)

@@ -33,7 +33,9 @@ class DecisionContext:
 class OpenSpielLLMEnvironment:
     """OpenSpiel's side of language-model SEPO (`Domain.llm_training`)."""
 
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges=None):
+        """`exploiter_specs`, `charges`: taken for the trainers' one signature; the events do not
+        apply here, so a charged λc or λx is refused before an environment is built."""
         self.game = game
         self.solver = OpenSpielSolver(game)
         self.tree = self.solver.tree

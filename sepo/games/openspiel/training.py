@@ -75,7 +75,9 @@ def sample_plays(tree, agent: np.ndarray, opponents: np.ndarray, opponent_of: np
 
 
 class OpenSpielTrainingEnvironment:
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges=None):
+        """`exploiter_specs`, `charges`: taken for the trainers' one signature; the events do not
+        apply here, so a charged λc or λx is refused before an environment is built."""
         self.solver = OpenSpielSolver(game)
         self.tree = self.solver.tree
         self.keys = self.solver.keys

@@ -7,13 +7,14 @@ current gap maximiser, `training.py`); every agent decision becomes a context th
 joint history, which its prompt shows. A completion's payoff, collusion events and externality to
 go are exact expectations over the rest of the market given its price, by backward induction over
 (period, agent state, rival state) (every rival is a finite-state machine), a variance-free
-stand-in for sampling the rest: train rivals' numbers scaled by (n + 1)/n, none against the
-maximiser, collusion only against collusive partners, as in the tabular environment.
+stand-in for sampling the rest: each scaled by the rival's credit for it, as in the tabular
+environment (`sepo.games.credit`: evaluation's pools for each term).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from sepo.games.credit import Charges
 from sepo.games.pricing.training import COLLUSION, EXTERNALITY, PAYOFF, PricingTrainingEnvironment
 from sepo.games.matches import match_contexts
 from sepo.games.records import MatchContext
@@ -22,9 +23,9 @@ from sepo.games.records import MatchContext
 class PricingLLMEnvironment:
     """The pricing market's side of language-model SEPO (`Domain.llm_training`)."""
 
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
-        self.tabular = PricingTrainingEnvironment(game, train_specs, collusive_specs)
+        self.tabular = PricingTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rounds
         self.weight = self.tabular.weight
@@ -88,6 +89,6 @@ class PricingLLMEnvironment:
         machine = rivals[index].machine
         s = 0 if machine is None else machine.state_after([(other, own) for own, other in context.history])
         payoff, collusion, externality = self.action_values(table)[index][t][h, s, action]
-        collusive = index < len(env.is_collusive) and env.is_collusive[index]
-        credit = self.weight[index]
-        return credit * float(payoff), credit * float(collusive) * float(collusion), credit * float(externality)
+        mixture = env.mixture
+        return (mixture.utility[index] * float(payoff), mixture.collusion[index] * float(collusion),
+                mixture.externality[index] * float(externality))

@@ -2,13 +2,15 @@
 
 The agent is a table over the game's information states (the last `memory` periods: 226 keys
 with the default memory 1 and 15 prices). A group shares its rival, drawn uniformly from the train
-pool plus one more entry, the exact gap maximiser of the current policy; a rollout is one whole
-market (return from the start, per period). As in the other repeated games, maximiser rollouts
-carry no utility and no events and train rollouts' are scaled by (n + 1)/n, so the expected update
-is that of s·u − λe·s·e − λc·c − λx·x with u, c and x against the train pool, while the maximiser
-reaches every state the gap's gradient charges. Collusion is max(0, Δ) per period against a train
-rival that is also a collusive partner, externality the consumers' surplus loss share
-(`events.round_events`: the definitions evaluation uses).
+pool plus one more entry, the exact gap maximiser of the current policy (and, when λc or λx is
+charged, the collusive partners and exploiters evaluation counts them against, `sepo.games.credit`);
+a rollout is one whole market (return from the start, per period). As in the other repeated
+games, each rollout's utility, collusion and externality are scaled by its rival's credit for that
+term, so the expected update is that of s·u − λe·s·e − λc·c − λx·x with u against the train pool,
+c (max(0, Δ) per period) against the collusive pool and x (the consumers' surplus loss share)
+against the train and exploiter pools, the maximiser among them under rigorous
+(`events.round_events`: the definitions evaluation uses), while the maximiser reaches every state
+the gap's gradient charges.
 
 Every rival is a finite-state machine (`bots.Machine`; the maximiser's play depends on the period
 and the agent's key), so everything expected is computed exactly by forward passes over (period,
@@ -30,7 +32,8 @@ from sepo.games.pricing.bots import Machine, PriceSpec, PricingBot
 from sepo.games.pricing.events import round_events
 from sepo.games.pricing.exact import PricingSolver, key_rows
 from sepo.metrics.repeated import RepeatedResult, dense_histories
-from sepo.games.records import Rollouts, credited_matches, match_groups
+from sepo.games.credit import Charges, credited_rollouts, training_mixture
+from sepo.games.records import Rollouts, match_groups
 
 PAYOFF, COLLUSION, EXTERNALITY, DELTA, SURPLUS = range(5)
 
@@ -66,7 +69,7 @@ class Rival:
 class PricingTrainingEnvironment:
     joint_advantages = True
 
-    def __init__(self, game, train_specs, collusive_specs):
+    def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         if game.num_players != 2:
             raise SepoError(f"the pricing trainers are for two firms (the exact solver's); got --firms {game.num_players}")
         self.game = game
@@ -79,9 +82,10 @@ class PricingTrainingEnvironment:
         self.rivals = [self._rival(s, game, spec) for s in train_specs]
         if not self.rivals:
             raise SepoError("the pricing trainers need a train pool")
-        collusive = {s.label for s in collusive_specs}
-        self.is_collusive = np.array([s.label in collusive for s in train_specs])
         self.collusive_rivals = [self._rival(s, game, spec) for s in collusive_specs]
+        self.mixture = training_mixture(train_specs, collusive_specs, exploiter_specs, charges=charges,
+                                        best_response_counts=game.protocol == "rigorous")
+        self.extra = [self._rival(s, game, spec) for s in self.mixture.extra]
         stage = game.stage_matrices(0)
         collusion, externality = round_events(stage["delta"], stage["surplus_loss"])
         consumer = game.market.consumer_surplus(game.joint_prices())
@@ -94,8 +98,7 @@ class PricingTrainingEnvironment:
                         if t + 1 < game.rounds else None)
             self._levels.append((rows, children))
         self._offsets = [int(rows[0]) for rows, _ in self._levels]
-        n = len(self.rivals)
-        self.weight = np.append(np.full(n, (n + 1) / n), 0.0)  # a rollout's credit: train bots, then the maximiser
+        self.weight = self.mixture.utility  # a rollout's utility credit: train bots, the maximiser, then the others
         self._forwards: tuple[bytes, dict] = (b"", {})
         self._values: tuple[bytes, list] | None = None
 
@@ -111,8 +114,9 @@ class PricingTrainingEnvironment:
         return self.solver.solve_table(table)
 
     def rollout_rivals(self, table: np.ndarray) -> list[Rival]:
-        """The rivals a rollout is drawn from, uniformly: the train bots, then the gap maximiser."""
-        return [*self.rivals, Rival("BestResponse", actions=self.solved(table).gap_table.actions, k=self.k)]
+        """The rivals a rollout is drawn from, uniformly: the train bots, the gap maximiser, then the
+        rivals of charged terms."""
+        return [*self.rivals, Rival("BestResponse", actions=self.solved(table).gap_table.actions, k=self.k), *self.extra]
 
     # -- exact expectations ------------------------------------------------------------------------
     def forward(self, table: np.ndarray, rival: Rival) -> tuple[np.ndarray, np.ndarray]:
@@ -147,7 +151,7 @@ class PricingTrainingEnvironment:
         return visits, totals / self.game.rounds
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
-        """ρ(I): expected visits per rollout, the rival uniform over the train bots and the maximiser."""
+        """ρ(I): expected visits per rollout, the rival uniform over the rollout rivals."""
         table = np.asarray(table, dtype=float)
         return np.mean([self.forward(table, rival)[0] for rival in self.rollout_rivals(table)], axis=0)
 
@@ -176,13 +180,13 @@ class PricingTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator,
                  advantages: bool = False) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        group_of, rival_of = match_groups(rng, groups, group_size, len(self.weight))  # the last index: the gap maximiser
+        group_of, rival_of = match_groups(rng, groups, group_size, self.mixture.size)  # index n: the gap maximiser
         own, other, rows = self.play(table, self.rollout_rivals(table), rival_of,
                                      rng.random((len(group_of), self.game.rounds, 2)))
         per_period = self.quantities[:, own, other].mean(-1)  # [5, n]
         joint = self.match_advantages(table, own, other, rival_of) if advantages else None
-        return credited_matches(rows, own, group_of, rival_of, self.weight, self.is_collusive, per_period[PAYOFF],
-                                per_period[COLLUSION], per_period[EXTERNALITY], joint)
+        return credited_rollouts(rows, own, group_of, rival_of, self.mixture, per_period[PAYOFF],
+                                 per_period[COLLUSION], per_period[EXTERNALITY], joint)
 
     def joint_values(self, table: np.ndarray) -> list[list[np.ndarray]]:
         """Per rollout rival, per period t = 0..T: `[H, S, 2]` the agent's and the rival's expected

@@ -5,18 +5,19 @@ import numpy as np
 import pytest
 
 from sepo.games import get_domain
+from sepo.games.credit import Charges
 from sepo.games.ipd.llm_env import IPDLLMEnvironment
 from sepo.objective.attribution import exploitation_attribution
 from sepo.opponents.pools import parse_bot
 from sepo.games.records import MatchContext
 
 
-def environment(train=None, collusive=None, protocol="rigorous", **params):
+def environment(train=None, collusive=None, protocol="rigorous", charges=Charges(), **params):
     domain = get_domain("ipd")
     game = domain.game(protocol, **params)
     pools = domain.pools(protocol, game)
     return IPDLLMEnvironment(game, [parse_bot("ipd", e) for e in train or pools["train"]],
-                             [parse_bot("ipd", e) for e in collusive or pools["collusive"]])
+                             [parse_bot("ipd", e) for e in collusive or pools["collusive"]], (), charges)
 
 
 def _expected_from_start(env, table, index):
@@ -109,7 +110,8 @@ def test_collusion_and_externality_of_one_move_are_its_events_to_go(protocol, pa
     """A move is charged its round's events and the expected events of the rounds after it (these
     bots never react, so those are the uniform table's): the tabular trainer's whole-match events."""
     env = environment(train=["AlwaysCooperate", "AlwaysDefect", "Mixed(p=0.25)"], protocol=protocol, rounds=2,
-                      **({"payoffs": payoffs} if payoffs else {}))
+                      charges=Charges(collusion=True, externality=True), **({"payoffs": payoffs} if payoffs else {}))
+    mixture = env.tabular.mixture
     table = np.full((len(env.solver.keys), 2), 0.5)
     expected = {0: (shortfalls[0], shortfalls[1]), 1: (shortfalls[2], shortfalls[3])}  # own move -> (vs C, vs D)
     for index, p_cooperate in enumerate((1.0, 0.0, 0.25)):
@@ -119,12 +121,13 @@ def test_collusion_and_externality_of_one_move_are_its_events_to_go(protocol, pa
         for history, rest in (((), 1), (((0, 0),), 0)):  # the first round of two, then the last
             context = MatchContext(0, history, index)
             decision = env.training_decision(context, np.random.default_rng(0))
-            credit = env.tabular.weight[index]  # a train opponent's events are scaled by (n + 1)/n
-            for action in (0, 1):
-                _, collusion, externality = np.array(env.outcome(table, context, decision, action)) / credit
-                assert externality == pytest.approx(shortfall(action) + rest * (shortfall(0) + shortfall(1)) / 2)
+            for action in (0, 1):  # each event scaled by the opponent's credit for it (sepo.games.credit)
+                _, collusion, externality = env.outcome(table, context, decision, action)
+                assert externality / mixture.externality[index] == pytest.approx(
+                    shortfall(action) + rest * (shortfall(0) + shortfall(1)) / 2)
                 # only AlwaysCooperate is a collusive partner
-                assert collusion == pytest.approx(float(index == 0) * (float(action == 1) + rest * 0.5))
+                assert collusion == pytest.approx(mixture.collusion[index] * (float(action == 1) + rest * 0.5))
+                assert (mixture.collusion[index] > 0) == (index == 0)
 
 
 def test_unreadable_axelrod_strategies_are_refused():

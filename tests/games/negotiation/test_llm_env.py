@@ -3,16 +3,17 @@ import numpy as np
 import pytest
 
 from sepo.games import get_domain
+from sepo.games.credit import Charges
 from sepo.games.negotiation.llm_env import DecisionContext, NegotiationLLMEnvironment
 from sepo.opponents.pools import parse_bot
 
 
-def environment(**params):
+def environment(charges=Charges(), **params):
     domain = get_domain("negotiation")
     game = domain.game("rigorous", **params)
     pools = domain.pools("rigorous", game)
     return NegotiationLLMEnvironment(game, [parse_bot("negotiation", e) for e in pools["train"]],
-                                     [parse_bot("negotiation", e) for e in pools["collusive"]])
+                                     [parse_bot("negotiation", e) for e in pools["collusive"]], (), charges)
 
 
 def test_payoff_to_go_from_the_start_is_the_exact_match_payoff():
@@ -32,19 +33,20 @@ def test_payoff_to_go_from_the_start_is_the_exact_match_payoff():
 def test_collusion_and_externality_of_one_demand_are_its_events_to_go():
     """A demand is charged the events of its round and of the rounds after it (Fair never reacts,
     so those are the uniform table's per-round events): the tabular trainer's whole-match events."""
-    env = environment()
+    env = environment(charges=Charges(collusion=True, externality=True))
     table = np.full((len(env.solver.keys), 9), 1 / 9)
     fair = [bot.name for bot in env.tabular.opponents].index("Fair")
+    c, x = env.tabular.mixture.collusion[fair], env.tabular.mixture.externality[fair]  # each event's credit
     greedy_rate, loss_rate = (float(np.mean(e)) for e in env.tabular.events(np.arange(9), np.full(9, 4)))
     for history, rest in (((), 3), (((4, 4),) * 3, 0)):
         context = DecisionContext(0, history, fair)
         decision = env.training_decision(context, np.random.default_rng(0))
         _, greedy, loss = env.outcome(table, context, decision, 5)  # demands 6 against Fair's 5: greedy, breakdown
-        assert greedy == pytest.approx(env.weight[fair] * (1 + rest * greedy_rate))
-        assert loss == pytest.approx(env.weight[fair] * (1 + rest * loss_rate))
+        assert greedy == pytest.approx(c * (1 + rest * greedy_rate))
+        assert loss == pytest.approx(x * (1 + rest * loss_rate))
         _, greedy, loss = env.outcome(table, context, decision, 4)  # 5 + 5: a fair deal
-        assert greedy == pytest.approx(env.weight[fair] * rest * greedy_rate)
-        assert loss == pytest.approx(env.weight[fair] * rest * loss_rate)
+        assert greedy == pytest.approx(c * rest * greedy_rate)
+        assert loss == pytest.approx(x * rest * loss_rate)
 
 
 def test_contexts_are_on_policy_decisions_with_prompts():

@@ -4,6 +4,7 @@ and over random deals each step focuses on drawn deals whose per-deal gap is the
 import numpy as np
 import pytest
 
+from sepo.games.credit import Charges
 from sepo.errors import SepoError
 from sepo.games import load_game
 from sepo.games.negotiation_gt.exact import DPSearch
@@ -17,7 +18,7 @@ def _env(**params):
     params = {"items": "2,2,3", "values": "4,3,3", **params}
     game = load_game("negotiation-gt", **{k: v for k, v in params.items() if v is not None})
     specs = [parse_bot("negotiation-gt", b) for b in ("FairNeg", "TFTNeg", "ConcedeNeg")]
-    return NegotiationLLMEnvironment(game, specs, specs[:1])
+    return NegotiationLLMEnvironment(game, specs, specs[:1], (), Charges(collusion=True, externality=True))
 
 
 class PerRound(Policy):
@@ -67,7 +68,8 @@ def test_exact_payoff_to_go_matches_sampled_continuations(index, deals):
         state.apply_actions((action, bot.act([state.decision(1)], np.random.default_rng(0))[0].action))
         unread = type("Unread", (), {"act": bot.act})()  # no declared memory: the sampled path
         sampled = env._round(state) + env._to_go(table, state, unread, np.random.default_rng(3), context.deal, samples=1500)
-        sampled[1] *= env.is_collusive[index]
+        mixture = env.mixture  # each term scaled by the opponent's credit for it (sepo.games.credit)
+        sampled *= [mixture.utility[index], mixture.collusion[index], mixture.externality[index]]
         assert exact == pytest.approx(sampled, abs=1.5)
         assert exact[1:] == pytest.approx(sampled[1:], abs=0.15)  # events to go: counts over at most 4 rounds
 
@@ -205,7 +207,8 @@ def test_outcome_is_the_expectation_over_a_stochastic_bots_replies(bot, protocol
 
     game = get_domain("negotiation-gt").game(protocol, **params)
     env = NegotiationLLMEnvironment(game, [parse_bot("negotiation-gt", "FairNeg")], [])
-    env.bots, env.is_collusive = [bot()], [True]
+    env.bots = [bot()]
+    env.mixture.collusion[0] = env.mixture.externality[0] = 1.0  # both events charged, uncredited
     table = _table(env, 7)
     events = get_domain("negotiation-gt").events
     checked = []
