@@ -82,7 +82,8 @@ def test_the_config_hash_changes_with_any_setting():
 
 
 def test_the_real_model_config_starts_from_the_sft_model_folder(tmp_path, monkeypatch):
-    """configs/real.yaml (issue 18 part 4) names the SFT model made beforehand; without it, one line."""
+    """configs/real.yaml names the SFT model made beforehand; without it, one line. With it, the study
+    covers the five paper domains: base, payoff-only GRPO, SEPO and the shuffled ablation, three seeds."""
     from pathlib import Path
 
     from sepo.experiments.config import load_config
@@ -94,7 +95,8 @@ def test_the_real_model_config_starts_from_the_sft_model_folder(tmp_path, monkey
     (tmp_path / "runs/smollm2-sft-answer2/model").mkdir(parents=True)
     (tmp_path / "runs/smollm2-sft-answer2/model/config.json").write_text("{}")
     cells = expand(load_config(config)[0]).cells
-    assert len(cells) == 20 and {c.domain for c in cells} == {"kuhn", "ipd"}
+    assert len(cells) == 50 and {c.domain for c in cells} == {"kuhn", "ipd", "auction", "negotiation", "negotiation-gt"}
+    assert {c.stage for c in cells} == {"base", "grpo", "sepo", "shuffled"}
     assert sorted({c.seed for c in cells if c.stage != "base"}) == [0, 1, 2] and not any(c.needs for c in cells)
 
 
