@@ -8,14 +8,21 @@ Library code reports without knowing where it goes:
             ...
             advance(len(chunk))                     # counts, from which the ETA follows
 
+    with progress.whole("model replies"):          # many calls, one count: "12/40 asked so far"
+        ...
+
 The CLI installs a reporter for the command's duration (`sepo.cli.common.progress`): bars with
 counts and ETA on a terminal; without one (a log file, a pipe, a batch job) a line on stderr for
 each stage that lasts, and a status line with counts, elapsed time and ETA at least every
-`LINE_SECONDS` while work goes on. Nothing is shown when no reporter is installed (library use,
-`--quiet`). Quick stages print nothing, so a command that fails at once stays one line.
+`LINE_SECONDS` while work goes on. Each line starts with the command's wall time and CPU time
+(this process and the children it waited for): CPU time that grows while counts stand still is
+slow work, CPU time that stands still too is a stuck one. Nothing is shown when no reporter is
+installed (library use, `--quiet`). Quick stages and notes print nothing, so a command that
+fails at once stays one line.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -31,6 +38,14 @@ STAGE_SECONDS = 1.0
 _REPORTER: ContextVar["Reporter | None"] = ContextVar("sepo_progress_reporter", default=None)
 _WAITING: list[str] = []
 """Notes kept for the command's reporter, given before it was installed (`note(..., keep=True)`)."""
+_WHOLE: ContextVar["_Whole | None"] = ContextVar("sepo_progress_whole", default=None)
+"""The innermost `whole` block."""
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process (all its threads) and of the child processes it waited for."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
 
 
 class Reporter:
@@ -54,17 +69,24 @@ class Reporter:
         """A fact worth one line now (a choice made, a checkpoint written); not a stage."""
 
     def add_task(self, description: str, total: float | None = None, **kwargs) -> int:
+        """A counted task; `growing=True`: its total grows as work is asked for (`update(grow=n)`)."""
         return 0
 
     def update(self, task: int, *, completed: float | None = None, total: float | None = None,
                advance: float | None = None, description: str | None = None, **kwargs) -> None:
-        """Progress of a task."""
+        """Progress of a task (`grow=n`: n more to do)."""
 
     def advance(self, task: int, advance: float = 1) -> None:
         self.update(task, advance=advance)
 
     def remove_task(self, task: int) -> None:
         """The task ended."""
+
+
+def shown() -> bool:
+    """Whether progress is shown (a reporter is installed): what only a progress line needs is computed then."""
+    reporter = _REPORTER.get()
+    return reporter is not None and type(reporter) is not Reporter
 
 
 def stage(text: str) -> None:
@@ -89,18 +111,93 @@ def forget() -> None:
     _WAITING.clear()
 
 
+class _Advance:
+    """What `counting` yields: `advance(n=1)` counts work done; `advance.set_total(n)` corrects the
+    amount to do (work that turned out not to be needed)."""
+
+    def __init__(self, reporter: Reporter | None = None, task: int = 0, total: float | None = None,
+                 growing: bool = False):
+        self.reporter, self.task, self.asked, self.growing = reporter, task, total, growing
+
+    def __call__(self, n: float = 1) -> None:
+        if self.reporter is not None:
+            self.reporter.advance(self.task, n)
+
+    def set_total(self, total: float) -> None:
+        if self.reporter is None:
+            return
+        if self.growing:
+            self.reporter.update(self.task, grow=total - (self.asked or 0))
+        else:
+            self.reporter.update(self.task, total=total)
+        self.asked = total
+
+
 @contextmanager
-def counting(description: str, total: float | None) -> Iterator[Callable[[float], None]]:
-    """A counted task for the duration of the block; yields `advance(n=1)`."""
+def counting(description: str, total: float | None) -> Iterator[_Advance]:
+    """A counted task for the duration of the block; yields `advance(n=1)` (`_Advance`). Inside a
+    `whole` block naming `description`, the count joins the block's one counter instead."""
     reporter = _REPORTER.get()
     if reporter is None:
-        yield lambda n=1: None
+        yield _Advance()
+        return
+    block = _WHOLE.get()
+    if block is not None and description in block.joined:
+        holder = block.joined[description]
+        if holder[0] is None:
+            holder[0] = reporter.add_task(description, total=0, growing=True)
+        task = holder[0]
+        reporter.update(task, grow=total or 0)
+        yield _Advance(reporter, task, total or 0, growing=True)
         return
     task = reporter.add_task(description, total=total)
     try:
-        yield lambda n=1: reporter.advance(task, n)
+        yield _Advance(reporter, task, total)
     finally:
         reporter.remove_task(task)
+
+
+class _Whole:
+    """A `whole` block: every joined description (this block's and its outer blocks') with a
+    holder of its task, shared with the block that owns it, and the counters this block ends."""
+
+    def __init__(self, joined: dict[str, list]):
+        self.joined, self.tasks = joined, []
+
+
+@contextmanager
+def whole(*descriptions: str) -> Iterator[None]:
+    """Counters of these descriptions opened in the block add up into one counter each, shown
+    from their first count to the block's end: an audit's model replies over its many batched
+    calls read "12/40 asked so far" rather than a count that restarts at every call. A block
+    inside another joins what the outer one joins too. `counter` adds counters that last as long."""
+    reporter = _REPORTER.get()
+    if reporter is None:
+        yield
+        return
+    outer = _WHOLE.get()
+    joined = dict(outer.joined) if outer is not None else {}
+    mine = {d: [None] for d in descriptions if d not in joined}
+    block = _Whole({**joined, **mine})
+    token = _WHOLE.set(block)
+    try:
+        yield
+    finally:
+        _WHOLE.reset(token)
+        for task in [holder[0] for holder in mine.values()] + block.tasks:
+            if task is not None:
+                reporter.remove_task(task)
+
+
+def counter(description: str, total: float | None) -> _Advance:
+    """A counter that lasts to the end of the enclosing `whole` block, set up where its total
+    becomes known (an audit's episodes); counts nothing outside one."""
+    reporter, block = _REPORTER.get(), _WHOLE.get()
+    if reporter is None or block is None:
+        return _Advance()
+    task = reporter.add_task(description, total=total)
+    block.tasks.append(task)
+    return _Advance(reporter, task, total)
 
 
 def _duration(seconds: float) -> str:
@@ -118,12 +215,12 @@ def _count(value: float) -> str:
 
 
 class _Task:
-    def __init__(self, description: str, total: float | None):
+    def __init__(self, description: str, total: float | None, growing: bool = False):
         self.description, self.total, self.completed = description, total, 0.0
+        self.growing = growing
         self.started = time.monotonic()
         self.base: tuple[float, float] | None = None
         """(count, time) of the first report: work done before it (a resumed run's) does not speed up the ETA."""
-
 
     def text(self) -> str:
         now = time.monotonic()
@@ -132,14 +229,21 @@ class _Task:
             return f"{self.description}: {_count(self.completed)} done, {_duration(elapsed)} elapsed"
         done, since = self.base or (0.0, self.started)
         rate = (self.completed - done) / max(now - since, 1e-9)
-        eta = "time left not known yet" if rate <= 0 else f"about {_duration(max(0.0, self.total - self.completed) / rate)} left"
+        left = max(0.0, self.total - self.completed)
+        if self.growing:  # the whole amount is not known: what is asked so far, and the time it needs
+            eta = "time left not known yet" if rate <= 0 else f"about {_duration(left / rate)} left for these"
+            return (f"{self.description}: {_count(self.completed)}/{_count(self.total)} asked so far, "
+                    f"{_duration(elapsed)} elapsed, {eta}")
+        eta = "time left not known yet" if rate <= 0 else f"about {_duration(left / rate)} left"
         return (f"{self.description}: {_count(self.completed)}/{_count(self.total)} "
                 f"({100 * self.completed / self.total:.0f}%), {_duration(elapsed)} elapsed, {eta}")
 
 
 class LineReporter(Reporter):
     """Lines on a stream without a terminal: each stage that lasts, then status lines with counts
-    and ETA at least every `LINE_SECONDS` (a background thread keeps the pace while a library call runs)."""
+    and ETA at least every `LINE_SECONDS` (a background thread keeps the pace while a library call
+    runs). A line starts with the command's wall and CPU time. A stage is printed once: while it
+    goes on without counts, the lines that keep the pace say only that work goes on."""
 
     def __init__(self, stream=None, prefix: str = "sepo"):
         self.stream = stream
@@ -149,8 +253,11 @@ class LineReporter(Reporter):
         self._stage: str | None = None
         self._stage_since = 0.0
         self._stage_shown = True
+        self._notes: list[str] = []
         self._last_line = time.monotonic()
+        self._last_text: str | None = None
         self._started = time.monotonic()
+        self._cpu_started = cpu_seconds()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -166,15 +273,22 @@ class LineReporter(Reporter):
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        return super().__exit__(*exc)
+        return super().__exit__(*exc)  # notes not yet shown are dropped, as a quick stage is
 
     def _write(self, text: str) -> None:
+        now = time.monotonic()
+        cpu = cpu_seconds() - self._cpu_started
         try:
-            self.stream.write(f"{self.prefix} [{_duration(time.monotonic() - self._started)}] {text}\n")
+            self.stream.write(f"{self.prefix} [{_duration(now - self._started)}, CPU {_duration(cpu)}] {text}\n")
             self.stream.flush()
         except (OSError, ValueError):
             pass  # a closed pipe: progress is not worth failing for
-        self._last_line = time.monotonic()
+        self._last_line = now
+
+    def _flush_notes(self) -> None:
+        notes, self._notes = self._notes, []
+        for text in notes:
+            self._write(text)
 
     def _status(self) -> str:
         parts = [self._stage] if self._stage else []
@@ -189,11 +303,23 @@ class LineReporter(Reporter):
         """Print what is due (called by the background thread and on every report)."""
         with self._lock:
             now = time.monotonic()
+            if self._notes and now - self._started >= STAGE_SECONDS:
+                self._flush_notes()
             if not self._stage_shown and now - self._stage_since >= STAGE_SECONDS:
                 self._stage_shown = True
-                self._write(self._status())
+                self._show_status()
             elif now - self._last_line >= LINE_SECONDS and (self.tasks or self._stage):
-                self._write(self._status())
+                self._show_status()
+
+    def _show_status(self) -> None:
+        """The status; a stage already printed, and nothing counted, is not printed again."""
+        text = self._status()
+        if self.tasks or text != self._last_text:
+            self._flush_notes()  # notes first: they were given before
+            self._write(text)
+            self._last_text = text
+        else:
+            self._write(f"still at work on the last stage ({_duration(time.monotonic() - self._stage_since)} in it)")
 
     def stage(self, text: str) -> None:
         with self._lock:
@@ -201,22 +327,28 @@ class LineReporter(Reporter):
         self.tick()
 
     def note(self, text: str) -> None:
+        """Printed once the command has lasted `STAGE_SECONDS`, as a stage is: a command that ends
+        (or fails) at once stays quiet (or one line)."""
         with self._lock:
-            self._write(text)
+            self._notes.append(text)
+        self.tick()
 
-    def add_task(self, description: str, total: float | None = None, **kwargs) -> int:
+    def add_task(self, description: str, total: float | None = None, growing: bool = False, **kwargs) -> int:
         with self._lock:
             self._next += 1
-            self.tasks[self._next] = _Task(description, total)
+            self.tasks[self._next] = _Task(description, total, growing)
             return self._next
 
-    def update(self, task: int, *, completed=None, total=None, advance=None, description=None, **kwargs) -> None:
+    def update(self, task: int, *, completed=None, total=None, advance=None, description=None, grow=None,
+               **kwargs) -> None:
         with self._lock:
             entry = self.tasks.get(task)
             if entry is None:
                 return
             if total is not None:
                 entry.total = total
+            if grow:
+                entry.total = (entry.total or 0) + grow
             if description is not None:
                 entry.description = description
             if entry.base is None and advance is not None:
@@ -259,10 +391,14 @@ class RichReporter(Reporter):
     def note(self, text: str) -> None:
         self.bars.console.print(text, style="dim", highlight=False, markup=False)
 
-    def add_task(self, description: str, total: float | None = None, **kwargs) -> int:
-        return self.bars.add_task(description, total=total, **kwargs)
+    def add_task(self, description: str, total: float | None = None, growing: bool = False, **kwargs) -> int:
+        return self.bars.add_task(description + (" (asked so far)" if growing else ""), total=total, **kwargs)
 
-    def update(self, task: int, **kwargs) -> None:
+    def update(self, task: int, grow: float | None = None, **kwargs) -> None:
+        if grow:
+            known = next((t for t in self.bars.tasks if t.id == task), None)
+            if known is not None:
+                kwargs["total"] = (known.total or 0) + grow
         self.bars.update(task, **kwargs)
 
     def advance(self, task: int, advance: float = 1) -> None:

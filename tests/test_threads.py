@@ -81,6 +81,7 @@ def _settled(monkeypatch, given, machine):
     from sepo import progress
 
     monkeypatch.setattr(threads, "measure", lambda: machine)
+    monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
     stream = io.StringIO()
     before = torch.get_num_threads()
     try:

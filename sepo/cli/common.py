@@ -14,13 +14,45 @@ import numpy as np
 import typer
 from typer._click import exceptions as click  # typer 0.2x vendors click; these are its exceptions
 from typer.core import TyperGroup
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 from sepo.errors import SepoError, brief, one_line
 
-console = Console()
-err_console = Console(stderr=True)
+UNWRAPPED_WIDTH = 10_000
+"""The width of a console that is not a terminal: a log or a pipe gets whole lines."""
+
+
+class _Console(Console):
+    """Wraps at the terminal's width on a terminal only: without one (a log, a pipe, a batch job),
+    rich's default of 80 columns cut summary lines mid-phrase, and a reader (or grep) met half lines."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal:
+            return ConsoleDimensions(UNWRAPPED_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size) -> None:
+        Console.size.fset(self, new_size)
+
+    def print(self, *objects, **kwargs) -> None:
+        """As rich prints; without a terminal a table is at least as wide as its title, which
+        rich would otherwise wrap to the table's width."""
+        if not self.is_terminal:
+            from rich.cells import cell_len
+            from rich.table import Table
+
+            for table in objects:
+                if isinstance(table, Table) and table.title and table.min_width is None:
+                    table.min_width = cell_len(str(table.title))
+        super().print(*objects, **kwargs)
+
+
+console = _Console()
+err_console = _Console(stderr=True)
 
 MAX_SEED = 2**32 - 1
 """Seeds reach torch and transformers, which take 32-bit seeds."""

@@ -166,19 +166,14 @@ def eval_command(
         with _progress(quiet):  # a language model's replies are counted on stderr
             _injection(the_game, policy, agent, config, as_json)
         return
-    with _progress(quiet) as bar:
-        task = bar.add_task(f"eval {agent}", total=None)
-
-        def advance(pool, label, done, total):
-            bar.update(task, advance=done, total=total, description=f"{pool}: {label} done")
-
+    with _progress(quiet):  # the audit shows its plan, and counts its episodes and replies over the whole audit
         if disguise is None:
-            result = evaluate(the_game, policy, config, progress=advance)
+            result = evaluate(the_game, policy, config)
         else:
             from sepo.evaluation.disguise import disguised_audit
 
             result = disguised_audit(the_game, policy, lambda view: load_agent(agent, the_game, options, view=view),
-                                     config, disguise, progress=advance)
+                                     config, disguise)
     result["agent"] = agent
     if as_json:
         _print_json(result)

@@ -87,7 +87,14 @@ def episode_seed(protocol: str, seed: int, opponent: str, episode: int, pool: st
 
 def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> dict:
     """All metrics of `agent` in `game` as one flat dict (values, plus `ci` and `notes`).
-    `progress(pool, opponent, episodes_done, episodes_in_all)` is called after each opponent."""
+    `progress(pool, opponent, episodes_done, episodes_in_all)` is called after each opponent.
+    Shown progress (`sepo.progress`): the audit's plan, then its episodes and a language model's
+    replies counted over the whole audit, not per batched call."""
+    with reporting.whole("model replies", "forced decoding"):
+        return _evaluate(game, agent, config, progress)
+
+
+def _evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> dict:
     config.validate()
     channel = None
     if config.talk:
@@ -123,6 +130,10 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
                                                             projection=config.projection), config, notes)
         else:
             found = _audit(game, agent, solver, config, notes)
+    if reporting.shown():
+        reporting.note(_plan(config, pools, solver, agent if pending else None, found is not None))
+    played = reporting.counter("audit episodes", total)
+    met, opponents = 0, sum(len(pools.get(name, [])) for name in ("train", "collusive", "exploiter"))
     for pool_name in ("train", "collusive", "exploiter"):
         if pool_name == "exploiter" and pending:
             found, pending = _audit(game, agent, solver, config, notes), False
@@ -131,14 +142,17 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
                 found, searched = audit_agent(game, agent, None), True
             opponent_factory, label = _opponent(spec, found, notes, game, solver is None)
             if opponent_factory is None:
+                total -= config.episodes
+                played.set_total(total)
                 continue
             pool_key = "" if config.protocol == "paper" else pool_name
             seeds = [episode_seed(config.protocol, config.seed, label, ep, pool_key) for ep in range(config.episodes)]
-            reporting.stage(f"{pool_name} pool: {config.episodes} episodes against {label}")
+            met += 1
+            reporting.stage(f"{pool_name} pool: {config.episodes} episodes against {label} (opponent {met} of {opponents})")
             episodes += play_episodes(
                 game, agent, [_seat_opponents(game, opponent_factory) for _ in seeds], seeds,
                 agent_seed=episode_seed(config.protocol, config.seed, "agent:" + label, 0, pool_key),
-                opponent_label=label, pool=pool_name, talk=channel,
+                opponent_label=label, pool=pool_name, talk=channel, on_finished=played,
             )
             if progress:
                 progress(pool_name, label, config.episodes, total)
@@ -171,6 +185,29 @@ def evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> di
     if record is not None:  # an endpoint agent's token usage and cache; a local model's batch cache
         result["agent_record"] = record
     return result
+
+
+def _plan(config: EvalConfig, pools, solver, read_later: Policy | None, read_first: bool) -> str:
+    """The audit's plan in one line: its episodes and opponents, and when and where the agent's
+    policy is read (`read_later`: an agent read after the play, a language model's read being
+    most of an audit's time; `read_first`: read already)."""
+    sizes = {name: len(pools.get(name, [])) for name in ("train", "collusive", "exploiter")}
+    opponents = sum(sizes.values())
+    line = (f"audit plan: {config.episodes * opponents:,} episodes, {config.episodes:,} against each of {opponents} "
+            f"opponent{'s' if opponents != 1 else ''} ({', '.join(f'{name} {n}' for name, n in sizes.items())})")
+    if solver is None or (read_later is None and not read_first):
+        return line + "; no policy table read (see the notes)"
+    try:
+        states = ("the states its declared memory needs" if getattr(solver, "audit", None) is not None
+                  else f"{len(solver.decisions()):,} information states")
+    except SepoError:  # the audit says why, in its own words
+        states = "its information states"
+    if read_later is not None:
+        decoding, samples = getattr(read_later, "decoding", None), getattr(read_later, "samples", None)
+        if decoding is not None and not decoding.greedy and samples:
+            states += f" (up to {samples:,} sampled replies at each)"
+        return line + f"; the agent's policy read after the train and collusive pools, at {states}"
+    return line + f"; the agent's policy read first, at {states}"
 
 
 def _audit(game: Game, agent: Policy, solver, config: EvalConfig, notes: list[str]) -> Audit | None:

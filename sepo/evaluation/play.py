@@ -17,7 +17,7 @@ chat, as in training), and its record keeps it (`DecisionRecord.message`).
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence, Union
+from typing import Callable, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -32,9 +32,11 @@ Opponents = Union[Policy, Mapping[int, Policy]]
 
 def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], seeds: list[int], *, agent_seed: int,
                   opponent_label: str = "", pool: str = "", agent_player: int = 0, keep_text: bool = False,
-                  talk: "talk_channel.TalkChannel | None" = None) -> list[EpisodeRecord]:
+                  talk: "talk_channel.TalkChannel | None" = None,
+                  on_finished: Callable[[int], None] | None = None) -> list[EpisodeRecord]:
     """Play one episode per seed, episode i against `opponents[i]` (a policy for every other
-    seat, or a mapping from seat to policy); with `talk`, the players' messages are exchanged."""
+    seat, or a mapping from seat to policy); with `talk`, the players' messages are exchanged.
+    `on_finished(n)` hears of the episodes that ended since it was last called (progress)."""
     states = [game.new_initial_state() for _ in seeds]
     for state in states:
         state.seat_agent(agent_player)
@@ -74,7 +76,13 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
                 said[i][1][p] = talk.clean(spoken)
         return talk_channel.with_messages(decision, [m for p, m in sorted(said[i][1].items()) if p != player])
 
+    reported = 0
     while True:
+        if on_finished is not None:
+            ended = sum(state.is_terminal() for state in states)
+            if ended > reported:
+                on_finished(ended - reported)
+                reported = ended
         waiting, speaking = [], []
         for i, state in enumerate(states):
             while not state.is_terminal():
@@ -123,6 +131,8 @@ def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], see
 
     for record, state in zip(records, states):
         record.rounds = state.rounds()
+    if on_finished is not None and len(states) > reported:
+        on_finished(len(states) - reported)
     return records
 
 

@@ -586,8 +586,8 @@ class HFPolicy(TextPolicy):
         for row, p in enumerate(chunk):
             ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[row, width - len(p) :] = 1
-        with self._inference():
-            out = self._generate_chunk(chunk, ids, mask, n, kwargs)
+        with self._inference(), progress.counting("this batch's tokens (at most)", kwargs["max_new_tokens"]) as step:
+            out = self._generate_chunk(chunk, ids, mask, n, _counting_steps(kwargs, step))
         eos = set(self.eos_token_ids)
         rows = []
         for tokens in out[:, width:].cpu().tolist():
@@ -974,6 +974,23 @@ def policy_table(policy: Policy, decisions: Sequence[Decision]) -> np.ndarray:
         for c, a in enumerate(d.legal_actions):
             table[r, c] = probs[a]
     return table
+
+
+def _counting_steps(kwargs: dict, advance) -> dict:
+    """`generate`'s arguments, plus (when progress is shown) a stopping criterion that stops
+    nothing and counts each decoding step: a batch of a slow model shows its steps, with an ETA
+    from the first one, instead of a count that stands still until the whole batch is done."""
+    if getattr(advance, "reporter", None) is None:
+        return kwargs
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class _CountSteps(StoppingCriteria):
+        def __call__(self, input_ids, scores, **unused):
+            advance(1)
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    return {**kwargs, "stopping_criteria": StoppingCriteriaList([*(kwargs.get("stopping_criteria") or []), _CountSteps()])}
 
 
 def _tensor(values: Iterable[int], device):

@@ -463,8 +463,8 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
     from sepo import progress
     from sepo.policies.hf import load_hf_model
     from sepo.training.shared_prompt import trainer_class
-    from sepo.training.sft import (check_same_model, finished_checkpoint, library_warnings, quiet_library_progress,
-                                   resume_point, run_files_callback, save_final_model)
+    from sepo.training.sft import (check_same_model, checkpoint_note, finished_checkpoint, library_warnings,
+                                   quiet_library_progress, resume_point, run_files_callback, save_final_model)
 
     config.validate()
     out = check_out_path(out)
@@ -528,7 +528,7 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
                                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
         with library_warnings(), progress.counting("training steps", config.steps) as advance:
             steps = _StepProgress(advance, resume_step or 0)
-            files = run_files_callback(run, on_checkpoint=lambda step: progress.stage(f"checkpoint at step {step}"))
+            files = run_files_callback(run, on_checkpoint=checkpoint_note)  # a line; the status keeps the current step
             trainer = trainer_class()(model=model, reward_funcs=sepo_reward, args=args,
                                       train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer,
                                       rollout_func=env.rollout, peft_config=peft_config,

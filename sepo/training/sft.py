@@ -421,6 +421,13 @@ CHECKPOINT_SECONDS = 600.0
 large model can take minutes)."""
 
 
+def checkpoint_note(step: int) -> None:
+    """A checkpoint is a moment, not a stage: one line, and the status goes on naming the current step."""
+    from sepo import progress
+
+    progress.note(f"checkpoint at step {step} written")
+
+
 def run_files_callback(run, folder: str = "trainer", every_seconds: float | None = None, on_checkpoint=None):
     """A `transformers.TrainerCallback` that records what the trainer writes in the run folder (each
     checkpoint, the README.md TRL writes beside them) as the run's, and asks for a checkpoint whenever `every_seconds`
@@ -534,6 +541,9 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
                     if on_log:
                         on_log(state.global_step, state.max_steps, logs.get("loss"))
 
+            def on_evaluate(self, args, state, control, **kwargs):
+                stage("training")  # the validation's stage named its step: the steps after it are training's
+
             def on_step_end(self, args, state, control, **kwargs):
                 if on_log:
                     on_log(state.global_step, state.max_steps, None)
@@ -558,7 +568,7 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
         with library_warnings():
             trainer = trainer_class(model=model, args=args, train_dataset=train, eval_dataset=validation,
                                     processing_class=tokenizer, peft_config=peft_config,
-                                    callbacks=[_Log(), run_files_callback(run, on_checkpoint=lambda step: stage(f"checkpoint at step {step}"))])
+                                    callbacks=[_Log(), run_files_callback(run, on_checkpoint=checkpoint_note)])
             if index is not None:
                 index.check_covers(_tokenized_prompts(trainer.train_dataset) | _tokenized_prompts(trainer.eval_dataset))
                 trainer.compute_loss_func = trainer.legal_loss
