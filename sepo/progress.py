@@ -34,8 +34,12 @@ LINE_SECONDS = 30.0
 """Without a terminal: the longest silence while work goes on."""
 STAGE_SECONDS = 1.0
 """Without a terminal: a stage gets its line once it has lasted this long."""
+SUMMARY_SECONDS = 10.0
+"""A command that showed progress and lasted this long ends with its wall and CPU time (`took`)."""
 
 _REPORTER: ContextVar["Reporter | None"] = ContextVar("sepo_progress_reporter", default=None)
+_SHOWN: list[bool] = [False]
+"""Whether the running command showed progress (a reporter other than the silent one was installed)."""
 _WAITING: list[str] = []
 """Notes kept for the command's reporter, given before it was installed (`note(..., keep=True)`)."""
 _WHOLE: ContextVar["_Whole | None"] = ContextVar("sepo_progress_whole", default=None)
@@ -53,6 +57,7 @@ class Reporter:
 
     def __enter__(self):
         self._token = _REPORTER.set(self)
+        _SHOWN[0] = _SHOWN[0] or type(self) is not Reporter
         waiting, _WAITING[:] = list(_WAITING), []
         for text in waiting:
             self.note(text)
@@ -81,6 +86,17 @@ class Reporter:
 
     def remove_task(self, task: int) -> None:
         """The task ended."""
+
+
+def took(wall: float, cpu: float) -> str | None:
+    """The line a command ends with when it showed progress and lasted `SUMMARY_SECONDS`: its
+    wall time and CPU time (this process's threads and the child processes it waited for). CPU
+    time near wall time times the threads is a machine at work for it; far below, a busy machine
+    or a wait. Resets what it read, for the next command."""
+    shown, _SHOWN[0] = _SHOWN[0], False
+    if not shown or wall < SUMMARY_SECONDS:
+        return None
+    return f"took {_duration(wall)} wall time, {_duration(cpu)} CPU time (sepo and the processes it ran)"
 
 
 def shown() -> bool:

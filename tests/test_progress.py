@@ -145,3 +145,25 @@ def test_output_without_a_terminal_is_not_wrapped_at_80_columns(monkeypatch):
     result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", "uniform"])
     assert result.exit_code == 0, result.output
     assert "uniform in kuhn: exact values (exact closed form over the 6 deals and 5 betting sequences)" in result.stdout
+
+
+def test_a_long_command_ends_with_its_wall_and_cpu_time(monkeypatch):
+    """README times are an idle machine's; a command's own wall and CPU time let a user on a busy
+    machine tell slow work (CPU time grows with wall time) from a stuck one."""
+    monkeypatch.setattr(progress, "SUMMARY_SECONDS", 0.0)
+    readings = iter([10.0])
+    monkeypatch.setattr(progress, "cpu_seconds", lambda: next(readings, 13.0))  # 3 CPU-seconds after the start
+    args = ["eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "2", "--json"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("took ") and "wall time, 3 s CPU time (sepo and the processes it ran)" in last, last
+    json.loads(result.stdout)  # stdout holds the object alone
+    assert CliRunner().invoke(app, [*args, "--quiet"]).stderr == ""
+    failed = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "0"])
+    assert failed.exit_code == 2 and "took" not in failed.stderr
+
+
+def test_a_quick_command_ends_without_a_time_line():
+    result = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "2"])
+    assert result.exit_code == 0 and "took" not in result.stderr

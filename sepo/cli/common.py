@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from enum import Enum
 
 import numpy as np
@@ -215,9 +216,13 @@ class SepoGroup(TyperGroup):
         def _terminate(signum, frame):
             raise KeyboardInterrupt
 
+        from sepo import progress as reporting
+
         previous = None
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGTERM, _terminate)
+        started, cpu_started = time.monotonic(), reporting.cpu_seconds()
+        reporting.took(0.0, 0.0)  # a command starts with nothing shown
         try:
             result = call()
         except click.NoArgsIsHelpError as error:
@@ -238,4 +243,8 @@ class SepoGroup(TyperGroup):
                 signal.signal(signal.SIGTERM, previous)
         if result == 130:  # typer turns KeyboardInterrupt (Ctrl-C, or SIGTERM above) into exit 130 silently
             print_error(_interrupted())
-        return result if isinstance(result, int) else 0
+        code = result if isinstance(result, int) else 0
+        line = reporting.took(time.monotonic() - started, reporting.cpu_seconds() - cpu_started)
+        if code == 0 and line:  # the last line of a long command: slow or stuck, the user can tell
+            err_console.print(line, style="dim", highlight=False, markup=False)
+        return code
