@@ -689,15 +689,17 @@ def exploit_command(
     # the same audit as `sepo eval`'s: the tree follows what the agent declares about its memory
     found = audit_agent(the_game, policy, solver, threshold=threshold, projection="memory" in game_params, seed=seed)
     result = found.result
-    if solver is None:  # the domain's search plays the agent (no policy table read)
+    if solver is None:  # the domain's search (it plays the agent, or reads its policy: `found.policy`)
         out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
                "exact_label": exact_label(result), "decoding": decoding_record, **_kept_replies(policy)}
+        if found.policy is not None:
+            out["policy"] = found.policy
         if as_json:
             if hasattr(found.response, "to_json"):
                 out["best_response"] = found.response.to_json()
             _print_json(out)
             return
-        _print_exact(agent, game, result, decoding=decoding_record)
+        _print_exact(agent, game, result, found.policy, decoding=decoding_record)
         _print_kept_replies(out)
         return
     out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),

@@ -139,7 +139,10 @@ def _evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> d
             found, pending = _audit(game, agent, solver, config, notes), False
         for spec in pools.get(pool_name, []):
             if spec.name == BEST_RESPONSE and solver is None and domain_of(game).lower_bound is not None:
-                found, searched = audit_agent(game, agent, None), True
+                try:
+                    found, searched = audit_agent(game, agent, None), True
+                except NoExactSolver as error:  # the search does not fit this game: said, and no bound is claimed
+                    notes.append(f"no exact value: {error}")
             opponent_factory, label = _opponent(spec, found, notes, game, solver is None)
             if opponent_factory is None:
                 total -= config.episodes

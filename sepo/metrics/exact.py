@@ -153,8 +153,8 @@ def audit_agent(game: Game, agent: Policy, solver, *, threshold: float = 0.0, pr
         search = domain_of(game).lower_bound
         if search is None:
             return None
-        result, response = search(game, agent)
-        return Audit(result, response, None)
+        found = search(game, agent)  # (result, opponent), or an Audit where the search reads the agent's policy
+        return found if isinstance(found, Audit) else Audit(*found, None)
     try:
         audit = getattr(solver, "audit", None)
         if audit is not None:

@@ -3,7 +3,8 @@
 
 The registry's family `openspiel` makes one `Domain` per game name (`domain_for`). Modules: rules
 (the game through pyspiel), text (prompt and strict parser), tree (the game enumerated once, and
-the batched sequence-form passes), exact (the solver), bots (uniform, CFR and CFR+ average
+the batched sequence-form passes), exact (the solver), bound (the lower bound of more than two
+players), bots (uniform, CFR and CFR+ average
 policies), pools, events, demos (SFT demonstrators), training and llm_env (the trainers' environments)."""
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def domain_for(spec: str) -> Domain:
     return Domain(
         name=f"openspiel:{spec}",
         description=f"OpenSpiel's {kind.long_name} ({game.num_players()} players"
-                    f"{', zero-sum' if zero_sum else ''}); exact solver for two players",
+                    f"{', zero-sum' if zero_sum else ''}); exact solver for two players, a lower bound for more",
         make_game=partial(ref("sepo.games.openspiel.rules:make_game"), spec),
         params=(Param("rounds", int, 2, "openspiel: plays of the game per episode (players rotate seats)."),),
         bots=partial(ref("sepo.games.openspiel.bots:bot_table"), spec),
@@ -34,6 +35,7 @@ def domain_for(spec: str) -> Domain:
         demos=partial(ref("sepo.games.openspiel.demos:mixtures"), spec) if game.num_players() == 2 else None,
         demo_opponents=("Uniform", "CFR") if game.num_players() == 2 else (),
         solver=ref("sepo.games.openspiel.exact:solver") if game.num_players() == 2 else None,
+        lower_bound=ref("sepo.games.openspiel.bound:lower_bound") if game.num_players() > 2 else None,
         training=ref("sepo.games.openspiel.training:OpenSpielTrainingEnvironment") if game.num_players() == 2 else None,
         llm_training=ref("sepo.games.openspiel.llm_env:OpenSpielLLMEnvironment") if game.num_players() == 2 else None,
         round_name="play",

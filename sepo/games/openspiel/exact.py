@@ -7,8 +7,8 @@ against `pyspiel.exploitability` to 1e-9). General-sum: the `adversarial_gap`, t
 opponent can lead the agent by, E[u_O − u_A] per play, maximised exactly by the same tabular
 best response on the payoff difference; among maximisers that tie, the one that leaves the agent
 least (the rule of every sepo solver), which sets `br_payoff` and `agent_payoff`. Games of more
-than two players have no exact solver here (`NoExactSolver`); their audits are lower bounds from
-the pools.
+than two players have no exact solver here (`NoExactSolver`); their audits are the lower bound of
+`bound.py`.
 """
 from __future__ import annotations
 
@@ -44,17 +44,13 @@ def block_size(tree: Tree) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def tree_of(spec: str) -> Tree:
-    """The enumerated tree of OpenSpiel game `spec` (cached: building it walks every history)."""
+def tree_of(spec: str, what: str = "the exact solver") -> Tree:
+    """The enumerated tree of OpenSpiel game `spec` (cached: building it walks every history);
+    `NoExactSolver` in one line when it cannot be built for `what`."""
     from sepo.games.openspiel.rules import load
 
-    pgame = load(spec)
-    name = f"openspiel:{spec}"
-    if pgame.num_players() != 2:
-        raise NoExactSolver(f"{name} has {pgame.num_players()} players; sepo's exact best response is for two "
-                            "(the audit is a lower bound from the pools)")
     try:
-        return build(pgame, name)
+        return build(load(spec), f"openspiel:{spec}", what=what)
     except NoTree as error:
         raise NoExactSolver(str(error)) from None
 
@@ -65,6 +61,9 @@ class OpenSpielSolver:
     method = METHOD
 
     def __init__(self, game):
+        if game.num_players != 2:
+            raise NoExactSolver(f"{game.name} has {game.num_players} players; sepo's exact best response is for two "
+                                "(`sepo.games.openspiel.bound` gives a lower bound)")
         self.game = game
         self.tree = tree_of(game.spec)
         self.zero_sum = game.zero_sum

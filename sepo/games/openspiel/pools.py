@@ -1,8 +1,9 @@
 """The pools of an OpenSpiel game, as data: the paper has none, so these are sepo's. Train
 against the uniform policy and a short CFR run's average (a weak and a reasonable opponent;
 games of more than two players and games too large for CFR to walk, where the CFR bots do not
-apply, against the uniform policy alone); the exploiter pool is the exact best response the
-rigorous protocol adds; no collusive partner (the events are not defined generically,
+apply, against the uniform policy alone); the exploiter pool is the best response the rigorous
+protocol adds (exact for two players; for more, the other seats' profile of `bound.py`'s lower
+bound); no collusive partner (the events are not defined generically,
 `events.py`)."""
 from __future__ import annotations
 

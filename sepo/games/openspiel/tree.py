@@ -150,6 +150,32 @@ class Tree:
             below += np.asarray((self._scatter_of(seat, rows).T @ value.T).T)
         return weights[:, self.empty] + below[:, self.empty], choice
 
+    def terminal_probability(self, plan: np.ndarray, skip: int | None = None) -> np.ndarray:
+        """`[Z]`: chance × every seat's own probability of its moves to each terminal under the
+        realization plan `plan` `[EMPTY + 1]` (all seats' rows), seat `skip` left out."""
+        probability = self.term_chance.copy()
+        for seat in range(self.players):
+            if seat != skip:
+                probability *= plan[self.term_last[:, seat]]
+        return probability
+
+    def respond(self, plan: np.ndarray, gain: np.ndarray, seat: int) -> tuple[float, np.ndarray]:
+        """(value, one-hot `[R, W]` on `seat`'s rows) of `seat`'s best response maximising
+        E[gain] (`gain` `[Z]`, any objective) while every other seat and chance play as `plan`
+        says: terminal weights by `seat`'s last sequence, then one pass over its rows from the
+        deepest (perfect recall), as in `best_response`; any number of players."""
+        weights = np.bincount(self.term_last[:, seat], weights=self.terminal_probability(plan, seat) * gain,
+                              minlength=self.empty + 1)
+        below = np.zeros_like(weights)
+        choice = np.zeros((len(self.keys), self.width))
+        for rows in reversed(self.levels[seat]):
+            idx = self.flat(rows)
+            q = np.where(self.legal[rows], weights[idx] + below[idx], -np.inf)
+            best = q.argmax(-1)
+            choice[rows, best] = 1.0
+            np.add.at(below, self.parent[rows], q[np.arange(len(rows)), best])
+        return float(weights[self.empty] + below[self.empty]), choice
+
     def counterfactual(self, table: np.ndarray, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int) -> np.ndarray:
         """`[B, R, W]`: on `seat`'s rows, Σ over terminals below (row, column) of chance × gain ×
         the other seat's plan × `seat`'s own probabilities after that column."""
@@ -281,16 +307,16 @@ def check_fits(game_name: str, what: str, needed: int) -> None:
                      f"the {size_text(budget)} this machine can spare")
 
 
-def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
+def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES, what: str = "the exact solver") -> Tree:
     """Enumerate an OpenSpiel game (depth first, OpenSpiel's action order); a game whose
     estimated size is ten times the limit is refused before the walk, and the walk stops, in one
     line, before what it holds passes the memory budget (`check_fits`)."""
-    check_walkable(pgame, game_name, max_histories=max_histories)
+    check_walkable(pgame, game_name, what, max_histories=max_histories)
     from sepo import progress
     from sepo.games.openspiel.rules import decision_of
     from sepo.limits import memory_budget
 
-    progress.stage(f"{game_name}: enumerating the game tree for the exact solver")
+    progress.stage(f"{game_name}: enumerating the game tree for {what}")
     budget = memory_budget()
     n = pgame.num_players()
     held = 0  # bytes the walk holds so far (estimated)
@@ -306,8 +332,7 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
         state, parent_node, col, chance, p_edge, last, depth = stack.pop()
         node = len(kinds)
         if node >= max_histories:
-            raise NoTree(f"{game_name}: more than {max_histories:,} histories; the exact solver enumerates the whole "
-                         "game tree")
+            raise NoTree(f"{game_name}: more than {max_histories:,} histories; {what} enumerates the whole game tree")
         held += HISTORY_BYTES
         if held > budget:
             check_fits(game_name, f"enumerating the game tree (more than {node:,} histories so far)", held)
@@ -343,8 +368,8 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES) -> Tree:
         row = keys[key]
         if seats[row] != seat or actions[row] != tuple(int(a) for a in legal) or parents[row] != last[seat]:
             raise NoTree(f"{game_name}: information state {' '.join(key.split())[:80]!r} is met by two seats, with other "
-                         "moves or after other own moves (OpenSpiel's string forgets them: no perfect recall); sepo's "
-                         "exact solver needs perfect recall")
+                         f"moves or after other own moves (OpenSpiel's string forgets them: no perfect recall); {what} "
+                         "needs perfect recall")
         kinds.append(seat)
         rows.append(row)
         for c, action in reversed(list(enumerate(legal))):

@@ -92,18 +92,20 @@ def test_sft_demonstrations_come_from_cfr_and_uniform(tmp_path):
 
 
 def test_a_three_player_game_plays_without_an_exact_solver():
-    """Three-player Kuhn: no exact best response (one line from `exploit`); `eval` plays the
-    uniform train pool (the CFR bots are for two players) and reports the pools' scores."""
+    """Three-player Kuhn: no exact best response, a lower bound instead (`test_bound.py`); `eval`
+    plays the uniform train pool (the CFR bots are for two players) and the bound's profile."""
     import json
 
-    from tests.cli.cli_helpers import _error, _run
+    from tests.cli.cli_helpers import _run
 
     name = "openspiel:kuhn_poker(players=3)"
     assert get_domain(name).solver is None and get_domain(name).training is None
+    assert get_domain(name).lower_bound is not None
     result = _run("eval", "--game", name, "--agent", "uniform", "--episodes", "3", "--rounds", "3", "--json")
     assert result.exit_code == 0, result.output
-    assert "exploitability" not in json.loads(result.stdout) and "exploit_pool" in json.loads(result.stdout)
-    _error(_run("exploit", "--game", name, "--agent", "uniform"), "no exact solver")
+    report = json.loads(result.stdout)
+    assert "exploitability" not in report and report["exploit_pool"] is not None
+    assert report["exact_label"] == "lower bound" and "adversarial_gap_lower_bound" in report
 
 
 def test_a_game_too_large_to_walk_plays_against_the_uniform_pool_and_refuses_cfr():
