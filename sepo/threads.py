@@ -27,13 +27,15 @@ _COMMAND: dict = {}
 class Machine:
     """What the choice reads: the cores this process may use, the machine's cores (over which the
     load and the busy share are measured), the 1-minute load average, the share of the machine's
-    CPU time in use just now (0 to 1), and other `sepo` commands that used CPU just now."""
+    CPU time in use just now (0 to 1), other `sepo` commands that used CPU just now, and torch's
+    own default (its physical cores: hyper-threads add little to a matrix product), never exceeded."""
 
     cores: int
     machine_cores: int
     load: float | None
     busy: float | None
     other_sepo: int = 0
+    torch_default: int | None = None
 
 
 def choose_threads(machine: Machine) -> tuple[int, str]:
@@ -46,7 +48,7 @@ def choose_threads(machine: Machine) -> tuple[int, str]:
                                   machine.busy) if share is not None]
     busy_cores = min(min(shares, default=0.0), 1.0) * cores
     others = max(busy_cores, float(min(machine.other_sepo, cores)))
-    threads = max(1, min(cores, int(cores - others + 0.5)))
+    threads = max(1, min(cores, machine.torch_default or cores, int(cores - others + 0.5)))
     seen = []
     if machine.load is not None:
         seen.append(f"load average {machine.load:.2f}")
@@ -57,6 +59,8 @@ def choose_threads(machine: Machine) -> tuple[int, str]:
     where = f" ({', '.join(seen)})" if seen else ""
     why = (f"about {others:.1f} of the {cores} usable cores busy with other work{where}" if others >= 0.5
            else f"the {cores} usable core{'s are' if cores != 1 else ' is'} free{where}")
+    if machine.torch_default and threads == machine.torch_default < int(cores - others + 0.5):
+        why += f"; {threads} is torch's own default (its count of physical cores)"
     return threads, why
 
 
@@ -67,6 +71,7 @@ def configure(threads: int | None) -> None:
     if threads is not None:
         import torch
 
+        _torch_default()
         torch.set_num_threads(threads)
 
 
@@ -114,7 +119,19 @@ def measure(seconds: float = SAMPLE_SECONDS) -> Machine:
         busy = 1.0 - (after[0] - before[0]) / (after[1] - before[1])
     at_work = sum(1 for pid, used in sepo_after.items() if used > sepo_before.get(pid, used))
     cores = usable_cores()
-    return Machine(cores, max(cores, os.cpu_count() or cores), load, busy, at_work)
+    return Machine(cores, max(cores, os.cpu_count() or cores), load, busy, at_work, _torch_default())
+
+
+_DEFAULT: list[int] = []
+
+
+def _torch_default() -> int:
+    """torch's thread count before sepo first set it in this process."""
+    if not _DEFAULT:
+        import torch
+
+        _DEFAULT.append(torch.get_num_threads())
+    return _DEFAULT[0]
 
 
 def _cpu_times() -> tuple[int, int] | None:

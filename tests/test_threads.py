@@ -14,7 +14,8 @@ from sepo.threads import Machine, choose_threads
     (Machine(cores=1, machine_cores=1, load=0.0, busy=0.0), 1),
     (Machine(cores=16, machine_cores=16, load=4.0, busy=0.3), 12),
     (Machine(cores=2, machine_cores=64, load=16.0, busy=0.25), 2),  # a 2-core share of a big machine a quarter busy
-    (Machine(cores=4, machine_cores=4, load=None, busy=None), 4),  # nothing measurable: torch's usual count
+    (Machine(cores=4, machine_cores=4, load=None, busy=None), 4),  # nothing measurable: every core
+    (Machine(cores=16, machine_cores=16, load=0.0, busy=0.0, torch_default=8), 8),  # never past torch's own default
 ])
 def test_the_thread_count_leaves_the_cores_other_work_keeps_busy(machine, expected):
     chosen, why = choose_threads(machine)
@@ -25,6 +26,7 @@ def test_the_reason_names_what_was_measured():
     chosen, why = choose_threads(Machine(cores=2, machine_cores=2, load=5.59, busy=0.96, other_sepo=3))
     assert chosen == 1 and "load average 5.59" in why and "96%" in why and "3 other sepo commands" in why
     assert "free" in choose_threads(Machine(2, 2, 0.0, 0.0))[1]
+    assert "torch's own default" in choose_threads(Machine(16, 16, 0.0, 0.0, torch_default=8))[1]
 
 
 def test_a_sepo_command_line_is_recognised():
