@@ -100,7 +100,7 @@ def took(wall: float, cpu: float) -> str | None:
 
 
 def shown() -> bool:
-    """Whether progress is shown (a reporter is installed): what only a progress line needs is computed then."""
+    """Whether progress is shown (a visible reporter is installed): compute what only a line needs then."""
     reporter = _REPORTER.get()
     return reporter is not None and type(reporter) is not Reporter
 
@@ -236,7 +236,7 @@ class _Task:
         self.growing = growing
         self.started = time.monotonic()
         self.base: tuple[float, float] | None = None
-        """(count, time) of the first report: work done before it (a resumed run's) does not speed up the ETA."""
+        """(count, time) of the first report: work done before it (a resumed run's) does not speed the ETA."""
 
     def text(self) -> str:
         now = time.monotonic()
@@ -295,7 +295,8 @@ class LineReporter(Reporter):
         now = time.monotonic()
         cpu = cpu_seconds() - self._cpu_started
         try:
-            self.stream.write(f"{self.prefix} [{_duration(now - self._started)}, CPU {_duration(cpu)}] {text}\n")
+            clock = f"{_duration(now - self._started)}, CPU {_duration(cpu)}"
+            self.stream.write(f"{self.prefix} [{clock}] {text}\n")
             self.stream.flush()
         except (OSError, ValueError):
             pass  # a closed pipe: progress is not worth failing for
@@ -335,7 +336,8 @@ class LineReporter(Reporter):
             self._write(text)
             self._last_text = text
         else:
-            self._write(f"still at work on the last stage ({_duration(time.monotonic() - self._stage_since)} in it)")
+            since = _duration(time.monotonic() - self._stage_since)
+            self._write(f"still at work on the last stage ({since} in it)")
 
     def stage(self, text: str) -> None:
         with self._lock:

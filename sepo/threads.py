@@ -44,8 +44,8 @@ def choose_threads(machine: Machine) -> tuple[int, str]:
     command that just ended still counts for a minute) and the busy share just now, and at least
     one core for each other `sepo` command at work."""
     cores = max(1, machine.cores)
-    shares = [share for share in (None if machine.load is None else machine.load / max(1, machine.machine_cores),
-                                  machine.busy) if share is not None]
+    load_share = None if machine.load is None else machine.load / max(1, machine.machine_cores)
+    shares = [share for share in (load_share, machine.busy) if share is not None]
     busy_cores = min(min(shares, default=0.0), 1.0) * cores
     others = max(busy_cores, float(min(machine.other_sepo, cores)))
     threads = max(1, min(cores, machine.torch_default or cores, int(cores - others + 0.5)))
@@ -55,7 +55,8 @@ def choose_threads(machine: Machine) -> tuple[int, str]:
     if machine.busy is not None:
         seen.append(f"{machine.busy:.0%} of the CPU busy just now")
     if machine.other_sepo:
-        seen.append(f"{machine.other_sepo} other sepo command{'s' if machine.other_sepo != 1 else ''} at work")
+        plural = "s" if machine.other_sepo != 1 else ""
+        seen.append(f"{machine.other_sepo} other sepo command{plural} at work")
     where = f" ({', '.join(seen)})" if seen else ""
     why = (f"about {others:.1f} of the {cores} usable cores busy with other work{where}" if others >= 0.5
            else f"the {cores} usable core{'s are' if cores != 1 else ' is'} free{where}")
@@ -65,7 +66,7 @@ def choose_threads(machine: Machine) -> tuple[int, str]:
 
 
 def configure(threads: int | None) -> None:
-    """A command starts: `threads` given (`--threads`, already checked), or None (choose on loading a model)."""
+    """A command starts: `threads` given (`--threads`, checked), or None (chosen when a model loads)."""
     _COMMAND.clear()
     _COMMAND.update(threads=threads, said=False)
     if threads is not None:
@@ -96,7 +97,8 @@ def settle() -> None:
         progress.note(f"torch threads: {_COMMAND['threads']} (--threads)", keep=True)
         return
     if os.environ.get("OMP_NUM_THREADS"):
-        progress.note(f"torch threads: {torch.get_num_threads()} (OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']})", keep=True)
+        given = os.environ["OMP_NUM_THREADS"]
+        progress.note(f"torch threads: {torch.get_num_threads()} (OMP_NUM_THREADS={given})", keep=True)
         return
     threads, why = choose_threads(measure())
     torch.set_num_threads(threads)
@@ -147,7 +149,7 @@ def _cpu_times() -> tuple[int, int] | None:
 
 
 def _is_sepo(argv: list[str]) -> bool:
-    """A `sepo` command line: the `sepo` script (run directly or by an interpreter), or `python -m sepo...`."""
+    """A `sepo` command line: the `sepo` script (run directly or by Python), or `python -m sepo...`."""
     head = [os.path.basename(arg) for arg in argv[:2]]
     return "sepo" in head or any(a == "-m" and b.startswith("sepo") for a, b in zip(argv, argv[1:3]))
 

@@ -47,7 +47,7 @@ def test_counts_in_a_whole_block_add_up_over_its_calls(lines):
             advance(1)
     last = lines.getvalue().splitlines()
     assert "model replies: 1/2 (50%)" in last[-1] and "asked so far" not in last[-1]
-    assert not any("model replies" in line for line in last if "after the block" in line and "1/2" not in line)
+    assert not any("asked so far" in line for line in last if "after the block" in line)
 
 
 def test_a_counter_lasts_its_block_and_its_total_can_shrink(lines):
@@ -110,7 +110,8 @@ def test_eval_shows_its_plan_and_counts_episodes_over_the_whole_audit(monkeypatc
     first opponent ended, and no count of what was left)."""
     monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
     monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
-    result = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "4", "--json"])
+    args = ["eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "4", "--json"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     json.loads(result.stdout)
     err = result.stderr
@@ -144,7 +145,8 @@ def test_output_without_a_terminal_is_not_wrapped_at_80_columns(monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", "uniform"])
     assert result.exit_code == 0, result.output
-    assert "uniform in kuhn: exact values (exact closed form over the 6 deals and 5 betting sequences)" in result.stdout
+    title = "uniform in kuhn: exact values (exact closed form over the 6 deals and 5 betting sequences)"
+    assert title in result.stdout
 
 
 def test_a_long_command_ends_with_its_wall_and_cpu_time(monkeypatch):
@@ -152,12 +154,12 @@ def test_a_long_command_ends_with_its_wall_and_cpu_time(monkeypatch):
     machine tell slow work (CPU time grows with wall time) from a stuck one."""
     monkeypatch.setattr(progress, "SUMMARY_SECONDS", 0.0)
     readings = iter([10.0])
-    monkeypatch.setattr(progress, "cpu_seconds", lambda: next(readings, 13.0))  # 3 CPU-seconds after the start
+    monkeypatch.setattr(progress, "cpu_seconds", lambda: next(readings, 13.0))  # 3 CPU-s after the start
     args = ["eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "2", "--json"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("took ") and "wall time, 3 s CPU time (sepo and the processes it ran)" in last, last
+    assert last.startswith("took ") and "wall time, 3 s CPU time (sepo and the processes it ran)" in last
     json.loads(result.stdout)  # stdout holds the object alone
     assert CliRunner().invoke(app, [*args, "--quiet"]).stderr == ""
     failed = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "0"])

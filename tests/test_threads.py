@@ -9,13 +9,13 @@ from sepo.threads import Machine, choose_threads
     (Machine(cores=2, machine_cores=2, load=0.1, busy=0.03), 2),  # idle
     (Machine(cores=2, machine_cores=2, load=5.6, busy=1.0), 1),  # load 4-8 on two cores
     (Machine(cores=2, machine_cores=2, load=1.9, busy=0.02), 2),  # a command that just ended: the load lags
-    (Machine(cores=2, machine_cores=2, load=0.0, busy=0.97), 2),  # a burst just now, no load yet: the calmer says idle
+    (Machine(cores=2, machine_cores=2, load=0.0, busy=0.97), 2),  # a burst, no load yet: the calmer counts
     (Machine(cores=2, machine_cores=2, load=0.2, busy=0.05, other_sepo=1), 1),  # another sepo command at work
     (Machine(cores=1, machine_cores=1, load=0.0, busy=0.0), 1),
     (Machine(cores=16, machine_cores=16, load=4.0, busy=0.3), 12),
-    (Machine(cores=2, machine_cores=64, load=16.0, busy=0.25), 2),  # a 2-core share of a big machine a quarter busy
+    (Machine(cores=2, machine_cores=64, load=16.0, busy=0.25), 2),  # 2 cores of a big machine, 1/4 busy
     (Machine(cores=4, machine_cores=4, load=None, busy=None), 4),  # nothing measurable: every core
-    (Machine(cores=16, machine_cores=16, load=0.0, busy=0.0, torch_default=8), 8),  # never past torch's own default
+    (Machine(cores=16, machine_cores=16, load=0.0, busy=0.0, torch_default=8), 8),  # torch's default caps it
 ])
 def test_the_thread_count_leaves_the_cores_other_work_keeps_busy(machine, expected):
     chosen, why = choose_threads(machine)

@@ -586,7 +586,8 @@ class HFPolicy(TextPolicy):
         for row, p in enumerate(chunk):
             ids[row, width - len(p) :] = torch.tensor(p, dtype=torch.long)
             mask[row, width - len(p) :] = 1
-        with self._inference(), progress.counting("this batch's tokens (at most)", kwargs["max_new_tokens"]) as step:
+        steps = progress.counting("this batch's tokens (at most)", kwargs["max_new_tokens"])
+        with self._inference(), steps as step:
             out = self._generate_chunk(chunk, ids, mask, n, _counting_steps(kwargs, step))
         eos = set(self.eos_token_ids)
         rows = []
@@ -990,7 +991,8 @@ def _counting_steps(kwargs: dict, advance) -> dict:
             advance(1)
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
-    return {**kwargs, "stopping_criteria": StoppingCriteriaList([*(kwargs.get("stopping_criteria") or []), _CountSteps()])}
+    given = list(kwargs.get("stopping_criteria") or [])
+    return {**kwargs, "stopping_criteria": StoppingCriteriaList([*given, _CountSteps()])}
 
 
 def _tensor(values: Iterable[int], device):
