@@ -29,7 +29,14 @@ Bounds, so that one client cannot take the server from the others: a prompt that
 the OpenAI API answers; a request without `max_tokens` gets what is left of the context, up to the
 server's default); a request whose replies, key/value cache and log-probabilities (`n` x
 `max_tokens` x (1 + `top_logprobs`) entries) would not fit the memory the process can spare is
-refused with 400 before anything is generated; at most `max_queue` chat requests wait for or use the model at once, and one
+refused with 400 before anything is generated, and messages far beyond the context are refused
+without being tokenized whole; request fields are typed strictly (`n: "2"` is refused, as are a
+seed outside 64 bits and lone surrogate escapes); a body over 4 MiB is answered 413 (read and
+dropped up to 64 MiB first, so the client reads the answer; refused before it is sent when the
+client asks with `Expect: 100-continue`); a connection silent for `idle_timeout` seconds (20 by
+default), or whose body does not arrive within it, is closed; the kernel queues up to 128
+connections, and past `max_connections` open ones (4 x `max_queue` + 64) one more is answered 503
+at once, without a thread; at most `max_queue` chat requests wait for or use the model at once, and one
 more is answered 503 with `Retry-After` (clients retry it). On shutdown (`stop`, SIGTERM or
 Ctrl-C in `sepo serve`) the server stops accepting, the reply being generated stops at its next
 token and is answered 503, and the process waits for it before it exits.
@@ -66,6 +73,15 @@ from sepo.inputs import parse_json
 from sepo.limits import memory_budget, size_text
 
 MAX_BODY_BYTES = 4 << 20
+DISCARD_BYTES = 64 << 20
+"""An over-long body up to this size is read and dropped before the connection closes, so its
+client reads the 413 rather than a broken pipe; a longer one is cut off."""
+IDLE_TIMEOUT = 20.0
+"""Seconds a connection may stay silent (an unfinished request line, headers or body, or an idle
+keep-alive connection) before the server closes it; a body must also arrive within this time."""
+LISTEN_BACKLOG = 128
+"""Connections the kernel holds for the server before it accepts them (the standard library's
+default of 5 reset the sixth of a burst of simultaneous requests)."""
 MAX_QUEUE = 16
 """Chat requests waiting for or using the model at once, by default; one more is answered 503."""
 MAX_STALL_SECONDS = 3600.0
@@ -84,7 +100,7 @@ class _Message(BaseModel):
     """One chat message. OpenAI's `developer` role (which its newer clients, Inspect's among them,
     send in place of `system`) is read as the system message."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=True)
     role: Literal["system", "developer", "user", "assistant"]
     content: str
 
@@ -98,17 +114,18 @@ class ChatRequest(BaseModel):
     """The accepted subset of the chat-completions request (anything that changes replies and is
     not implemented is refused, see `_REFUSED`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+    """Strict: `n: "2"` or `n: true` is refused, not read as 2 or 1 (an integer is still a number)."""
     model: str
     messages: list[_Message] = Field(min_length=1)
     temperature: float = Field(1.0, ge=0, le=100)
     top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = Field(0, ge=0)
+    top_k: int = Field(0, ge=0, le=1 << 20)
     repetition_penalty: float = Field(1.0, gt=0, le=100)
     max_tokens: Optional[int] = Field(None, ge=1, le=1 << 16)
     max_completion_tokens: Optional[int] = Field(None, ge=1, le=1 << 16)
     n: int = Field(1, ge=1, le=MAX_N)
-    seed: Optional[int] = None
+    seed: Optional[int] = Field(None, ge=-(1 << 63), le=(1 << 63) - 1)
     logprobs: bool = False
     top_logprobs: int = Field(0, ge=0, le=MAX_TOP_LOGPROBS)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
@@ -140,6 +157,10 @@ class ServerStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     default_temperature: int = 0
+    refused_connections: int = 0
+    """Connections answered 503 at once because `max_connections` were open."""
+    timed_out: int = 0
+    """Connections closed because a request (or its body) did not arrive within the idle timeout."""
     """Answered requests that sent no temperature (sampled at the default 1.0; see `used_decoding`)."""
     lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
     """Held to change the counts; every change notifies `wait`ers (`with stats.changing():` ... )."""
@@ -217,6 +238,7 @@ class ChatModel:
     def prompt_ids(self, request: ChatRequest) -> list[int]:
         """The request's chat rendered and tokenized (outside the model lock: a long prompt costs
         its own thread the time, not every other request)."""
+        self._check_not_far_too_long(request)
         defuser = self._defuser()
         messages = [{"role": m.role, "content": defuser.defuse(m.content)} for m in request.messages]
         try:
@@ -225,6 +247,29 @@ class ChatModel:
         except Exception as error:  # noqa: BLE001 - a template error is the request's fault
             raise SepoError(f"the chat template cannot render these messages: {error}") from None
         return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])  # the length is checked next
+
+    def _check_not_far_too_long(self, request: ChatRequest) -> None:
+        """`ContextTooLong` at once for messages far beyond the context: their text is counted in
+        pieces cut before whitespace (where the tokenizer splits anyway), stopping once the count
+        passes the context, instead of tokenizing megabytes to learn the same (seconds of CPU)."""
+        if self.context is None:
+            return
+        texts = [m.content for m in request.messages]
+        if sum(map(len, texts)) <= 8 * self.context:  # short enough to render and count whole
+            return
+        counted = 0
+        for text in texts:
+            start = 0
+            while start < len(text):
+                end = min(len(text), start + 4096)
+                while end < len(text) and not text[end].isspace() and end - start < 8192:
+                    end += 1
+                counted += len(self.tokenizer(text[start:end], add_special_tokens=False, verbose=False)["input_ids"])
+                start = end
+                if counted > self.context:
+                    raise ContextTooLong(f"This model's maximum context length is {self.context} tokens. However, your "
+                                         f"messages hold more than {counted} tokens. Please reduce the length of the "
+                                         "messages.")
 
     def reply_budget(self, request: ChatRequest, prompt_tokens: int) -> int:
         """The reply's token limit: the request's `max_tokens`, else the server's default cut to what
@@ -372,20 +417,30 @@ def _token_entry(tokenizer, token: int, logprob: float) -> dict:
 
 
 class ChatServer(ThreadingHTTPServer):
-    """`ChatModel` over HTTP, one thread per connection, with optional fault injection."""
+    """`ChatModel` over HTTP, one thread per connection, with optional fault injection. At most
+    `max_connections` connections are served at once (each is a thread); one more is answered
+    503 at once and closed. A connection silent for `idle_timeout` seconds is closed."""
 
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, chat: ChatModel, host: str = "127.0.0.1", port: int = 8000, *, fail_every: int = 0,
-                 stall_every: int = 0, stall_seconds: float = 30.0, log=None, max_queue: int = MAX_QUEUE, warn=None):
+                 stall_every: int = 0, stall_seconds: float = 30.0, log=None, max_queue: int = MAX_QUEUE, warn=None,
+                 idle_timeout: float = IDLE_TIMEOUT, max_connections: int | None = None):
         if fail_every < 0 or stall_every < 0:
             raise SepoError("--fail-every and --stall-every must be >= 0")
         if not 0 <= stall_seconds <= MAX_STALL_SECONDS:  # NaN fails both comparisons
             raise SepoError(f"--stall-seconds must be a number of seconds in 0..{MAX_STALL_SECONDS:g}, got {stall_seconds}")
         if not 1 <= max_queue <= 4096:
             raise SepoError(f"--max-queue must be in 1..4096, got {max_queue}")
+        if not 0 < idle_timeout <= 3600:
+            raise SepoError(f"idle_timeout must be in (0, 3600] seconds, got {idle_timeout}")
         self.chat = chat
         self.max_queue = max_queue
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections or 4 * max_queue + 64
+        self._connections = 0
+        self._connections_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max_queue)
         self.fail_every = fail_every
         self.stall_every = stall_every
@@ -399,6 +454,58 @@ class ChatServer(ThreadingHTTPServer):
             super().__init__((host, port), _Handler)
         except OSError as error:
             raise SepoError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+
+    def process_request(self, request, client_address):
+        """A thread for the connection, or, past `max_connections`, a 503 written at once."""
+        with self._connections_lock:
+            full = self._connections >= self.max_connections
+            self._connections += not full
+        if full:
+            return self._refuse_connection(request)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            with self._connections_lock:
+                self._connections -= 1
+            raise
+
+    def handle_error(self, request, client_address):
+        """One line (under `log`), not the standard library's traceback, for a connection that failed."""
+        import sys
+
+        if self.log:
+            self.log(f"connection from {client_address[0]} failed: {_first_line(sys.exc_info()[1])}")
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._connections_lock:
+                self._connections -= 1
+
+    def _refuse_connection(self, request) -> None:
+        """503 with Retry-After on a connection over the limit, without a thread: the request bytes
+        already received are read (so closing does not reset the answer away), then it closes."""
+        import socket
+
+        body = json.dumps({"error": {"message": f"the server is busy: {self.max_connections} connections are open; "
+                                                "retry later", "type": "server_error", "param": None,
+                                     "code": "overloaded"}}).encode()
+        head = (f"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+        with self.stats.changing():
+            self.stats.refused_connections += 1
+        try:
+            request.setblocking(False)
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                while request.recv(65536):
+                    pass
+            request.send(head + body)
+            request.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        finally:
+            self.shutdown_request(request)
 
     @property
     def url(self) -> str:
@@ -417,6 +524,25 @@ class ChatServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ChatServer
+
+    @property
+    def timeout(self) -> float:  # read by `setup` for the connection's socket timeout
+        return self.server.idle_timeout
+
+    def handle_one_request(self):
+        try:  # the base class closes a connection whose request line or headers time out
+            super().handle_one_request()
+        except ConnectionError:  # the client vanished: nothing to answer
+            self.close_connection = True
+
+    def handle_expect_100(self):
+        """A client that asks before sending (`Expect: 100-continue`) an over-long body gets the 413
+        then, and never sends it."""
+        if self._length() is not None and self._length() > MAX_BODY_BYTES:
+            self._error(413, f"request body over {MAX_BODY_BYTES:,} bytes", "invalid_request_error")
+            self.close_connection = True
+            return False
+        return super().handle_expect_100()
 
     def log_message(self, format, *args):  # noqa: A002 - the base class's signature
         if self.server.log:
@@ -475,6 +601,10 @@ class _Handler(BaseHTTPRequestHandler):
             payload = parse_json(body.decode("utf-8"))  # bounded depth: a deep body is a 400, not a dropped connection
             if not isinstance(payload, dict):
                 raise ValueError("the body must be a JSON object")
+            try:
+                json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("the body holds a lone surrogate escape (e.g. \\ud800), which is not text") from None
             refused = sorted(k for k in payload if k in _REFUSED and payload[k] not in (None, 0, False, [], {}))
             if refused:
                 return self._invalid(f"unsupported parameter(s): {', '.join(refused)}")
@@ -533,13 +663,49 @@ class _Handler(BaseHTTPRequestHandler):
                              f"it used in `{DECODING_FIELD}`, and /sepo/stats counts such requests (default_temperature)")
         self._send(200, response)
 
+    def _length(self) -> int | None:
+        """The body's declared length; None when the header is not a length."""
+        text = (self.headers.get("Content-Length") or "0").strip()
+        return int(text) if text.isdigit() else None
+
     def _drain(self) -> bytes | None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
-            self._error(413, f"request body over {MAX_BODY_BYTES} bytes", "invalid_request_error")
+        """The request body, or None once refused: 400 for a length that is not one, 413 (after
+        reading and dropping up to `DISCARD_BYTES`, so the client reads the answer) for one over
+        `MAX_BODY_BYTES`, a closed connection for one that does not arrive within the idle timeout."""
+        length = self._length()
+        if length is None:
+            self._error(400, "Content-Length is not a byte count", "invalid_request_error")
             self.close_connection = True
             return None
-        return self.rfile.read(length) if length else b""
+        if length > MAX_BODY_BYTES:
+            with contextlib.suppress(TimeoutError):
+                self._read(min(length, DISCARD_BYTES))
+            self._error(413, f"request body over {MAX_BODY_BYTES:,} bytes", "invalid_request_error")
+            self.close_connection = True
+            return None
+        try:
+            body = self._read(length)
+        except TimeoutError:
+            body = b""
+        if len(body) < length:  # the client stopped sending, or sends too slowly: close
+            with self.server.stats.changing():
+                self.server.stats.timed_out += 1
+            self.close_connection = True
+            return None
+        return body
+
+    def _read(self, length: int) -> bytes:
+        """Up to `length` bytes of body, within one idle timeout in all (a client sending a byte
+        at a time cannot hold the thread longer); fewer when it stops or the time is up."""
+        deadline = time.monotonic() + self.server.idle_timeout
+        parts, got = [], 0
+        while got < length and time.monotonic() < deadline:
+            part = self.rfile.read1(min(65536, length - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        return b"".join(parts)
 
     def _invalid(self, message: str):
         with self.server.stats.changing():
