@@ -52,8 +52,8 @@ class _Console(Console):
         super().print(*objects, **kwargs)
 
 
-console = _Console()
-err_console = _Console(stderr=True)
+console = _Console(emoji=False)  # game names hold colons: `openspiel:hearts: ...` is not the emoji :hearts:
+err_console = _Console(stderr=True, emoji=False)
 
 MAX_SEED = 2**32 - 1
 """Seeds reach torch and transformers, which take 32-bit seeds."""

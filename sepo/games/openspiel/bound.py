@@ -5,10 +5,10 @@ strategies σ of E[Σ_{k≠a} u_k − u_a] per play, the agent in seat a as the 
 it (play k: seat k mod n, so each seat weighted by its share of the `rounds` plays). Exact would
 mean solving a team game of imperfect information (the others do not see one another's
 information); sepo does not. Instead, for each seat of the agent, a coordinate ascent of exact
-best responses: every other seat starts at the agent's own policy (and, a second start, at the
-uniform policy), then each in turn plays its exact best response (a tree walk, `Tree.respond`) for
-the team's lead, the agent and the other seats held fixed, until a sweep over the seats gains
-nothing. Every step plays a real profile of policies, so the value found is at most the gap: a
+best responses: every other seat starts at the agent's own policy (other starts: the uniform
+policy, and `PURE_STARTS` seeded random pure profiles), then each in turn plays its exact best
+response (a tree walk, `Tree.respond`) for the team's lead, the agent and the other seats held
+fixed, until a sweep over the seats gains nothing; the best of the starts is kept. Every step plays a real profile of policies, so the value found is at most the gap: a
 lower bound, labelled as one, the search named. Its first step alone is what a single seat can
 gain by deviating; the later ones only add.
 
@@ -26,6 +26,11 @@ from sepo.policies.base import Policy
 
 MAX_SWEEPS = 50
 """Sweeps of the coordinate ascent at most (each plays every other seat's best response once)."""
+PURE_STARTS = 8
+"""Random pure profiles the ascent also starts from (seeded): from mixed play alone it can stall
+where no single seat gains by deviating but the seats together do (three-player matching pennies
+against a uniform agent: every one-seat deviation gains 0, the team's best pure profile 1)."""
+SEED = 0
 WHAT = "the lower-bound search (exact best responses of the other seats by tree walk)"
 
 
@@ -111,10 +116,13 @@ def lower_bound(game, agent: Policy):
     players = tree.players
     weights = seat_weights(players, game.rounds)
     uniform = tree.legal / tree.legal.sum(1, keepdims=True)
+    rng = np.random.default_rng(SEED)
+    pure = [np.eye(tree.width)[np.floor(rng.random(len(tree.keys)) * tree.legal.sum(1)).astype(int)]
+            for _ in range(PURE_STARTS)]
     profiles, extra, totals, sweeps = {}, {}, np.zeros(3), 0
     for seat in np.flatnonzero(weights):
         progress.stage(f"lower bound: the other seats' best responses against the agent in seat {seat}")
-        found = [ascend(tree, table, start, int(seat)) for start in (table, uniform)]
+        found = [ascend(tree, table, start, int(seat)) for start in (table, uniform, *pure)]
         value, profile, used = max(found, key=lambda one: one[0])
         probability = tree.terminal_probability(tree.realization(profile[None])[0])
         agent_payoff = float(probability @ tree.term_returns[:, seat])
@@ -127,8 +135,9 @@ def lower_bound(game, agent: Policy):
     sampled = not estimate.exact
     method = (f"lower bound: for each seat of the agent ({seats}, weighted as its {game.rounds} plays rotate it), the "
               f"other {players - 1} seats' exact best responses for their lead (tree walk), each in turn with the agent and "
-              f"the rest held fixed, from the agent's own policy and from uniform play, until a sweep gains nothing "
-              f"(at most {sweeps} sweeps); the others cannot do worse than this profile, so the gap is at least its lead"
+              f"the rest held fixed, from the agent's own policy, from uniform play and from {PURE_STARTS} random pure "
+              f"profiles (seed {SEED}), until a sweep gains nothing (at most {sweeps} sweeps), the best start kept; the "
+              "others cannot do worse than this profile, so the gap is at least its lead"
               + ("; the agent's policy is estimated from sampled replies, so this is a point estimate of the bound" if sampled
                  else ""))
     result = ExactResult(value=float(totals[0]), value_name="adversarial_gap", br_payoff=float(totals[1]),
