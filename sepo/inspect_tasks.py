@@ -234,20 +234,97 @@ def audit_task(domain: str, pool: str | None = None, episodes: int = 20, seed: i
     from sepo.policies.replies import decoding_for
     from sepo.policies.text_policy import TextAgentOptions
 
-    if pool is not None and pool not in POOLS:
-        raise SepoError(f"unknown pool {pool!r}; use one of {', '.join(POOLS)} (or none: all three)")
+    _check_options(pool=pool, episodes=episodes, seed=seed, protocol=protocol, temperature=temperature,
+                   max_tokens=max_tokens, samples=samples, failure_rule=failure_rule, reprompts=reprompts,
+                   replicates=replicates, game_params=game_params)
     game = load_game(domain, protocol, **(game_params or {}))
-    options = TextAgentOptions(decoding_for(protocol, temperature=temperature, max_new_tokens=max_tokens), samples,
+    options = TextAgentOptions(decoding_for(protocol, temperature=float(temperature), max_new_tokens=max_tokens), samples,
                                failure_rule, seed, reprompts)
-    pools = None
-    if pool is not None:
-        pools = {name: (specs if name == pool else []) for name, specs in default_pools(game.name, protocol, game).items()}
+    every = default_pools(game.name, protocol, game)
+    pools = None if pool is None else {name: (specs if name == pool else []) for name, specs in every.items()}
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed, pools=pools, replicates=replicates).validate()
+    _check_sizes(game, config, pools or every, options)
     sample = Sample(input=game.text.system_prompt(), id=f"{game.name}-{pool or 'all'}-seed{seed}",
                     metadata={"game": game.name, "pool": pool or "all", "protocol": protocol, "episodes": episodes})
     return Task(dataset=[sample], solver=play_audit(game, options, config), scorer=sepo_metrics(),
                 metadata={"sepo_game": game.name, "decoding_requested": options.decoding.record(),
                           "failure_rule": failure_rule})
+
+
+TASK_FAILURE_RULES = ("fallback", "random-legal", "reprompt")
+"""The failure rules an Inspect task can apply: `forced` needs the model's next-token
+log-probabilities, which the task does not read through Inspect."""
+MAX_EPISODES = 10_000_000
+MAX_SEED = 2**63 - 1
+
+
+def _check_options(**given) -> None:
+    """One line (`SepoError`) for the first `-T` option that is not what the task takes, before
+    anything is built: types (a whole number is not text, a bool or a float), ranges, names."""
+    from sepo.games.registry import PROTOCOLS
+    from sepo.policies.replies import MAX_NEW_TOKENS
+    from sepo.policies.text_policy import MAX_REPROMPTS
+
+    def whole(name: str, low: int, high: int) -> None:
+        value = given[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SepoError(f"-T {name} must be a whole number, got {value!r}")
+        if not low <= value <= high:
+            raise SepoError(f"-T {name} must be in {low:,}..{high:,}, got {value:,}")
+
+    def one_of(name: str, choices, none_ok: bool = False) -> None:
+        value = given[name]
+        if not (none_ok and value is None) and (not isinstance(value, str) or value not in choices):
+            listed = f"{', '.join(choices[:-1])} or {choices[-1]}" + (" (or left out)" if none_ok else "")
+            raise SepoError(f"-T {name} must be {listed}, got {value!r}")
+
+    one_of("pool", POOLS, none_ok=True)
+    one_of("protocol", PROTOCOLS)
+    if given["failure_rule"] == "forced":
+        raise SepoError("-T failure_rule=forced needs log-probabilities the task does not read; use fallback, "
+                        "random-legal or reprompt")
+    one_of("failure_rule", TASK_FAILURE_RULES)
+    whole("episodes", 1, MAX_EPISODES)
+    whole("seed", 0, MAX_SEED)
+    whole("max_tokens", 1, MAX_NEW_TOKENS)
+    whole("samples", 1, 100_000)
+    whole("reprompts", 1, MAX_REPROMPTS)
+    whole("replicates", 1, 100_000)
+    temperature = given["temperature"]
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+            or not 0 <= temperature <= 100:
+        raise SepoError(f"-T temperature must be a number in 0..100 (0 = greedy), got {temperature!r}")
+    params = given["game_params"]
+    if params is not None and not (isinstance(params, dict) and all(isinstance(k, str) for k in params)):
+        raise SepoError(f"-T game_params must be a mapping of the domain's parameters, e.g. '{{rounds: 4}}', "
+                        f"got {params!r}")
+
+
+def _check_sizes(game, config, pools: dict, options) -> None:
+    """The audit's episodes, bootstrap and sampled replies against this machine, before the task
+    runs (inside the sample they would fail only after Inspect started it)."""
+    from sepo.limits import check_episodes, memory_budget, size_text
+
+    opponents = max(1, sum(len(pools.get(name, [])) for name in POOLS)) + 1  # the exact best response may join
+    check_episodes(game, config.episodes, opponents, "this audit", per_opponent="-T episodes")
+    need = 2 * 8 * config.replicates * config.episodes * opponents
+    if need > memory_budget():
+        raise SepoError(f"-T replicates {config.replicates:,} with -T episodes {config.episodes:,} would hold about "
+                        f"{size_text(need)} of bootstrap resamples and this machine can spare {size_text(memory_budget())}; "
+                        "use fewer replicates or episodes")
+    if not options.decoding.greedy:
+        from sepo.metrics.exact import NoExactSolver, exact_solver
+        from sepo.policies.text_policy import check_sampled_replies
+
+        try:
+            states = len(exact_solver(game).decisions())
+        except (NoExactSolver, AttributeError, TypeError):
+            return
+        try:
+            check_sampled_replies(states, options.samples, "the model")
+        except SepoError as error:
+            raise SepoError(str(error).replace("--temperature", "-T temperature=").replace("--samples ", "-T samples=")
+                            .replace("= 0", "=0")) from None
 
 
 def play_audit(game, options, config):
@@ -372,8 +449,15 @@ def _task_for(domain: str):
     def build(pool: str | None = None, episodes: int = 20, seed: int = 0, protocol: str = "rigorous",
               temperature: float = 0.0, max_tokens: int = 48, samples: int = 64, failure_rule: str = "fallback",
               reprompts: int = DEFAULT_REPROMPTS, replicates: int = 1000, game_params: dict | None = None):
-        return audit_task(domain, pool, episodes, seed, protocol, temperature, max_tokens, samples, failure_rule,
-                          reprompts, replicates, game_params)
+        from inspect_ai._util.error import PrerequisiteError
+
+        try:
+            return audit_task(domain, pool, episodes, seed, protocol, temperature, max_tokens, samples, failure_rule,
+                              reprompts, replicates, game_params)
+        except SepoError as error:  # Inspect prints a PrerequisiteError as its message alone, not a traceback
+            from rich.text import Text
+
+            raise PrerequisiteError(Text(f"sepo/{domain}: {error}", no_wrap=True, overflow="ignore")) from None
 
     build.__name__ = build.__qualname__ = domain.replace("-", "_")
     return build

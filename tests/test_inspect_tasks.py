@@ -102,3 +102,47 @@ def test_pyproject_declares_the_entry_point_and_an_optional_extra():
     assert project["entry-points"]["inspect_ai"] == {"sepo": "sepo._registry"}
     assert any(d.startswith("inspect-ai") for d in project["optional-dependencies"]["inspect"])
     assert not any(d.startswith("inspect") for d in project["dependencies"])
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("episodes", -1, "-T episodes must be in 1.."),
+    ("episodes", "abc", "-T episodes must be a whole number, got 'abc'"),
+    ("episodes", 1_000_000_000, "-T episodes must be in 1.."),
+    ("pool", "bogus", "-T pool must be train, exploiter or collusive (or left out), got 'bogus'"),
+    ("protocol", "bogus", "-T protocol must be rigorous or paper"),
+    ("samples", 0, "-T samples must be in 1.."),
+    ("temperature", "nan", "-T temperature must be a number"),
+    ("temperature", float("nan"), "-T temperature must be a number"),
+    ("max_tokens", 0, "-T max_tokens must be in 1.."),
+    ("reprompts", 100, "-T reprompts must be in 1..10"),
+    ("game_params", {"bogus": 1}, "takes no parameter 'bogus'"),
+    ("failure_rule", "forced", "-T failure_rule=forced needs log-probabilities"),
+    ("seed", -1, "-T seed must be in 0.."),
+    ("replicates", 0, "-T replicates must be in 1.."),
+    ("samples", True, "-T samples must be a whole number"),
+])
+def test_task_options_are_checked_when_the_task_is_built(option, value, words):
+    """Every bad `-T` option is one message when the task is built (Inspect prints a
+    PrerequisiteError as its message, without a traceback), never a failure inside the sample."""
+    from inspect_ai._util.error import PrerequisiteError
+
+    with pytest.raises(PrerequisiteError) as refused:
+        registry_lookup("task", "sepo/kuhn")(**{option: value})
+    message = str(refused.value.message)
+    assert message.startswith("sepo/kuhn: ") and words in message and "\n" not in message
+
+
+def test_a_bad_option_on_the_command_line_is_one_message_and_a_failed_exit(tmp_path):
+    import shutil
+    import subprocess
+
+    inspect = shutil.which("inspect", path=str(Path(sys.executable).parent))
+    if inspect is None:
+        pytest.skip("the inspect command is not installed next to this Python")
+    done = subprocess.run([inspect, "eval", "sepo/kuhn", "--model", "mockllm/model", "-T", "seed=-1",
+                           "--log-dir", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "COLUMNS": "200"})
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode != 0
+    assert lines == ["sepo/kuhn: -T seed must be in 0..9,223,372,036,854,775,807, got -1"]
+    assert not list(tmp_path.iterdir())  # no log written
