@@ -90,10 +90,10 @@ def test_the_real_model_config_starts_from_the_sft_model_folder(tmp_path, monkey
 
     config = Path(__file__).resolve().parents[2] / "configs" / "real.yaml"
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SepoError, match="agents.0..model: model 'runs/smollm2-sft-answer2/model': no such folder"):
+    with pytest.raises(SepoError, match="agents.0..model: model 'runs/smollm2-sft-answer/model': no such folder"):
         load_config(config)
-    (tmp_path / "runs/smollm2-sft-answer2/model").mkdir(parents=True)
-    (tmp_path / "runs/smollm2-sft-answer2/model/config.json").write_text("{}")
+    (tmp_path / "runs/smollm2-sft-answer/model").mkdir(parents=True)
+    (tmp_path / "runs/smollm2-sft-answer/model/config.json").write_text("{}")
     cells = expand(load_config(config)[0]).cells
     assert len(cells) == 50 and {c.domain for c in cells} == {"kuhn", "ipd", "auction", "negotiation", "negotiation-gt"}
     assert {c.stage for c in cells} == {"base", "grpo", "sepo", "shuffled"}
