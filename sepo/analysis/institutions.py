@@ -62,6 +62,24 @@ class SearchConfig:
             raise SepoError(f"--tolerance must be >= 0, got {self.tolerance}")
         return self
 
+    def training_config(self, params: Mapping, seed: int):
+        """The tabular trainer's config of one setting's seed."""
+        from sepo.training.tabular import TabularSEPOConfig
+
+        return TabularSEPOConfig(game=self.game, game_params=dict(params), penalty=self.penalty, lambda_e=self.lambda_e,
+                                 lambda_c=self.lambda_c, lambda_x=self.lambda_x, steps=self.steps, groups=self.groups,
+                                 group_size=self.group_size, learning_rate=self.learning_rate,
+                                 final_learning_rate=self.final_learning_rate, seed=seed, checkpoint_every=self.steps)
+
+    def check_cells(self) -> None:
+        """Every setting's game and training run, checked (its parameters, and its sizes against this
+        machine's memory) before the search's folder is made: one line naming the setting."""
+        for cell in self.cells():
+            try:
+                self.training_config({**self.fixed, **cell}, 0).validate()
+            except SepoError as error:
+                raise SepoError(f"the setting {cell_name(cell)}: {error}") from None
+
     def settings(self) -> dict:
         return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in self.__dict__.items()}
 
@@ -103,10 +121,12 @@ def _measure(game_name: str, params: dict, summary: dict, policy, config: Search
 def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None] | None = None) -> dict:
     """Train and measure every (cell, seed); the report (also written to `out/report.json`)."""
     from sepo.runs import open_run
-    from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
+    from sepo.training.tabular import TabularSEPOTrainer
 
     config.validate()
     out = Path(out)
+    if not (out / "report.json").exists():  # a finished search is read back as it was
+        config.check_cells()
     with open_run(out, COMMAND, config.settings()) as run:
         if run.finished:
             return run.result
@@ -117,12 +137,7 @@ def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None
             for seed in range(config.seeds):
                 if progress:
                     progress(f"{cell_name(cell)}: seed {seed} ({index + 1} of {len(config.cells())} settings)")
-                train = TabularSEPOConfig(game=config.game, game_params=params, penalty=config.penalty,
-                                          lambda_e=config.lambda_e, lambda_c=config.lambda_c, lambda_x=config.lambda_x,
-                                          steps=config.steps, groups=config.groups, group_size=config.group_size,
-                                          learning_rate=config.learning_rate, final_learning_rate=config.final_learning_rate,
-                                          seed=seed, checkpoint_every=config.steps)
-                trainer = TabularSEPOTrainer(train, run.path(f"cells/{index}/seed-{seed}"))
+                trainer = TabularSEPOTrainer(config.training_config(params, seed), run.path(f"cells/{index}/seed-{seed}"))
                 with open_run(trainer.out, "train", trainer.settings(), part_of=COMMAND) as child:
                     trainer.run = child
                     summary = trainer.train()

@@ -461,6 +461,66 @@ def _check_domain_params(config: ExperimentConfig, source: str) -> None:
             raise SepoError(f"{source}: domains[{i}].llm.{_field_path(first['loc'])}: {brief(message, 200)}") from None
 
 
+def _check_sizes(config: ExperimentConfig, source: str) -> None:
+    """Every size the config sets, checked against this machine's memory before anything is
+    written (`sepo.training.sizes`, `sepo.limits`): per domain, its audits' episodes, and for the
+    agents it trains, the exact solver, the history tree, a step's rollouts or completions and a
+    language model's reads. One line naming the domain and the fields that would fit; a config
+    refused here leaves no folder behind, so the corrected config starts afresh."""
+    from sepo.experiments.cells import expand
+    from sepo.games import get_domain
+    from sepo.limits import check_episodes
+    from sepo.metrics.exact import check_exact_size
+    from sepo.opponents.pools import default_pools
+    from sepo.training import sizes
+
+    kinds = {agent.name: agent.kind for agent in config.agents}
+    most_episodes = max([config.episodes.validation, config.episodes.test] +
+                        [max(a.episodes.validation, a.episodes.test) for a in config.agents if a.episodes is not None])
+    cells = expand(config).cells
+    for i, domain in enumerate(config.domains):
+        here = [cell for cell in cells if cell.domain == domain.name]
+        if not here:
+            continue
+        where = f"{source}: domains[{i}] ({domain.name})"
+        game = get_domain(domain.name).game(config.protocol, **domain.params)
+        params = {"rounds": f"domains[{i}].params.rounds", "memory": f"domains[{i}].params.memory"}
+        trained = {kinds[cell.agent] for cell in here if cell.stage in TRAINED_STAGES}
+        try:
+            pools = default_pools(domain.name, config.protocol, game)
+            check_episodes(game, most_episodes, sum(len(pools.get(n, [])) for n in ("train", "collusive", "exploiter")),
+                           "an audit", "episodes.test")
+            if "tabular" in trained:
+                t = config.training.tabular
+                names = {**sizes.CLI_OPTIONS, **params, "groups": "training.tabular.groups",
+                         "group_size": "training.tabular.group_size"}
+                check_exact_size(game)
+                held = sizes.check_tree(get_domain(domain.name), game, False, names, t.groups * t.group_size)
+                sizes.check_rollouts(game, t.groups, t.group_size, held, names, get_domain(domain.name))
+            if "hf" in trained:
+                from sepo.training.config import SEPOConfig
+
+                t = llm_training(config, domain)
+                names = {**sizes.CLI_OPTIONS, **params, "groups": "training.llm.groups",
+                         "group_size": "training.llm.group_size", "steps": "training.llm.steps",
+                         "table_samples": "training.llm.table_samples",
+                         "final_samples": "training.llm.final_samples" if t.final_samples else "decoding.samples"}
+                check_exact_size(game)
+                held = sizes.check_tree(get_domain(domain.name), game, True, names)
+                sizes.check_language_model_batches(t.steps, t.groups, t.group_size, t.max_new_tokens, held, names)
+                plan = SEPOConfig(game=domain.name, game_params=dict(domain.params), protocol=config.protocol,
+                                  groups=t.groups, group_size=t.group_size)
+                step, final = sizes.read_states(plan, game)
+                sizes.check_replies(step, t.table_samples, "at every step", names["table_samples"])
+                sizes.check_replies(final, t.final_samples or config.decoding.samples, "at the end of the run",
+                                    names["final_samples"])
+        except SepoError as error:
+            message = str(error)
+            for param in get_domain(domain.name).params:  # a game's own hint names its CLI option: here, the field
+                message = message.replace(f"--{param.name.replace('_', '-')} ", f"domains[{i}].params.{param.name} ")
+            raise SepoError(f"{where}: {message}") from None
+
+
 def check_agents(config: ExperimentConfig, source: str = "config") -> None:
     """Every agent against every domain it plays in, before anything is written: a fixed agent's
     spec as `sepo eval` would read it in that domain (`bot:TFT` is no bot of every game), a
@@ -491,10 +551,12 @@ def check_agents(config: ExperimentConfig, source: str = "config") -> None:
 
 
 def load_config(path: str | Path) -> tuple[ExperimentConfig, str]:
-    """Read and validate a YAML experiment config, its agents included; returns it and the file's text."""
+    """Read and validate a YAML experiment config, its agents and its sizes included (before `plan`
+    lists it or `run` makes its folder); returns it and the file's text."""
     from sepo.inputs import read_structured, read_text
 
     text = read_text(Path(path), "experiment config")
     config = validate_config(read_structured(path, "experiment config"), str(path))
     check_agents(config, str(path))
+    _check_sizes(config, str(path))
     return config, text

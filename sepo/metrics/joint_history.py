@@ -21,7 +21,7 @@ from sepo.games.base import Decision
 from sepo.limits import count_text
 from sepo.metrics.exact import ExactResult
 from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, dense_histories,
-                                   read_agent, solve, tree_from_levels)
+                                   read_agent, solve, tree_from_levels, tree_states)
 from sepo.policies.base import Policy
 
 
@@ -65,7 +65,7 @@ class JointHistorySolver(RepeatedAudit):
         self._solved: tuple[bytes, RepeatedResult] | None = None
         unit = self.round_name
         if game.memory is None:
-            histories = sum((k ** 2) ** t for t in range(game.rounds))
+            histories = tree_states(self.stage, game.rounds)  # closed form: a long game's sum has millions of digits
             self.method = (f"exact DP over the {self.joint_name} tree ({game.rounds} {unit}s, {k ** 2} {self.joint_actions} "
                            f"a {unit}, {count_text(histories)} agent histories)")
         else:

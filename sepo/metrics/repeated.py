@@ -47,6 +47,7 @@ A domain exposes its histories to table policies as `observation["history"]`: a 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Sequence
 
@@ -54,7 +55,7 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.base import Decision
-from sepo.limits import count_text, memory_budget, size_text
+from sepo.limits import count_text, memory_budget, size_text, tree_node_bytes
 from sepo.metrics.exact import ExactResult
 from sepo.policies.base import Policy
 
@@ -251,7 +252,7 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
 
     _check(stage, rounds, None, 0.0)
     n_a, n_o = stage.shape
-    limit = max_states if max_states is not None else memory_budget() // BYTES_PER_STATE_NODE
+    limit = max_states if max_states is not None else memory_budget() // tree_node_bytes(n_a, n_o)
     witnesses: list[History] = [()]
     states: list = [state_of(())]
     levels, total = [], 1
@@ -292,33 +293,56 @@ sampled at it): 2 actions a side over 8 rounds are 21,845 states, 9 over 4 round
 BYTES_PER_AGENT_STATE = 4096
 """Memory per agent information state read through Python decisions (the state, its decision, the
 reading, its row of the best response's JSON): measured 3.9 KB per state from 8 to 9 rounds of a
-2×2 stage game."""
-BYTES_PER_STATE_NODE = 256
-"""Memory per node of the numpy DP alone (history row, probabilities, children, values)."""
+2×2 stage game; a node of the numpy DP itself is `sepo.limits.tree_node_bytes`, which grows with
+the joint actions of a round (each node keeps the index of its children)."""
+
+
+SATURATED = 10**300
+"""Where `tree_states` stops counting: more states than any machine holds (`count_text` says "more
+than 10^300"); the exact count of a long game's tree is a number of millions of digits."""
 
 
 def tree_states(stage: StageGame, rounds: int, memory: int | None = None, threshold: float = 0.0) -> int:
     """The DP's states: sum over rounds of the remembered histories; with pruning, at most
     nO^t / threshold histories are kept at round t (for each opponent sequence the agent's reach
-    sums to 1)."""
+    sums to 1). In closed form (a million rounds are counted at once), at most `SATURATED`."""
     n_a, n_o = stage.shape
-    total = 0
+    k = n_a * n_o
+    if threshold <= 0:
+        depth = rounds if memory is None else min(memory, rounds)  # the rounds whose histories still grow
+        if k > 1 and depth * math.log10(k) > 300:
+            return SATURATED
+        grown = depth if k == 1 else (k**depth - 1) // (k - 1)
+        return min(SATURATED, grown + (rounds - depth) * k**depth)
+    total, previous = 0, None
     for t in range(rounds):
-        count = (n_a * n_o) ** (t if memory is None else min(t, memory))
-        if threshold > 0:
-            count = min(count, int(n_o ** t / threshold) + 1)
-        total += count
+        full = k ** (t if memory is None else min(t, memory)) if t * math.log10(max(k, 2)) <= 300 else SATURATED
+        kept = SATURATED if t * math.log10(max(n_o, 1)) - math.log10(threshold) > 300 else int(n_o**t / threshold) + 1
+        count = min(full, kept)
+        if count == previous:  # both bounds stopped growing: the remaining rounds keep as many
+            return min(SATURATED, total + (rounds - t) * count)
+        total, previous = total + count, count
+        if total >= SATURATED:
+            return SATURATED
     return total
 
 
-def check_tree_fits(stage: StageGame, rounds: int, memory: int | None = None, threshold: float = 0.0,
-                    agent_states: int | None = None, what: str = "the joint-history tree") -> int:
-    """Refuse, in one line, a tree whose estimated memory exceeds `memory_budget()`: `agent_states`
-    (default: every DP state) are read through Python decisions, the rest are numpy rows.
-    Returns the number of DP states."""
+def tree_bytes(stage: StageGame, rounds: int, memory: int | None = None, threshold: float = 0.0,
+               agent_states: int | None = None, training: bool = False) -> int:
+    """The estimated memory of the DP's tree: `agent_states` (default: every DP state) read through
+    Python decisions, and every DP state as a numpy node (`sepo.limits.tree_node_bytes`; `training`:
+    as a training environment keeps it besides the solver's)."""
     states = tree_states(stage, rounds, memory, threshold)
     read = states if agent_states is None else agent_states
-    need = read * BYTES_PER_AGENT_STATE + states * BYTES_PER_STATE_NODE
+    return read * BYTES_PER_AGENT_STATE + states * tree_node_bytes(*stage.shape, training=training)
+
+
+def check_tree_fits(stage: StageGame, rounds: int, memory: int | None = None, threshold: float = 0.0,
+                    agent_states: int | None = None, what: str = "the joint-history tree", training: bool = False) -> int:
+    """Refuse, in one line, a tree whose estimated memory (`tree_bytes`) exceeds `memory_budget()`.
+    Returns the number of DP states."""
+    states = tree_states(stage, rounds, memory, threshold)
+    need = tree_bytes(stage, rounds, memory, threshold, agent_states, training)
     budget = memory_budget()
     if need <= budget:
         return states
@@ -327,19 +351,18 @@ def check_tree_fits(stage: StageGame, rounds: int, memory: int | None = None, th
     if memory is None:
         raise SepoError(f"{sizes}; give --memory M to solve a memory-M projection, --threshold P to prune branches the "
                         "agent reaches with probability below P, or fewer --rounds")
-    fits = next((m for m in range(memory - 1, -1, -1) if _memory_need(stage, rounds, m, agent_states is not None) <= budget),
-                None)
+    fits = next((m for m in range(memory - 1, -1, -1)
+                 if _memory_need(stage, rounds, m, agent_states is not None, training) <= budget), None)
     smaller = f"--memory {fits} or less" if fits is not None else "no --memory fits"
     raise SepoError(f"{sizes}: --memory {memory} keeps too many; give {smaller}, or fewer --rounds")
 
 
-def _memory_need(stage: StageGame, rounds: int, memory: int, keyed: bool) -> int:
+def _memory_need(stage: StageGame, rounds: int, memory: int, keyed: bool, training: bool = False) -> int:
     """`check_tree_fits`'s estimate for the memory-`memory` states; `keyed`: the agent is read
     once per key (every remembered history) rather than once per DP state."""
-    states = tree_states(stage, rounds, memory)
     n = stage.shape[0] * stage.shape[1]
-    read = sum(n ** l for l in range(min(memory, rounds - 1) + 1)) if keyed else states
-    return read * BYTES_PER_AGENT_STATE + states * BYTES_PER_STATE_NODE
+    read = sum(n ** l for l in range(min(memory, rounds - 1) + 1)) if keyed else None
+    return tree_bytes(stage, rounds, memory, agent_states=read, training=training)
 
 
 def _validated(probs, count: int, n_a: int) -> np.ndarray:

@@ -121,6 +121,9 @@ class SEPOConfig:
             raise SepoError("advantage-alignment trains on payoff plus its opponent-shaping term; the SEPO penalties "
                             "(--lambda-e, --lambda-c, --lambda-x) do not apply to it")
         self.check_terms_act()
+        from sepo.training.sizes import check_plan
+
+        check_plan(self)  # the whole run's sizes, before anything is built or written
         return self
 
     def record(self) -> dict:

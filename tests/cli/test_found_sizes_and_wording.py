@@ -1,7 +1,6 @@
-"""Issue 17's findings of a hostile user (items 3, 6, 11, 12, 16, 17), one test each: a command too
-large for the machine is refused in one line naming the options that would make it fit, before it
-allocates anything; inputs that crashed are one line; settings that did nothing are refused or
-warned about; messages say what is true."""
+"""Sizes and wording, one test each: a command too large for the machine is refused in one line
+naming the options that would make it fit, before it allocates anything; inputs that crashed are
+one line; settings that did nothing are refused or warned about; messages say what is true."""
 import json
 import os
 import resource
@@ -49,7 +48,20 @@ def auction_run(tmp_path_factory):
     (["eval", "--agent", "nash", "--hands", "100000000", "--episodes", "1"], ["--hands"]),
     (["data", "sft", "--out", "OUT", "--episodes", "99999999999"], ["--episodes"]),
     (["eval", "--game", "negotiation", "--agent", "uniform", "--pool", "injection", "--episodes", "99999999999"], ["--episodes"]),
-], ids=lambda v: " ".join(v)[:70] if isinstance(v, list) and v and v[0] in ("exploit", "eval", "train", "data") else "")
+    (["train", "--game", "kuhn", "--out", "OUT", "--steps", "3", "--groups", "100000000"], ["rollouts", "--groups"]),
+    (["train", "--game", "kuhn", "--out", "OUT", "--steps", "3", "--group-size", "100000000"], ["rollouts", "--group-size"]),
+    (["train", "--game", "openspiel:kuhn_poker", "--out", "OUT", "--steps", "3", "--groups", "100000000"],
+     ["rollouts", "--groups"]),
+    (["train", "--game", "pricing", "--rounds", "10000", "--out", "OUT", *TINY], ["tree", "--rounds"]),
+    (["train", "--game", "pricing", "--rounds", "10000", "--method", "advantage-alignment", "--out", "OUT", *TINY],
+     ["tree", "--rounds"]),
+    (["train", "--game", "ipd", "--rounds", "50", "--memory", "1", "--out", "OUT", *TINY], ["whole history", "--rounds"]),
+    (["train", "--game", "kuhn", "--policy", "hf:no-model", "--out", "OUT", "--steps", "3", "--groups", "100000000"],
+     ["prompts", "--groups"]),
+    (["analyze", "institution", "--game", "pricing", "--vary", "rounds=3,10000", "--steps", "2", "--groups", "2",
+      "--out", "OUT"], ["rounds=10000", "--rounds"]),
+], ids=lambda v: " ".join(v)[:70] if isinstance(v, list) and v and v[0] in ("exploit", "eval", "train", "data", "analyze")
+    else "")
 def test_a_command_too_large_for_the_machine_is_refused_before_it_allocates(tmp_path, args, words):
     process = _capped(*[tmp_path / "out" if a == "OUT" else a for a in args])
     out, err = process.communicate(timeout=120)
@@ -75,6 +87,37 @@ def test_the_fitting_options_offered_do_fit():
         check_episodes(game, 1000, 8, "it")
     rounds = int(str(refused.value).split("--rounds ")[1].split()[0].replace(",", ""))
     check_episodes(load_game("ipd", "rigorous", rounds=rounds), 1000, 8, "it")
+
+
+def test_a_price_grid_too_fine_is_refused_at_once():
+    """The count that fits is found in closed form (the search rebuilt the grid for every smaller
+    count: a quadratic wait of minutes for 100,000 prices, and a MemoryError for 10^9)."""
+    for prices in ("100000", "1000000000"):
+        started = time.process_time()
+        _error(_run("exploit", "--game", "pricing", "--agent", "bot:Competitive", "--prices", prices), "--prices 55 or fewer")
+        assert time.process_time() - started < 5
+
+
+def test_the_price_grids_refusal_names_the_largest_count_that_is_distinct():
+    import numpy as np
+
+    from sepo.errors import SepoError
+    from sepo.games.pricing.market import Market
+
+    market = Market((2.0, 2.0), (1.0, 1.0))
+    low, high = float(market.nash_prices.min()), float(market.monopoly_prices.max())
+
+    def distinct(n):
+        spread = high - low
+        return len(np.unique(np.round(np.linspace(low - 0.1 * spread, high + 0.1 * spread, n), 2))) == n
+
+    for points in range(2, 90):
+        largest = max(n for n in range(2, points + 1) if distinct(n))
+        if largest == points:
+            assert len(market.grid(points)) == points
+        else:
+            with pytest.raises(SepoError, match=f"--prices {largest} or fewer"):
+                market.grid(points)
 
 
 def test_an_audit_too_large_for_an_exact_value_plays_and_says_why():

@@ -58,6 +58,7 @@ def vectorised(spec, game) -> IPDBot:
 
 class IPDTrainingEnvironment:
     joint_advantages = True
+    full_history_tree = True  # the training reach is computed over every whole history (sized by sepo.training.sizes)
 
     def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game

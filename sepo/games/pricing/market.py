@@ -18,6 +18,7 @@ p_N ≈ 1.473 and p_M ≈ 1.925, checked in tests/games/pricing/test_market.py.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -120,20 +121,33 @@ class Market:
     def grid(self, points: int = 15, extension: float = 0.1, decimals: int = 2) -> np.ndarray:
         """Calvano et al.'s price grid: `points` equally spaced prices from min p_N − ξ(p_M − p_N) to
         max p_M + ξ(p_M − p_N), ξ = `extension`, rounded to `decimals` (what a firm reads is what it
-        charges)."""
+        charges). A count that cannot be distinct at `decimals` (more points than the range holds
+        such prices) or that would not fit in memory is refused before any grid is built."""
+        from sepo.limits import GRID_POINT_BYTES, memory_budget, refuse
+
         low, high = float(self.nash_prices.min()), float(self.monopoly_prices.max())
         spread = high - low
+        start, stop = low - extension * spread, high + extension * spread
 
         def spaced(n: int) -> np.ndarray:
-            return np.round(np.linspace(low - extension * spread, high + extension * spread, n), decimals)
+            return np.round(np.linspace(start, stop, n), decimals)
 
-        prices = spaced(points)
-        if len(np.unique(prices)) == points:
-            return prices
-        fits = next((n for n in range(points - 1, 1, -1) if len(np.unique(spaced(n))) == n), None)
-        if fits is not None:
-            raise SepoError(f"pricing: {points} grid points between {prices[0]:g} and {prices[-1]:g} are not distinct at "
-                            f"{decimals} decimals; use --prices {fits} or fewer, or an explicit --grid")
+        unit = 10.0 ** decimals
+        held = int(round(stop * unit) - round(start * unit)) + 1  # the prices at `decimals` in the range: no more differ
+        apart = int(math.floor((stop - start) * unit)) + 1  # points at least one unit apart: always distinct
+        most = memory_budget() // GRID_POINT_BYTES  # the most prices the machine holds
+        if points <= held:
+            if points > most:
+                refuse(f"a grid of {points:,} prices (each with its name and its place in every decision)",
+                       points * GRID_POINT_BYTES, f"use --prices {min(most, apart):,} or fewer")
+            prices = spaced(points)
+            if len(np.unique(prices)) == points:
+                return prices
+        top = min(points - 1, held, most)  # the counts above `apart` are few: tried one by one
+        fits = top if top <= apart else next((n for n in range(top, apart, -1) if len(np.unique(spaced(n))) == n), apart)
+        if fits >= 2:
+            raise SepoError(f"pricing: {points:,} grid points between {start:.{decimals}f} and {stop:.{decimals}f} are not "
+                            f"distinct at {decimals} decimals; use --prices {fits:,} or fewer, or an explicit --grid")
         raise SepoError(f"pricing: the Nash and monopoly prices ({low:.4f} and {high:.4f}) are less than a cent apart at "
                         f"these costs, qualities and mu, so no grid between them has two distinct prices at {decimals} "
                         f"decimals; give an explicit --grid, or a lower --cost (Calvano et al.: cost 1, "
