@@ -155,11 +155,13 @@ def _jsonable(value):
 
 
 def print_json(data) -> None:
-    """One JSON object on stdout; NaN and infinity (not JSON) are written as null."""
+    """One JSON object on stdout; NaN and infinity (not JSON) are written as null; credentials in
+    URLs (an endpoint agent's `http://user:pw@host`) redacted."""
+    from sepo.redact import redact_secrets
     from sepo.runs import json_safe
 
     plain = json.loads(json.dumps(data, default=_jsonable))
-    sys.stdout.write(json.dumps(json_safe(plain), indent=1, allow_nan=False) + "\n")
+    sys.stdout.write(redact_secrets(json.dumps(json_safe(plain), indent=1, allow_nan=False)) + "\n")
 
 
 def _literal_help(command) -> None:

@@ -24,6 +24,7 @@ from sepo.cli.serve import serve_command
 from sepo.cli.text_options import (decoding_applies, policy_line, reply_cache_line, reply_kinds_line, reprompt_line,
                                    text_agent_options, usage_line, with_decoding)
 from sepo.errors import SepoError, brief
+from sepo.redact import redact_secrets
 from sepo.games import PROTOCOLS
 from sepo.objective.advantage_alignment import METHODS
 from sepo.objective.sepo import PENALTY_MODES, REWARD_SCALINGS
@@ -178,7 +179,7 @@ def eval_command(
     if as_json:
         _print_json(result)
         return
-    table = Table(title=f"{agent} in {game} ({protocol} protocol, {episodes} episodes per opponent)")
+    table = Table(title=f"{redact_secrets(agent)} in {game} ({protocol} protocol, {episodes} episodes per opponent)")
     for column in ("metric", "value", "95% CI"):
         table.add_column(column)
     for name in ("utility", "utility_exact", "exploitability", "adversarial_gap", "adversarial_gap_lower_bound", "nash_conv", "br_payoff",
@@ -278,7 +279,7 @@ def _injection(the_game, policy, agent: str, config, as_json: bool) -> None:
     if as_json:
         _print_json(result)
         return
-    table = Table(title=f"{agent} in {the_game.name}: prompt-injection pool (base opponent {brief(result['base_opponent'])}, "
+    table = Table(title=f"{redact_secrets(agent)} in {the_game.name}: prompt-injection pool (base opponent {brief(result['base_opponent'])}, "
                         f"{config.episodes} episodes per message)")
     for column in ("message", "decisions", "action changed", "format changed", "p (Holm)"):
         table.add_column(column)
@@ -762,7 +763,7 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
             "projection": f"a memory-{result.extra.get('projection_memory')} projection"}[label]
     if policy is not None and not policy.get("read_exactly", True):  # the solver is exact; the table it solved is not
         kind = ("the solver's exact values" if label == "exact" else kind) + f" for the {policy['read']} policy"
-    table_out = Table(title=f"{agent} in {game}: {kind} ({result.method})")
+    table_out = Table(title=f"{redact_secrets(agent)} in {game}: {kind} ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)
     rows = [(result.value_name, result.value), ("best-response payoff", result.br_payoff),

@@ -54,6 +54,7 @@ from sepo.policies.hf import FORCED_QUESTION
 from sepo.policies.replies import Decoding, Reply
 from sepo.policies.reply_cache import ReplyCache, request_key
 from sepo.policies.text_policy import DEFAULT_REPROMPTS, DEFAULT_SAMPLES, TextPolicy
+from sepo.redact import redact_secrets
 
 API_KEY_VARIABLES = ("SEPO_API_KEY", "OPENAI_API_KEY")
 CACHE_VARIABLE = "SEPO_CACHE_DIR"
@@ -61,7 +62,15 @@ _NO_KEY = "EMPTY"
 
 
 def parse_endpoint_spec(arg: str) -> tuple[str, str | None]:
-    """`MODEL@URL` (or `MODEL`, for the client's default URL / `OPENAI_BASE_URL`) -> (model, url)."""
+    """`MODEL@URL` (or `MODEL`, for the client's default URL / `OPENAI_BASE_URL`) -> (model, url).
+    Errors name the spec with its credentials redacted."""
+    try:
+        return _parse_endpoint_spec(arg)
+    except SepoError as error:
+        raise SepoError(redact_secrets(str(error))) from None
+
+
+def _parse_endpoint_spec(arg: str) -> tuple[str, str | None]:
     match = re.fullmatch(r"(?P<model>.+?)(?:@(?P<url>https?://\S+))?", arg.strip())
     if not match or not match.group("model") or "@http" in match.group("model"):
         raise SepoError(f"agent 'openai:{arg}': expected openai:MODEL@http(s)://HOST[:PORT]/v1")
@@ -121,7 +130,10 @@ class EndpointAgent(TextPolicy):
             raise SepoError(f"--max-tokens-total must be >= 1, got {max_tokens_total}")
         self.max_tokens_total = max_tokens_total
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self._url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        """The URL the client connects to, credentials included; never written or printed."""
+        self.base_url = redact_secrets(self._url)
+        """The URL as it is named, recorded, keyed and cached: credentials redacted."""
         self.text = game_text
         self.decoding = decoding or Decoding()
         self.concurrency = concurrency
@@ -132,10 +144,10 @@ class EndpointAgent(TextPolicy):
         self._serves_forced: bool | None = None
         self.name = name or f"openai:{model}@{self.base_url}"
         key = api_key or next((os.environ[v] for v in API_KEY_VARIABLES if os.environ.get(v)), None)
-        if key is None and not _loopback(self.base_url):
+        if key is None and not _loopback(self._url):
             raise SepoError(f"agent {self.name!r}: no API key; set {' or '.join(API_KEY_VARIABLES)}")
         self._secret = key
-        self.client = client or openai.OpenAI(api_key=key or _NO_KEY, base_url=self.base_url, max_retries=max_retries,
+        self.client = client or openai.OpenAI(api_key=key or _NO_KEY, base_url=self._url, max_retries=max_retries,
                                               timeout=timeout)
         self._openai = openai
         self.cache = None
@@ -337,7 +349,14 @@ class EndpointAgent(TextPolicy):
             self.usage.update(amounts)
 
     def _scrub(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        """`text` without the API key or the URL's credentials (an error may quote either)."""
+        text = text.replace(self._secret, "***") if self._secret else text
+        text = text.replace(self._url, self.base_url)
+        parts = urlparse(self._url)
+        for secret in (parts.password, parts.username):
+            if secret and len(secret) >= 4:
+                text = text.replace(secret, "***")
+        return redact_secrets(text)
 
     def record(self) -> dict:
         """What goes into a result: the endpoint, the decoding, token usage (never the key)."""
