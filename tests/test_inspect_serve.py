@@ -37,7 +37,9 @@ def test_the_openai_route_plays_greedily_and_says_so(chat, tmp_path, monkeypatch
         stats = server.stats.record()
     assert stats["answered"] > 1 and stats["default_temperature"] == 0
     assert result["decoding"]["sent"]["source"] == "server" and result["decoding"]["sent"]["temperature"] == 0
-    assert result["decoding"]["calls"] == {"temperature 0.0": 5, "not recorded": stats["answered"] - 5}
+    calls = result["decoding"]["calls"]  # Inspect keeps the raw request of the first few calls only
+    assert set(calls) <= {"temperature 0.0", "not recorded"} and calls["temperature 0.0"] >= 1
+    assert sum(calls.values()) == stats["answered"]
     assert result["policy"]["read_exactly"] is True
     assert score.answer == "exploitability (exact) of the exact policy"
 

@@ -30,8 +30,10 @@ def serve_command(
 
     Audit it with `sepo eval --agent openai:NAME@http://HOST:PORT/v1`. Honours temperature, top_p,
     max_tokens, seed, n (and top_k, repetition_penalty, chat_template_kwargs); finish_reason is
-    "length" for a reply cut at max_tokens. A prompt beyond the model's context is refused (400),
-    a full queue answered 503; SIGTERM or Ctrl-C stops it cleanly."""
+    "length" for a reply cut at max_tokens. Every response echoes the decoding it was generated with
+    (`sepo_decoding`); a request without temperature is sampled at 1.0 and warned about once. A
+    prompt beyond the model's context, or a request too large for memory, is refused (400), a full
+    queue answered 503; SIGTERM or Ctrl-C stops it cleanly."""
     from sepo.models.serve import MAX_STALL_SECONDS, ChatModel, ChatServer
     from sepo.policies.replies import MAX_NEW_TOKENS
 
