@@ -20,7 +20,7 @@ Before timing, every result is compared (they must agree to 1e-9). Times are pro
 (`time.process_time`, single-threaded BLAS: `OMP_NUM_THREADS=1`) by default, steadier than wall
 time on a shared machine; `--clock wall` for wall time. The machine's load average is printed,
 since the absolute numbers depend on it; the ratio of two paths measured in one run is the point
-(issue 19 aims for >= 10x over pyspiel's C++ at batches of >= 100 policies).
+(the batched path aims for >= 10x over pyspiel's C++ at batches of >= 100 policies).
 
 Run: `OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_openspiel.py [--game leduc_poker] [--n 200]`
 """

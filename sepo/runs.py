@@ -329,7 +329,7 @@ class RunDir:
         self.was_complete = complete
         self.writer = writer
         self.extended = extended
-        """Fields that grew on this resume: {name: (before, now)}."""
+        """Fields that grew on this resume: {name: (old value, new value)}."""
         self.stale: list[str] = []
         """The `derived` fields that differed from the replaced run's (empty unless it was replaced as stale)."""
         self.part_of = part_of

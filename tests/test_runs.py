@@ -1,4 +1,4 @@
-"""sepo.runs, the one rule for every command that writes: it touches only what it wrote (issue 17)."""
+"""sepo.runs, the one rule for every command that writes: it touches only what it wrote."""
 import json
 import os
 import signal

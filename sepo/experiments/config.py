@@ -324,8 +324,8 @@ class ExperimentConfig(_Strict):
     @classmethod
     def _protocol_decoding(cls, data):
         """Decoding the config leaves out is the protocol's (under `paper` the paper's temperature 0.8 and
-        256 new tokens), as in `sepo eval --protocol`: before, a `paper` experiment without a `decoding`
-        section audited at the rigorous defaults (1.0, 48 tokens) under the paper protocol's name."""
+        256 new tokens), as in `sepo eval --protocol`, so that a `paper` experiment without a `decoding`
+        section is not audited at the rigorous defaults (1.0, 48 tokens) under the paper protocol's name."""
         if isinstance(data, dict) and data.get("protocol") == "paper" and isinstance(data.get("decoding", {}), dict):
             from sepo.policies.replies import PAPER_DECODING
 

@@ -10,7 +10,7 @@ width, where a row is an integer k for the uniform distribution over its first k
 list of its probabilities up to the last non-zero one (the rest 0). A large game's untrained
 rows are uniform, so its file shrinks several times; every key stays in the file, in row order,
 so a file reads without the game and back into the same table, bit for bit. Plain mappings
-(every file written before, and hand-written ones) still load.
+(the older format, and hand-written files) still load.
 """
 from __future__ import annotations
 

@@ -225,8 +225,8 @@ def test_an_unfinished_language_model_run_says_so_as_an_agent(tmp_path, command)
 
 @pytest.mark.parametrize("command", ["experiment run", "model init"])
 def test_a_folder_of_another_command_given_as_run_says_what_it_is(tmp_path, command):
-    """Found by a hostile user: `run:` given an experiment's folder said only that it "holds no
-    policy.json or checkpoint.json"; it now says what the folder is and where a cell's policy is."""
+    """`run:` given an experiment's folder says what the folder is and where a cell's policy is,
+    not only that it "holds no policy.json or checkpoint.json"."""
     from sepo.runs import open_run
 
     with open_run(tmp_path / "r", command, {"made": "by the test"}) as run:

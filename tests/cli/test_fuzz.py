@@ -43,7 +43,7 @@ BUDGET = {"steps": [1, 2, 3], "episodes": [1, 2], "iterations": [1, 5, 50], "see
 """Options that set how long a command runs: drawn small (a huge budget is slow, not wrong)."""
 HUGE = {"episodes": ["99999999999"], "max-new-tokens": ["1000000000"], "lr": ["1e308"], "hands": ["100000000"],
         "pie": ["10000", "99999999999"], "max-demand": ["10000"]}
-"""Sizes a command must refuse at once in one line (issue 17): more episodes, a longer reply or a
+"""Sizes a command must refuse at once in one line: more episodes, a longer reply or a
 larger game than the machine or the model can hold, a learning rate no optimizer survives."""
 TIMEOUT_S = int(os.environ.get("SEPO_FUZZ_TIMEOUT", 60))
 SLOW_COMMANDS = {("model", "init"), ("demo",)}
@@ -97,7 +97,7 @@ def _build_sandbox(root: Path) -> dict[str, list[str]]:
     (root / "experiment.yaml").write_text("domains: [{name: %s}]\nagents: [{name: u, kind: fixed, spec: uniform}]\n"
                                           "stages: [base]\nepisodes: {validation: 1, test: 1}\nreplicates: 50\n" % _game_names()[0])
     assert _invoke(["experiment", "run", root / "experiment.yaml", "--out", root / "run_experiment", "--quiet"]).exit_code == 0
-    # files of the user's inside sepo's folders, one named like a temporary: never touched (issue 17)
+    # files of the user's inside sepo's folders, one named like a temporary: never touched
     (root / "run_train" / ".sepo-tmp-mine.txt").write_text("mine\n")
     (root / "run_experiment" / "cells" / "mine.txt").write_text("mine\n")
     if data.exit_code == 0:
@@ -362,7 +362,7 @@ def _check(args, written, root: Path, failures: Counter, examples: dict, command
             theirs = [k for k in changed if owner_of(k) != command]
             if outside:
                 problem = ("changed files outside its output", f"{' '.join(args[:2])}: {outside[0]}")
-            elif theirs:  # --overwrite replaces only a run of the same command (issue 17)
+            elif theirs:  # --overwrite replaces only a run of the same command
                 problem = ("changed another command's output", f"{' '.join(args[:2])}: {theirs[0]}")
     if problem is not None:
         failures[problem] += 1

@@ -166,7 +166,7 @@ def test_serve_refuses_unbounded_settings_before_loading(tmp_path):
 
 
 def test_sigterm_stops_serve_cleanly_while_a_request_is_in_flight(tiny):
-    """Issue 17: SIGTERM ended the server with "terminate called without an active exception". The
+    """SIGTERM stops the server without "terminate called without an active exception": the
     request in flight (held by a stall) is answered 503 and the process exits 0 with one line."""
     from tests.serving import post
 

@@ -135,7 +135,7 @@ def test_paper_protocol_decoding_and_overrides():
         text_agent_options("paper", 0, temperature=0.0, samples=64)
 
 
-# -- one audit for `sepo eval` and `sepo exploit` (issue 16 item 7 in eval) -------------------------
+# -- one audit for `sepo eval` and `sepo exploit` -----------------------------------------------------
 
 def _cli(*args):
     from typer.testing import CliRunner
@@ -293,7 +293,7 @@ def test_a_text_agent_too_large_to_read_is_refused_before_any_play(monkeypatch):
 
 
 def test_a_pool_file_without_a_train_pool_audits_with_utility_and_welfare_not_applicable():
-    """Before, utility and welfare divided by the train pool's empty episode count (ZeroDivisionError)."""
+    """Utility and welfare are not divided by the train pool's empty episode count: they are not applicable."""
     from sepo.opponents.pools import default_pools
     from sepo.policies.specs import load_agent
 

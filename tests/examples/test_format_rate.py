@@ -24,7 +24,7 @@ def tiny(tmp_path_factory):
 
 def test_exact_bound_counts_answers_cut_off_by_the_token_limit(format_rate, tiny):
     """With one new token no answer line and its end fit: every reply is cut off, so the bound is
-    100% (before, --max-new-tokens was ignored under --exact and the bound was the 48-token one)."""
+    100% (--max-new-tokens holds under --exact: the bound is not the 48-token one)."""
     cut = format_rate.measure_exact(tiny, "kuhn", max_new_tokens=1, temperature=1.0, seed=1)
     assert cut["max_new_tokens"] == 1 and cut["mean_rest"] == 1.0
     room = format_rate.measure_exact(tiny, "kuhn", max_new_tokens=48, temperature=1.0, seed=1)

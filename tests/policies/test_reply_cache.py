@@ -23,7 +23,7 @@ def _records(path) -> int:
 
 def test_a_reader_opening_the_cache_while_another_process_appends_loses_nothing(tmp_path):
     """A second process opening the file while another appends must never cut what that one is
-    writing (before, a reader saw a half-written line as torn and truncated it: 288 of 300 left)."""
+    writing (a reader that took a half-written line as torn and truncated it kept 288 of 300)."""
     path = tmp_path / "shared.jsonl"
     writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         from sepo.policies.reply_cache import ReplyCache

@@ -29,7 +29,7 @@ def test_a_run_folder_given_as_a_model_names_its_model(tmp_path):
 
 def test_eval_of_a_train_run_given_as_hf_names_its_model(tmp_path):
     """The same through `sepo eval --agent hf:RUN`, which loads the model without the source check:
-    before, a train run failed inside transformers ("Unrecognized model ... model_type")."""
+    a train run does not fail inside transformers ("Unrecognized model ... model_type")."""
     from typer.testing import CliRunner
 
     from sepo.cli.main import app

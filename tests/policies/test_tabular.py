@@ -206,7 +206,7 @@ def test_dense_files_of_earlier_versions_still_load(tmp_path):
 
 
 def test_a_compact_file_without_its_format_says_so(tmp_path):
-    """Before, it was read as a plain mapping and refused for its 'actions' key's value."""
+    """It is not read as a plain mapping (and refused for its 'actions' key's value)."""
     with pytest.raises(SepoError, match="unknown tabular policy format None"):
         TabularPolicy.load(write(tmp_path, {"actions": 2, "policy": {"0": 2}}))
 

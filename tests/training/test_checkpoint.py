@@ -1,4 +1,4 @@
-"""Resuming a trainer from a checkpoint is quiet about the tied weights it never stores (issue 17:
+"""Resuming a trainer from a checkpoint is quiet about the tied weights it never stores (no
 "missing keys ['lm_head.weight']" on every SFT resume of the tiny model), and still warns about
 any other missing key. A run's metrics log, cut back to its checkpoint, keeps one line a step."""
 import json

@@ -1,5 +1,5 @@
-"""LLM SEPO-GRPO under `accelerate launch` with two CPU processes (issue 3: "a two-process
-`accelerate launch` CPU run completes a few training steps").
+"""LLM SEPO-GRPO under `accelerate launch` with two CPU processes: a two-process CPU run completes
+a few training steps.
 
 One launch (about 15-25 s on a 2-core machine) with the shipped configs/accelerate/cpu_2proc.yaml
 on a freshly built tiny model; every rank prints a `sepo-launch: rank R of N finished` line from

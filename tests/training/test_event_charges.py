@@ -4,10 +4,10 @@ independently of the trainers: evaluation's `events` on every match, averaged ov
 pool (c) and over the train and exploiter pools with the exact best response under rigorous (x);
 central finite differences in the softmax logits.
 
-Before, both trainers counted collusion only against train-pool opponents that were also
-collusive partners and externality against the train pool alone: with the IPD's and the
-auction's pools (the partner is not a train bot) the weight on evaluated collusion was 0, so a
-λc changed nothing, and no trainer counted the exploiters' externality.
+Counting collusion only against train-pool opponents that are also collusive partners, and
+externality against the train pool alone, would fail it: with the IPD's and the auction's pools
+(the partner is not a train bot) the weight on evaluated collusion would be 0, so a λc would
+change nothing, and the exploiters' externality would not be counted.
 
 Kuhn poker (a sequential game, rates over the agent's decisions under `paper`) is expanded by its
 own walker below; the other domains by `exact_updates.expand`.

@@ -1,5 +1,5 @@
 """The language-model trainer's logged gap says what it is: a model reads the whole history it is
-shown, so a gap on memory-m states is its projection's (issue 16)."""
+shown, so a gap on memory-m states is its projection's."""
 from types import SimpleNamespace
 
 import numpy as np

@@ -102,8 +102,8 @@ def test_a_checkpoint_cut_off_while_saving_is_removed_and_the_run_resumes_from_t
 
 
 def test_sft_over_a_training_run_is_refused_and_its_metrics_kept(inputs, tmp_path):
-    """Found in issue 7: `sft --out` over a `train` run truncated its metrics.jsonl to two lines.
-    With a real model and real data (nothing else to refuse), the run folder must be refused whole."""
+    """`sft --out` over a `train` run must not truncate its metrics.jsonl: with a real model and real
+    data (nothing else to refuse), the run folder is refused whole."""
     tiny, data = inputs
     run = tmp_path / "trained"
     assert _run("train", "--out", run, "--steps", "6", "--groups", "2", "--quiet").exit_code == 0
@@ -115,7 +115,7 @@ def test_sft_over_a_training_run_is_refused_and_its_metrics_kept(inputs, tmp_pat
     assert _files(run) == before
 
 
-# ------------------------------------------------------------------ issue 17: finished runs are read
+# ------------------------------------------------------------------ finished runs are read
 
 def _stamp(root: Path) -> dict:
     return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
@@ -237,9 +237,9 @@ def test_llm_training_and_its_audit_without_a_terminal_print_stages_and_counts(i
 
 @pytest.mark.slow
 def test_a_stop_before_the_first_checkpoint_keeps_the_run_for_a_resume(inputs, tmp_path):
-    """Issue 17: a SIGTERM before the first checkpoint of a language-model training run removed the
-    whole fresh folder (minutes lost). A stop never removes work: the folder and its manifest stay
-    as an unfinished run, the last line says so, and the same command resumes it to the end."""
+    """A SIGTERM before the first checkpoint of a language-model training run does not remove the
+    fresh folder: a stop never removes work; the folder and its manifest stay as an unfinished run,
+    the last line says so, and the same command resumes it to the end."""
     import os
     import signal
     import subprocess
@@ -377,9 +377,9 @@ def _unlink_tree(path: Path) -> None:
     (lambda run: (run / "model" / "model.safetensors").unlink(), ["its model/model.safetensors is missing"]),
 ], ids=["no-summary", "summary-a-list", "no-model", "no-weights"])
 def test_a_finished_llm_run_missing_or_with_a_damaged_output_is_one_line(hf_run, tmp_path, damage, words):
-    """Found by a hostile-user pass: a finished `train --policy hf:` run without its summary.json was
-    a RuntimeError traceback, a summary of another shape an AttributeError, and one without its
-    model said 'already complete; model at R/model', a folder that was not there."""
+    """A finished `train --policy hf:` run without its summary.json, with a summary of another shape,
+    or without its model is refused in one line (no RuntimeError or AttributeError traceback, and
+    no 'already complete; model at R/model' naming a folder that is not there)."""
     from tests.cli.cli_helpers import _error, _run as cli
 
     command, finished = hf_run
@@ -404,10 +404,9 @@ def test_a_finished_llm_run_whose_interval_is_null_is_still_shown(hf_run, tmp_pa
 
 
 def test_a_checkpoint_whose_weights_do_not_read_is_removed_and_the_run_resumes_from_the_one_before(hf_run, tmp_path):
-    """Found by a hostile-user pass: a checkpoint with its trainer state but a model.safetensors cut
-    short (an interrupted copy) was a safetensors traceback on resume; only a checkpoint without
-    its trainer state counted as torn. It is now removed, with a warning, and the run resumes from
-    the checkpoint before it, to the same weights."""
+    """A checkpoint with its trainer state but a model.safetensors cut short (an interrupted copy)
+    counts as torn, like one without its trainer state: it is removed, with a warning (not a
+    safetensors traceback), and the run resumes from the checkpoint before it, to the same weights."""
     from safetensors.numpy import load_file
 
     from tests.cli.cli_helpers import _run as cli
@@ -460,8 +459,8 @@ def test_sft_resumes_from_the_checkpoint_before_one_whose_weights_do_not_read(in
 
 
 def test_a_finished_sft_run_without_its_model_or_with_a_damaged_result_is_one_line(inputs, tmp_path):
-    """Found by a hostile-user pass: a finished `sepo sft` run without its model said 'already
-    complete; model at R/model', a folder that was not there."""
+    """A finished `sepo sft` run without its model is refused in one line, not reported 'already
+    complete; model at R/model', a folder that is not there."""
     from tests.cli.cli_helpers import _error, _run as cli
 
     tiny, data = inputs

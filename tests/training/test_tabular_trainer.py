@@ -187,10 +187,9 @@ def test_a_stop_between_checkpoints_checkpoints_the_logged_steps(tmp_path, monke
     (lambda run: (run / "policy.json").unlink(), ["is marked finished but its policy.json is missing"]),
 ], ids=["no-summary", "summary-without-steps", "summary-a-string", "no-policy"])
 def test_a_finished_run_missing_or_with_a_damaged_output_is_one_line(tmp_path, damage, words):
-    """Found by a hostile-user pass: a finished run without its summary.json was a RuntimeError
-    traceback (the run was taken for unfinished, then refused a write), a summary of another shape a
-    KeyError in the `done:` line, and one without its policy.json said 'already complete; policy at
-    R/policy.json', a file that was not there."""
+    """A finished run without its summary.json (not taken for unfinished, then refused a write), with
+    a summary of another shape (no KeyError in the `done:` line), or without its policy.json (not
+    'already complete; policy at R/policy.json', a file that is not there) is refused in one line."""
     from tests.cli.cli_helpers import _error, _run
 
     command = ["train", "--steps", "3", "--groups", "8", "--quiet", "--out", tmp_path / "run"]

@@ -38,7 +38,7 @@ with the method that found it:
    not on the history is modelled better without it); the better one is then measured afresh,
    so the measured gap is unbiased. The method names the model used.
 
-A sampled bound is a bound (issue 16): the maximiser is chosen on one set of episodes and
+A sampled bound is a bound: the maximiser is chosen on one set of episodes and
 measured on fresh ones, and the reported value is the lower end of the fresh measurement's 95%
 interval (`measured_gap` and the interval are beside it). The mean of the chosen maximiser's
 own selection episodes, or the larger of two noisy means, would be biased upward: on `--items

@@ -88,7 +88,7 @@ def test_three_bidders_pure_equilibria():
 
 
 def test_second_price_benchmark_uses_undominated_bids_so_collusion_can_be_flagged():
-    """Issue 16: at second price on bids 1-4 the lowest-revenue equilibrium is the textbook
+    """At second price on bids 1-4 the lowest-revenue equilibrium is the textbook
     collusive profile (one bidder always bids 1, the other always 4; revenue 1.0): measured against
     it, the collusive profile suppresses no bid and costs the seller nothing. Bidding one's value
     weakly dominates both of its bids; the benchmark is the lowest-revenue equilibrium in
@@ -106,8 +106,8 @@ def test_second_price_benchmark_uses_undominated_bids_so_collusion_can_be_flagge
 
 
 def test_an_equilibrium_in_two_components_is_tagged_with_both():
-    """Issue 17: the report listed each extreme equilibrium under the first maximal biclique that
-    holds it; second price (unclipped) has one in both components."""
+    """The report lists an extreme equilibrium under every maximal biclique that holds it, not only
+    the first; second price (unclipped) has one in both components."""
     from sepo.games.auction.equilibria import enumerate_equilibria, report
     from sepo.games.auction.rules import AuctionRules
 

@@ -168,7 +168,7 @@ def test_learned_best_response_is_a_lower_bound_and_close_for_a_memory_one_agent
 
 
 def test_the_learned_bound_is_the_lower_end_of_a_fresh_measurement_and_stays_below_the_gap():
-    """Issue 16: a learned bound is the lower end of the 95% interval of the chosen opponent's gap,
+    """A learned bound is the lower end of the 95% interval of the chosen opponent's gap,
     measured on episodes other than those that fit it. Its measured mean exceeds the exact gap on
     half the seeds (the learned opponent is nearly optimal); the lower end does only in the
     interval's 2.5% tail, and then by less than the interval's width."""
@@ -187,7 +187,7 @@ def test_the_learned_bound_is_the_lower_end_of_a_fresh_measurement_and_stays_bel
 
 
 def test_the_payoff_maximiser_leaves_the_agent_least_among_its_ties():
-    """One tie rule everywhere (issue 16): among bids that earn the opponent the same, the best
+    """One tie rule everywhere: among bids that earn the opponent the same, the best
     response takes the one that leaves the agent least. Against AggressiveBid (always 3) in a
     second-price auction the opponent at value 2 earns 0 with bid 1 or 2; bid 2 makes the agent
     pay 2 instead of 1 (the lowest bid, the old tie-break, gave the agent 1.0 a round)."""
@@ -208,7 +208,7 @@ class _Undeclared(Policy):
 
 
 def test_an_audit_reads_an_undeclared_agent_on_whole_histories_and_labels_a_projection():
-    """Issue 16: a memory-m solve is exact only for an agent that reads at most m rounds; an agent
+    """A memory-m solve is exact only for an agent that reads at most m rounds; an agent
     that declares nothing is audited on whole histories unless a projection is asked for."""
     game = make_game("rigorous", rounds=4, memory=1)
     solver = AuctionSolver(game)

@@ -157,7 +157,7 @@ def test_every_deterministic_axelrod_strategy_is_copied_mid_match():
 
 def test_a_strategy_that_keeps_its_state_on_its_class_is_refused_in_one_line():
     """Darwin's record is a class attribute shared by every instance: replaying copies of it
-    changes the original, so it is not one policy (before, its audit was silently order-dependent)."""
+    changes the original, so it is not one policy (its audit would depend on the order of play)."""
     with pytest.raises(SepoError, match="'Darwin' is not offered: its classifier says inspects_source") as refused:
         AxelrodPlayer("Darwin")
     assert "\n" not in str(refused.value)

@@ -107,7 +107,7 @@ def test_a_run_is_audited_at_its_own_rounds_and_memory(tmp_path):
         refused = _run(command, "--game", "ipd", "--agent", f"run:{out}", "--rounds", "6")
         assert refused.exit_code == 2
         assert refused.output.strip() == f"error: run:{out} was trained with --rounds 4; got --rounds 6"
-    # a smaller --memory asks sepo exploit for the run's projection, labelled as for a bot (issue 17)
+    # a smaller --memory asks sepo exploit for the run's projection, labelled as for a bot
     projected = _run("exploit", "--game", "ipd", "--agent", f"run:{out}", "--memory", "1", "--json")
     assert projected.exit_code == 0, projected.output
     found = json.loads(projected.stdout)

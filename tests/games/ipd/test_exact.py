@@ -221,10 +221,9 @@ def _python_calls(work) -> int:
 
 @pytest.mark.parametrize("spec", ["uniform", "bot:TFT", "bot:GrimTrigger"])
 def test_a_declared_agents_long_match_costs_the_same_work_each_round(spec):
-    """Issue 17: `sepo exploit --game ipd --agent uniform --rounds 10000` did not finish in 300 s:
-    each round rebuilt the whole history (and its key and scores) to read the agent, and Grim
-    Trigger's state re-read it. Audit and play now do the same work each round: twice the rounds,
-    about twice the calls (it was 3.4 times at these lengths)."""
+    """Audit and play do the same work each round, so `sepo exploit --game ipd --agent uniform
+    --rounds 10000` finishes: no round rebuilds the whole history (and its key and scores) to read
+    the agent, nor does Grim Trigger's state re-read it. Twice the rounds, about twice the calls."""
     from sepo.metrics.exact import audit_agent, exact_solver
     from sepo.policies.specs import load_agent
 

@@ -112,7 +112,7 @@ def test_pruned_reading_stays_within_its_bound():
 
 
 def test_audit_follows_what_the_agent_declares():
-    """Issue 16: a bot is solved on its own state (exact at 12 rounds), a memory-1 table on its
+    """A bot is solved on its own state (exact at 12 rounds), a memory-1 table on its
     keys (pruning it is refused in one line), an undeclared agent on the whole tree unless a
     projection is asked for, which is then labelled."""
     long = NegotiationSolver(load_game("negotiation", rounds=12)).audit(BOTS["Concede"]())

@@ -174,9 +174,9 @@ def _whole_history_table(game, seed):
 
 
 def test_a_sampled_lower_bound_stays_below_the_exact_gap_over_seeds():
-    """Issue 16: the larger of two noisy means was reported (1.865, 1.790, ... against the exact
-    1.62133 for five of six seeds). Now the chosen opponent is measured afresh and the bound is the
-    lower end of that interval."""
+    """The chosen opponent is measured afresh and the bound is the lower end of that interval, not
+    the larger of two noisy means (which gave 1.865, 1.790, ... against the exact 1.62133 for five of
+    six seeds)."""
     game = load_game("negotiation-gt", items="1,1,1", rounds=2)
     table = _whole_history_table(game, 123)
     search = DPSearch(game, 1)  # two rounds: the last round is the whole history
@@ -191,11 +191,11 @@ def test_a_sampled_lower_bound_stays_below_the_exact_gap_over_seeds():
     assert declared.exact and declared.value == pytest.approx(exact, abs=1e-12)
 
 
-# ---------------------------------------------------------------- issue 17 item 3: size, progress, stop
+# ---------------------------------------------------------------- size, progress, stop
 
 def test_a_search_too_large_for_the_machine_is_refused_with_the_rounds_that_fit(monkeypatch):
-    """Issue 17: `sepo exploit --game negotiation-gt --rounds 12` grew to 1.9 GB with no word; the
-    smallest search is estimated before anything is built and refused with the rounds that fit."""
+    """`sepo exploit --game negotiation-gt --rounds 12` would grow to 1.9 GB: the smallest search is
+    estimated before anything is built and refused with the rounds that fit."""
     from sepo.errors import SepoError
     from sepo.games.negotiation_gt import exact
 

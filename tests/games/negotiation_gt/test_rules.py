@@ -53,9 +53,8 @@ def test_the_papers_redraw_changes_opponent_values_and_warns():
 
 
 def test_the_papers_redraw_and_fixed_values_follow_the_agents_seat():
-    """Issue 16: with the agent in seat 1 the paper's version redrew the agent's own values every
-    round and gave `--values` (the agent's) to its opponent. The opponent's values are redrawn,
-    whichever seat it holds, and `--values` goes to the agent's seat."""
+    """With the agent in seat 1 the paper's version still redraws the opponent's values every round
+    (not the agent's own), whichever seat it holds, and `--values` goes to the agent's seat."""
     with pytest.warns(UserWarning, match="redrawn every round"):
         game = load_game("negotiation-gt", "paper")
     played = [play_episodes(game, UniformPolicy(), [UniformPolicy()], [seed], agent_seed=seed, agent_player=1)[0]

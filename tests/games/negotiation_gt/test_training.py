@@ -144,7 +144,7 @@ def test_the_trained_value_says_whether_it_is_exact_or_an_upper_bound():
 
 
 def test_the_payoff_maximiser_leaves_the_agent_least_among_its_ties():
-    """One tie rule everywhere (issue 16): an agent that demands every item breaks down with any
+    """One tie rule everywhere: an agent that demands every item breaks down with any
     demand but nothing, so every demand earns the opponent 0; the payoff maximiser then takes a
     breakdown (the agent scores 0), not the first demand, nothing, which gave the agent its value 10."""
     game = load_game("negotiation-gt", items="1,1,1", values="4,3,3", opponent_values="3,3,4", memory=0, rounds=1)

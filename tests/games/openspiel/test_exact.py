@@ -1,5 +1,5 @@
 """The OpenSpiel domain's exact solver against OpenSpiel's own exploitability, and against sepo's
-own Kuhn domain (issue 19's acceptance: 1e-9 and 1e-12)."""
+own Kuhn domain (to 1e-9 and 1e-12)."""
 from __future__ import annotations
 
 import numpy as np
