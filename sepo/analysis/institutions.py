@@ -17,6 +17,8 @@ resumes where it stopped and a finished one is read back.
 from __future__ import annotations
 
 import itertools
+import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -56,6 +58,9 @@ class SearchConfig:
         for name, values in self.vary.items():
             if not values:
                 raise SepoError(f"--vary {name}= has no values")
+            repeated = next((v for i, v in enumerate(values) if v in list(values)[:i]), None)
+            if repeated is not None:
+                raise SepoError(f"--vary {name} lists {repeated!r} twice (each setting is trained once): drop the repeat")
         if self.seeds < 1 or self.steps < 1:
             raise SepoError("--seeds and --steps must be >= 1")
         if self.tolerance < 0:
@@ -71,12 +76,44 @@ class SearchConfig:
                                  group_size=self.group_size, learning_rate=self.learning_rate,
                                  final_learning_rate=self.final_learning_rate, seed=seed, checkpoint_every=self.steps)
 
+    def market(self, cell: Mapping) -> dict:
+        """The game parameters of a setting, without those that change nothing there (the domain's
+        `effective_params` beside its game factory, where it has one: e.g. a leniency rule where
+        there is no fine to cut): the market its agents are trained in."""
+        from sepo.games.registry import get_domain, resolved
+
+        params = {**self.fixed, **cell}
+        factory = resolved(get_domain(self.game).make_game)
+        effective = getattr(sys.modules.get(getattr(factory, "__module__", ""), None), "effective_params", None)
+        return effective(params) if callable(effective) else params
+
+    def same_as(self) -> list[int]:
+        """For each setting, the first setting that makes the same market (itself when none before does)."""
+        first: dict[str, int] = {}
+        return [first.setdefault(json.dumps(self.market(cell), sort_keys=True, default=str), index)
+                for index, cell in enumerate(self.cells())]
+
     def check_cells(self) -> None:
         """Every setting's game and training run, checked (its parameters, and its sizes against this
-        machine's memory) before the search's folder is made: one line naming the setting."""
-        for cell in self.cells():
+        machine's memory) before the search's folder is made: one line naming the setting. A
+        search whose settings all make one market is refused with the game's reason (there is
+        nothing to choose between)."""
+        cells, same = self.cells(), self.same_as()
+        if len(cells) > 1 and len(set(same)) == 1:
+            from sepo.games.registry import get_domain
+
+            reason = "they differ only in settings that change nothing"
             try:
-                self.training_config({**self.fixed, **cell}, 0).validate()
+                get_domain(self.game).game("rigorous", **{**self.fixed, **cells[-1]})
+            except SepoError as error:
+                reason = str(error)
+            raise SepoError(f"every setting of --vary makes the same game, so there is nothing to choose between: "
+                            f"{cell_name(cells[-1])}: {reason}")
+        for index, cell in enumerate(cells):
+            if same[index] != index:
+                continue
+            try:
+                self.training_config(self.market(cell), 0).validate()
             except SepoError as error:
                 raise SepoError(f"the setting {cell_name(cell)}: {error}") from None
 
@@ -118,21 +155,31 @@ def _measure(game_name: str, params: dict, summary: dict, policy, config: Search
     return out
 
 
-def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None] | None = None) -> dict:
-    """Train and measure every (cell, seed); the report (also written to `out/report.json`)."""
+def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None] | None = None,
+           overwrite: bool = False) -> dict:
+    """Train and measure every (cell, seed); the report (also written to `out/report.json`). A
+    setting that makes the same market as an earlier one (`SearchConfig.same_as`) is trained
+    once: its row repeats the earlier one's numbers and says so (`same_as`, `notes`)."""
     from sepo.runs import open_run
     from sepo.training.tabular import TabularSEPOTrainer
 
     config.validate()
     out = Path(out)
-    if not (out / "report.json").exists():  # a finished search is read back as it was
+    if overwrite or not (out / "report.json").exists():  # a finished search is read back as it was
         config.check_cells()
-    with open_run(out, COMMAND, config.settings()) as run:
+    with open_run(out, COMMAND, config.settings(), overwrite=overwrite) as run:
         if run.finished:
             return run.result
-        rows = []
-        for index, cell in enumerate(config.cells()):
-            params = {**config.fixed, **cell}
+        rows, notes, same = [], [], config.same_as()
+        cells = config.cells()
+        for index, cell in enumerate(cells):
+            if same[index] != index:
+                first = rows[same[index]]
+                rows.append({**first, "cell": index, "setting": dict(cell), "same_as": same[index]})
+                notes.append(f"{cell_name(cell)} makes the same game as {cell_name(first['setting'])} (the settings that "
+                             "differ change nothing there): trained once, the same numbers")
+                continue
+            params = config.market(cell)
             measured = []
             for seed in range(config.seeds):
                 if progress:
@@ -154,6 +201,8 @@ def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None
                     row[name] = {"mean": mean, "ci": None if low is None else [low, high]}
             rows.append(row)
         report = choose(rows, config.tolerance)
+        if notes:
+            report["notes"] = notes
         report.update({"game": config.game, "fixed": dict(config.fixed), "vary": {k: list(v) for k, v in config.vary.items()},
                        "seeds": config.seeds, "training": {"penalty": config.penalty, "steps": config.steps,
                                                            "lambdas": [config.lambda_e, config.lambda_c, config.lambda_x]},

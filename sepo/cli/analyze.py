@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sepo.cli.common import console, print_json as _print_json, progress, seed_option, user_errors as _user_errors
 from sepo.games import default_game
+from sepo.errors import SepoError
 
 app = typer.Typer(help="Equilibrium analysis: games, regret, learning dynamics, collusion stress tests, populations.", no_args_is_help=True)
 
@@ -372,7 +373,8 @@ def _assignment(text: str, option: str) -> tuple[str, str]:
 def institution_command(
     game_name: str = typer.Option(..., "--game", help="Domain whose rules are searched (it needs a tabular trainer)."),
     vary: List[str] = typer.Option(..., "--vary", help="A game parameter and its values to search, NAME=V1,V2,... "
-                                   "(repeat for a grid, e.g. --vary fine=0,0.05 --vary detection=0.5,1)."),
+                                   "(one --vary per parameter; repeat for a grid, e.g. --vary fine=0,0.05 --vary detection=0.5,1 with --set "
+                                   "sanction_threshold=1.6)."),
     fixed: Optional[List[str]] = typer.Option(None, "--set", help="A game parameter held fixed, NAME=VALUE (repeatable)."),
     out: Path = typer.Option(..., "--out", help="Folder of the search: a training run per setting and seed, and report.json."),
     seeds: int = typer.Option(3, "--seeds", min=1, max=100, help="Trained agents per setting (seeds 0..N-1)."),
@@ -384,9 +386,14 @@ def institution_command(
     lambda_x: float = typer.Option(0.0, "--lambda-x", help="λx of the trained agents (with --penalty per-rollout)."),
     tolerance: float = typer.Option(0.02, "--tolerance", help="Settings within this of the least mean collusion compete "
                                     "on externality."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing search in --out (removes only the "
+                                   "files that search wrote)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
-    """Search a game's institution parameters for the setting whose trained agents collude least, at the least externality."""
+    """Search a game's institution parameters for the setting whose trained agents collude least, at the least externality.
+
+    Each --vary names one parameter with all its values; a setting that makes the same game as an
+    earlier one (a setting that changes nothing there) is trained once and marked."""
     from sepo.analysis.institutions import SearchConfig, cell_name, search
     from sepo.cli.game_options import game_params_for
     from sepo.games import get_domain
@@ -400,13 +407,15 @@ def institution_command(
     grid = {}
     for text in vary:
         name, values = _assignment(text, "--vary")
+        if name in grid:  # the second used to replace the first without a word
+            raise SepoError(f"--vary {name} is given twice; give all its values in one: --vary {name}=V1,V2,...")
         grid[name] = [converted(name, value) for value in values.split(",")]
     held = {name: converted(name, value) for name, value in (_assignment(t, "--set") for t in (fixed or []))}
     config = SearchConfig(game=game_name, vary=grid, fixed=held, seeds=seeds, steps=steps, groups=groups, penalty=penalty,
                           lambda_e=lambda_e, lambda_c=lambda_c, lambda_x=lambda_x, tolerance=tolerance)
     with progress() as bar:  # on stderr, with --json too: stdout holds the object alone
         task = bar.add_task("training", total=None)
-        report = search(config, out, progress=lambda text: bar.update(task, description=text))
+        report = search(config, out, progress=lambda text: bar.update(task, description=text), overwrite=overwrite)
     if as_json:
         _print_json(report)
         return
@@ -420,8 +429,12 @@ def institution_command(
                   else f"{row[m]['mean']:.4f} [{row[m]['ci'][0]:.4f}, {row[m]['ci'][1]:.4f}]")
                  for m in ("collusion", "externality", "utility")]
         mark = " (chosen)" if row["cell"] == report["chosen_cell"] else ""
+        if row.get("same_as") is not None:
+            mark += f" (= {cell_name(report['settings'][row['same_as']]['setting'])}, trained once)"
         table.add_row(cell_name(row["setting"]) + mark, *cells)
     console.print(table)
+    for note in report.get("notes", ()):
+        console.print(f"note: {note}", highlight=False)
     console.print(f"chosen: {cell_name(report['chosen'])}: the least collusion within {tolerance:g} of the least "
                   f"({report['least_collusion']:.4f}), then the least externality; measured {report['measured']}; "
                   f"report at {Path(out) / 'report.json'}", highlight=False)

@@ -33,7 +33,8 @@ DOMAIN = Domain(
         Param("firms", int, 2, "pricing: number of firms (exact values and training: 2)."),
         Param("prices", int, 15, "pricing: grid points from a bit below the Nash price to a bit above the monopoly price "
                                  "(Calvano et al.: 15)."),
-        Param("grid", str, None, "pricing: explicit comma-separated price grid instead of --prices, e.g. 1.5,1.6,1.7."),
+        Param("grid", str, None, "pricing: explicit comma-separated price grid instead of --prices (not with it), e.g. "
+                                 "1.5,1.6,1.7."),
         Param("rounds", int, 10, "Rounds per match (pricing: periods, 10 by default)."),
         Param("memory", _memory, 1, "Rounds an information state remembers (pricing: 1 by default, 'full' for the whole "
                                     "history)."),
@@ -43,10 +44,12 @@ DOMAIN = Domain(
         Param("cost", str, "1", "pricing: marginal cost c_i, one number or one per firm (Calvano et al.: 1)."),
         Param("cap", _optional_number, None, "pricing institution: price cap (grid prices above it are not offered)."),
         Param("sanction_threshold", _optional_number, None, "pricing institution: prices above this are sanctioned."),
-        Param("fine", float, 0.0, "pricing institution: the fine per period for a detected price above the threshold."),
-        Param("detection", float, 1.0, "pricing institution: probability that a price above the threshold is detected."),
-        Param("leniency", float, 0.0, "pricing institution: leniency, the fine cut for the reporting firm (0: off; see "
-                                      "docs/pricing.md)."),
+        Param("fine", float, 0.0, "pricing institution: the fine per period for a detected price above the threshold "
+                                  "(needs --sanction-threshold)."),
+        Param("detection", float, 1.0, "pricing institution: probability that a price above the threshold is detected "
+                                       "(needs --sanction-threshold and a --fine)."),
+        Param("leniency", float, 0.0, "pricing institution: leniency, the fine cut for the reporting firm (0: off; needs "
+                                      "--sanction-threshold and a --fine; see docs/pricing.md)."),
     ),
     bots=ref("sepo.games.pricing.bots:bot_table"),
     pools=ref("sepo.games.pricing.pools:pools"),

@@ -98,6 +98,46 @@ def _grid(text) -> np.ndarray:
     return prices
 
 
+def inert_institutions(sanction_threshold=None, fine: float = 0.0, detection: float = 1.0, leniency: float = 0.0) -> list[str]:
+    """The institution settings that would change nothing, each with why: a fine, a detection
+    probability or leniency without a threshold to sanction above, and detection or leniency
+    without a fine to detect or cut. A setting is a promise: these are refused, not ignored."""
+    reasons = []
+    if sanction_threshold is None:
+        given = [f"--{name} {value:g}" for name, value, off in (("fine", fine, 0.0), ("detection", detection, 1.0),
+                                                                   ("leniency", leniency, 0.0)) if value != off]
+        if given:
+            reasons.append(f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} nothing without "
+                           f"--sanction-threshold (only a price above it is sanctioned); give --sanction-threshold P, or "
+                           f"leave {'it' if len(given) == 1 else 'them'} out")
+    elif fine == 0.0:
+        given = [f"--{name} {value:g}" for name, value, off in (("detection", detection, 1.0), ("leniency", leniency, 0.0))
+                 if value != off]
+        if given:
+            reasons.append(f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} nothing at --fine 0 (no fine "
+                           f"to detect or to cut); give --fine F above 0, or leave {'it' if len(given) == 1 else 'them'} out")
+    return reasons
+
+
+def effective_params(params: dict) -> dict:
+    """`params` without the institution settings that change nothing (`inert_institutions`): the
+    parameters of the market they make (a search over settings trains each market once)."""
+    out = dict(params)
+    threshold = out.get("sanction_threshold")
+    if threshold is None:
+        for name in ("fine", "detection", "leniency"):
+            out.pop(name, None)
+    elif not out.get("fine", 0.0):
+        for name in ("detection", "leniency"):
+            out.pop(name, None)
+    if out.get("fine", 0.0) == 0.0:
+        out.pop("fine", None)
+    for name, off in (("detection", 1.0), ("leniency", 0.0)):
+        if out.get(name, off) == off:
+            out.pop(name, None)
+    return out
+
+
 class PricingState(State):
     """One market: the joint price actions (one index per firm) so far."""
 
@@ -147,7 +187,7 @@ class PricingMarket(Game):
     zero_sum = False
     third_parties = (CONSUMERS,)
 
-    def __init__(self, firms: int = 2, prices: int = DEFAULT_POINTS, grid=None, rounds: int = DEFAULT_ROUNDS,
+    def __init__(self, firms: int = 2, prices: int | None = None, grid=None, rounds: int = DEFAULT_ROUNDS,
                  memory=DEFAULT_MEMORY, quality=CALVANO["quality"], outside: float = CALVANO["outside"],
                  mu: float = CALVANO["mu"], cost=CALVANO["cost"], cap: float | None = None,
                  sanction_threshold: float | None = None, fine: float = 0.0, detection: float = 1.0,
@@ -163,7 +203,10 @@ class PricingMarket(Game):
         self.rounds = _whole(rounds, "rounds", 1)
         self.market = Market(_per_firm(quality, self.num_players, "quality"), _per_firm(cost, self.num_players, "cost"),
                              _number(outside, "outside"), _number(mu, "mu"))
-        full = _grid(grid) if grid is not None else self.market.grid(_whole(prices, "prices (grid points)", 2))
+        if grid is not None and prices is not None:
+            raise SepoError(f"pricing: --grid gives the prices itself; --prices {prices} does not apply with it (leave one out)")
+        full = _grid(grid) if grid is not None else self.market.grid(
+            _whole(DEFAULT_POINTS if prices is None else prices, "prices (grid points)", 2))
         self.cap = None if cap is None else _number(cap, "cap", 0.0)
         self.grid = full if self.cap is None else full[full <= self.cap + 1e-9]
         if len(self.grid) == 0:
@@ -176,6 +219,9 @@ class PricingMarket(Game):
         self.fine = _number(fine, "fine", 0.0)
         self.detection = _number(detection, "detection", 0.0, 1.0)
         self.leniency = _number(leniency, "leniency", 0.0, 1.0)
+        inert = inert_institutions(self.threshold, self.fine, self.detection, self.leniency)
+        if inert:
+            raise SepoError(f"pricing: {inert[0]}")
         if memory == "full":
             memory = None
         if memory is not None:
@@ -357,7 +403,7 @@ class PricingMarket(Game):
                 f"spare, at most {MAX_JOINT_CELLS:,} steps); use fewer --prices or --rounds")
 
 
-def make_game(protocol: str = "rigorous", firms: int = 2, prices: int = DEFAULT_POINTS, grid=None,
+def make_game(protocol: str = "rigorous", firms: int = 2, prices: int | None = None, grid=None,
               rounds: int = DEFAULT_ROUNDS, memory=DEFAULT_MEMORY, quality=CALVANO["quality"],
               outside: float = CALVANO["outside"], mu: float = CALVANO["mu"], cost=CALVANO["cost"], cap=None,
               sanction_threshold=None, fine: float = 0.0, detection: float = 1.0, leniency: float = 0.0) -> PricingMarket:

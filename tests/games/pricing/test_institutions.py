@@ -2,6 +2,8 @@
 finished search read back, bad parameters one line."""
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from sepo.cli.main import app
@@ -36,3 +38,44 @@ def test_one_seed_has_no_interval(tmp_path):
     assert "t-intervals" not in text and text.count(" (n/a)") == 6 and "one seed: no interval" in text
     report = json.loads(runner.invoke(app, [*args, "--out", str(tmp_path / "s"), "--json"]).stdout)
     assert all(row["collusion"]["ci"] is None for row in report["settings"])
+
+
+def _cells(out) -> int:
+    return len([p for p in (out / "cells").iterdir() if p.is_dir()])
+
+
+def test_a_setting_that_changes_nothing_is_trained_once_and_marked(tmp_path):
+    """fine 0 with leniency 0.5 is fine 0 without it: before, both were trained and reported as two settings."""
+    args = [*ARGS[:4], "--vary", "fine=0,0.2", "--vary", "leniency=0,0.5", *ARGS[6:]]
+    result = runner.invoke(app, [*args, "--seeds", "1", "--out", str(tmp_path / "s"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    rows = report["settings"]
+    assert rows[1]["setting"] == {"fine": 0.0, "leniency": 0.5} and rows[1]["same_as"] == 0
+    assert rows[1]["per_seed"] == rows[0]["per_seed"] and "same_as" not in rows[3]
+    assert any("trained once" in note for note in report["notes"])
+    assert _cells(tmp_path / "s") == 3
+
+
+@pytest.mark.parametrize("vary, words", [
+    (["--vary", "fine=0,0.1"], ["same game", "--sanction-threshold"]),  # no threshold: every fine is no sanction
+    (["--vary", "fine=0.1", "--vary", "fine=0.2"], ["--vary fine is given twice"]),
+    (["--vary", "fine=0,0", "--set", "sanction_threshold=1.6"], ["lists 0.0 twice"]),
+])
+def test_a_search_with_nothing_to_choose_is_refused_before_its_folder(tmp_path, vary, words):
+    result = runner.invoke(app, ["analyze", "institution", "--game", "pricing", *vary, "--set", "rounds=2", "--set", "prices=5",
+                                 "--steps", "2", "--groups", "4", "--out", str(tmp_path / "s")])
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+    assert all(word in result.stderr for word in words), result.stderr
+    assert not (tmp_path / "s").exists()
+
+
+def test_overwrite_replaces_a_search_as_the_refusal_says(tmp_path):
+    out = str(tmp_path / "s")
+    assert runner.invoke(app, [*ARGS, "--seeds", "1", "--out", out]).exit_code == 0
+    other = [a if a != "fine=0,0.2" else "fine=0,0.3" for a in ARGS]
+    refused = runner.invoke(app, [*other, "--seeds", "1", "--out", out])
+    assert refused.exit_code == 2 and "--overwrite" in refused.stderr
+    replaced = runner.invoke(app, [*other, "--seeds", "1", "--out", out, "--overwrite", "--json"])
+    assert replaced.exit_code == 0, replaced.output
+    assert [row["setting"] for row in json.loads(replaced.stdout)["settings"]] == [{"fine": 0.0}, {"fine": 0.3}]

@@ -89,3 +89,30 @@ def test_prompts_state_the_institutions():
     text = game.text.system_prompt()
     assert "price cap of 1.90" in text and "above 1.70" in text and "Leniency" in text
     assert "Allowed prices: 1.43" in text
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"fine": 0.1}, "--fine 0.1 does nothing without --sanction-threshold"),
+    ({"leniency": 0.5}, "--leniency 0.5 does nothing without --sanction-threshold"),
+    ({"detection": 0.5, "fine": 0.1}, "--fine 0.1 and --detection 0.5 do nothing without --sanction-threshold"),
+    ({"sanction_threshold": 1.6, "leniency": 0.5}, "--leniency 0.5 does nothing at --fine 0"),
+    ({"sanction_threshold": 1.6, "detection": 0.5}, "--detection 0.5 does nothing at --fine 0"),
+    ({"grid": "1.5,1.6", "prices": 5}, "--prices 5 does not apply with it"),
+])
+def test_a_setting_that_would_change_nothing_is_refused(params, match):
+    """Each of these played the market without any institution (or the grid without --prices)."""
+    with pytest.raises(SepoError, match=match):
+        load_game("pricing", "rigorous", **params)
+
+
+def test_the_settings_that_act_are_accepted_and_effective_params_drop_the_others():
+    from sepo.games.pricing.rules import effective_params
+
+    game = load_game("pricing", "rigorous", sanction_threshold=1.6, fine=0.1, detection=0.5, leniency=0.5)
+    assert game.fines(np.array([[1.9, 1.5]]))[0, 0] == pytest.approx(0.05)
+    assert load_game("pricing", "rigorous", sanction_threshold=1.6).fine == 0.0  # a grid's no-fine point
+    assert load_game("pricing", "rigorous", grid="1.5,1.6").k == 2
+    assert effective_params({"fine": 0.1, "rounds": 3}) == {"rounds": 3}
+    assert effective_params({"sanction_threshold": 1.6, "fine": 0.0, "leniency": 0.5}) == {"sanction_threshold": 1.6}
+    kept = {"sanction_threshold": 1.6, "fine": 0.1, "leniency": 0.5}
+    assert effective_params(kept) == kept
