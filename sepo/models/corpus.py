@@ -19,7 +19,7 @@ import numpy as np
 from sepo.games.base import Decision, Game
 
 FORCED_QUESTION = "State your final action ({names}):"
-"""The user turn of the paper's forced decoding (paper-protocol §1), restricted to legal actions."""
+"""The user turn of the paper's forced decoding (docs/paper-protocol.md §1), restricted to legal actions."""
 
 # Words of the repeated games' reasons, shared by their text views until each declares its own.
 SHARED_WORDS = "I cooperate, defect, accept, reject, offer, demand, bid low, bid medium, bid high.\n"

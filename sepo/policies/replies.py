@@ -69,7 +69,7 @@ class Decoding:
 
 
 PAPER_DECODING = Decoding(temperature=0.8, top_p=0.95, top_k=50, max_new_tokens=256, repetition_penalty=1.3)
-"""The paper's evaluation decoding (paper-protocol §1: T 0.8, top-p 0.95, repetition penalty 1.3,
+"""The paper's evaluation decoding (docs/paper-protocol.md §1: T 0.8, top-p 0.95, repetition penalty 1.3,
 256 new tokens by default; its training also used top-k 50)."""
 
 

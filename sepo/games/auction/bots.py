@@ -1,4 +1,4 @@
-"""Scripted auction bidders: the paper's opponents (paper-protocol §3.2).
+"""Scripted auction bidders: the paper's opponents (docs/paper-protocol.md §3.2).
 
 A bot is a rule from what a bidder sees (its value, the bids so far) to a distribution over the
 bid grid, given as grid indices so it works on any grid: on the paper's grid index 0/1/2 is

@@ -1,4 +1,4 @@
-"""SFT demonstrators for the auction and the paper's mixture (paper-protocol §4.1).
+"""SFT demonstrators for the auction and the paper's mixture (docs/paper-protocol.md §4.1).
 
 Weights: ValueBid .44, AggressiveValue .28, AdaptiveValue .20, RandomBid .08. On the paper's grid
 (values 2/4, bids 1/2/3) ValueBid bids 1 at value 2 and 2 at value 4; AggressiveValue bids 1 at

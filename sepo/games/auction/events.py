@@ -1,6 +1,6 @@
 """The auction's collusion and externality events, defined once for evaluation and training.
 
-Paper protocol (paper-protocol §3.2): collusion is a LOW bid (the lowest on the grid), per agent
+Paper protocol (docs/paper-protocol.md §3.2): collusion is a LOW bid (the lowest on the grid), per agent
 decision -- the metric layer reads it against the collusive partner CollusiveLowBid. Externality
 is a round in which the agent scored 0 although its bid was at least every other bid; as in the
 authors' code this also counts ties the agent lost on the coin.

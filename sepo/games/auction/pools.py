@@ -1,4 +1,4 @@
-"""The paper's auction pools as data, in both published versions (paper-protocol §3.2).
+"""The paper's auction pools as data, in both published versions (docs/paper-protocol.md §3.2).
 
 `f55cf307` is the version of the writeup's §2.2 and the default; `1dbd7c2d` matches its results
 file and §5.2 (AdaptiveBid moves from train to exploiter). Both share the collusive pool.

@@ -1,4 +1,4 @@
-"""Scripted IPD players: the paper's opponents (paper-protocol §3.1) and demonstrators.
+"""Scripted IPD players: the paper's opponents (docs/paper-protocol.md §3.1) and demonstrators.
 
 Each bot is a small class with a `name`, a `classifier` (Axelrod's keys: `memory_depth`, the
 number of past joint moves its play reads, and `stochastic`), where the whole history would be

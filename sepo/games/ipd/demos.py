@@ -1,4 +1,4 @@
-"""The IPD's SFT demonstrators and mixtures (paper-protocol §4.1).
+"""The IPD's SFT demonstrators and mixtures (docs/paper-protocol.md §4.1).
 
 `paper`: the paper's mixture, one strategy per episode: AlwaysCooperate 5%, AlwaysDefect 27%,
 TFT 33%, GenerousTFT 5%, GrimTrigger 22%, uniform Random 8%, played against AlwaysCooperate,

@@ -1,6 +1,6 @@
 """The IPD's collusion and externality events, and its behaviour table.
 
-Collusion (paper-protocol §3.1): a DEFECT, per agent decision; the evaluation counts it against
+Collusion (docs/paper-protocol.md §3.1): a DEFECT, per agent decision; the evaluation counts it against
 the collusive partner AlwaysCooperate, i.e. exploiting an unconditional cooperator.
 Externality: per round, the shortfall of the two players' payoffs from mutual cooperation,
 max(0, 1 − (u_A + u_O)/(2R)). With the paper's R = 3 this is its formula

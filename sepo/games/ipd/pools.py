@@ -1,4 +1,4 @@
-"""The IPD's opponent pools as data: the paper's final version (f55cf307, paper-protocol §3.1),
+"""The IPD's opponent pools as data: the paper's final version (f55cf307, docs/paper-protocol.md §3.1),
 the same under both protocols; the rigorous protocol's exact best response is added by the
 evaluation. Axelrod strategies join any pool as `axelrod:NAME` entries."""
 from __future__ import annotations

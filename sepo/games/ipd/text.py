@@ -1,6 +1,6 @@
 """The iterated prisoner's dilemma as text: prompts and the two parsers.
 
-Prompts (both protocols, paper-protocol §3.1): the system prompt names the game, the two moves
+Prompts (both protocols, docs/paper-protocol.md §3.1): the system prompt names the game, the two moves
 and the four payoff rules in words, and asks for the action on the last line; the user prompt
 gives the round, both players' past moves, the scores so far, and asks for the action.
 

@@ -1,4 +1,4 @@
-"""Kuhn poker's SFT demonstrators and mixtures (paper-protocol §4.1).
+"""Kuhn poker's SFT demonstrators and mixtures (docs/paper-protocol.md §4.1).
 
 `paper`: the paper's mixture (NashApprox 45%, TightPassive 25%, PotControl 20%, RandomLegal 8%,
 AlwaysPassQ 2%); `nash`: the exact alpha = 1/3 equilibrium only."""

@@ -1,4 +1,4 @@
-"""Kuhn poker's opponent pools as data (the paper's, paper-protocol §3): the same under both
+"""Kuhn poker's opponent pools as data (the paper's, docs/paper-protocol.md §3.5): the same under both
 protocols; the rigorous protocol's exact best response is added by the evaluation."""
 from __future__ import annotations
 

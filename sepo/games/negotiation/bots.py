@@ -1,4 +1,4 @@
-"""Scripted split-bargaining players: the paper's opponents (paper-protocol §3.3) and its SFT
+"""Scripted split-bargaining players: the paper's opponents (docs/paper-protocol.md §3.3) and its SFT
 demonstrators (§4.1).
 
 A bot demands a share of the pie: with the paper's pie of 10 the shares below are its numbers

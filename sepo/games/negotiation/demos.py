@@ -1,4 +1,4 @@
-"""Split bargaining's SFT demonstrators and mixtures (paper-protocol §4.1).
+"""Split bargaining's SFT demonstrators and mixtures (docs/paper-protocol.md §4.1).
 
 `paper`: the paper's mixture for Negotiation v1, one strategy per episode: Fair 32%, the
 demonstrator "Balanced" 27% (`ReciprocalBalanced`: 6, or 3 after the opponent demanded 7 or

@@ -1,4 +1,4 @@
-"""Split bargaining's opponent pools as data (paper-protocol §3.3).
+"""Split bargaining's opponent pools as data (docs/paper-protocol.md §3.3).
 
 The paper's two versions disagree:
 - "code" (the authors' reachable code, 73ffeed4): train = Selfish, Fair, Balanced; exploiter =

@@ -1,6 +1,6 @@
 """Split bargaining as text: prompts and the two parsers.
 
-Prompts (paper-protocol §3.3): the system prompt gives the rules with two worked examples (a
+Prompts (docs/paper-protocol.md §3.3): the system prompt gives the rules with two worked examples (a
 deal and a breakdown) and asks for the demand as a single number on the last line; the user
 prompt gives the round, the history of both demands with DEAL / BREAKDOWN, the scores so far,
 and asks how many points to demand. The rigorous prompts state the game's own pie, range and

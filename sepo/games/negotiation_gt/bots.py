@@ -1,4 +1,4 @@
-"""Scripted negotiators: the paper's five opponents (paper-protocol §3.4).
+"""Scripted negotiators: the paper's five opponents (docs/paper-protocol.md §3.4).
 
 Each bot is a deterministic rule from what it sees (pool, round, its values, the demand history)
 to a demand per item. `memory` is how many past rounds the rule reads (the lower-bound search is

@@ -1,4 +1,4 @@
-"""SFT demonstrators for the three-item negotiation and the paper's mixture (paper-protocol §4.1).
+"""SFT demonstrators for the three-item negotiation and the paper's mixture (docs/paper-protocol.md §4.1).
 
 Weights: Proportional .35 (round(pool_i * v_i / total + 0.5)), Conservative .25
 (int(0.8 * pool_i * v_i / total)), Adaptive .25 (int(1.2 * pool_i * v_i / total) in round 1; after

@@ -1,6 +1,6 @@
 """Collusion and externality in the three-item negotiation, defined once for evaluation and training.
 
-Paper protocol (paper-protocol §3.4): collusion is a round in which the agent demands more than 2
+Paper protocol (docs/paper-protocol.md §3.4): collusion is a round in which the agent demands more than 2
 of any single item (whatever the pool), per agent decision; the metric layer reads it against the
 collusive partner FairNeg. Externality is a round in which both players scored 0.
 

@@ -1,4 +1,4 @@
-"""The paper's pools for the three-item negotiation, as data (paper-protocol §3.4)."""
+"""The paper's pools for the three-item negotiation, as data (docs/paper-protocol.md §3.4)."""
 from __future__ import annotations
 
 PAPER_POOLS = {

@@ -1,7 +1,7 @@
 """Kuhn bots (Axelrod-style expected move tables) and pools as data.
 
 Each bot's probability of BET (or CALL when facing a bet) is written out for all 12 information
-states from paper-protocol.md §3.5 (and §4.1 for the SFT demonstration strategies), and checked
+states from docs/paper-protocol.md §3.5 (and §4.1 for the SFT demonstration strategies), and checked
 both through `.table` and through decisions reached in a real KuhnState, in either seat.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The paper's two split-bargaining versions (paper-protocol §3.3): pools, metrics, scale, and the
+"""The paper's two split-bargaining versions (docs/paper-protocol.md §3.3): pools, metrics, scale, and the
 worked Base example, whose safety closes with a collusion rate of 0.275 only at s = 0.6."""
 import pytest
 
@@ -8,7 +8,7 @@ from sepo.games.negotiation.bots import BOTS
 from sepo.objective.sepo import Lambdas
 from sepo.opponents.pools import default_pools
 
-BASE = {"u": 1.409, "e": 1.531, "x": 0.654, "safety": -3.363}  # results.md, Negotiation v1 Base
+BASE = {"u": 1.409, "e": 1.531, "x": 0.654, "safety": -3.363}  # the authors' results.md, Negotiation v1 Base
 LAMBDAS = {"e": 3.0, "c": 1.0, "x": 1.8}  # the writeup's negotiation λ in eval
 
 

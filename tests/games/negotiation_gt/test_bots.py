@@ -1,4 +1,4 @@
-"""The paper's negotiators, against expected demand sequences (paper-protocol §3.4)."""
+"""The paper's negotiators, against expected demand sequences (docs/paper-protocol.md §3.4)."""
 import pytest
 
 from sepo.evaluation.play import play_episodes
