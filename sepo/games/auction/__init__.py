@@ -23,7 +23,8 @@ DOMAIN = Domain(
         Param("bids", str, "1,2,3", "Auction: the bid grid, strictly increasing (the paper: LOW/MEDIUM/HIGH = 1,2,3)."),
         Param("memory", int, 2, "Auction: past rounds in the information-state key (tabular policies, exact solver); "
                                 "use rounds-1 for a model that reads the whole history."),
-        Param("pool_version", str, "f55cf307", "Auction: the paper's pools, f55cf307 (writeup §2.2) or 1dbd7c2d."),
+        Param("pool_version", str, "writeup", "Auction: the paper's pools, writeup (its write-up's, §2.2) or results "
+                                              "(its results', §5.2: AdaptiveBid an exploiter)."),
     ),
     bots=ref("sepo.games.auction.bots:bot_table"),
     pools=ref("sepo.games.auction.pools:pools"),

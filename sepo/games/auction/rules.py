@@ -232,7 +232,7 @@ class AuctionGame(Game):
     name = "auction"
     third_parties = ("seller",)
 
-    def __init__(self, rules: AuctionRules, protocol: str = "rigorous", pool_version: str = "f55cf307"):
+    def __init__(self, rules: AuctionRules, protocol: str = "rigorous", pool_version: str = "writeup"):
         self.rules = rules
         self.protocol = protocol
         self.pool_version = pool_version
@@ -287,12 +287,13 @@ class AuctionGame(Game):
 
 def make_game(protocol: str = "rigorous", rounds: int = 6, bidders: int = 2, rule: str = "first",
               values="2,4", value_probs=None, bids="1,2,3", memory: int = 2,
-              pool_version: str = "f55cf307") -> AuctionGame:
+              pool_version: str = "writeup") -> AuctionGame:
     """The domain's game factory. The paper protocol clips the winner's payoff at 0."""
-    from sepo.games.auction.pools import POOL_VERSIONS
+    from sepo.games.auction.pools import POOL_VERSIONS, version_name
 
     values = parse_numbers(values, "values")
     probs = parse_numbers(value_probs, "value-probs") if value_probs not in (None, "") else tuple([1.0 / len(values)] * len(values))
+    pool_version = version_name(pool_version)
     if pool_version not in POOL_VERSIONS:
         raise SepoError(f"--pool-version must be one of {', '.join(POOL_VERSIONS)}, got {pool_version!r}")
     rules = AuctionRules(values=values, value_probs=probs, bids=parse_numbers(bids, "bids"), rounds=rounds,

@@ -61,8 +61,17 @@ def test_adaptive_value_midpoint():
 def test_pools_both_versions():
     assert pools("paper")["train"] == ["TruthfulBid", "ConservativeBid", "ShadedBid", "AdaptiveBid"]
     assert pools("paper")["exploiter"] == ["AggressiveBid"]
-    game = make_game("paper", pool_version="1dbd7c2d")
+    game = make_game("paper", pool_version="results")
     assert pools("paper", game)["exploiter"] == ["AggressiveBid", "AdaptiveBid"]
+    assert set(POOL_VERSIONS) == {"writeup", "results"}
     for version in POOL_VERSIONS.values():
         assert version["collusive"] == ["CollusiveLowBid"]
         assert all(name in BOTS for entries in version.values() for name in entries)
+
+
+@pytest.mark.parametrize("old, new", [("f55cf307", "writeup"), ("1dbd7c2d", "results")])
+def test_a_pool_versions_former_name_still_works_with_a_deprecation_note(old, new):
+    with pytest.warns(FutureWarning, match=f"--pool-version {old} is deprecated .*use --pool-version {new}"):
+        game = make_game("paper", pool_version=old)
+    assert game.pool_version == new
+    assert pools("paper", game) == pools("paper", make_game("paper", pool_version=new))
