@@ -403,7 +403,13 @@ def train_command(
                                **({"final_samples": final_samples} if final_samples is not None else {}),
                                **({"answer_rest": answer_rest} if answer_rest is not None else {}), **given)
         with _progress(quiet):
-            summary = run_llm_sepo(config, out, overwrite=overwrite)
+            try:
+                summary = run_llm_sepo(config, out, overwrite=overwrite)
+            except KeyboardInterrupt:  # the stop's last line says what is kept and how to go on
+                from sepo.runs import STOP_NOTES
+
+                STOP_NOTES.append(_kept_training(out, config.steps))
+                raise
         if summary["extended_from"] is not None:
             console.print(f"extended the finished run from {summary['extended_from']} to {config.steps} steps "
                           "(allowed: the LLM trainer's learning rate is constant and its draws are keyed by step)")
@@ -443,6 +449,21 @@ def train_command(
         value += " (an upper bound, not exact)" if summary.get("value_upper_bound") else " (a bound, not exact)"
     console.print(f"done: {summary['steps']} steps{resumed}; {value} {_shown(summary[value.split(' ')[0]]):.5f}, utility vs train "
                   f"pool {_shown(summary['utility']):.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
+
+
+def _kept_training(out: Path, steps: int) -> str:
+    """What a stopped language-model run keeps: its latest checkpoint (`OUT/trainer/checkpoint-N`),
+    from which the same command resumes, or with every step trained, the model the same command
+    measures without training again."""
+    saved = sorted(int(p.name.split("-", 1)[1]) for p in (out / "trainer").glob("checkpoint-*")
+                   if p.is_dir() and p.name.split("-", 1)[1].isdigit())
+    if not saved:
+        return "no training checkpoint was saved yet: the same command starts the training again"
+    if saved[-1] >= steps:
+        return (f"all {steps} steps are trained and saved (checkpoint at step {saved[-1]} in {out / 'trainer'}): the same "
+                "command measures the trained model's played policy without training again")
+    return (f"checkpoint at step {saved[-1]} saved in {out / 'trainer'}: the same command resumes the training from step "
+            f"{saved[-1]} of {steps}")
 
 
 def _shown(number) -> float:

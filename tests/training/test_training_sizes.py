@@ -111,3 +111,26 @@ def test_an_experiment_too_large_is_refused_before_its_folder_and_its_fix_runs(t
                                     "checkpoints: [4]": "checkpoints: []"}))
     result = _run("experiment", "run", fixed, "--out", tmp_path / "out", "--quiet")
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("saved, words", [
+    ([], ["no training checkpoint was saved yet"]),
+    ([2, 4], ["checkpoint at step 4 saved", "resumes the training from step 4 of 6"]),
+    ([5, 6], ["all 6 steps are trained and saved", "checkpoint at step 6", "without training again"]),
+])
+def test_a_stopped_language_model_run_says_what_it_kept_and_how_to_go_on(tmp_path, monkeypatch, saved, words):
+    """A stop in the final read printed only "error: interrupted"."""
+    import sepo.training.grpo
+
+    out = tmp_path / "run"
+
+    def stopped(config, folder, **kwargs):
+        for step in saved:
+            (folder / "trainer" / f"checkpoint-{step}").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sepo.training.grpo, "run_llm_sepo", stopped)
+    result = _run("train", "--game", "kuhn", "--policy", "hf:model", "--steps", "6", "--groups", "1", "--quiet", "--out", out)
+    assert result.exit_code == 130, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: interrupted; ") and all(word in line for word in words), line
