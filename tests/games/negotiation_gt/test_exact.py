@@ -244,7 +244,7 @@ def test_sigterm_stops_the_search_within_seconds_after_its_progress_lines(tmp_pa
     import threading
     import time
 
-    from tests.cli.test_found_sizes_and_wording import _capped
+    from tests.cli.test_sizes_and_messages import _capped
 
     process = _capped("exploit", "--game", "negotiation-gt", "--agent", "uniform", "--rounds", "12")
     lines: list[str] = []

@@ -1,6 +1,6 @@
-"""Sizes and wording, one test each: a command too large for the machine is refused in one line
-naming the options that would make it fit, before it allocates anything; inputs that crashed are
-one line; settings that did nothing are refused or warned about; messages say what is true."""
+"""Sizes and messages: a command too large for the machine is refused in one line naming the options
+that would make it fit, before it allocates anything; odd inputs are one line; settings that would
+do nothing are refused or warned about; messages say what is true."""
 import json
 import os
 import resource
@@ -37,7 +37,7 @@ def auction_run(tmp_path_factory):
     return out
 
 
-# ------------------------------------------------------------------------------ 3, 11: sizes
+# ------------------------------------------------------------------------------------- sizes
 
 @pytest.mark.parametrize("args, words", [
     (["exploit", "--game", "negotiation", "--agent", "bot:Concede", "--pie", "10000", "--max-demand", "10000"],
@@ -158,7 +158,7 @@ def test_too_long_a_reply_or_too_large_a_learning_rate_is_one_line(tmp_path):
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
 
 
-# ------------------------------------------------------------------------------ 6: tracebacks
+# ------------------------------------------------------------------ one line, not a traceback
 
 def test_a_run_of_another_game_is_one_line(auction_run):
     _error(_run("frontier", "--game", "kuhn", "--run", auction_run), "'auction'", "not 'kuhn'")
@@ -176,7 +176,7 @@ def test_a_deeply_nested_input_file_is_one_line(tmp_path, name, text):
     _error(_run("analyze", "game", tmp_path / name), "nested more than 100 levels")
 
 
-# --------------------------------------------------------------------------------- 12: reasons
+# ------------------------------------------------------------------------------------- reasons
 
 def test_more_than_two_bidders_says_why_there_is_no_best_response():
     result = _run("eval", "--game", "auction", "--agent", "uniform", "--bidders", "3", "--episodes", "2", "--json")
@@ -186,7 +186,7 @@ def test_more_than_two_bidders_says_why_there_is_no_best_response():
     _error(_run("exploit", "--game", "auction", "--agent", "uniform", "--bidders", "3"), "more than 2 bidders")
 
 
-# ---------------------------------------------------------------------------------- 16: wording
+# -------------------------------------------------------------------------------------- wording
 
 def test_the_messages_say_what_is_true(tmp_path, auction_run, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -207,7 +207,7 @@ def test_a_lower_bound_is_not_labelled_exact_unless_the_search_is():
     assert row.rstrip(" │").split("│")[-1].strip() != "exact", row
 
 
-# --------------------------------------------------------------------------- 17: silent settings
+# ---------------------------------------------------------------------- settings that do nothing
 
 def test_a_key_given_twice_is_an_error(tmp_path):
     pools = tmp_path / "pools.yaml"
@@ -246,7 +246,7 @@ def test_settings_that_would_do_nothing_are_refused_or_warned(tmp_path):
     assert quiet.exit_code == 0 and "--talk" not in quiet.stderr, quiet.output
 
 
-# ------------------------------------------------------------------------------------ 19: noise
+# ----------------------------------------------------------------------------- no library noise
 
 def test_data_sft_prints_no_library_progress_bar(tmp_path):
     result = _run("data", "sft", "--out", tmp_path / "d", "--episodes", "2")
