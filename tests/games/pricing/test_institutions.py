@@ -45,7 +45,7 @@ def _cells(out) -> int:
 
 
 def test_a_setting_that_changes_nothing_is_trained_once_and_marked(tmp_path):
-    """fine 0 with leniency 0.5 is fine 0 without it: before, both were trained and reported as two settings."""
+    """fine 0 with leniency 0.5 is fine 0 without it: trained once, not reported as two settings."""
     args = [*ARGS[:4], "--vary", "fine=0,0.2", "--vary", "leniency=0,0.5", *ARGS[6:]]
     result = runner.invoke(app, [*args, "--seeds", "1", "--out", str(tmp_path / "s"), "--json"])
     assert result.exit_code == 0, result.output
