@@ -150,10 +150,10 @@ def audit_decoding(config: ExperimentConfig):
 
 
 def _hf_policy(config: ExperimentConfig, path: str, game, reply_cache: Path | None = None):
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
-    return HFPolicy(path, game.text, mode="sample", failure_rule="forced", decoding=audit_decoding(config),
-                    samples=config.decoding.samples, reply_cache=reply_cache)
+    decoding = HFDecoding.of(audit_decoding(config), failure_rule="forced", samples=config.decoding.samples)
+    return HFPolicy(path, game.text, mode="sample", decoding=decoding, reply_cache=reply_cache)
 
 
 def _tabular_env(game_name: str, params: dict, game):
@@ -339,6 +339,32 @@ def read_result(path: Path) -> dict:
     if problem:
         raise SepoError(f"{path} is damaged ({problem}); restore it, or redo the experiment with --overwrite")
     return result
+
+
+def wait_for_cell(work: Path, poll: float = 1.0) -> None:
+    """Return once no process holds the cell folder `work` open for writing (the `sepo.runs` lock):
+    an attempt of the cell lost with its cluster node may outlive the node's scheduler for a while,
+    and the kernel (or the shared filesystem's lock manager) drops its lock only when it is gone."""
+    import fcntl
+    import os
+
+    from sepo.runs import LOCK
+
+    try:
+        fd = os.open(work / LOCK, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:  # no lock file: no attempt has opened the folder
+        return
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                time.sleep(poll)
+            except OSError:  # no locks here (the run's own open refuses a folder in use where it can tell)
+                return
+    finally:
+        os.close(fd)
 
 
 def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:

@@ -8,13 +8,21 @@ finished cell `results.parquet` is rebuilt from all finished cells and replaced 
 kill at any moment leaves a table that a resumed run completes to the uninterrupted run's.
 
 Backends: `local` (a process pool of `workers` processes; they die with the runner) and `ray`
-(each cell a Ray task with the CPUs/GPUs its agent needs).
+(each cell a Ray task with the CPUs/GPUs its agent needs, on a local instance or on a cluster
+named by `address`). On a cluster the output folder must be one every node mounts at the same
+path. A cell lost with its node or its worker process (not a failure of its own) is run again,
+up to `RETRIES` times, and the runner says so (`on_notice`); the new attempt waits until the
+lost one can no longer write (it holds the cell folder's lock until its process is gone),
+finds the cell finished if the lost attempt got that far, and otherwise redoes or resumes it as
+after a kill -9.
 """
 from __future__ import annotations
 
 import io
 import json
 import os
+import re
+import socket
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -24,7 +32,7 @@ from typing import Callable
 from sepo.errors import SepoError
 from sepo.experiments.cells import Cell, Plan, expand
 from sepo.experiments.config import ExperimentConfig, load_config, validate_config
-from sepo.experiments.execute import RESULT, prepare, read_result, run_cell
+from sepo.experiments.execute import RESULT, prepare, read_result, run_cell, wait_for_cell
 from sepo.experiments.seeds import check_disjoint
 from sepo.limits import check_parallelism
 from sepo.runs import open_run
@@ -171,6 +179,22 @@ def _run_cell_task(config_data: dict, cell: Cell, out: str) -> str:
     return cell.id
 
 
+def _run_cell_on_node(config_data: dict, cell: Cell, out: str) -> str:
+    """A cell as a Ray task, on whichever node runs it: the experiment folder must be there (a
+    filesystem every node mounts at the same path); an earlier attempt of the cell lost with its
+    node may still be writing its folder, so this one waits until it cannot, and does not run a
+    cell that attempt finished."""
+    folder = Path(out)
+    if not (folder / "plan.json").is_file():
+        raise SepoError(f"the experiment folder {out} is not on the cluster node {socket.gethostname()} that was to run "
+                        f"cell {cell.id}: --out must be a folder every node mounts at the same path (a shared filesystem)")
+    work = folder / "cells" / cell.id
+    wait_for_cell(work)
+    if (work / RESULT).is_file():
+        return cell.id
+    return _run_cell_task(config_data, cell, out)
+
+
 STOP_SECONDS = 20.0
 """How long a stopped runner's cells may take to unwind before they are killed."""
 
@@ -194,7 +218,9 @@ class LocalBackend:
         from concurrent.futures import FIRST_COMPLETED, wait
 
         done, _ = wait(futures, return_when=FIRST_COMPLETED)
-        return [(f, f.result()) for f in done]
+        for future in done:
+            future.result()  # a cell's error is raised
+        return [(future, None) for future in done]  # a local cell is never lost and retried
 
     def close(self, abort: bool = False):
         """Wait for the running cells; with `abort` (the runner was stopped) end them first: a SIGTERM
@@ -218,35 +244,132 @@ class LocalBackend:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
+RETRIES = 3
+"""How many more times a cell lost with its node or worker process is run (a cell's own error is not retried)."""
+WAIT_SECONDS = 30.0
+"""How often a Ray runner waiting for cells checks that the cluster still has a node that can run them."""
+
+
+def check_address(address: str) -> str:
+    """A Ray address the runner can use: `auto`, or `host:port` (optionally `ray://host:port`) whose
+    port answers now. Ray itself retries an address that does not answer for minutes."""
+    address = address.strip()
+    if address == "auto":
+        return address
+    match = re.fullmatch(r"(ray://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})", address)
+    if not match or not 0 < int(match.group(3)) < 65536:
+        raise SepoError(f"--address {address[:200]!r} is not a Ray address: give the head node's host:port (what "
+                        "`ray start --head` prints), ray://host:port, or auto")
+    host, port = match.group(2).strip("[]"), int(match.group(3))
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as error:
+        raise SepoError(f"no Ray cluster answers at {address} ({error.strerror or error}): start its head with "
+                        "`ray start --head`, or check the address") from None
+    return address
+
+
+def _lost(ray, error: BaseException) -> str | None:
+    """Why a Ray task was lost without failing itself (its node or worker process died, its result
+    went with its node, or Ray's memory monitor killed it), in words; None for any other error."""
+    e = ray.exceptions
+    where = re.search(r"Node IP: ([^,\s]+), node ID: ([0-9a-f]{8})", str(error))
+    node = f" ({where.group(1)}, node {where.group(2)})" if where else ""
+    if isinstance(error, (e.NodeDiedError, e.LocalRayletDiedError)):
+        return f"the cluster node running it died{node}"
+    if isinstance(error, e.OutOfMemoryError):
+        return f"Ray's memory monitor killed it, its node being short of memory{node}"
+    if isinstance(error, e.WorkerCrashedError):
+        return f"the Ray worker process running it died{node}"
+    if isinstance(error, e.ObjectLostError):
+        return f"its result was lost with its node{node}"
+    return None
+
+
 class RayBackend:
     """Cells as Ray tasks: tabular and audit-only cells ask for one CPU, language-model cells for
-    one GPU where the config trains on one. Connects to a running cluster (RAY_ADDRESS) or starts
-    a local instance."""
+    one GPU where the config trains on one. Connects to the cluster at `address` (or
+    RAY_ADDRESS), or starts a local instance. Ray does not retry a task itself: the runner does,
+    and says so (`lost`)."""
 
-    def __init__(self, config: ExperimentConfig, workers: int):
+    def __init__(self, config: ExperimentConfig, workers: int, address: str | None = None,
+                 notice: Callable[[str], None] = lambda line: None):
         try:
             import ray
         except ImportError:
             raise SepoError("--backend ray needs Ray: pip install 'sepo[ray]'") from None
         self.ray = ray
+        self.started = False
         if not ray.is_initialized():
-            ray.init(address=os.environ.get("RAY_ADDRESS"), num_cpus=None if os.environ.get("RAY_ADDRESS") else workers,
-                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+            try:
+                ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False,
+                         log_to_driver=False, configure_logging=False)
+            except (ConnectionError, ray.exceptions.RayError) as error:
+                line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                raise SepoError(f"cannot join the Ray cluster at {address or 'a local instance'}: {line[:300]}") from None
+            self.started = True
         self.config = config
+        self.notice = notice
         self.capacity = max(1, int(ray.cluster_resources().get("CPU", workers)))
-        self.remote = ray.remote(_run_cell_task)
+        self.remote = ray.remote(max_retries=0, retry_exceptions=False)(_run_cell_on_node)
+        self.needs: dict = {}
+        self.starved = False
 
     def submit(self, config_data, cell, out):
         agent = next(a for a in self.config.agents if a.name == cell.agent)
         gpu = agent.kind == "hf" and (self.config.training.llm.gpu or self.config.sft.gpu)
-        return self.remote.options(num_cpus=1, num_gpus=1 if gpu else 0).remote(config_data, cell, out)
+        future = self.remote.options(num_cpus=1, num_gpus=1 if gpu else 0).remote(config_data, cell, out)
+        self.needs[future] = "GPU" if gpu else "CPU"
+        return future
+
+    def _check_starved(self, futures) -> None:
+        """Say once when no live node offers what a waiting cell needs (every such node died):
+        the cells wait for one to join."""
+        resources = self.ray.cluster_resources()
+        wanted = sorted({self.needs.get(f, "CPU") for f in futures} - {k for k, v in resources.items() if v >= 1})
+        if wanted and not self.starved:
+            self.notice(f"no live node of the cluster offers a {' or '.join(wanted)}: {len(futures)} cell(s) wait "
+                        "for one to join (`ray status` lists the nodes); Ctrl-C stops, the same command resumes")
+        self.starved = bool(wanted)
 
     def wait(self, futures):
-        done, _ = self.ray.wait(list(futures), num_returns=1)
-        return [(f, self.ray.get(f)) for f in done]
+        """[(future, why it was lost or None)] for the finished tasks; a cell's own error is raised
+        (a SepoError as itself, so that it stays one line)."""
+        while True:
+            done, _ = self.ray.wait(list(futures), num_returns=1, timeout=WAIT_SECONDS)
+            if done:
+                break
+            self._check_starved(futures)
+        out = []
+        for future in done:
+            self.needs.pop(future, None)
+            try:
+                self.ray.get(future)
+            except self.ray.exceptions.RayTaskError as error:
+                if isinstance(error.cause, SepoError):
+                    raise error.cause from None
+                raise
+            except self.ray.exceptions.RayError as error:
+                why = _lost(self.ray, error)
+                if why is None:
+                    raise
+                out.append((future, why))
+                continue
+            out.append((future, None))
+        return out
 
     def close(self, abort: bool = False):
-        pass
+        """With `abort` (the runner was stopped) end the running cells (each resumes as after a kill
+        -9); leave a Ray this backend started."""
+        if abort:
+            for future in list(self.needs):
+                try:
+                    self.ray.cancel(future, force=True)
+                except Exception:  # already finished or gone with its node
+                    pass
+        self.needs.clear()
+        if self.started:
+            self.ray.shutdown()
 
 
 # ------------------------------------------------------------------------------------- runner
@@ -274,13 +397,29 @@ def seed_major(config, plan) -> Callable:
 
 def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "local", workers: int = 1,
                    overwrite: bool = False, on_progress: Callable[[Progress], None] | None = None,
-                   stop_after: int | None = None) -> dict:
+                   stop_after: int | None = None, address: str | None = None,
+                   on_notice: Callable[[str], None] | None = None) -> dict:
     """Run (or resume) every cell of the config in `out`; returns a summary.
+    `address` names a Ray cluster (default: RAY_ADDRESS; only with the ray backend); `on_notice`
+    hears what a user should know while it runs (a cell lost with its node and run again).
     `stop_after` ends after that many newly finished cells (tests of resumption)."""
     if backend not in BACKENDS:
         raise SepoError(f"unknown --backend {backend!r}; use {' or '.join(BACKENDS)}")
-    if backend == "local" or not os.environ.get("RAY_ADDRESS"):  # a cluster's CPUs are the cluster's to count
+    if address is not None and backend != "ray":
+        raise SepoError("--address names a Ray cluster: use it with --backend ray")
+    if backend == "ray":
+        address = address or os.environ.get("RAY_ADDRESS") or None
+    if not address:  # a cluster's CPUs are the cluster's to count
         check_parallelism(workers, "--workers", "cells at once")
+    else:
+        address = check_address(address)
+    notices: list[str] = []
+
+    def notice(line: str) -> None:
+        notices.append(line)
+        if on_notice is not None:
+            on_notice(line)
+
     config, text = load_config(config_path)
     check_disjoint(config)
     plan = expand(config)
@@ -307,8 +446,9 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
         already = len(finished)
         pending = sorted((c for c in plan.cells if c.id not in finished), key=seed_major(config, plan))
         durations: list[float] = []
-        engine = (LocalBackend(workers) if backend == "local" else RayBackend(config, workers)) if pending else None
+        engine = (LocalBackend(workers) if backend == "local" else RayBackend(config, workers, address, notice)) if pending else None
         running: dict = {}
+        attempts: dict[str, int] = {}
         new = 0
 
         def report():
@@ -330,10 +470,19 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
                 if not running:
                     missing = sorted({n for c in pending for n in c.needs} - finished)
                     raise SepoError(f"cells wait for cells that are not in the plan: {', '.join(missing[:3])}")
-                for future, cell_id in engine.wait(list(running)):
+                for future, lost in engine.wait(list(running)):
                     cell, t0 = running.pop(future)
+                    if lost is not None:
+                        attempts[cell.id] = attempts.get(cell.id, 1) + 1
+                        if attempts[cell.id] > 1 + RETRIES:
+                            raise SepoError(f"cell {cell.id} was lost {1 + RETRIES} times, the last because {lost}; the "
+                                            "finished cells are kept, and the same command resumes the rest")
+                        notice(f"cell {cell.id}: {lost}; running it again (attempt {attempts[cell.id]} of {1 + RETRIES}), "
+                               "on a live node, from what the lost attempt left")
+                        pending.insert(0, cell)
+                        continue
                     durations.append(time.time() - t0)
-                    finished.add(cell_id)
+                    finished.add(cell.id)
                     write_results(config, plan, out, run)
                     new += 1
                 report()
@@ -352,4 +501,4 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
             run.complete()
     return {"cells": len(plan.cells), "finished": len(finished), "already_finished": already, "ran": new,
             "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),
-            "config_hash": config.hash()}
+            "config_hash": config.hash(), "retried": {cell: n - 1 for cell, n in attempts.items()}, "notices": notices}
