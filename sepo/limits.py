@@ -68,7 +68,8 @@ def refuse(what: str, need: float, fix: str | None = None, budget: int | None = 
     """Raise the one-line refusal of a size: `what` would hold about `need` bytes, more than the
     `budget` (default `memory_budget()`) this machine can spare; then `fix`, what would fit."""
     budget = memory_budget() if budget is None else budget
-    raise SepoError(f"{what} would hold about {size_text(need)}, more than the {size_text(budget)} this machine can spare"
+    raise SepoError(f"{what} would hold about {size_text(need)}, more than the {size_text(budget)} this machine "
+                    "can spare"
                     + (f"; {fix}" if fix else ""))
 
 

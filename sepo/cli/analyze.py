@@ -373,8 +373,8 @@ def _assignment(text: str, option: str) -> tuple[str, str]:
 def institution_command(
     game_name: str = typer.Option(..., "--game", help="Domain whose rules are searched (it needs a tabular trainer)."),
     vary: List[str] = typer.Option(..., "--vary", help="A game parameter and its values to search, NAME=V1,V2,... "
-                                   "(one --vary per parameter; repeat for a grid, e.g. --vary fine=0,0.05 --vary detection=0.5,1 with --set "
-                                   "sanction_threshold=1.6)."),
+                                   "(one --vary per parameter; repeat for a grid, e.g. --vary fine=0,0.05 "
+                                   "--vary detection=0.5,1 with --set sanction_threshold=1.6)."),
     fixed: Optional[List[str]] = typer.Option(None, "--set", help="A game parameter held fixed, NAME=VALUE (repeatable)."),
     out: Path = typer.Option(..., "--out", help="Folder of the search: a training run per setting and seed, and report.json."),
     seeds: int = typer.Option(3, "--seeds", min=1, max=100, help="Trained agents per setting (seeds 0..N-1)."),
@@ -390,7 +390,8 @@ def institution_command(
                                    "files that search wrote)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
-    """Search a game's institution parameters for the setting whose trained agents collude least, at the least externality.
+    """Search a game's institution parameters for the setting whose trained agents collude least, at the least
+    externality.
 
     Each --vary names one parameter with all its values; a setting that makes the same game as an
     earlier one (a setting that changes nothing there) is trained once and marked."""

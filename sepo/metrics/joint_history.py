@@ -65,7 +65,7 @@ class JointHistorySolver(RepeatedAudit):
         self._solved: tuple[bytes, RepeatedResult] | None = None
         unit = self.round_name
         if game.memory is None:
-            histories = tree_states(self.stage, game.rounds)  # closed form: a long game's sum has millions of digits
+            histories = tree_states(self.stage, game.rounds)  # closed form (a long game's sum has millions of digits)
             self.method = (f"exact DP over the {self.joint_name} tree ({game.rounds} {unit}s, {k ** 2} {self.joint_actions} "
                            f"a {unit}, {count_text(histories)} agent histories)")
         else:

@@ -316,8 +316,10 @@ def tree_states(stage: StageGame, rounds: int, memory: int | None = None, thresh
         return min(SATURATED, grown + (rounds - depth) * k**depth)
     total, previous = 0, None
     for t in range(rounds):
-        full = k ** (t if memory is None else min(t, memory)) if t * math.log10(max(k, 2)) <= 300 else SATURATED
-        kept = SATURATED if t * math.log10(max(n_o, 1)) - math.log10(threshold) > 300 else int(n_o**t / threshold) + 1
+        grows = t * math.log10(max(k, 2)) <= 300
+        full = k ** (t if memory is None else min(t, memory)) if grows else SATURATED
+        huge = t * math.log10(max(n_o, 1)) - math.log10(threshold) > 300
+        kept = SATURATED if huge else int(n_o**t / threshold) + 1
         count = min(full, kept)
         if count == previous:  # both bounds stopped growing: the remaining rounds keep as many
             return min(SATURATED, total + (rounds - t) * count)
@@ -338,7 +340,8 @@ def tree_bytes(stage: StageGame, rounds: int, memory: int | None = None, thresho
 
 
 def check_tree_fits(stage: StageGame, rounds: int, memory: int | None = None, threshold: float = 0.0,
-                    agent_states: int | None = None, what: str = "the joint-history tree", training: bool = False) -> int:
+                    agent_states: int | None = None, what: str = "the joint-history tree",
+                    training: bool = False) -> int:
     """Refuse, in one line, a tree whose estimated memory (`tree_bytes`) exceeds `memory_budget()`.
     Returns the number of DP states."""
     states = tree_states(stage, rounds, memory, threshold)

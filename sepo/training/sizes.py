@@ -13,6 +13,7 @@ Besides the game's exact solver (`Game.exact_size`, checked first), a run holds:
 Each is estimated with `sepo.limits` and refused in one line that says what does not fit, the
 estimate, the limit and the settings that would fit.
 """
+
 from __future__ import annotations
 
 from typing import Mapping
@@ -24,8 +25,15 @@ SHORT_GAME_DECISIONS = 8
 """The decisions a rollout is counted at in a game without a length parameter (a hand of poker
 has at most two of the agent's)."""
 
-CLI_OPTIONS = {"groups": "--groups", "group_size": "--group-size", "rounds": "--rounds", "memory": "--memory",
-               "table_samples": "--samples", "final_samples": "--final-samples", "steps": "--steps"}
+CLI_OPTIONS = {
+    "groups": "--groups",
+    "group_size": "--group-size",
+    "rounds": "--rounds",
+    "memory": "--memory",
+    "table_samples": "--samples",
+    "final_samples": "--final-samples",
+    "steps": "--steps",
+}
 """How the refusals name each setting (an experiment config names its own fields instead)."""
 
 PROMPT_BYTES = 160
@@ -69,7 +77,11 @@ def tree_need(domain, game, language_model: bool = False) -> tuple[int, int, int
         return None
     stage = stage_game(0)
     memory = None if _keeps_whole_histories(domain, language_model) else getattr(game, "memory", None)
-    return _bytes(stage, rounds, memory, getattr(game, "memory", None)), tree_states(stage, rounds, memory), memory
+    return (
+        _bytes(stage, rounds, memory, getattr(game, "memory", None)),
+        tree_states(stage, rounds, memory),
+        memory,
+    )
 
 
 def _bytes(stage, rounds: int, memory: int | None, remembered: int | None) -> int:
@@ -81,7 +93,9 @@ def _bytes(stage, rounds: int, memory: int | None, remembered: int | None) -> in
     return tree_bytes(stage, rounds, memory, agent_states=keys, training=True)
 
 
-def _most_rounds(stage, rounds: int, memory: int | None, remembered: int | None, budget: int, rollouts: int) -> int:
+def _most_rounds(
+    stage, rounds: int, memory: int | None, remembered: int | None, budget: int, rollouts: int
+) -> int:
     """The most rounds whose training tree and a step's `rollouts` (a decision a round) fit in
     `budget` (0 when none does)."""
     low, high = 0, rounds
@@ -94,8 +108,9 @@ def _most_rounds(stage, rounds: int, memory: int | None, remembered: int | None,
     return low
 
 
-def check_tree(domain, game, language_model: bool = False, options: Mapping[str, str] = CLI_OPTIONS,
-               rollouts: int = 0) -> int:
+def check_tree(
+    domain, game, language_model: bool = False, options: Mapping[str, str] = CLI_OPTIONS, rollouts: int = 0
+) -> int:
     """Refuse, in one line, a history tree that does not fit beside a step's `rollouts` (naming
     the rounds that would, and a smaller memory where one fits); returns the tree's estimated bytes
     (0 without one)."""
@@ -106,27 +121,44 @@ def check_tree(domain, game, language_model: bool = False, options: Mapping[str,
     budget = memory_budget()
     if need + (rollout_batch_bytes(rollouts, game.rounds) if rollouts else 0) <= budget:
         return need
-    if need <= budget:  # the tree fits, the rollouts beside it do not: said by `check_rollouts`, with the rounds
+    if (
+        need <= budget
+    ):  # the tree fits, the rollouts beside it do not: said by `check_rollouts`, with the rounds
         return need
     stage, rounds = game.stage_game(0), game.rounds
-    kept = "every whole history (the training reach needs them)" if memory is None else \
-        f"the last {memory} round{'s' if memory != 1 else ''} of history at each round"
+    kept = (
+        "every whole history (the training reach needs them)"
+        if memory is None
+        else f"the last {memory} round{'s' if memory != 1 else ''} of history at each round"
+    )
     fixes = []
     if memory is not None and memory > 0:
-        smaller = next((m for m in range(memory - 1, -1, -1)
-                        if _bytes(stage, rounds, m, m) + rollout_batch_bytes(rollouts, rounds) <= budget), None)
+        smaller = next(
+            (
+                m
+                for m in range(memory - 1, -1, -1)
+                if _bytes(stage, rounds, m, m) + rollout_batch_bytes(rollouts, rounds) <= budget
+            ),
+            None,
+        )
         if smaller is not None:
             fixes.append(f"{options['memory']} {smaller}" + (" or less" if smaller else ""))
     most = _most_rounds(stage, rounds, memory, getattr(game, "memory", None), budget, rollouts)
     if most >= 1:
         fixes.append(f"{options['rounds']} {most:,} or fewer")
-    refuse(f"training in {game.name} keeps a tree of {kept}: {count_text(states)} states at {rounds:,} rounds, which",
-           need, "use " + " or ".join(fixes) if fixes else "use a shorter game", budget)
+    refuse(
+        f"training in {game.name} keeps a tree of {kept}: {count_text(states)} states at {rounds:,} rounds, "
+        "which",
+        need,
+        "use " + " or ".join(fixes) if fixes else "use a shorter game",
+        budget,
+    )
     return need
 
 
-def check_rollouts(game, groups: int, group_size: int, held: int = 0, options: Mapping[str, str] = CLI_OPTIONS,
-                   domain=None) -> None:
+def check_rollouts(
+    game, groups: int, group_size: int, held: int = 0, options: Mapping[str, str] = CLI_OPTIONS, domain=None
+) -> None:
     """Refuse, in one line, a step's `groups` x `group_size` rollouts that would not fit beside the
     `held` bytes (the game's tree), naming the most groups that fit (and the rounds that would
     let these rollouts fit, in a repeated game)."""
@@ -138,40 +170,70 @@ def check_rollouts(game, groups: int, group_size: int, held: int = 0, options: M
         return
     per_group = rollout_batch_bytes(group_size, decisions)
     fits = budget // per_group if budget > 0 else 0
-    fixes = [f"{options['groups']} {fits:,} or fewer"] if fits >= 1 else \
-        [f"a smaller {options['group_size']} (a group of {group_size:,} alone does not fit)"]
+    fixes = (
+        [f"{options['groups']} {fits:,} or fewer"]
+        if fits >= 1
+        else [f"a smaller {options['group_size']} (a group of {group_size:,} alone does not fit)"]
+    )
     found = tree_need(domain, game) if held and domain is not None else None
     if found is not None:
-        most = _most_rounds(game.stage_game(0), game.rounds, found[2], getattr(game, "memory", None), memory_budget(),
-                            rollouts)
+        most = _most_rounds(
+            game.stage_game(0),
+            game.rounds,
+            found[2],
+            getattr(game, "memory", None),
+            memory_budget(),
+            rollouts,
+        )
         if most >= 1:
             fixes.append(f"{options['rounds']} {most:,} or fewer")
     fix = "use " + " or ".join(fixes)
     beside = f" beside the game's tree ({size_text(held)})" if held else ""
-    refuse(f"a training step's {count_text(rollouts)} rollouts ({options['groups']} {groups:,} x {options['group_size']} "
-           f"{group_size:,}, up to {decisions:,} decisions each){beside}", need, fix, max(budget, 0))
+    refuse(
+        f"a training step's {count_text(rollouts)} rollouts ({options['groups']} {groups:,} x "
+        f"{options['group_size']} "
+        f"{group_size:,}, up to {decisions:,} decisions each){beside}",
+        need,
+        fix,
+        max(budget, 0),
+    )
 
 
-def check_language_model_batches(steps: int, groups: int, group_size: int, max_new_tokens: int, held: int = 0,
-                                 options: Mapping[str, str] = CLI_OPTIONS) -> None:
+def check_language_model_batches(
+    steps: int,
+    groups: int,
+    group_size: int,
+    max_new_tokens: int,
+    held: int = 0,
+    options: Mapping[str, str] = CLI_OPTIONS,
+) -> None:
     """Refuse, in one line, a language-model run whose prompt list (steps x groups) or one step's
     completions (groups x group_size, each up to `max_new_tokens`) would not fit; the model's own
     activations come on top (they depend on the model, loaded later), so this is at the least."""
     budget = memory_budget() - held
     prompts = steps * groups
     if prompts * PROMPT_BYTES > budget:
-        refuse(f"the run's prompt list ({options['steps']} {steps:,} x {options['groups']} {groups:,} = "
-               f"{count_text(prompts)} prompts)", prompts * PROMPT_BYTES,
-               f"use fewer {options['steps']} or {options['groups']} (at most {max(0, budget // PROMPT_BYTES):,} prompts)",
-               max(budget, 0))
+        refuse(
+            f"the run's prompt list ({options['steps']} {steps:,} x {options['groups']} {groups:,} = "
+            f"{count_text(prompts)} prompts)",
+            prompts * PROMPT_BYTES,
+            f"use fewer {options['steps']} or {options['groups']} "
+            f"(at most {max(0, budget // PROMPT_BYTES):,} prompts)",
+            max(budget, 0),
+        )
     completion = COMPLETION_BYTES + COMPLETION_TOKEN_BYTES * max_new_tokens
     completions = groups * group_size
     if completions * completion > budget:
         fits = max(0, budget // (completion * group_size))
-        refuse(f"a training step's {count_text(completions)} completions ({options['groups']} {groups:,} x "
-               f"{options['group_size']} {group_size:,}, before the model's own activations)", completions * completion,
-               f"use {options['groups']} {fits:,} or fewer" if fits >= 1 else f"use a smaller {options['group_size']}",
-               max(budget, 0))
+        refuse(
+            f"a training step's {count_text(completions)} completions ({options['groups']} {groups:,} x "
+            f"{options['group_size']} {group_size:,}, before the model's own activations)",
+            completions * completion,
+            f"use {options['groups']} {fits:,} or fewer"
+            if fits >= 1
+            else f"use a smaller {options['group_size']}",
+            max(budget, 0),
+        )
 
 
 def read_states(config, game) -> tuple[int, int]:
@@ -190,9 +252,12 @@ def read_states(config, game) -> tuple[int, int]:
         return states, states
     from sepo.training.environment import build_environment
 
-    train, collusive, exploiters = config.pool_specs()  # the environment's own solver (and its focus) names them
-    env = build_environment(domain.llm_training, game, train, collusive, exploiters, config.charges,
-                            "language-model training")
+    train, collusive, exploiters = (
+        config.pool_specs()
+    )  # the environment's own solver (and its focus) names them
+    env = build_environment(
+        domain.llm_training, game, train, collusive, exploiters, config.charges, "language-model training"
+    )
     focus = getattr(env, "focus", None)
     if not callable(focus):
         states = _state_count(env.solver)
@@ -219,11 +284,16 @@ def check_replies(states: int, samples: int, when: str, option: str) -> None:
     if count <= MAX_SAMPLED_REPLIES:
         return
     fewer = MAX_SAMPLED_REPLIES // max(1, states)
-    fix = (f"use {option} {fewer:,} or fewer (a wider interval)" if fewer >= 1 else
-           "train a game with fewer information states")
-    raise SepoError(f"training reads the model's played policy {when} at {states:,} information states from {samples:,} "
-                    f"sampled replies each ({option}): {count:,} model replies, more than the {MAX_SAMPLED_REPLIES:,} "
-                    f"`sepo eval` reads at most; {fix}")
+    fix = (
+        f"use {option} {fewer:,} or fewer (a wider interval)"
+        if fewer >= 1
+        else "train a game with fewer information states"
+    )
+    raise SepoError(
+        f"training reads the model's played policy {when} at {states:,} information states from {samples:,} "
+        f"sampled replies each ({option}): {count:,} model replies, more than the {MAX_SAMPLED_REPLIES:,} "
+        f"`sepo eval` reads at most; {fix}"
+    )
 
 
 def check_plan(config, options: Mapping[str, str] = CLI_OPTIONS) -> None:
@@ -236,19 +306,27 @@ def check_plan(config, options: Mapping[str, str] = CLI_OPTIONS) -> None:
     from sepo.games.registry import get_domain
     from sepo.metrics.exact import check_exact_size
 
-    key = (type(config).__name__, json.dumps(asdict(config), sort_keys=True, default=str), tuple(sorted(options.items())))
+    key = (
+        type(config).__name__,
+        json.dumps(asdict(config), sort_keys=True, default=str),
+        tuple(sorted(options.items())),
+    )
     if key in _CHECKED:  # a config is validated several times on its way to the trainer
         return
     domain = get_domain(config.game)
     game = domain.game(config.protocol, **config.game_params)
     check_exact_size(game)
     language_model = hasattr(config, "final_samples")
-    held = check_tree(domain, game, language_model, options, 0 if language_model else config.groups * config.group_size)
+    held = check_tree(
+        domain, game, language_model, options, 0 if language_model else config.groups * config.group_size
+    )
     if not language_model:
         check_rollouts(game, config.groups, config.group_size, held, options, domain)
         _CHECKED.add(key)
         return
-    check_language_model_batches(config.steps, config.groups, config.group_size, config.max_new_tokens, held, options)
+    check_language_model_batches(
+        config.steps, config.groups, config.group_size, config.max_new_tokens, held, options
+    )
     from sepo.policies.text_policy import MAX_SAMPLED_REPLIES
 
     per_state = (config.table_samples, config.final_samples)

@@ -1,6 +1,7 @@
 """A training run's sizes are checked from its settings before anything is built or written: the
 history tree, a step's rollouts, a language model's prompts and the replies it reads at each step
 and at the end; the settings a refusal offers do fit."""
+
 from __future__ import annotations
 
 import re
@@ -36,7 +37,7 @@ def test_tree_states_is_the_sum_over_rounds_in_closed_form():
         for t in range(rounds):
             count = (n_a * n_o) ** (t if memory is None else min(t, memory))
             if threshold > 0:
-                count = min(count, int(n_o ** t / threshold) + 1)
+                count = min(count, int(n_o**t / threshold) + 1)
             total += count
         return total
 
@@ -46,7 +47,9 @@ def test_tree_states_is_the_sum_over_rounds_in_closed_form():
             for memory in (None, 0, 1, 2, 5):
                 assert tree_states(stage, rounds, memory) == min(summed(stage, rounds, memory), SATURATED)
             for threshold in (0.5, 0.01):
-                assert tree_states(stage, rounds, None, threshold) == min(summed(stage, rounds, None, threshold), SATURATED)
+                assert tree_states(stage, rounds, None, threshold) == min(
+                    summed(stage, rounds, None, threshold), SATURATED
+                )
     started = time.process_time()
     two = StageGame(np.zeros((2, 2)), np.zeros((2, 2)))
     assert tree_states(StageGame(np.zeros((15, 15)), np.zeros((15, 15))), 10**9, 1) == 1 + 225 * (10**9 - 1)
@@ -83,41 +86,76 @@ def test_the_rounds_and_groups_a_refusal_offers_fit(monkeypatch):
         _config(game="kuhn", groups=groups + 1).validate()
 
 
-@pytest.mark.parametrize("samples, words", [
-    ([], ["at the end of the run", "936 information states", "1,916,928", "--final-samples 106 or fewer"]),
-    (["--samples", "100000"], ["at every step", "93,600,000", "--samples 106 or fewer"]),
-])
+@pytest.mark.parametrize(
+    "samples, words",
+    [
+        (
+            [],
+            ["at the end of the run", "936 information states", "1,916,928", "--final-samples 106 or fewer"],
+        ),
+        (["--samples", "100000"], ["at every step", "93,600,000", "--samples 106 or fewer"]),
+    ],
+)
 def test_a_language_models_reads_are_sized_before_training(tmp_path, samples, words):
     """Leduc's 936 information states at the default 2,048 final replies each were trained first
     and read after (about 25 minutes of replies on the tiny model); a step's reads likewise."""
-    args = ["train", "--game", "openspiel:leduc_poker", "--policy", f"hf:{tmp_path / 'no-model'}", "--steps", "1",
-            "--groups", "1", "--group-size", "2", "--out", tmp_path / "run"]
+    args = [
+        "train",
+        "--game",
+        "openspiel:leduc_poker",
+        "--policy",
+        f"hf:{tmp_path / 'no-model'}",
+        "--steps",
+        "1",
+        "--groups",
+        "1",
+        "--group-size",
+        "2",
+        "--out",
+        tmp_path / "run",
+    ]
     _one_line(_run(*args, *(samples or ["--samples", "1"])), "100,000", *words)
     assert not (tmp_path / "run").exists()
     result = _run(*args, "--samples", "100", "--final-samples", "100")
-    assert "information states" not in result.stderr and "no such folder" in result.stderr  # the plan fits: the model is next
+    assert (
+        "information states" not in result.stderr and "no such folder" in result.stderr
+    )  # the plan fits: the model is next
 
 
 def test_an_experiment_too_large_is_refused_before_its_folder_and_its_fix_runs(tmp_path):
     from tests.experiments.conftest import tiny_config
 
     big = tmp_path / "big.yaml"
-    big.write_text(tiny_config(**{"tabular: {steps: 8, groups: 8}": "tabular: {steps: 8, groups: 100000, group_size: 1024}"}))
+    big.write_text(
+        tiny_config(
+            **{"tabular: {steps: 8, groups: 8}": "tabular: {steps: 8, groups: 100000, group_size: 1024}"}
+        )
+    )
     _one_line(_run("experiment", "plan", big), "training.tabular.groups", "rollouts", "or fewer")
     _one_line(_run("experiment", "run", big, "--out", tmp_path / "out", "--quiet"), "training.tabular.groups")
     assert not (tmp_path / "out").exists()
     fixed = tmp_path / "fixed.yaml"
-    fixed.write_text(tiny_config(**{"stages: [base, sft, grpo, sepo, constant]": "stages: [grpo]", "seeds: [0, 1]": "seeds: [0]",
-                                    "checkpoints: [4]": "checkpoints: []"}))
+    fixed.write_text(
+        tiny_config(
+            **{
+                "stages: [base, sft, grpo, sepo, constant]": "stages: [grpo]",
+                "seeds: [0, 1]": "seeds: [0]",
+                "checkpoints: [4]": "checkpoints: []",
+            }
+        )
+    )
     result = _run("experiment", "run", fixed, "--out", tmp_path / "out", "--quiet")
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("saved, words", [
-    ([], ["no training checkpoint was saved yet"]),
-    ([2, 4], ["checkpoint at step 4 saved", "resumes the training from step 4 of 6"]),
-    ([5, 6], ["all 6 steps are trained and saved", "checkpoint at step 6", "without training again"]),
-])
+@pytest.mark.parametrize(
+    "saved, words",
+    [
+        ([], ["no training checkpoint was saved yet"]),
+        ([2, 4], ["checkpoint at step 4 saved", "resumes the training from step 4 of 6"]),
+        ([5, 6], ["all 6 steps are trained and saved", "checkpoint at step 6", "without training again"]),
+    ],
+)
 def test_a_stopped_language_model_run_says_what_it_kept_and_how_to_go_on(tmp_path, monkeypatch, saved, words):
     """A stop in the final read printed only "error: interrupted"."""
     import sepo.training.grpo
@@ -130,7 +168,20 @@ def test_a_stopped_language_model_run_says_what_it_kept_and_how_to_go_on(tmp_pat
         raise KeyboardInterrupt
 
     monkeypatch.setattr(sepo.training.grpo, "run_llm_sepo", stopped)
-    result = _run("train", "--game", "kuhn", "--policy", "hf:model", "--steps", "6", "--groups", "1", "--quiet", "--out", out)
+    result = _run(
+        "train",
+        "--game",
+        "kuhn",
+        "--policy",
+        "hf:model",
+        "--steps",
+        "6",
+        "--groups",
+        "1",
+        "--quiet",
+        "--out",
+        out,
+    )
     assert result.exit_code == 130, result.output
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("error: interrupted; ") and all(word in line for word in words), line

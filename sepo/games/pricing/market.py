@@ -133,7 +133,7 @@ class Market:
             return np.round(np.linspace(start, stop, n), decimals)
 
         unit = 10.0 ** decimals
-        held = int(round(stop * unit) - round(start * unit)) + 1  # the prices at `decimals` in the range: no more differ
+        held = int(round(stop * unit) - round(start * unit)) + 1  # the prices at `decimals` in the range
         apart = int(math.floor((stop - start) * unit)) + 1  # points at least one unit apart: always distinct
         most = memory_budget() // GRID_POINT_BYTES  # the most prices the machine holds
         if points <= held:
@@ -144,10 +144,12 @@ class Market:
             if len(np.unique(prices)) == points:
                 return prices
         top = min(points - 1, held, most)  # the counts above `apart` are few: tried one by one
-        fits = top if top <= apart else next((n for n in range(top, apart, -1) if len(np.unique(spaced(n))) == n), apart)
+        fits = top if top <= apart else next((n for n in range(top, apart, -1) if len(np.unique(spaced(n))) == n),
+                                             apart)
         if fits >= 2:
-            raise SepoError(f"pricing: {points:,} grid points between {start:.{decimals}f} and {stop:.{decimals}f} are not "
-                            f"distinct at {decimals} decimals; use --prices {fits:,} or fewer, or an explicit --grid")
+            raise SepoError(f"pricing: {points:,} grid points between {start:.{decimals}f} and {stop:.{decimals}f} "
+                            f"are not distinct at {decimals} decimals; use --prices {fits:,} or fewer, or an explicit "
+                            "--grid")
         raise SepoError(f"pricing: the Nash and monopoly prices ({low:.4f} and {high:.4f}) are less than a cent apart at "
                         f"these costs, qualities and mu, so no grid between them has two distinct prices at {decimals} "
                         f"decimals; give an explicit --grid, or a lower --cost (Calvano et al.: cost 1, "

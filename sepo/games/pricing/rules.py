@@ -98,25 +98,25 @@ def _grid(text) -> np.ndarray:
     return prices
 
 
-def inert_institutions(sanction_threshold=None, fine: float = 0.0, detection: float = 1.0, leniency: float = 0.0) -> list[str]:
+def inert_institutions(sanction_threshold=None, fine: float = 0.0, detection: float = 1.0,
+                       leniency: float = 0.0) -> list[str]:
     """The institution settings that would change nothing, each with why: a fine, a detection
     probability or leniency without a threshold to sanction above, and detection or leniency
     without a fine to detect or cut. A setting is a promise: these are refused, not ignored."""
-    reasons = []
+    settings = (("fine", fine, 0.0), ("detection", detection, 1.0), ("leniency", leniency, 0.0))
     if sanction_threshold is None:
-        given = [f"--{name} {value:g}" for name, value, off in (("fine", fine, 0.0), ("detection", detection, 1.0),
-                                                                   ("leniency", leniency, 0.0)) if value != off]
-        if given:
-            reasons.append(f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} nothing without "
-                           f"--sanction-threshold (only a price above it is sanctioned); give --sanction-threshold P, or "
-                           f"leave {'it' if len(given) == 1 else 'them'} out")
+        given, why = settings, "without --sanction-threshold (only a price above it is sanctioned)"
+        fix = "give --sanction-threshold P"
     elif fine == 0.0:
-        given = [f"--{name} {value:g}" for name, value, off in (("detection", detection, 1.0), ("leniency", leniency, 0.0))
-                 if value != off]
-        if given:
-            reasons.append(f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} nothing at --fine 0 (no fine "
-                           f"to detect or to cut); give --fine F above 0, or leave {'it' if len(given) == 1 else 'them'} out")
-    return reasons
+        given, why = settings[1:], "at --fine 0 (no fine to detect or to cut)"
+        fix = "give --fine F above 0"
+    else:
+        return []
+    named = [f"--{name} {value:g}" for name, value, off in given if value != off]
+    if not named:
+        return []
+    one = len(named) == 1
+    return [f"{' and '.join(named)} {'does' if one else 'do'} nothing {why}; {fix}, or leave {'it' if one else 'them'} out"]
 
 
 def effective_params(params: dict) -> dict:
@@ -204,7 +204,8 @@ class PricingMarket(Game):
         self.market = Market(_per_firm(quality, self.num_players, "quality"), _per_firm(cost, self.num_players, "cost"),
                              _number(outside, "outside"), _number(mu, "mu"))
         if grid is not None and prices is not None:
-            raise SepoError(f"pricing: --grid gives the prices itself; --prices {prices} does not apply with it (leave one out)")
+            raise SepoError(f"pricing: --grid gives the prices itself; --prices {prices} does not apply with it "
+                            "(leave one out)")
         full = _grid(grid) if grid is not None else self.market.grid(
             _whole(DEFAULT_POINTS if prices is None else prices, "prices (grid points)", 2))
         self.cap = None if cap is None else _number(cap, "cap", 0.0)
