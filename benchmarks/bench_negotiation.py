@@ -25,16 +25,17 @@ Absolute numbers depend on the machine; compare ratios measured in the same run.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 
 import numpy as np
+from timing import best_of, machine_line, openspiel_br_value
 
 from sepo.games import load_game
 from sepo.games.negotiation.bots import BOTS
 from sepo.games.negotiation.exact import NegotiationSolver
 from sepo.metrics.exact import action_table
 from sepo.metrics.repeated import gap_value, solve
-from timing import best_of, machine_line, openspiel_br_value
 
 
 def dp(args):
@@ -47,8 +48,8 @@ def dp(args):
             solver = NegotiationSolver(load_game("negotiation", rounds=rounds, memory=memory))
             table = np.random.default_rng(rounds).dirichlet(np.ones(9), size=len(solver.keys))
             t_tree, tree = best_of(args.repeats, lambda: solver.tree(table))
-            t_solve, result = best_of(args.repeats, lambda: solve(tree))
-            t_gap, _ = best_of(args.repeats, lambda: gap_value(tree))
+            t_solve, result = best_of(args.repeats, functools.partial(solve, tree))
+            t_gap, _ = best_of(args.repeats, functools.partial(gap_value, tree))
             total = t_tree + t_solve
             growth = "" if previous is None else f"{total / previous:.1f}"
             label = "full history" if memory == "full" else "memory-1"

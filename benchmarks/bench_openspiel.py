@@ -33,10 +33,10 @@ import time
 import numpy as np
 import pyspiel
 from open_spiel.python.algorithms import exploitability as os_exploitability
+from timing import machine_line
 
 from sepo.games import load_game
 from sepo.games.openspiel.exact import OpenSpielSolver, to_pyspiel_policy
-from timing import machine_line
 
 
 def random_tables(solver: OpenSpielSolver, n: int, seed: int) -> np.ndarray:
@@ -108,7 +108,7 @@ def main() -> None:
     print(f"(building the {args.n} C++ policies from the tables: {convert / args.n:.2e} s each, not in the C++ row)")
     print(f"ratio sepo batched / pyspiel C++: {cpp / per_batch:,.0f}x; sepo one per call / C++: {cpp / single:,.1f}x; "
           f"sepo batched / OpenSpiel Python: {py / per_batch:,.0f}x")
-    print(f"sepo by batch size (best of 3), against the C++ row above:")
+    print("sepo by batch size (best of 3), against the C++ row above:")
     for size in (int(x) for x in args.sizes.split(",")):
         batch = random_tables(solver, size, args.seed + 1)
         times = []

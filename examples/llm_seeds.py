@@ -27,8 +27,7 @@ from pathlib import Path
 
 from sepo.errors import SepoError, brief, one_line
 from sepo.reports.experiment import t_interval
-from sepo.training.grpo import SEPOEnvironment, LLMSEPOConfig, run_llm_sepo
-
+from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment, run_llm_sepo
 
 METHODS = {
     "per-rollout": lambda args: {"penalty": "per-rollout", "lambda_e": args.lambda_e},

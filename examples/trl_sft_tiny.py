@@ -18,8 +18,8 @@ import numpy as np
 
 
 def kuhn_sft_rows(n: int, seed: int = 0) -> list[dict]:
-    from sepo.games.kuhn.rules import CARD_NAMES
     from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
+    from sepo.games.kuhn.rules import CARD_NAMES
 
     text = __import__("sepo.games.kuhn.text", fromlist=["KuhnText"]).KuhnText()
     decisions = list(kuhn_canonical_decisions().values())

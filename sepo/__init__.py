@@ -1,5 +1,6 @@
 """sepo: train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization."""
-from importlib.metadata import PackageNotFoundError, version as _version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 try:
     __version__ = _version("sepo")

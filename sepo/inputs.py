@@ -120,7 +120,7 @@ def problem_of(error: Exception) -> str:
 def parse_json(text: str) -> Any:
     """JSON as Python data, refusing a key given twice in one object and nesting deeper than
     `MAX_DEPTH`; errors are `json.JSONDecodeError`."""
-    depth = deepest = 0
+    depth = 0
     in_string = escaped = False
     for position, ch in enumerate(text):  # bracket depth outside strings, before the recursive parser sees it
         if in_string:

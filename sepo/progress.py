@@ -28,7 +28,7 @@ import threading
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Callable, Iterator
+from typing import Iterator
 
 LINE_SECONDS = 30.0
 """Without a terminal: the longest silence while work goes on."""
@@ -388,8 +388,14 @@ class RichReporter(Reporter):
     """Bars with counts, elapsed time and ETA on a terminal (rich), and a line per stage above them."""
 
     def __init__(self, console):
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                              TimeRemainingColumn(), console=console, transient=True)

@@ -438,7 +438,7 @@ class RunDir:
         """A temporary folder a library fills; on success it takes the place of `name` (renamed in
         whole where `name` is new, else merged file by file: files sepo did not write stay)."""
         self._check_writable()
-        target = self.path(name)
+        self.path(name)  # checks the name and records it as this run's
         tmp = self.temporary(name)
         _remove(tmp)
         try:

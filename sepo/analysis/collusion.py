@@ -25,7 +25,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from sepo.analysis.errors import AnalysisInputError
-from sepo.analysis.io import as_name_list, as_number, as_probability, joint_action, read_data, require_key, require_mapping
+from sepo.analysis.io import (
+    as_name_list,
+    as_number,
+    as_probability,
+    joint_action,
+    read_data,
+    require_key,
+    require_mapping,
+)
 from sepo.analysis.normal_form import NormalFormGame
 
 

@@ -21,7 +21,6 @@ and looks for a cycle in the current strategies after a transient.
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -38,8 +38,17 @@ import numpy as np
 
 from sepo.analysis.equilibria import product_distribution
 from sepo.analysis.errors import AnalysisInputError
-from sepo.analysis.io import (joint_action, as_name_list, as_number, as_probability, distribution, numeric_tensor, read_data,
-                              require_key, require_mapping)
+from sepo.analysis.io import (
+    as_name_list,
+    as_number,
+    as_probability,
+    distribution,
+    joint_action,
+    numeric_tensor,
+    read_data,
+    require_key,
+    require_mapping,
+)
 
 MarkovPolicy = dict[str, tuple[np.ndarray, ...]]
 

@@ -32,7 +32,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from sepo.analysis.errors import AnalysisInputError
-from sepo.analysis.io import as_name_list, distribution, numeric_tensor, read_data, require_key, require_mapping
+from sepo.analysis.io import (
+    as_name_list,
+    distribution,
+    numeric_tensor,
+    read_data,
+    require_key,
+    require_mapping,
+)
 
 Profile = tuple[np.ndarray, ...]
 

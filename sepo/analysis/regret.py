@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from sepo.analysis.errors import AnalysisInputError
+from sepo.analysis.normal_form import NormalFormGame
 from sepo.errors import SepoError
 from sepo.inputs import read_text
-from sepo.analysis.normal_form import NormalFormGame
 
 _PAYOFF_PREFIX = "payoff_if_"
 

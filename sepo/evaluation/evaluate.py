@@ -35,14 +35,25 @@ import numpy as np
 from sepo import progress as reporting
 from sepo.errors import SepoError
 from sepo.evaluation.play import play_episodes
-from sepo.games.records import EpisodeRecord
 from sepo.games.base import Game
+from sepo.games.records import EpisodeRecord
 from sepo.games.registry import check_protocol, domain_of
-from sepo.metrics import pool_metrics as pm
 from sepo.limits import check_episodes
+from sepo.metrics import pool_metrics as pm
 from sepo.metrics.bootstrap import StratifiedSample, interval
-from sepo.metrics.exact import (POINT_ESTIMATE_NOTE, PROJECTION_NOTE, SAMPLED_NOTE, Audit, NoActionProbabilities,
-                                NoExactSolver, action_table, audit_agent, check_audit_fits, exact_label, exact_solver)
+from sepo.metrics.exact import (
+    POINT_ESTIMATE_NOTE,
+    PROJECTION_NOTE,
+    SAMPLED_NOTE,
+    Audit,
+    NoActionProbabilities,
+    NoExactSolver,
+    action_table,
+    audit_agent,
+    check_audit_fits,
+    exact_label,
+    exact_solver,
+)
 from sepo.objective.sepo import Lambdas
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy

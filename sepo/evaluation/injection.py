@@ -32,7 +32,14 @@ from sepo.evaluation.evaluate import episode_seed
 from sepo.evaluation.play import play_episodes
 from sepo.games.base import Game
 from sepo.games.registry import domain_of
-from sepo.games.talk import BENIGN_MESSAGE, INJECTION_SUITE, Injecting, TalkChannel, special_tokens_of, without_messages
+from sepo.games.talk import (
+    BENIGN_MESSAGE,
+    INJECTION_SUITE,
+    Injecting,
+    TalkChannel,
+    special_tokens_of,
+    without_messages,
+)
 from sepo.limits import check_episodes
 from sepo.opponents.pools import BEST_RESPONSE, BotSpec, default_pools
 from sepo.policies.base import Policy

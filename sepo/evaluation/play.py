@@ -26,7 +26,6 @@ from sepo.games.base import CHANCE, SIMULTANEOUS, Game
 from sepo.games.records import DecisionRecord, EpisodeRecord
 from sepo.policies.base import Choice, Policy
 
-
 Opponents = Union[Policy, Mapping[int, Policy]]
 
 

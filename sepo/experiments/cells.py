@@ -80,9 +80,6 @@ def _gives_advantages(spec, agent: AgentConfig) -> bool:
     from sepo.games.registry import resolved
 
     return bool(getattr(resolved(spec.training if agent.kind == "tabular" else spec.llm_training), "joint_advantages", False))
-    import importlib
-
-    return bool(getattr(getattr(importlib.import_module(module), name), "joint_advantages", False))
 
 
 def expand(config: ExperimentConfig) -> Plan:

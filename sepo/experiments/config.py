@@ -31,7 +31,15 @@ import math
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from sepo.errors import SepoError, brief
 
@@ -514,8 +522,16 @@ def _check_sizes(config: ExperimentConfig, source: str) -> None:
                 sizes.check_replies(step, t.table_samples, "at every step", names["table_samples"])
                 sizes.check_replies(final, t.final_samples or config.decoding.samples, "at the end of the run",
                                     names["final_samples"])
+            charged = {cell.stage for cell in here} & {"sepo", "shuffled"}
+            if charged:
+                from sepo.training.config import SEPOConfig
+
+                for e, c, x in domain.lambdas.points():  # a λ whose term cannot act is refused at plan time
+                    SEPOConfig(game=domain.name, game_params=dict(domain.params), protocol=config.protocol,
+                               penalty="per-rollout", lambda_e=e, lambda_c=c, lambda_x=x).check_terms_act()
         except SepoError as error:
-            message = str(error)
+            message = str(error).replace("--lambda-c ", f"domains[{i}].lambdas.c ").replace(
+                "--lambda-x ", f"domains[{i}].lambdas.x ")
             for param in get_domain(domain.name).params:  # a game's own hint names its CLI option: here, the field
                 message = message.replace(f"--{param.name.replace('_', '-')} ", f"domains[{i}].params.{param.name} ")
             raise SepoError(f"{where}: {message}") from None

@@ -4,8 +4,19 @@ Every built-in domain is registered here, one line each, and imported only when 
 from __future__ import annotations
 
 from sepo.games.base import Decision, Game, ParseResult, RoundResult, State, TextView
-from sepo.games.registry import (PROTOCOLS, Domain, Param, check_protocol, default_game, domain_names, domain_of,
-                                 family_names, get_domain, register, register_family)
+from sepo.games.registry import (
+    PROTOCOLS,
+    Domain,
+    Param,
+    check_protocol,
+    default_game,
+    domain_names,
+    domain_of,
+    family_names,
+    get_domain,
+    register,
+    register_family,
+)
 
 register("kuhn", "sepo.games.kuhn:DOMAIN")
 register("auction", "sepo.games.auction:DOMAIN")

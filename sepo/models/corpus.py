@@ -11,7 +11,6 @@ domain only needs to be registered (and, if it has special answer words, to list
 from __future__ import annotations
 
 import warnings
-
 from typing import Iterable, Iterator
 
 import numpy as np

@@ -66,7 +66,16 @@ def train_tokenizer(texts: Sequence[str], words: Iterable[str], vocab_size: int 
     """A byte-level BPE `PreTrainedTokenizerFast` trained on `texts`, with every word of `words`
     guaranteed to be one token (alone and after a space), and every string of `lines` added as
     one (non-special) token of its own."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
@@ -177,9 +186,8 @@ def init_tiny_model(
     and `sepo model init --domains` rebuilds an earlier model.
     `sizes`: Qwen2/Llama config overrides (hidden_size, intermediate_size, num_hidden_layers,
     num_attention_heads, num_key_value_heads). Writes `sepo_tiny.json` with what was built."""
-    from sepo.models.corpus import action_words, domain_corpus, frequent_lines, system_prompts
-
     from sepo.games import domain_names
+    from sepo.models.corpus import action_words, domain_corpus, frequent_lines, system_prompts
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 
 from sepo.errors import SepoError
-from sepo.inputs import parse_yaml, problem_of, read_text
 from sepo.games.registry import check_protocol, get_domain, unknown_name
+from sepo.inputs import parse_yaml, problem_of, read_text
 
 BEST_RESPONSE = "BestResponse"
 POOL_NAMES = ("train", "exploiter", "collusive")

@@ -142,9 +142,9 @@ def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size:
             stacked[:, :, where, :, at : at + kv.shape[3]] = kv[:, :, None]
             at += kv.shape[3]
     if not static:
-        return DynamicCache(ddp_cache_data=[(stacked[l, 0], stacked[l, 1]) for l in range(layers)]), encoded
+        return DynamicCache(ddp_cache_data=[(stacked[layer, 0], stacked[layer, 1]) for layer in range(layers)]), encoded
     cache = StaticCache(config=model.config, max_cache_len=width + room)
-    for layer, (keys, values) in zip(cache.layers, ((stacked[l, 0], stacked[l, 1]) for l in range(layers))):
+    for layer, (keys, values) in zip(cache.layers, ((stacked[i, 0], stacked[i, 1]) for i in range(layers))):
         # Filled in place of `lazy_initialization`, which would also import torch._dynamo to mark
         # the tensors for compilation (seconds, and nothing here is compiled).
         layer.keys, layer.values, layer.device = keys, values, keys.device
@@ -280,7 +280,7 @@ def _encode(base, cache_name: str, batch: list[_Node], device, dtype) -> list:
             for kv in chain:
                 stacked[:, :, r, :, at : at + kv.shape[3]] = kv
                 at += kv.shape[3]
-        cache = DynamicCache(ddp_cache_data=[(stacked[l, 0], stacked[l, 1]) for l in range(layers)])
+        cache = DynamicCache(ddp_cache_data=[(stacked[layer, 0], stacked[layer, 1]) for layer in range(layers)])
     else:
         cache = DynamicCache()
     out = base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),

@@ -21,14 +21,41 @@ from __future__ import annotations
 from pathlib import Path
 
 from sepo.reports.document import Document, file_stem, fmt
-from sepo.reports.figures import (figure1, figure1_bars, figure1_pairs, figure_curves,
-                                  figure_delta_safety, figure_frontier, figure_sweep, interval_basis)
-from sepo.reports.results import (DERIVED, INVALID_LIMIT, PAPER_COLUMNS, RIGOROUS_COLUMNS,
-                                  STAGE_LABEL, STAGE_ORDER, UNPARSED, UNPARSED_NOTE, Results,
-                                  check_experiment, experiment_state, inputs_digest, paper_numbers,
-                                  report_config)
-from sepo.reports.sections import (appendix, delta_safety_section, domain_section, figure1_section,
-                                   header_section, method_section, selection_section)
+from sepo.reports.figures import (
+    figure1,
+    figure1_bars,
+    figure1_pairs,
+    figure_curves,
+    figure_delta_safety,
+    figure_frontier,
+    figure_sweep,
+    interval_basis,
+)
+from sepo.reports.results import (
+    DERIVED,
+    INVALID_LIMIT,
+    PAPER_COLUMNS,
+    RIGOROUS_COLUMNS,
+    STAGE_LABEL,
+    STAGE_ORDER,
+    UNPARSED,
+    UNPARSED_NOTE,
+    Results,
+    check_experiment,
+    experiment_state,
+    inputs_digest,
+    paper_numbers,
+    report_config,
+)
+from sepo.reports.sections import (
+    appendix,
+    delta_safety_section,
+    domain_section,
+    figure1_section,
+    header_section,
+    method_section,
+    selection_section,
+)
 from sepo.reports.statistics import metric_range, t_interval
 
 __all__ = ["DERIVED", "INVALID_LIMIT", "PAPER_COLUMNS", "RIGOROUS_COLUMNS", "STAGE_LABEL", "STAGE_ORDER", "UNPARSED",

@@ -230,9 +230,8 @@ def figure_curves(results: Results, domain: str) -> bytes | None:
     """Training curves: the exact value and the utility against step for every training cell."""
     import matplotlib.pyplot as plt
 
-    from sepo.training.checkpoint import MetricsLog
-
     from sepo.reports.plots import value_label
+    from sepo.training.checkpoint import MetricsLog
 
     value_name = results.exact_name(domain) or "exploitability"
     lines = []

@@ -4,11 +4,29 @@ figure, the selection check and the appendix that maps readable labels to cell f
 from __future__ import annotations
 
 from sepo.reports.document import Document, file_stem, fmt
-from sepo.reports.figures import (COMPARED, MARK_MEANING, MARKS, compared_group, figure1, figure1_pairs,
-                                  figure_curves, figure_delta_safety, figure_frontier, figure_sweep,
-                                  interval_basis)
-from sepo.reports.results import (INVALID_LIMIT, PAPER_COLUMNS, RIGOROUS_COLUMNS, STAGE_LABEL, UNPARSED,
-                                  UNPARSED_NOTE, Results, lambda_text)
+from sepo.reports.figures import (
+    COMPARED,
+    MARK_MEANING,
+    MARKS,
+    compared_group,
+    figure1,
+    figure1_pairs,
+    figure_curves,
+    figure_delta_safety,
+    figure_frontier,
+    figure_sweep,
+    interval_basis,
+)
+from sepo.reports.results import (
+    INVALID_LIMIT,
+    PAPER_COLUMNS,
+    RIGOROUS_COLUMNS,
+    STAGE_LABEL,
+    UNPARSED,
+    UNPARSED_NOTE,
+    Results,
+    lambda_text,
+)
 
 CANCELS = ("a penalty that is the same for every rollout of a group cancels in GRPO's group-relative "
            "advantage (each reward minus its group's mean, divided by its group's spread), so the update is "

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from sepo.errors import SepoError
-from sepo.objective.advantage_alignment import check_alignment, check_method
 from sepo.games.credit import Charges
+from sepo.objective.advantage_alignment import check_alignment, check_method
 from sepo.objective.sepo import REWARD_SCALINGS, Lambdas, check_penalty_mode
 
 

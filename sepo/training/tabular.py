@@ -20,7 +20,6 @@ so a run resumed from its checkpoint is identical to one that was never interrup
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path

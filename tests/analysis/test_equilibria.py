@@ -5,8 +5,14 @@ import nashpy
 import numpy as np
 import pytest
 
-from sepo.analysis.equilibria import (correlated_equilibrium, correlation_gaps, incentive_constraints,
-                                      nash_equilibria_2p, product_distribution, solve_zero_sum)
+from sepo.analysis.equilibria import (
+    correlated_equilibrium,
+    correlation_gaps,
+    incentive_constraints,
+    nash_equilibria_2p,
+    product_distribution,
+    solve_zero_sum,
+)
 from sepo.analysis.errors import AnalysisInputError
 from sepo.analysis.normal_form import NormalFormGame, load_game
 from tests.analysis.conftest import random_bimatrix

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from sepo.analysis.errors import AnalysisInputError
-from sepo.analysis.population import MetaGame, analyze_population, build_meta_game, load_matrix, max_entropy_maximin
+from sepo.analysis.population import (
+    MetaGame,
+    analyze_population,
+    build_meta_game,
+    load_matrix,
+    max_entropy_maximin,
+)
 
 AGENTS = ["nash", "uniform", "bot:AlwaysBet", "bot:AlwaysPass", "bot:LooseAggressive", "bot:TightPassive"]
 
@@ -73,8 +79,8 @@ def test_max_entropy_maximin_is_unique_on_random_antisymmetric_games():
 
 def test_sampled_payoffs_agree_with_exact_ones():
     """The sampled path (used where no exact payoffs exist) estimates the exact matrix."""
-    from sepo.games import load_game
     from sepo.analysis.population import _sampled_meta_game
+    from sepo.games import load_game
     from sepo.policies.specs import load_agent
 
     specs = ("nash", "bot:AlwaysBet", "uniform")

@@ -26,10 +26,11 @@ import typing
 from collections import Counter
 from pathlib import Path
 
+import hypothesis
 import pytest
 import typer
-import hypothesis
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sepo.cli.main import app

@@ -72,9 +72,9 @@ def test_a_command_too_large_for_the_machine_is_refused_before_it_allocates(tmp_
 
 
 def test_the_fitting_options_offered_do_fit():
+    from sepo.errors import SepoError
     from sepo.games import load_game
     from sepo.limits import check_episodes
-    from sepo.errors import SepoError
 
     budget = 1 << 30
     problem = load_game("negotiation", "rigorous", pie=10000, max_demand=10000).exact_size(budget)
@@ -219,10 +219,11 @@ def test_a_key_given_twice_is_an_error(tmp_path):
 
 
 def test_seeds_given_as_strings_are_refused():
+    import yaml
+
     from sepo.errors import SepoError
     from sepo.experiments.config import validate_config
     from tests.experiments.conftest import tiny_config
-    import yaml
 
     data = yaml.safe_load(tiny_config())
     validate_config(data)

@@ -102,9 +102,8 @@ def test_a_sampling_text_agent_is_audited_at_its_played_policy_with_an_interval(
     """A scripted text agent whose replies (reason line, then the action) sample the Nash
     equilibrium: the audit's exploitability is that of the played policy, estimated, with an
     interval that reaches the true value 0; the decoding and the label are in the result."""
-    from tests.policies.test_text_policy import NASH, ScriptedAgent
-
     from sepo.policies.text_policy import DEFAULT_SAMPLES, TextPolicy
+    from tests.policies.test_text_policy import NASH, ScriptedAgent
 
     game = load_game("kuhn")
     agent = TextPolicy(ScriptedAgent(NASH), failure_rule="fallback", seed=3)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sepo.games import get_domain, domain_names
+from sepo.games import domain_names, get_domain
 
 
 def tiny_domain() -> str:

@@ -125,5 +125,7 @@ def test_a_language_model_audit_killed_half_way_resumes_from_its_kept_batches(tm
     resumed = execute.run_cell(config, cell, tmp_path / "killed")["rows"]
     validation = json.loads((folder / "audits" / "final.json").read_text())["validation"]["agent_record"]["reply_cache"]
     assert validation["batches_read"] > 0 and validation["batches_stored"] == 0
-    numbers = lambda rows: [repr((r["checkpoint"], r["split"], r["metric"], r["value"], r["low"], r["high"])) for r in rows]
+    def numbers(rows):
+        return [repr((r["checkpoint"], r["split"], r["metric"], r["value"], r["low"], r["high"])) for r in rows]
+
     assert numbers(resumed) == numbers(clean)

@@ -14,10 +14,10 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.base import SIMULTANEOUS, TERMINAL, Decision, Game, ParseResult, RoundResult, State, TextView
 from sepo.games.disguise import DisguiseTerms
+from sepo.games.records import Rollouts
 from sepo.games.registry import Domain, Param
 from sepo.metrics.exact import ExactResult, action_table
 from sepo.policies.base import Policy
-from sepo.games.records import Rollouts
 
 HEADS, TAILS = 0, 1
 NAMES = ("HEADS", "TAILS")

@@ -6,19 +6,29 @@ from __future__ import annotations
 import re
 import unicodedata
 
-import regex
-
-import numpy as np
 import pytest
+import regex
 
 from sepo.errors import SepoError
 from sepo.evaluation.injection import injection_audit
 from sepo.evaluation.play import play_episodes
 from sepo.games import get_domain, load_game
-from sepo.games.talk import (INJECTION_SUITE, MESSAGE_INSTRUCTION, MESSAGE_LIMIT, TEMPLATE_TOKENS, Injecting, TalkChannel,
-                             Talking, check_message, parse_message, sanitize, with_messages, without_messages)
 from sepo.games.base import Decision
-from sepo.policies.base import Choice, Policy
+from sepo.games.talk import (
+    INJECTION_SUITE,
+    MESSAGE_INSTRUCTION,
+    MESSAGE_LIMIT,
+    TEMPLATE_TOKENS,
+    Injecting,
+    TalkChannel,
+    Talking,
+    check_message,
+    parse_message,
+    sanitize,
+    with_messages,
+    without_messages,
+)
+from sepo.policies.base import Policy
 from sepo.policies.replies import Decoding, Reply
 from sepo.policies.text_policy import TextPolicy
 

@@ -60,8 +60,8 @@ def test_loaded_tokenizer_matches_trained_one_and_round_trips(tiny_dir):
 
 
 def test_recurring_prompt_lines_are_single_tokens(tiny_dir):
-    from sepo.games.kuhn.text import KuhnText
     from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
+    from sepo.games.kuhn.text import KuhnText
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     text = KuhnText()

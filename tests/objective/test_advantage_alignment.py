@@ -3,7 +3,12 @@ import numpy as np
 import pytest
 
 from sepo.errors import SepoError
-from sepo.objective.advantage_alignment import alignment_term, check_alignment, check_method, past_advantage_weights
+from sepo.objective.advantage_alignment import (
+    alignment_term,
+    check_alignment,
+    check_method,
+    past_advantage_weights,
+)
 
 
 def test_term_is_beta_gamma_times_discounted_past_own_advantages_times_the_opponents():

@@ -13,12 +13,21 @@ import numpy as np
 import pytest
 
 from sepo.errors import SepoError
-from sepo.games.kuhn.rules import DEALS, INFO_STATES, is_hand_over, seat_to_act
 from sepo.games.kuhn import exact as ke
-from sepo.objective.attribution import exploitation_attribution
-from sepo.objective.sepo import (PENALTY_MODES, REWARD_SCALINGS, Lambdas, check_penalty_mode, group_advantages,
-                                 group_mean, sepo_penalties, sepo_rewards, within_group_permutation)
 from sepo.games.kuhn.bots import BOTS
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, is_hand_over, seat_to_act
+from sepo.objective.attribution import exploitation_attribution
+from sepo.objective.sepo import (
+    PENALTY_MODES,
+    REWARD_SCALINGS,
+    Lambdas,
+    check_penalty_mode,
+    group_advantages,
+    group_mean,
+    sepo_penalties,
+    sepo_rewards,
+    within_group_permutation,
+)
 from sepo.policies.tabular import softmax
 
 # ------------------------------------------------------------------------ rewards, modes

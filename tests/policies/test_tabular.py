@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from sepo.errors import SepoError
-from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker
 from sepo.games.kuhn import exact as kuhn_exact
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker
 from sepo.policies.tabular import TabularPolicy, softmax, table_from_mapping
 
 

@@ -12,8 +12,8 @@ from sepo.games.kuhn.rules import INFO_STATES, KuhnPoker
 from sepo.games.kuhn.text import KuhnText, kuhn_reason
 from sepo.metrics.bootstrap import boundary_interval
 from sepo.policies.replies import Decoding, Reply, parse_reply
-from sepo.policies.text_policy import DEFAULT_SAMPLES, TextPolicy, policy_estimate
 from sepo.policies.tabular import TabularPolicy
+from sepo.policies.text_policy import DEFAULT_SAMPLES, TextPolicy, policy_estimate
 
 
 class ScriptedAgent:

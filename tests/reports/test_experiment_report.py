@@ -119,7 +119,7 @@ def test_under_the_paper_protocol_the_published_numbers_stand_beside_the_reprodu
     md = "\n".join(build_report(tmp_path / "out").md)
     published = paper_numbers()["domains"][domain]["rows"]
     assert "| tab · Base |" in md
-    line = next(l for l in md.splitlines() if l.startswith("| paper · Base |"))
+    line = next(row for row in md.splitlines() if row.startswith("| paper · Base |"))
     assert f"{published['base'][4]:.3f}" in line  # the published safety
     assert "| paper · SEPO |" in md
 
@@ -130,8 +130,14 @@ def test_cells_whose_replies_do_not_parse_are_marked_in_tables_and_hatched(finis
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sepo.reports.experiment import (INVALID_LIMIT, UNPARSED, Results, build_report, figure1,
-                                         figure_delta_safety)
+    from sepo.reports.experiment import (
+        INVALID_LIMIT,
+        UNPARSED,
+        Results,
+        build_report,
+        figure1,
+        figure_delta_safety,
+    )
 
     folder = _copy(finished_experiment, tmp_path)
     table = pq.read_table(folder / "results.parquet")
@@ -614,7 +620,7 @@ def test_a_shuffled_ablation_is_set_against_sepo_in_figure_1_and_the_comparisons
     import json
     import zlib
 
-    from sepo.reports.experiment import build_report, figure1, Results
+    from sepo.reports.experiment import Results, build_report, figure1
 
     folder = _copy(finished_experiment, tmp_path)
     plan = json.loads((folder / "plan.json").read_text())

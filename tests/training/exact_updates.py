@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sepo.games.records import DecisionRecord, EpisodeRecord
 from sepo.games.base import CHANCE
+from sepo.games.records import DecisionRecord, EpisodeRecord
 from sepo.objective.sepo import Lambdas, sepo_rewards
 
 

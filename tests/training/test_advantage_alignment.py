@@ -6,9 +6,9 @@ import pytest
 
 from sepo.errors import SepoError
 from sepo.games import load_game
+from sepo.games.records import Rollouts
 from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
-from sepo.games.records import Rollouts
 from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer, policy_score
 from tests.training.exact_updates import expand, row_of, score, softmax
 
@@ -119,8 +119,8 @@ def test_language_model_trainer_adds_the_same_expected_term(tmp_path):
     """A completion stands for one decision drawn uniformly from a match's T, with the opponent's
     advantage in expectation over its move: its expected term update per completion equals the
     tabular trainer's per match (one objective, as for SEPO's terms)."""
-    from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment
     from sepo.games.records import MatchContext
+    from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment
 
     pool, rounds = ["TFT", "Mixed(p=0.5)"], 3
     params = {"rounds": rounds, "memory": 1}

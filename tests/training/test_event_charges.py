@@ -25,8 +25,15 @@ from sepo.objective.sepo import Lambdas, sepo_rewards
 from sepo.opponents.pools import parse_bot
 from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment
 from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
-from tests.training.exact_updates import (llm_update, objective_gradient, pool_rates, row_of, score, softmax,
-                                          tabular_update)
+from tests.training.exact_updates import (
+    llm_update,
+    objective_gradient,
+    pool_rates,
+    row_of,
+    score,
+    softmax,
+    tabular_update,
+)
 
 LAMBDA_C, LAMBDA_X = 0.7, 1.3
 

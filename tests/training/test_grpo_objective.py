@@ -15,10 +15,16 @@ import numpy as np
 import pytest
 
 from sepo.games import get_domain
+from sepo.games.records import MatchContext
 from sepo.objective.attribution import exploitation_attribution
 from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment
-from sepo.games.records import MatchContext
-from tests.training.exact_updates import expected_rates, llm_update, objective_gradient, softmax, tabular_update
+from tests.training.exact_updates import (
+    expected_rates,
+    llm_update,
+    objective_gradient,
+    softmax,
+    tabular_update,
+)
 
 LAMBDA_E, LAMBDA_C, LAMBDA_X = 5.0, 0.7, 1.3
 

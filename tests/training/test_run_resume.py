@@ -152,8 +152,9 @@ def test_a_finished_sft_run_rerun_is_read_never_trained_further(inputs, tmp_path
 def test_sft_killed_after_its_last_step_saves_that_model_without_training_further(inputs, tmp_path, monkeypatch):
     """Found after a kill -9 of the smoke experiment: an SFT folder with `max_steps: 2` held checkpoint-3
     (resuming from the last checkpoint trained one step past the end)."""
-    import sepo.training.sft as sft
     from safetensors.numpy import load_file
+
+    import sepo.training.sft as sft
 
     tiny, data = inputs
     config = sft.SFTRunConfig(model=str(tiny), data=str(data), max_steps=2, batch_size=4, save_steps=1)
@@ -380,7 +381,8 @@ def test_a_finished_llm_run_missing_or_with_a_damaged_output_is_one_line(hf_run,
     """A finished `train --policy hf:` run without its summary.json, with a summary of another shape,
     or without its model is refused in one line (no RuntimeError or AttributeError traceback, and
     no 'already complete; model at R/model' naming a folder that is not there)."""
-    from tests.cli.cli_helpers import _error, _run as cli
+    from tests.cli.cli_helpers import _error
+    from tests.cli.cli_helpers import _run as cli
 
     command, finished = hf_run
     run = _copy(finished, tmp_path / "run")
@@ -427,7 +429,8 @@ def test_a_checkpoint_whose_weights_do_not_read_is_removed_and_the_run_resumes_f
 def test_a_damaged_checkpoint_with_none_before_it_is_one_line_naming_it(hf_run, tmp_path):
     import shutil
 
-    from tests.cli.cli_helpers import _error, _run as cli
+    from tests.cli.cli_helpers import _error
+    from tests.cli.cli_helpers import _run as cli
 
     command, finished = hf_run
     run = _copy(finished, tmp_path / "run")
@@ -461,7 +464,8 @@ def test_sft_resumes_from_the_checkpoint_before_one_whose_weights_do_not_read(in
 def test_a_finished_sft_run_without_its_model_or_with_a_damaged_result_is_one_line(inputs, tmp_path):
     """A finished `sepo sft` run without its model is refused in one line, not reported 'already
     complete; model at R/model', a folder that is not there."""
-    from tests.cli.cli_helpers import _error, _run as cli
+    from tests.cli.cli_helpers import _error
+    from tests.cli.cli_helpers import _run as cli
 
     tiny, data = inputs
     command = ["sft", "--model", tiny, "--data", data, "--max-steps", "2", "--batch-size", "4", "--quiet"]

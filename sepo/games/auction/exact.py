@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import Decision
 from sepo.games.auction.rules import window_key
+from sepo.games.base import Decision
 from sepo.metrics.exact import ExactResult
 from sepo.policies.base import Policy
 
@@ -510,7 +510,7 @@ class FixedOpponent:
     def _levels(self, table):
         tables = self.solver._round_tables(table)
         levels, _ = self.solver._forward(tables, opponent=self)
-        codes, out = [np.zeros(1, dtype=np.int64)], []
+        codes = [np.zeros(1, dtype=np.int64)]
         for t in range(1, self.solver.rounds):
             _, _, parent, outcome = levels[t]
             codes.append(codes[-1][parent] * self.solver.n_out + outcome)

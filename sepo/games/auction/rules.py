@@ -25,8 +25,18 @@ from functools import cached_property
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import (CHANCE, SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView,
-                             episode_record_bytes, longest_within)
+from sepo.games.base import (
+    CHANCE,
+    SIMULTANEOUS,
+    TERMINAL,
+    Decision,
+    Game,
+    RoundResult,
+    State,
+    TextView,
+    episode_record_bytes,
+    longest_within,
+)
 
 RULES = ("first", "second")
 PAPER_BID_NAMES = ("LOW", "MEDIUM", "HIGH")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 
 from sepo.errors import SepoError
-from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.games.disguise import DisguiseTerms
 from sepo.policies.replies import answer_line
 
 ACTION_WORDS = ("LOW", "MEDIUM", "HIGH")

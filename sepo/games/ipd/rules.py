@@ -25,8 +25,15 @@ import warnings
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import (Decision, Game, RepeatedMatchState, RoundResult, TextView, episode_record_bytes,
-                             longest_within)
+from sepo.games.base import (
+    Decision,
+    Game,
+    RepeatedMatchState,
+    RoundResult,
+    TextView,
+    episode_record_bytes,
+    longest_within,
+)
 
 COOPERATE, DEFECT = 0, 1
 ACTIONS = (COOPERATE, DEFECT)

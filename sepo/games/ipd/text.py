@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 
-from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.ipd.rules import ACTION_NAMES, COOPERATE, DEFECT
 from sepo.policies.replies import answer_line
 

@@ -36,14 +36,14 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.errors import SepoError
+from sepo.games.credit import Charges, credited_rollouts, training_mixture
 from sepo.games.ipd.axelrod_bots import AxelrodPlayer, ExactAxelrodBot
 from sepo.games.ipd.bots import IPDBot
 from sepo.games.ipd.events import game_reward, round_events
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import key_rows, play_matches
-from sepo.metrics.repeated import dense_histories
-from sepo.games.credit import Charges, credited_rollouts, training_mixture
 from sepo.games.records import Rollouts, match_groups
+from sepo.metrics.repeated import dense_histories
 
 
 def vectorised(spec, game) -> IPDBot:

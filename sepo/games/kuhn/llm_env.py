@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from sepo.games.base import Decision
-from sepo.games.kuhn.events import is_fold
-from sepo.games.kuhn.rules import INFO_STATES, action_names
-from sepo.games.kuhn.exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
 from sepo.games.credit import Charges
+from sepo.games.kuhn.events import is_fold
+from sepo.games.kuhn.exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
 from sepo.games.kuhn.rollouts import play_hands
+from sepo.games.kuhn.rules import INFO_STATES, action_names
 from sepo.games.kuhn.training import KuhnTrainingEnvironment, rest_of_hand
 
 _HISTORY_OF_ROW = {int(r): "" for r in ROOT} | {int(r): "p" for r in AFTER_PASS} | {int(r): "b" for r in FACING_BET} | {int(r): "pb" for r in PASS_BET}

@@ -35,8 +35,8 @@ import numpy as np
 from scipy.optimize import linprog
 
 from sepo.errors import SepoError
-from sepo.games.kuhn.rules import DEALS, INFO_STATES, PASS, seat0_payoff
 from sepo.games.kuhn import exact as kuhn_exact
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, PASS, seat0_payoff
 
 # ---------------------------------------------------------------- sequence form of Kuhn poker
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sepo.games.kuhn.rules import DEALS
 from sepo.games.kuhn.exact import AFTER_PASS, FACING_BET, PASS_BET, ROOT
+from sepo.games.kuhn.rules import DEALS
 
 _DEALS = np.array(DEALS)
 

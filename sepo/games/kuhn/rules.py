@@ -14,8 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sepo.games.base import (CHANCE, TERMINAL, Decision, Game, RoundResult, State, TextView, episode_record_bytes,
-                             longest_within)
+from sepo.games.base import (
+    CHANCE,
+    TERMINAL,
+    Decision,
+    Game,
+    RoundResult,
+    State,
+    TextView,
+    episode_record_bytes,
+    longest_within,
+)
 
 PASS, BET = 0, 1
 CARD_NAMES = ("J", "Q", "K")

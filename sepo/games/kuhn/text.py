@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.kuhn.rules import CARD_NAMES, action_names
 from sepo.policies.replies import answer_line
 

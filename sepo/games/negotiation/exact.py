@@ -22,7 +22,8 @@ market's is the same code).
 from __future__ import annotations
 
 from sepo.games.negotiation.rules import SplitBargaining
-from sepo.metrics.joint_history import JointHistorySolver, joint_key_rows as key_rows
+from sepo.metrics.joint_history import JointHistorySolver
+from sepo.metrics.joint_history import joint_key_rows as key_rows
 
 __all__ = ["NegotiationSolver", "key_rows", "solver"]
 

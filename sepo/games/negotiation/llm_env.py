@@ -22,11 +22,11 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.games.credit import Charges
+from sepo.games.matches import match_contexts
 from sepo.games.negotiation.bots import DemandSpec
 from sepo.games.negotiation.exact import key_rows
 from sepo.games.negotiation.rollouts import play_matches
 from sepo.games.negotiation.training import NegotiationTrainingEnvironment
-from sepo.games.matches import match_contexts
 from sepo.games.records import MatchContext as DecisionContext  # opponent_index n: the maximiser
 
 

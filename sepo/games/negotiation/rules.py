@@ -27,8 +27,15 @@ import math
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import (Decision, Game, RepeatedMatchState, RoundResult, TextView, episode_record_bytes,
-                             longest_within)
+from sepo.games.base import (
+    Decision,
+    Game,
+    RepeatedMatchState,
+    RoundResult,
+    TextView,
+    episode_record_bytes,
+    longest_within,
+)
 
 PAPER = {"pie": 10, "min_demand": 1, "max_demand": 9, "rounds": 4}
 PAPER_VERSIONS = ("writeup", "code")

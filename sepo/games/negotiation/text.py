@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 
 from sepo.games import talk
-from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.games.disguise import DisguiseTerms
 from sepo.policies.replies import answer_line
 
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]*\d)")

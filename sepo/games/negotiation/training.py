@@ -22,13 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.errors import SepoError
+from sepo.games.credit import Charges, credited_rollouts, training_mixture
 from sepo.games.negotiation.bots import DemandSpec, NegotiationBot
 from sepo.games.negotiation.events import round_events
 from sepo.games.negotiation.exact import NegotiationSolver, key_rows
 from sepo.games.negotiation.rollouts import play_matches
-from sepo.metrics.repeated import RepeatedResult, dense_histories
-from sepo.games.credit import Charges, credited_rollouts, training_mixture
 from sepo.games.records import Rollouts, match_groups
+from sepo.metrics.repeated import RepeatedResult, dense_histories
 
 
 def forward_levels(game, stage, opponents: list[NegotiationBot]):
@@ -158,5 +158,5 @@ class MaximiserBot(NegotiationBot):
         t = own.shape[1]
         agent, mine = other - spec.low, own - spec.low  # the table is keyed from the agent's side
         length = t if self.memory is None else min(t, self.memory)
-        index = key_rows(agent, mine, self.memory, self.k) - sum((self.k * self.k) ** l for l in range(length))
+        index = key_rows(agent, mine, self.memory, self.k) - sum((self.k * self.k) ** past for past in range(length))
         return np.eye(self.k)[self.actions[t][index]]

@@ -56,8 +56,8 @@ import zlib
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.limits import size_text
 from sepo.games.negotiation_gt.rules import NegotiationGame, make_decision
+from sepo.limits import size_text
 from sepo.metrics.exact import ExactResult, declared_memory
 from sepo.policies.base import Policy
 from sepo.policies.tabular import TabularPolicy

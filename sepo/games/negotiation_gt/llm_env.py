@@ -37,13 +37,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sepo.errors import SepoError
 from sepo.games.base import CHANCE
-from sepo.games.negotiation_gt.deals import DealSolver, deal_distribution
 from sepo.games.credit import Charges, training_mixture
+from sepo.games.negotiation_gt.deals import DealSolver, deal_distribution
 from sepo.games.negotiation_gt.events import round_events
-from sepo.games.negotiation_gt.training import DealMaximiser
 from sepo.games.negotiation_gt.rules import make_decision
+from sepo.games.negotiation_gt.training import DealMaximiser
 
 FINAL_DEALS = 64
 """Deals the final measurement of a random-deal run reads the model at."""

@@ -33,8 +33,18 @@ from functools import lru_cache
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import (CHANCE, SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView,
-                             episode_record_bytes, longest_within)
+from sepo.games.base import (
+    CHANCE,
+    SIMULTANEOUS,
+    TERMINAL,
+    Decision,
+    Game,
+    RoundResult,
+    State,
+    TextView,
+    episode_record_bytes,
+    longest_within,
+)
 
 ITEMS = ("books", "hats", "balls")
 PAPER_ROUNDS, PAPER_TOTAL, PAPER_POOL_MAX = 4, 10, 4

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 
 from sepo.games import talk
-from sepo.games.disguise import DisguiseTerms
 from sepo.games.base import Decision, ParseResult, TextView
+from sepo.games.disguise import DisguiseTerms
 from sepo.games.negotiation_gt.rules import ITEMS, name_of
 from sepo.policies.replies import answer_line
 

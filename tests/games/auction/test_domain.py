@@ -2,10 +2,10 @@
 import pytest
 
 from sepo.evaluation.evaluate import EvalConfig, evaluate
-from sepo.games.records import EpisodeRecord
 from sepo.games import get_domain, load_game
 from sepo.games.auction.events import events
 from sepo.games.base import RoundResult
+from sepo.games.records import EpisodeRecord
 from sepo.metrics.exact import action_table
 
 

@@ -8,9 +8,14 @@ import numpy as np
 import pytest
 
 from sepo.analysis.equilibria import nash_equilibria_2p
-from sepo.games.auction.equilibria import (behaviour_of, competitive_benchmark, enumerate_equilibria, is_equilibrium,
-                                          undominated_bids,
-                                           plan_form)
+from sepo.games.auction.equilibria import (
+    behaviour_of,
+    competitive_benchmark,
+    enumerate_equilibria,
+    is_equilibrium,
+    plan_form,
+    undominated_bids,
+)
 from sepo.games.auction.rules import AuctionRules
 
 CASES = [(rule, clip) for rule in ("first", "second") for clip in (False, True)]

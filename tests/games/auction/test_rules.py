@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from sepo.errors import SepoError
-from sepo.games.auction.rules import AuctionRules, make_game
+from sepo.games.auction.rules import make_game
 from sepo.games.base import CHANCE, SIMULTANEOUS, TERMINAL
 
 

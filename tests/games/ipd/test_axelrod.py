@@ -4,11 +4,11 @@ import pytest
 
 axl = pytest.importorskip("axelrod")
 
-from sepo.errors import SepoError
-from sepo.evaluation.play import play_episodes
-from sepo.games.ipd.axelrod_bots import AxelrodPlayer
-from sepo.games.ipd.bots import BOTS
-from sepo.games.ipd.rules import IteratedPrisonersDilemma
+from sepo.errors import SepoError  # noqa: E402
+from sepo.evaluation.play import play_episodes  # noqa: E402
+from sepo.games.ipd.axelrod_bots import AxelrodPlayer  # noqa: E402
+from sepo.games.ipd.bots import BOTS  # noqa: E402
+from sepo.games.ipd.rules import IteratedPrisonersDilemma  # noqa: E402
 
 DETERMINISTIC_PAIRS = [
     ("TitForTat", "Defector"), ("BackStabber", "Prober"), ("Grudger", "Alternator"), ("SuspiciousTitForTat", "TitForTat"),
@@ -55,7 +55,6 @@ def test_paper_bots_play_like_their_axelrod_namesakes(ours, theirs):
 
 
 def test_stochastic_pair_agrees_in_distribution():
-    from scipy.stats import chisquare
 
     game = IteratedPrisonersDilemma()
     n = 600

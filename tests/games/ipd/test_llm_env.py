@@ -7,9 +7,9 @@ import pytest
 from sepo.games import get_domain
 from sepo.games.credit import Charges
 from sepo.games.ipd.llm_env import IPDLLMEnvironment
+from sepo.games.records import MatchContext
 from sepo.objective.attribution import exploitation_attribution
 from sepo.opponents.pools import parse_bot
-from sepo.games.records import MatchContext
 
 
 def environment(train=None, collusive=None, protocol="rigorous", charges=Charges(), **params):

@@ -1,10 +1,16 @@
 """IPD rules, payoff matrices, information states and the two text protocols."""
-import numpy as np
 import pytest
 
 from sepo.errors import SepoError
 from sepo.games import load_game
-from sepo.games.ipd.rules import COOPERATE, DEFECT, IteratedPrisonersDilemma, Payoffs, history_key, key_history
+from sepo.games.ipd.rules import (
+    COOPERATE,
+    DEFECT,
+    IteratedPrisonersDilemma,
+    Payoffs,
+    history_key,
+    key_history,
+)
 from sepo.games.ipd.text import ipd_reason, paper_parse, strict_parse
 
 C, D = COOPERATE, DEFECT

@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from sepo.errors import SepoError
-from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker
 from sepo.games.kuhn import bots
 from sepo.games.kuhn.pools import PAPER_POOLS
-from sepo.opponents.pools import (BEST_RESPONSE, POOL_NAMES, BotSpec, default_pools, load_pools,
-                                  parse_bot)
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker
+from sepo.opponents.pools import BEST_RESPONSE, POOL_NAMES, BotSpec, default_pools, load_pools, parse_bot
 
 # keys: card (0 J, 1 Q, 2 K) + history. "c", "cp": not facing a bet; "cb", "cpb": facing a bet.
 #                 J     Q     K      J-after-pass Q   K     J-facing Q     K     J-pb  Q    K

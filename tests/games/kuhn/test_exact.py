@@ -15,8 +15,8 @@ from open_spiel.python.algorithms import best_response as os_best_response
 from open_spiel.python.algorithms import expected_game_score
 from open_spiel.python.algorithms import exploitability as os_exploitability
 
-from sepo.games.kuhn.rules import INFO_STATES
 from sepo.games.kuhn import exact as ke
+from sepo.games.kuhn.rules import INFO_STATES
 
 TOL = 1e-9
 GAME = pyspiel.load_game("kuhn_poker")

@@ -11,9 +11,9 @@ from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import exploitability as os_exploitability
 from open_spiel.python.algorithms import sequence_form_utils
 
+from sepo.games.kuhn import exact as ke
 from sepo.games.kuhn import restricted_nash as rn
 from sepo.games.kuhn.rules import INFO_STATES
-from sepo.games.kuhn import exact as ke
 
 TOL = 1e-9
 LAMBDAS = (0.25, 0.4, 1.0, 4.0)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker, facing_bet, seat0_payoff
 from sepo.games.kuhn import exact as ke
 from sepo.games.kuhn.bots import BOTS
 from sepo.games.kuhn.rollouts import play_hands
+from sepo.games.kuhn.rules import DEALS, INFO_STATES, KuhnPoker, facing_bet, seat0_payoff
 
 
 def policies(n, seed, concentration=0.6):

@@ -11,8 +11,17 @@ import pyspiel
 import pytest
 
 from sepo.games.base import CHANCE, TERMINAL
-from sepo.games.kuhn.rules import (BET, DEALS, INFO_STATES, PASS, KuhnPoker, action_names, is_hand_over,
-                             seat0_payoff, seat_to_act)
+from sepo.games.kuhn.rules import (
+    BET,
+    DEALS,
+    INFO_STATES,
+    PASS,
+    KuhnPoker,
+    action_names,
+    is_hand_over,
+    seat0_payoff,
+    seat_to_act,
+)
 
 OS_GAME = pyspiel.load_game("kuhn_poker")
 

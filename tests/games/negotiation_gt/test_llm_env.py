@@ -4,13 +4,12 @@ and over random deals each step focuses on drawn deals whose per-deal gap is the
 import numpy as np
 import pytest
 
-from sepo.games.credit import Charges
-from sepo.errors import SepoError
 from sepo.games import load_game
+from sepo.games.credit import Charges
+from sepo.games.negotiation_gt.bots import NegotiationBot
 from sepo.games.negotiation_gt.exact import DPSearch
 from sepo.games.negotiation_gt.llm_env import NegotiationLLMEnvironment
 from sepo.opponents.pools import parse_bot
-from sepo.games.negotiation_gt.bots import NegotiationBot
 from sepo.policies.base import Policy
 
 

@@ -3,7 +3,6 @@ finished search read back, bad parameters one line."""
 import json
 
 import pytest
-
 from typer.testing import CliRunner
 
 from sepo.cli.main import app
