@@ -326,3 +326,27 @@ def test_checkpoints_need_no_training_cell_to_reach_them_when_there_is_none():
 
     text = tiny_config().replace("[base, sft, grpo, sepo, constant]", "[base]").replace("checkpoints: [4]", "checkpoints: [40]")
     assert validate_config(yaml.safe_load(text)).training.checkpoints == [40]
+
+
+def test_a_lambda_whose_term_cannot_act_is_refused_when_the_study_is_planned(tmp_path):
+    """Kuhn poker under the rigorous protocol has no collusion event: a study that would train SEPO
+    there with λc > 0 is refused at plan time, naming the field, before any cell runs."""
+    from sepo.experiments.config import load_config
+
+    config = tmp_path / "study.yaml"
+    config.write_text("""name: study
+protocol: rigorous
+domains:
+  - name: kuhn
+    lambdas: {e: 1.0, c: 2.4, x: 0.0}
+agents:
+  - {name: tab, kind: tabular}
+stages: [grpo, sepo]
+seeds: [0]
+episodes: {validation: 2, test: 2}
+training: {tabular: {steps: 4, groups: 4, group_size: 2}}
+""")
+    with pytest.raises(SepoError, match=r"domains\[0\]\.lambdas\.c 2\.4 cannot act: collusion does not apply in kuhn"):
+        load_config(config)
+    config.write_text(config.read_text().replace("c: 2.4", "c: 0.0"))
+    assert len(expand(load_config(config)[0]).cells) == 2
