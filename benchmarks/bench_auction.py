@@ -62,7 +62,9 @@ def main():
             t_dp, gap = best_of(args.repeats, dp)
             t_naive, reference = best_of(1, lambda: naive_best_response(game, agent))
             assert abs(gap - reference) < 1e-9, (gap, reference)
-            print(f"{rounds:>6} {label:>16} {gap:>10.6f} {t_dp:>10.4f} {t_naive:>10.4f} {t_naive / t_dp:>9.1f}")
+            print(
+                f"{rounds:>6} {label:>16} {gap:>10.6f} {t_dp:>10.4f} {t_naive:>10.4f} {t_naive / t_dp:>9.1f}"
+            )
 
     print("\n2. DP growth with rounds (random memory-1 agent, paper rules)")
     print(f"{'rounds':>6} {'histories':>10} {'evaluate s':>11} {'gradient s':>11} {'x per round':>12}")

@@ -61,8 +61,10 @@ def slope(sizes, times) -> float:
 
 def bench_enumeration(sizes, games_per_size: int, repeats: int, seed: int) -> None:
     print("\n== All Nash equilibria of random n x n games: sepo vs nashpy (seconds per game) ==")
-    print(f"{'n':>3} {'games':>5} {'agree':>6} {'nashpy SE wrong':>15} {'sepo':>10} {'nashpy SE':>10} {'nashpy VE':>10} "
-          f"{'SE/sepo':>8} {'VE/sepo':>8}")
+    print(
+        f"{'n':>3} {'games':>5} {'agree':>6} {'nashpy SE wrong':>15} {'sepo':>10} {'nashpy SE':>10} "
+        f"{'nashpy VE':>10} {'SE/sepo':>8} {'VE/sepo':>8}"
+    )
     rng = np.random.default_rng(seed)
     rows = []
     for n in sizes:
@@ -76,13 +78,21 @@ def bench_enumeration(sizes, games_per_size: int, repeats: int, seed: int) -> No
                 support = [tuple(map(np.asarray, e)) for e in nashpy.Game(row, column).support_enumeration()]
                 agree += same_set(ours, vertex) and same_set(vertex, ours)
                 support_wrong += not same_set(support, vertex)
-            sepo_time = best_time(lambda: [nash_equilibria_2p(NormalFormGame.from_bimatrix(r, c)) for r, c in games], repeats)
-            se_time = best_time(lambda: [list(nashpy.Game(r, c).support_enumeration()) for r, c in games], repeats)
-            ve_time = best_time(lambda: [list(nashpy.Game(r, c).vertex_enumeration()) for r, c in games], repeats)
+            sepo_time = best_time(
+                lambda: [nash_equilibria_2p(NormalFormGame.from_bimatrix(r, c)) for r, c in games], repeats
+            )
+            se_time = best_time(
+                lambda: [list(nashpy.Game(r, c).support_enumeration()) for r, c in games], repeats
+            )
+            ve_time = best_time(
+                lambda: [list(nashpy.Game(r, c).vertex_enumeration()) for r, c in games], repeats
+            )
         per = [t / games_per_size for t in (sepo_time, se_time, ve_time)]
         rows.append((n, *per))
-        print(f"{n:>3} {games_per_size:>5} {agree:>6} {support_wrong:>15} {per[0]:>10.2e} {per[1]:>10.2e} {per[2]:>10.2e} "
-              f"{per[1] / per[0]:>8.1f} {per[2] / per[0]:>8.1f}")
+        print(
+            f"{n:>3} {games_per_size:>5} {agree:>6} {support_wrong:>15} {per[0]:>10.2e} {per[1]:>10.2e} "
+            f"{per[2]:>10.2e} {per[1] / per[0]:>8.1f} {per[2] / per[0]:>8.1f}"
+        )
     if len(rows) >= 2:
         ns = [r[0] for r in rows]
         print("growth with n (time ~ n^slope, fitted over the sizes above): "
@@ -99,10 +109,15 @@ def bench_correlated(repeats: int, seed: int) -> None:
         for objective in ("max-welfare", "min-welfare"):
             result = correlated_equilibrium(game, kind, objective)
             seconds = best_time(lambda: correlated_equilibrium(game, kind, objective), repeats)
-            print(f"{kind.upper():>4} {objective:<12} {seconds * 1e3:8.2f} ms   welfare {result.objective_value:+.4f}   "
-                  f"max violation {result.max_violation:.1e}")
+            print(
+                f"{kind.upper():>4} {objective:<12} {seconds * 1e3:8.2f} ms   welfare "
+                f"{result.objective_value:+.4f}   max violation {result.max_violation:.1e}"
+            )
     print("\n== CE LP time against the number of joint actions ==")
-    print(f"{'players':>7} {'actions':>7} {'joint':>6} {'CE constraints':>14} {'CE ms':>9} {'CCE ms':>9} {'max violation':>13}")
+    print(
+        f"{'players':>7} {'actions':>7} {'joint':>6} {'CE constraints':>14} {'CE ms':>9} {'CCE ms':>9} "
+        f"{'max violation':>13}"
+    )
     shapes = [(2, 2), (2, 4), (3, 3), (3, 4), (4, 3), (3, 6), (4, 4), (5, 3), (5, 4)]
     joints, ce_times = [], []
     for players, actions in shapes:
@@ -113,7 +128,10 @@ def bench_correlated(repeats: int, seed: int) -> None:
         joint = actions ** players
         joints.append(joint)
         ce_times.append(ce)
-        print(f"{players:>7} {actions:>7} {joint:>6} {players * actions * (actions - 1):>14} {ce * 1e3:>9.2f} {cce * 1e3:>9.2f} {violation:>13.1e}")
+        print(
+            f"{players:>7} {actions:>7} {joint:>6} {players * actions * (actions - 1):>14} {ce * 1e3:>9.2f} "
+            f"{cce * 1e3:>9.2f} {violation:>13.1e}"
+        )
     print(f"growth: CE time ~ (joint actions)^{slope(joints, ce_times):.2f}")
 
 
@@ -124,7 +142,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timing repeats (best is reported)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    print(f"python {platform.python_version()}, numpy {np.__version__}, nashpy {nashpy.__version__}, {platform.processor() or platform.machine()}")
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, nashpy {nashpy.__version__}, "
+        f"{platform.processor() or platform.machine()}"
+    )
     bench_enumeration([int(s) for s in args.sizes.split(",")], args.games, args.repeats, args.seed)
     bench_correlated(args.repeats, args.seed)
 

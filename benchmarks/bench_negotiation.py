@@ -40,7 +40,10 @@ from sepo.metrics.repeated import gap_value, solve
 
 def dp(args):
     print(f"\n1. Exact DP for a random tabular agent (seconds, best of {args.repeats})")
-    print(f"{'agent':>13} {'rounds':>6} {'DP states':>10} {'tree s':>9} {'solve s':>9} {'gap only s':>11} {'x per round':>12} {'gap':>8}")
+    print(
+        f"{'agent':>13} {'rounds':>6} {'DP states':>10} {'tree s':>9} {'solve s':>9} {'gap only s':>11} "
+        f"{'x per round':>12} {'gap':>8}"
+    )
     reference = {}
     for memory, rounds_list in (("full", range(1, args.full_max_rounds + 1)), (1, (4, 8, 16, 32))):
         previous = None
@@ -53,7 +56,10 @@ def dp(args):
             total = t_tree + t_solve
             growth = "" if previous is None else f"{total / previous:.1f}"
             label = "full history" if memory == "full" else "memory-1"
-            print(f"{label:>13} {rounds:>6} {tree.num_states:>10} {t_tree:>9.4f} {t_solve:>9.4f} {t_gap:>11.4f} {growth:>12} {result.gap:>8.4f}")
+            print(
+                f"{label:>13} {rounds:>6} {tree.num_states:>10} {t_tree:>9.4f} {t_solve:>9.4f} "
+                f"{t_gap:>11.4f} {growth:>12} {result.gap:>8.4f}"
+            )
             previous = total
             if memory == "full" and rounds <= args.openspiel_max_rounds:
                 reference[rounds] = (solver, table, total, result)
@@ -66,16 +72,20 @@ def openspiel(args, reference):
     for rounds, (solver, table, t_ours, result) in sorted(reference.items()):
         t_os, value = best_of(1, lambda: openspiel_br_value(solver, table))
         assert abs(value - result.br_payoff) < 1e-9, (value, result.br_payoff)
-        print(f"  {rounds} round(s): OpenSpiel {t_os:.3f} s, sepo (tree + solve) {t_ours:.5f} s, best-response value "
-              f"{value:.6f} in both; ratio OpenSpiel / sepo: {t_os / t_ours:.0f}")
+        print(
+            f"  {rounds} round(s): OpenSpiel {t_os:.3f} s, sepo (tree + solve) {t_ours:.5f} s, best-response "
+            f"value {value:.6f} in both; ratio OpenSpiel / sepo: {t_os / t_ours:.0f}"
+        )
     game = load_game("negotiation", rounds=2, memory="full")
     solver = NegotiationSolver(game)
     table = action_table(BOTS["Concede"](), solver.decisions())
     t_dp, result = best_of(args.repeats, lambda: solver.evaluate(table))
     t_bf, (gap, br) = best_of(1, lambda: brute_force(game, BOTS["Concede"]()))
     assert abs(gap - result.value) < 1e-12 and abs(br - result.br_payoff) < 1e-12
-    print(f"  brute force over every deterministic opponent plan against Concede, 2 rounds: {t_bf:.3f} s vs the DP "
-          f"{t_dp:.4f} s (ratio {t_bf / t_dp:.0f}); gap {gap:g}, best-response payoff {br:g} in both")
+    print(
+        f"  brute force over every deterministic opponent plan against Concede, 2 rounds: {t_bf:.3f} s vs "
+        f"the DP {t_dp:.4f} s (ratio {t_bf / t_dp:.0f}); gap {gap:g}, best-response payoff {br:g} in both"
+    )
 
 
 def brute_force(game, agent):
@@ -102,14 +112,19 @@ def brute_force(game, agent):
 
 
 def reading(args):
-    print("\n3. Reading a scripted agent's table through the generic path (action_table at solver.decisions())")
+    print(
+        "\n3. Reading a scripted agent's table through the generic path (action_table at solver.decisions())"
+    )
     for memory in (1, "full"):
         solver = NegotiationSolver(load_game("negotiation", memory=memory))
         t_decisions, decisions = best_of(1, solver.decisions)
         t_read, table = best_of(1, lambda: action_table(BOTS["Concede"](), decisions))
         t_solve, result = best_of(1, lambda: solver.evaluate(table))
-        print(f"  memory {memory}: {len(decisions)} decisions built in {t_decisions:.3f} s, read in {t_read:.3f} s, "
-              f"solved in {t_solve:.3f} s; Concede's gap {result.value:g}, best-response payoff {result.br_payoff:g}")
+        print(
+            f"  memory {memory}: {len(decisions)} decisions built in {t_decisions:.3f} s, read in "
+            f"{t_read:.3f} s, solved in {t_solve:.3f} s; Concede's gap {result.value:g}, best-response "
+            f"payoff {result.br_payoff:g}"
+        )
 
 
 def main():

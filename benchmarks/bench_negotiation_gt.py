@@ -46,8 +46,10 @@ def main() -> None:
         start = time.process_time()
         reference = _brute_force(game, BOTS[name]())
         brute = time.process_time() - start
-        print(f"  {name:12s} dp {value:.6f} ({seconds * 1e3:.1f} ms)  brute force {reference:.6f} ({brute * 1e3:.1f} ms)"
-              f"  speed-up x{brute / max(seconds, 1e-9):.1f}")
+        print(
+            f"  {name:12s} dp {value:.6f} ({seconds * 1e3:.1f} ms)  brute force {reference:.6f} "
+            f"({brute * 1e3:.1f} ms)  speed-up x{brute / max(seconds, 1e-9):.1f}"
+        )
     print("2. growth with the number of rounds (pool 2,3,4)")
     for name in ("TFTNeg", "GreedyNeg"):
         for rounds in range(2, 7):

@@ -49,15 +49,21 @@ def random_tables(solver: OpenSpielSolver, n: int, seed: int) -> np.ndarray:
 
 
 def cpp_policy(solver: OpenSpielSolver, table: np.ndarray):
-    return pyspiel.TabularPolicy({key: [(int(a), float(table[r, c])) for c, a in enumerate(solver.tree.actions[r])]
-                                  for r, key in enumerate(solver.keys)})
+    return pyspiel.TabularPolicy(
+        {
+            key: [(int(a), float(table[r, c])) for c, a in enumerate(solver.tree.actions[r])]
+            for r, key in enumerate(solver.keys)
+        }
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="leduc_poker")
     parser.add_argument("--n", type=int, default=200, help="policies (the batch)")
-    parser.add_argument("--python", type=int, default=3, help="policies also timed with OpenSpiel's Python exploitability")
+    parser.add_argument(
+        "--python", type=int, default=3, help="policies also timed with OpenSpiel's Python exploitability"
+    )
     parser.add_argument("--single", type=int, default=20, help="policies timed one per call through sepo")
     parser.add_argument("--sizes", default="1,10,100,1000", help="batch sizes of sepo's throughput sweep")
     parser.add_argument("--seed", type=int, default=0)
@@ -70,9 +76,14 @@ def main() -> None:
     solver = OpenSpielSolver(game)
     build = clock() - start
     tables = random_tables(solver, args.n, args.seed)
-    print(f"{machine_line()}; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; clock {args.clock}")
-    print(f"game {args.game}: {len(solver.keys)} information states, {len(solver.tree.node_kind):,} histories; "
-          f"sepo's tree built in {build:.2f} s (once per process)")
+    print(
+        f"{machine_line()}; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; clock "
+        f"{args.clock}"
+    )
+    print(
+        f"game {args.game}: {len(solver.keys)} information states, {len(solver.tree.node_kind):,} histories; "
+        f"sepo's tree built in {build:.2f} s (once per process)"
+    )
 
     start = clock()
     policies = [cpp_policy(solver, t) for t in tables]
@@ -92,7 +103,10 @@ def main() -> None:
     cpp = (clock() - start) / args.n
 
     start = clock()
-    python = [os_exploitability.exploitability(game.pyspiel_game, to_pyspiel_policy(solver, t)) for t in tables[: args.python]]
+    python = [
+        os_exploitability.exploitability(game.pyspiel_game, to_pyspiel_policy(solver, t))
+        for t in tables[: args.python]
+    ]
     py = (clock() - start) / max(len(python), 1)
 
     gap = max(np.abs(ours - theirs).max(), np.abs(np.array(singles) - ours[: args.single]).max(),
@@ -101,13 +115,21 @@ def main() -> None:
     per_batch = min(batched) / args.n
     print(f"all {args.n} results agree: max |difference| {gap:.1e}")
     print(f"{'path':<44}{'s / policy':>12}{'policies / s':>14}")
-    for label, seconds in ((f"sepo batched ({args.n} at once)", per_batch), ("sepo one policy per call", single),
-                           ("pyspiel.exploitability (C++), per policy", cpp),
-                           (f"OpenSpiel Python exploitability ({len(python)})", py)):
+    for label, seconds in (
+        (f"sepo batched ({args.n} at once)", per_batch),
+        ("sepo one policy per call", single),
+        ("pyspiel.exploitability (C++), per policy", cpp),
+        (f"OpenSpiel Python exploitability ({len(python)})", py),
+    ):
         print(f"{label:<44}{seconds:>12.2e}{1 / seconds:>14,.0f}")
-    print(f"(building the {args.n} C++ policies from the tables: {convert / args.n:.2e} s each, not in the C++ row)")
-    print(f"ratio sepo batched / pyspiel C++: {cpp / per_batch:,.0f}x; sepo one per call / C++: {cpp / single:,.1f}x; "
-          f"sepo batched / OpenSpiel Python: {py / per_batch:,.0f}x")
+    print(
+        f"(building the {args.n} C++ policies from the tables: {convert / args.n:.2e} s each, not in the C++ "
+        "row)"
+    )
+    print(
+        f"ratio sepo batched / pyspiel C++: {cpp / per_batch:,.0f}x; sepo one per call / C++: "
+        f"{cpp / single:,.1f}x; sepo batched / OpenSpiel Python: {py / per_batch:,.0f}x"
+    )
     print("sepo by batch size (best of 3), against the C++ row above:")
     for size in (int(x) for x in args.sizes.split(",")):
         batch = random_tables(solver, size, args.seed + 1)
@@ -117,7 +139,10 @@ def main() -> None:
             solver.values(batch)
             times.append(clock() - start)
         each = min(times) / size
-        print(f"  batch {size:>6,}: {each:.2e} s / policy, {1 / each:>10,.0f} policies / s, {cpp / each:>8,.0f}x the C++")
+        print(
+            f"  batch {size:>6,}: {each:.2e} s / policy, {1 / each:>10,.0f} policies / s, "
+            f"{cpp / each:>8,.0f}x the C++"
+        )
 
 
 if __name__ == "__main__":

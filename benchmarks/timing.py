@@ -35,8 +35,12 @@ def openspiel_br_value(solver, table) -> float:
 
     stage, rounds = solver.stage, solver.game.rounds
     names = [str(a) for a in range(stage.agent.shape[0])]  # labels only
-    matrix = pyspiel.create_matrix_game("stage", "stage", names, names, stage.agent.tolist(), stage.opponent.tolist())
-    game = pyspiel.convert_to_turn_based(pyspiel.create_repeated_game(matrix, {"num_repetitions": rounds, "recall": rounds}))
+    matrix = pyspiel.create_matrix_game(
+        "stage", "stage", names, names, stage.agent.tolist(), stage.opponent.tolist()
+    )
+    game = pyspiel.convert_to_turn_based(
+        pyspiel.create_repeated_game(matrix, {"num_repetitions": rounds, "recall": rounds})
+    )
 
     class Agent(os_policy.Policy):
         def __init__(self):

@@ -32,7 +32,11 @@ from sepo.training.grpo import LLMSEPOConfig, SEPOEnvironment, run_llm_sepo
 METHODS = {
     "per-rollout": lambda args: {"penalty": "per-rollout", "lambda_e": args.lambda_e},
     "none": lambda args: {"penalty": "none"},
-    "advantage-alignment": lambda args: {"penalty": "none", "method": "advantage-alignment", "aa_beta": args.aa_beta},
+    "advantage-alignment": lambda args: {
+        "penalty": "none",
+        "method": "advantage-alignment",
+        "aa_beta": args.aa_beta,
+    },
 }
 """Each method's trainer settings (the run folder is named after the method)."""
 
@@ -86,8 +90,10 @@ def check_out(out: Path) -> None:
         except (SepoError, ValueError):
             data = None
         if not (isinstance(data, dict) and set(data) == RESULT_KEYS):
-            raise SepoError(f"{brief(str(results), 300)} exists and was not written by this script; not touching it "
-                            "(use another --out)")
+            raise SepoError(
+                f"{brief(str(results), 300)} exists and was not written by this script; not touching it "
+                "(use another --out)"
+            )
 
 
 def configs(args, params: dict) -> list[tuple[str, int, object]]:
@@ -99,8 +105,15 @@ def configs(args, params: dict) -> list[tuple[str, int, object]]:
         if repeated:  # a repeated seed would count one run twice in the t-interval
             raise SepoError(f"{name} repeats {', '.join(map(str, repeated))}; give each once")
     check_model_source(args.sft)
-    common = dict(model=args.sft, game=args.game, game_params=params, groups=args.groups, group_size=args.group_size,
-                  max_new_tokens=args.max_new_tokens, final_samples=args.final_samples)
+    common = dict(
+        model=args.sft,
+        game=args.game,
+        game_params=params,
+        groups=args.groups,
+        group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens,
+        final_samples=args.final_samples,
+    )
     out = []
     for seed in args.seeds:
         for method in args.methods:
@@ -115,7 +128,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = _Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--sft", required=True, help="the SFT model directory")
     parser.add_argument("--game", default="kuhn")
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="a game parameter (repeatable)")
+    parser.add_argument(
+        "--param", action="append", default=[], metavar="NAME=VALUE", help="a game parameter (repeatable)"
+    )
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=48)
@@ -123,13 +138,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--lambda-e", type=float, default=5.0)
-    parser.add_argument("--table-samples", type=int, default=64, help="replies per state for each step's policy")
-    parser.add_argument("--final-samples", type=int, default=512, help="replies per state for the final measurement")
-    parser.add_argument("--methods", nargs="+", default=["per-rollout", "none"], choices=list(METHODS),
-                        help="per-rollout (SEPO, --lambda-e), none (payoff-only GRPO), advantage-alignment (--aa-beta)")
+    parser.add_argument(
+        "--table-samples", type=int, default=64, help="replies per state for each step's policy"
+    )
+    parser.add_argument(
+        "--final-samples", type=int, default=512, help="replies per state for the final measurement"
+    )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["per-rollout", "none"],
+        choices=list(METHODS),
+        help="per-rollout (SEPO, --lambda-e), none (payoff-only GRPO), advantage-alignment (--aa-beta)",
+    )
     parser.add_argument("--aa-beta", type=float, default=1.0)
-    parser.add_argument("--runs-only", action="store_true", help="train the runs only (no SFT baseline, no summary); "
-                        "a later call without it reads the finished runs")
+    parser.add_argument(
+        "--runs-only",
+        action="store_true",
+        help="train the runs only (no SFT baseline, no summary); "
+        "a later call without it reads the finished runs",
+    )
     args = parser.parse_args(argv)
     try:
         out = Path(args.out)
@@ -145,20 +173,39 @@ def main(argv: list[str] | None = None) -> None:
 def run(args, out: Path, params: dict, planned: list) -> None:
     from sepo.runs import atomic_write_json
 
-    common = dict(model=args.sft, game=args.game, game_params=params, groups=args.groups, group_size=args.group_size,
-                  max_new_tokens=args.max_new_tokens, final_samples=args.final_samples)
+    common = dict(
+        model=args.sft,
+        game=args.game,
+        game_params=params,
+        groups=args.groups,
+        group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens,
+        final_samples=args.final_samples,
+    )
     runs = []
     for penalty, seed, config in planned:
         run_dir = out / f"{penalty}_seed{seed}"
         summary = run_llm_sepo(config, run_dir)  # a finished run of this config is read back, never retrained
         value = summary["exact_value"]
         invalid = final_invalid_rate(run_dir)
-        runs.append({"penalty": penalty, "seed": seed, "value": summary[value], "value_ci": summary[f"{value}_ci"],
-                     "policy": summary["policy"], "utility": summary["utility_exact"], "last_step_invalid_rate": invalid})
+        runs.append(
+            {
+                "penalty": penalty,
+                "seed": seed,
+                "value": summary[value],
+                "value_ci": summary[f"{value}_ci"],
+                "policy": summary["policy"],
+                "utility": summary["utility_exact"],
+                "last_step_invalid_rate": invalid,
+            }
+        )
         low, high = summary[f"{value}_ci"]
-        print(f"{penalty:12s} seed {seed}: {value} {summary[value]:.4f} [{low:.4f}, {high:.4f}] "
-              f"({summary['policy']}), utility {summary['utility_exact']:.4f}, invalid rate (last step) {invalid:.3f}",
-              flush=True)
+        print(
+            f"{penalty:12s} seed {seed}: {value} {summary[value]:.4f} [{low:.4f}, {high:.4f}] "
+            f"({summary['policy']}), utility {summary['utility_exact']:.4f}, invalid rate (last step) "
+            f"{invalid:.3f}",
+            flush=True,
+        )
 
     if args.runs_only:
         return
@@ -172,8 +219,14 @@ def run(args, out: Path, params: dict, planned: list) -> None:
     print(f"SFT model: {value} {baseline[value]:.4f} [{low:.4f}, {high:.4f}] ({baseline['policy']}), "
           f"utility {baseline['utility_exact']:.4f}")
 
-    report = {"game": args.game, "game_params": params, "value": value,
-              "sft": {k: baseline[k] for k in (value, f"{value}_ci", "policy", "utility_exact")}, "runs": runs, "methods": {}}
+    report = {
+        "game": args.game,
+        "game_params": params,
+        "value": value,
+        "sft": {k: baseline[k] for k in (value, f"{value}_ci", "policy", "utility_exact")},
+        "runs": runs,
+        "methods": {},
+    }
     for penalty in args.methods:
         e = [r["value"] for r in runs if r["penalty"] == penalty]
         u = [r["utility"] for r in runs if r["penalty"] == penalty]

@@ -137,7 +137,9 @@ def train(args: Args, on_step=None) -> dict:
         credit = advantages(rewards, group_of)[:, None] * hands.mask
         fraction = step / max(args.steps - 1, 1)
         learning_rate = args.learning_rate + fraction * (args.final_learning_rate - args.learning_rate)
-        logits = logits + adam.ascent(score(policy, hands.states, hands.actions, credit) / rollouts, learning_rate)
+        logits = logits + adam.ascent(
+            score(policy, hands.states, hands.actions, credit) / rollouts, learning_rate
+        )
         if on_step is not None:
             on_step(step, logits)
 
@@ -152,7 +154,9 @@ def parse_args() -> tuple[Args, bool]:
         if field.name != "train_pool":
             flag = "--" + field.name.replace("_", "-")
             parser.add_argument(flag, type=type(field.default), default=field.default)
-    parser.add_argument("--only", action="store_true", help="train --lambda-e alone, without the λe = 0 baseline")
+    parser.add_argument(
+        "--only", action="store_true", help="train --lambda-e alone, without the λe = 0 baseline"
+    )
     namespace = vars(parser.parse_args())
     only = namespace.pop("only")
     return Args(**namespace), only
@@ -165,8 +169,10 @@ def main() -> None:
         runs.append(("payoff-only GRPO", Args(**{**vars(args), "lambda_e": 0.0})))
     for name, run_args in runs:
         result = train(run_args)
-        print(f"{name:<20}exploitability {result['exploitability']:.4f}   "
-              f"utility vs train pool {result['utility']:.4f}   ({run_args.steps} steps, seed {run_args.seed})")
+        print(
+            f"{name:<20}exploitability {result['exploitability']:.4f}   "
+            f"utility vs train pool {result['utility']:.4f}   ({run_args.steps} steps, seed {run_args.seed})"
+        )
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def main() -> None:
     parser.add_argument("--model")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (PEFT) instead of all weights")
+    parser.add_argument(
+        "--lora", action="store_true", help="train a LoRA adapter (PEFT) instead of all weights"
+    )
     args = parser.parse_args()
 
     from datasets import Dataset
@@ -108,7 +110,10 @@ def main() -> None:
     result = trainer.train()
     elapsed = time.perf_counter() - start
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    print(f"SFT: {args.steps} steps x batch {args.batch} in {elapsed:.2f}s ({elapsed / args.steps:.2f}s/step); losses {losses}")
+    print(
+        f"SFT: {args.steps} steps x batch {args.batch} in {elapsed:.2f}s ({elapsed / args.steps:.2f}s/step); "
+        f"losses {losses}"
+    )
     print("train_loss", result.training_loss)
     if args.lora:  # the adapter directory loads as a policy (HFPolicy handles adapter_config.json)
         from sepo.games.kuhn.exact import KuhnSolver

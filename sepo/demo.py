@@ -73,7 +73,10 @@ def run_demo(out: Path, console: Console, game: str | None = None, steps: int | 
         if run.finished:
             summary = read_json(out / SUMMARY, "demo summary")
             show(summary, console)
-            console.print(f"[dim]The demo in {out} was already complete: shown from {out / SUMMARY}, nothing retrained.[/dim]")
+            console.print(
+                f"[dim]The demo in {out} was already complete: shown from {out / SUMMARY}, nothing "
+                "retrained.[/dim]"
+            )
             return summary
         summary = _tour(run, steps, console) if game is None else _domain_demo(run, game, steps, console)
         run.write_json(SUMMARY, summary)
@@ -93,7 +96,9 @@ def _tour(run: RunDir, steps: int | None, console: Console) -> dict:
     for name in _demo_domains():
         spec = get_domain(name).demo
         if spec.featured and spec.training is not None:
-            trainings.append(_training(run, get_domain(name), spec.training, steps, f"{name}/", console, frontier=False))
+            trainings.append(
+                _training(run, get_domain(name), spec.training, steps, f"{name}/", console, frontier=False)
+            )
     return {"game": None, "audits": audits, "trainings": trainings, "out": str(run.root)}
 
 
@@ -112,9 +117,14 @@ def _audit(domain: Domain, spec: DemoSpec, index: int, console: Console) -> dict
     row = {"domain": domain.name, "agent": agent.spec, "shows": agent.shows, "params": dict(spec.params),
            "episodes": spec.episodes, "unit": f"{domain.payoff_name}/{domain.round_name}"}
     for protocol in PROTOCOLS:
-        with console.status(f"auditing {agent.spec} in {domain.name} ({protocol} protocol, {spec.episodes} episodes per opponent)"):
+        with console.status(
+            f"auditing {agent.spec} in {domain.name} ({protocol} protocol, {spec.episodes} episodes per "
+            "opponent)"
+        ):
             game = domain.game(protocol, **spec.params)
-            result = evaluate(game, load_agent(agent.spec, game), EvalConfig(protocol=protocol, episodes=spec.episodes))
+            result = evaluate(
+                game, load_agent(agent.spec, game), EvalConfig(protocol=protocol, episodes=spec.episodes)
+            )
         row[protocol] = measures(result)
     return row
 
@@ -128,21 +138,43 @@ def measures(result: dict) -> dict:
     if name is None:
         for key, found in result.items():
             if key.endswith("_lower_bound") and isinstance(found, (int, float)):
-                name, value, method = key[: -len("_lower_bound")], float(found), result.get("lower_bound_method")
+                name, value, method = (
+                    key[: -len("_lower_bound")],
+                    float(found),
+                    result.get("lower_bound_method"),
+                )
                 break
     br_gap = None
     if value is not None and name != "exploitability":
         br_gap = float(value)  # a general-sum game's value is the best responder's gap itself
-    elif isinstance(result.get("br_payoff"), (int, float)) and isinstance(result.get("agent_payoff_vs_br"), (int, float)):
-        br_gap = float(result["br_payoff"]) - float(result["agent_payoff_vs_br"])  # zero-sum: twice the exploitability
-    return {"utility": result["utility"], "utility_ci": result["ci"].get("utility"), "utility_unit": result.get("utility_unit"),
-            "exploit_pool": result["exploit_pool"], "exploit_pool_ci": result["ci"].get("exploit_pool"),
-            "value_name": name, "value": None if value is None else float(value),
-            "label": result.get("exact_label") if name else None, "method": method, "br_gap": br_gap}
+    elif isinstance(result.get("br_payoff"), (int, float)) and isinstance(
+        result.get("agent_payoff_vs_br"), (int, float)
+    ):
+        # zero-sum: twice the exploitability
+        br_gap = float(result["br_payoff"]) - float(result["agent_payoff_vs_br"])
+    return {
+        "utility": result["utility"],
+        "utility_ci": result["ci"].get("utility"),
+        "utility_unit": result.get("utility_unit"),
+        "exploit_pool": result["exploit_pool"],
+        "exploit_pool_ci": result["ci"].get("exploit_pool"),
+        "value_name": name,
+        "value": None if value is None else float(value),
+        "label": result.get("exact_label") if name else None,
+        "method": method,
+        "br_gap": br_gap,
+    }
 
 
-def _training(run: RunDir, domain: Domain, training: DemoTraining, steps: int | None, prefix: str, console: Console,
-              frontier: bool) -> dict:
+def _training(
+    run: RunDir,
+    domain: Domain,
+    training: DemoTraining,
+    steps: int | None,
+    prefix: str,
+    console: Console,
+    frontier: bool,
+) -> dict:
     """SEPO against payoff-only GRPO from the uniform table (and, with `frontier`, the domain's extra
     SEPO runs placed on its exact frontier); each run a `train` folder that is part of the demo."""
     settings = dict(training.settings, **({"steps": steps} if steps is not None else {}))
@@ -153,17 +185,46 @@ def _training(run: RunDir, domain: Domain, training: DemoTraining, steps: int | 
     for name, penalty, lambda_e in plan:
         config = TabularSEPOConfig(game=domain.name, penalty=penalty, lambda_e=lambda_e, seed=0, **settings)
         folder = run.path(prefix + name)
-        with console.status(f"training {domain.name}: {name} ({penalty}, λe={lambda_e:g}, {config.steps} steps)"), \
-                open_run(folder, "train", {"policy": "tabular", **config.record()}, part_of=COMMAND) as sub:
+        with (
+            console.status(
+                f"training {domain.name}: {name} ({penalty}, λe={lambda_e:g}, {config.steps} steps)"
+            ),
+            open_run(folder, "train", {"policy": "tabular", **config.record()}, part_of=COMMAND) as sub,
+        ):
             trainer = TabularSEPOTrainer(config, sub)
-            summary = trainer.train()  # no curves.png per run: the comparison plot draws them (a figure costs about a second)
+            # no curves.png per run: the comparison plot draws them (a figure costs about a second)
+            summary = trainer.train()
         value_name = summary.get("exact_value") or trainer.env.solver.value_name
-        label = "exact" if summary.get("value_exact", 1.0) else "upper bound" if summary.get("value_upper_bound") else "bound"
-        runs.append({"name": name, "folder": str(folder), "penalty": penalty, "lambda_e": lambda_e, "steps": config.steps,
-                     "value_name": value_name, "value": summary[value_name], "label": label, "utility": summary["utility"]})
+        label = (
+            "exact"
+            if summary.get("value_exact", 1.0)
+            else "upper bound"
+            if summary.get("value_upper_bound")
+            else "bound"
+        )
+        runs.append(
+            {
+                "name": name,
+                "folder": str(folder),
+                "penalty": penalty,
+                "lambda_e": lambda_e,
+                "steps": config.steps,
+                "value_name": value_name,
+                "value": summary[value_name],
+                "label": label,
+                "utility": summary["utility"],
+            }
+        )
     title = f"{domain.name}: SEPO (λe={training.lambda_e:g}) against payoff-only GRPO"
-    comparison = plot_runs([run.root / prefix / r["name"] for r in runs[:2]], run.path(prefix + COMPARISON_PLOT), title=title)
-    out = {"domain": domain.name, "unit": f"{domain.payoff_name}/{domain.round_name}", "runs": runs, "plots": [str(comparison)]}
+    comparison = plot_runs(
+        [run.root / prefix / r["name"] for r in runs[:2]], run.path(prefix + COMPARISON_PLOT), title=title
+    )
+    out = {
+        "domain": domain.name,
+        "unit": f"{domain.payoff_name}/{domain.round_name}",
+        "runs": runs,
+        "plots": [str(comparison)],
+    }
     if frontier:
         train = [spec for spec in default_pools(domain.name)["train"] if spec.name != BEST_RESPONSE]
         lambdas = sorted({r["lambda_e"] for r in runs if r["penalty"] != "none"})
@@ -171,8 +232,13 @@ def _training(run: RunDir, domain: Domain, training: DemoTraining, steps: int | 
         placed = {Path(r["run"]).name: r for r in report["runs"]}
         for entry in runs:
             entry.update({k: placed[entry["name"]][k] for k in ("frontier_utility", "gap")})
-        plot = plot_frontier(curve, run.path(prefix + FRONTIER_PLOT), [{"label": Path(r["run"]).name, **r} for r in report["runs"]],
-                             title=f"{domain.name}: best achievable trade-off", unit=out["unit"])
+        plot = plot_frontier(
+            curve,
+            run.path(prefix + FRONTIER_PLOT),
+            [{"label": Path(r["run"]).name, **r} for r in report["runs"]],
+            title=f"{domain.name}: best achievable trade-off",
+            unit=out["unit"],
+        )
         out["plots"].append(str(plot))
     return out
 
@@ -197,7 +263,9 @@ def value_text(measured: dict, named: bool = True) -> str:
     if measured["value"] is None:
         return "pool bounds only"
     bound = "≥ " if measured["label"] == "lower bound" else ""
-    return (f"{measured['value_name'].replace('_', ' ')} " if named else "") + f"{bound}{measured['value']:.4f}"
+    return (
+        f"{measured['value_name'].replace('_', ' ')} " if named else ""
+    ) + f"{bound}{measured['value']:.4f}"
 
 
 def _value_header(rows: list[dict]) -> str:
@@ -216,24 +284,34 @@ def show(summary: dict, console: Console) -> None:
 
 
 def _show_tour(summary: dict, console: Console) -> None:
-    table = Table(title="1. Audit: one reference agent per domain (rigorous protocol; the paper's score beside it)")
+    table = Table(
+        title="1. Audit: one reference agent per domain (rigorous protocol; the paper's score beside it)"
+    )
     for column in ("domain", "agent", "utility", "exact value", "label", "paper's score"):
         table.add_column(column, no_wrap=column in ("domain", "agent"))
     for row in summary["audits"]:
         rigorous, paper = row["rigorous"], row["paper"]
-        table.add_row(row["domain"], row["agent"], f"{rigorous['utility']:.3f}", value_text(rigorous, named=False),
-                      rigorous["label"] or "-", disagreement(paper))
+        table.add_row(
+            row["domain"],
+            row["agent"],
+            f"{rigorous['utility']:.3f}",
+            value_text(rigorous, named=False),
+            rigorous["label"] or "-",
+            disagreement(paper),
+        )
     console.print(table)
     for row in summary["audits"]:
         value = (row["rigorous"]["value_name"] or "no exact value").replace("_", " ")
         console.print(f"  {row['domain']} ({value}, {row['unit']}), {row['agent']}: {row['shows']}")
-    console.print("The exact value is the exploitability (zero-sum) or the adversarial gap, or '≥' a best-response lower "
-                  "bound. The paper's score is its exploit score: the gap u_O − u_A per round of its exploiter bots, under "
-                  "its own protocol; where it disagrees, the exact best responder's gap in that same game is beside it "
-                  "(in a zero-sum game twice the exploitability) "
-                  "('no exact': the paper's version of the game has no exact solver). Each row is "
-                  "`sepo eval --game G --agent A` (the game parameters and --episodes are in demo_summary.json), under "
-                  "--protocol rigorous and paper.\n")
+    console.print(
+        "The exact value is the exploitability (zero-sum) or the adversarial gap, or '≥' a best-response "
+        "lower bound. The paper's score is its exploit score: the gap u_O − u_A per round of its exploiter "
+        "bots, under its own protocol; where it disagrees, the exact best responder's gap in that same game "
+        "is beside it (in a zero-sum game twice the exploitability) "
+        "('no exact': the paper's version of the game has no exact solver). Each row is "
+        "`sepo eval --game G --agent A` (the game parameters and --episodes are in demo_summary.json), under "
+        "--protocol rigorous and paper.\n"
+    )
 
 
 def _show_domain(summary: dict, console: Console) -> None:
@@ -246,25 +324,45 @@ def _show_domain(summary: dict, console: Console) -> None:
     for row in summary["audits"]:
         for protocol in PROTOCOLS:
             measured = row[protocol]
-            table.add_row(row["agent"], protocol, f"{measured['utility']:.3f}", f"{measured['exploit_pool']:.3f}",
-                          value_text(measured, named=header == "exact value"), measured["label"] or "-")
+            table.add_row(
+                row["agent"],
+                protocol,
+                f"{measured['utility']:.3f}",
+                f"{measured['exploit_pool']:.3f}",
+                value_text(measured, named=header == "exact value"),
+                measured["label"] or "-",
+            )
     console.print(table)
     for row in summary["audits"]:
-        console.print(f"  {row['agent']}: {row['shows']}; the paper's score against the exact gap: {disagreement(row['paper'])}")
+        console.print(
+            f"  {row['agent']}: {row['shows']}; the paper's score against the exact gap: "
+            f"{disagreement(row['paper'])}"
+        )
     console.print()
 
 
 def _show_trainings(summary: dict, console: Console) -> None:
     for training in summary["trainings"]:
         frontier = "frontier_utility" in training["runs"][0]
-        table = Table(title=f"2. {training['domain']}: trained from the uniform table ({training['runs'][0]['steps']} steps each, "
-                            f"exact values; {training['unit']})")
-        for column in ("run", "λe", training["runs"][0]["value_name"].replace("_", " "), "utility vs train pool") + \
-                (("frontier u*(e)", "gap") if frontier else ()):
+        table = Table(
+            title=f"2. {training['domain']}: trained from the uniform table ({training['runs'][0]['steps']} "
+            f"steps each, exact values; {training['unit']})"
+        )
+        for column in (
+            "run",
+            "λe",
+            training["runs"][0]["value_name"].replace("_", " "),
+            "utility vs train pool",
+        ) + (("frontier u*(e)", "gap") if frontier else ()):
             table.add_column(column)
         for run in training["runs"]:
             label = "" if run["label"] == "exact" else f" ({run['label']})"
-            cells = [run["name"], f"{run['lambda_e']:g}", f"{run['value']:.4f}{label}", f"{run['utility']:.4f}"]
+            cells = [
+                run["name"],
+                f"{run['lambda_e']:g}",
+                f"{run['value']:.4f}{label}",
+                f"{run['utility']:.4f}",
+            ]
             if frontier:
                 cells += [f"{run['frontier_utility']:.4f}", f"{run['gap']:.4f}"]
             table.add_row(*cells)
@@ -280,7 +378,9 @@ def _show_outputs(summary: dict, console: Console) -> None:
     for plot in plots:
         console.print(f"  plot: {plot}")
     if runs:
-        console.print(f"  training runs (each with policy.json, metrics.jsonl, summary.json): {', '.join(runs)}")
+        console.print(
+            f"  training runs (each with policy.json, metrics.jsonl, summary.json): {', '.join(runs)}"
+        )
     if summary["game"] is None:
         others = ", ".join(f"`sepo demo --game {row['domain']}`" for row in summary["audits"])
         console.print(f"  each domain's own demo: {others}")

@@ -57,7 +57,9 @@ def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_INPUT_B
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise SepoError(f"{what} {brief(str(path), 300)} is not UTF-8 text (byte {error.start}); is it a binary file?") from None
+        raise SepoError(
+            f"{what} {brief(str(path), 300)} is not UTF-8 text (byte {error.start}); is it a binary file?"
+        ) from None
     if "\x00" in text:
         raise SepoError(f"{what} {brief(str(path), 300)} contains NUL bytes; is it a binary file?")
     return text
@@ -77,10 +79,13 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not supported in sepo input files",
-                                              event.start_mark)
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not supported in sepo input files", event.start_mark
+            )
         if self._depth >= MAX_DEPTH:
-            raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_DEPTH} levels deep", self.peek_event().start_mark)
+            raise yaml.composer.ComposerError(
+                None, None, f"nested more than {MAX_DEPTH} levels deep", self.peek_event().start_mark
+            )
         self._depth += 1
         try:
             return super().compose_node(parent, index)
@@ -152,6 +157,9 @@ def read_structured(path: str | Path, what: str = "file") -> Any:
     try:
         return parse_json(text) if is_json else parse_yaml(text)
     except (ValueError, yaml.YAMLError) as error:
-        raise SepoError(f"{what} {brief(str(path), 300)} is not valid {'JSON' if is_json else 'YAML'}: {problem_of(error)}") from None
+        raise SepoError(
+            f"{what} {brief(str(path), 300)} is not valid {'JSON' if is_json else 'YAML'}: "
+            f"{problem_of(error)}"
+        ) from None
     except RecursionError:
         raise SepoError(f"{what} {brief(str(path), 300)} is nested too deeply") from None

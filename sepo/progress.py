@@ -397,8 +397,15 @@ class RichReporter(Reporter):
             TimeRemainingColumn,
         )
 
-        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                             TimeRemainingColumn(), console=console, transient=True)
+        self.bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
 
     def __enter__(self):
         super().__enter__()

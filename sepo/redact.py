@@ -6,8 +6,10 @@ from __future__ import annotations
 import re
 
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#@\s]+)@")
-_SECRET_QUERY = re.compile(r"(?i)(?P<name>[?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|passwd|pwd|"
-                           r"sig|signature|auth|credentials?)=)[^&#\s\"']+")
+_SECRET_QUERY = re.compile(
+    r"(?i)(?P<name>[?&](?:api[_-]?key|key|token|access[_-]?token|secret|password|passwd|pwd|"
+    r"sig|signature|auth|credentials?)=)[^&#\s\"']+"
+)
 
 
 def redact_secrets(text: str) -> str:

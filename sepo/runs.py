@@ -93,8 +93,10 @@ def check_out_path(out: str | Path, option: str = "--out") -> Path:
     if not text.strip():
         raise SepoError(f"{option} is empty: name a new folder or file")
     if os.path.normpath(text.strip()) == ".":
-        raise SepoError(f"{option} names the current folder ('.', or empty, which typer reads as '.'): name a new folder "
-                        "or file inside it")
+        raise SepoError(
+            f"{option} names the current folder ('.', or empty, which typer reads as '.'): name a new folder "
+            "or file inside it"
+        )
     if "\x00" in text:
         raise SepoError(f"{option} contains a NUL byte")
     if len(text) > 4096 or any(len(part) > 255 for part in Path(text).parts):
@@ -111,8 +113,10 @@ def check_inputs_outside(out: str | Path, inputs: dict[str, str | Path], *, over
     for option, path in inputs.items():
         where = _absolute(Path(path).expanduser())
         if where == root or root in where.parents:
-            raise SepoError(f"{option} {brief(str(path))} is inside --out {brief(str(out))}, which --overwrite would remove "
-                            "first; copy it elsewhere, or use another --out")
+            raise SepoError(
+                f"{option} {brief(str(path))} is inside --out {brief(str(out))}, which --overwrite would "
+                "remove first; copy it elsewhere, or use another --out"
+            )
 
 
 def _flat(value, prefix: str = "") -> dict:
@@ -136,7 +140,10 @@ def describe_difference(saved: dict, config: dict, limit: int = 4) -> str:
     saved, config = _flat(saved), _flat(config)
     keys = sorted(set(saved) | set(config))
     changed = [k for k in keys if saved.get(k, _UNSET) != config.get(k, _UNSET)]
-    parts = [f"{k} {brief(saved.get(k, 'unset'), 40)} there, {brief(config.get(k, 'unset'), 40)} here" for k in changed[:limit]]
+    parts = [
+        f"{k} {brief(saved.get(k, 'unset'), 40)} there, {brief(config.get(k, 'unset'), 40)} here"
+        for k in changed[:limit]
+    ]
     if len(changed) > limit:
         parts.append(f"and {len(changed) - limit} more")
     return "; ".join(parts)
@@ -300,7 +307,9 @@ def _remove_temporaries(root: Path, manifest: dict) -> None:
     prefixes = tuple(f"{TMP_PREFIX}{token}-" for token in manifest.get("temporaries", []))
     if not prefixes:
         return
-    folders = [root] + [root / name for name in manifest["files"] if (root / name).is_dir() and not (root / name).is_symlink()]
+    folders = [root] + [
+        root / name for name in manifest["files"] if (root / name).is_dir() and not (root / name).is_symlink()
+    ]
     for folder in folders:
         for entry in folder.iterdir():
             if entry.name.startswith(prefixes):
@@ -309,7 +318,12 @@ def _remove_temporaries(root: Path, manifest: dict) -> None:
 
 def _check_name(name: str) -> PurePosixPath:
     rel = PurePosixPath(name)
-    if not name or rel.is_absolute() or any(part in ("", ".", "..") for part in rel.parts) or str(rel) != name:
+    if (
+        not name
+        or rel.is_absolute()
+        or any(part in ("", ".", "..") for part in rel.parts)
+        or str(rel) != name
+    ):
         raise ValueError(f"not a relative path inside a run folder: {name!r}")
     return rel
 
@@ -358,13 +372,17 @@ class RunDir:
         result that points at a file that is not there."""
         for rel in [name, *(n for n in self.files if n.startswith(f"{name}/"))]:
             if not os.path.lexists(self.root / rel):
-                raise SepoError(f"{self.root} is marked finished but its {rel} is missing: the run is damaged; "
-                                "rerun with --overwrite to redo it")
+                raise SepoError(
+                    f"{self.root} is marked finished but its {rel} is missing: the run is damaged; "
+                    "rerun with --overwrite to redo it"
+                )
         return self.root / name
 
     def _check_writable(self) -> None:
         if self.writer and self.finished:
-            raise RuntimeError(f"{self.root} holds a finished `sepo {self.command}` run; it is read, never rewritten")
+            raise RuntimeError(
+                f"{self.root} holds a finished `sepo {self.command}` run; it is read, never rewritten"
+            )
 
     # -- claiming paths ----------------------------------------------------------------------
     def owns(self, name: str) -> bool:
@@ -414,7 +432,9 @@ class RunDir:
         return self._write(name, text.encode("utf-8"))
 
     def write_json(self, name: str, data) -> Path:
-        return self._write(name, (json.dumps(json_safe(data), indent=1, sort_keys=True, allow_nan=False) + "\n").encode())
+        return self._write(
+            name, (json.dumps(json_safe(data), indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+        )
 
     def repair(self, name: str, data: bytes) -> Path:
         """Rewrite a file this run wrote, found damaged, from what the run derives it from (a finished
@@ -424,7 +444,9 @@ class RunDir:
         if not self.writer or not self.owns(name):
             raise RuntimeError(f"{target} was not written by this run; not repairing it")
         if os.path.lexists(target) and (target.is_symlink() or not target.is_file()):
-            raise SepoError(f"{target} is not the file this run wrote (a folder or a link is there); not touching it")
+            raise SepoError(
+                f"{target} is not the file this run wrote (a folder or a link is there); not touching it"
+            )
         self._save()  # records this session's temporary prefix, as a resume does
         atomic_write_bytes(target, data)
         return target
@@ -472,13 +494,21 @@ class RunDir:
         _fix_modes(source)
         new = _tree(source, name) if _real_dir(source) else []
         if not os.path.lexists(target):
-            self._mkdirs(target.parent)  # a recorded folder may not exist yet (`path` records, it does not create)
+            # a recorded folder may not exist yet (`path` records, it does not create)
+            self._mkdirs(target.parent)
             os.replace(source, target)
         elif _real_dir(source) and _real_dir(target):
-            theirs = [n for n in new if os.path.lexists(self.root / n) and not self.owns(n)
-                      and not (_real_dir(self.root / n) and _real_dir(source / PurePosixPath(n).relative_to(name)))]
+            theirs = [
+                n
+                for n in new
+                if os.path.lexists(self.root / n)
+                and not self.owns(n)
+                and not (_real_dir(self.root / n) and _real_dir(source / PurePosixPath(n).relative_to(name)))
+            ]
             if theirs:
-                raise SepoError(f"{self.root / theirs[0]} exists and was not written by this run; not touching it")
+                raise SepoError(
+                    f"{self.root / theirs[0]} exists and was not written by this run; not touching it"
+                )
             for rel in new:  # parents before children: a new folder moves whole, with what is under it
                 src, dst = source / PurePosixPath(rel).relative_to(name), self.root / rel
                 if not os.path.lexists(src):
@@ -493,7 +523,8 @@ class RunDir:
                     self._remove_owned(rel)
                 os.replace(src, dst)
             kept = set(new)
-            self._remove_owned(name, keep=kept | {name})  # what the previous write had there and this one has not
+            # what the previous write had there and this one has not
+            self._remove_owned(name, keep=kept | {name})
         else:
             if target.is_dir() and not target.is_symlink():
                 self._remove_owned(name)
@@ -554,9 +585,16 @@ class RunDir:
 
     def _save(self) -> None:
         if self.writer:
-            manifest = {"command": self.command, "config": self.config, "files": sorted(self.files),
-                        "complete": self._complete, "sepo": _version(), "layout": 1 if self._legacy else LAYOUT,
-                        "lock": LOCK, "temporaries": [self._token]}
+            manifest = {
+                "command": self.command,
+                "config": self.config,
+                "files": sorted(self.files),
+                "complete": self._complete,
+                "sepo": _version(),
+                "layout": 1 if self._legacy else LAYOUT,
+                "lock": LOCK,
+                "temporaries": [self._token],
+            }
             if self.part_of is not None:
                 manifest["part_of"] = self.part_of
             if self.result is not None:
@@ -596,15 +634,25 @@ def read_manifest(root: str | Path) -> dict | None:
 
     def name_ok(name) -> bool:
         try:
-            return isinstance(name, str) and _check_name(name) is not None and not name.startswith((MANIFEST, LOCK))
+            return (
+                isinstance(name, str)
+                and _check_name(name) is not None
+                and not name.startswith((MANIFEST, LOCK))
+            )
         except ValueError:
             return False
 
-    if not isinstance(data, dict) or not isinstance(data.get("command"), str) or not isinstance(data.get("config"), dict) \
-            or not isinstance(data.get("files"), list) or not all(name_ok(f) for f in data["files"]) \
-            or not isinstance(data.get("layout", 1), int) or not isinstance(data.get("part_of", ""), str) \
-            or not isinstance(data.get("result", {}), dict) \
-            or not all(isinstance(t, str) and t.isalnum() for t in data.get("temporaries", [])):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("command"), str)
+        or not isinstance(data.get("config"), dict)
+        or not isinstance(data.get("files"), list)
+        or not all(name_ok(f) for f in data["files"])
+        or not isinstance(data.get("layout", 1), int)
+        or not isinstance(data.get("part_of", ""), str)
+        or not isinstance(data.get("result", {}), dict)
+        or not all(isinstance(t, str) and t.isalnum() for t in data.get("temporaries", []))
+    ):
         raise SepoError(f"unreadable run manifest {path}: expected command, config and a list of file names")
     return data
 
@@ -620,20 +668,28 @@ def _check_resume(root: Path, manifest: dict, command: str, config: dict, extend
         raise SepoError(f"{root} is part of the output of {_owner_text(manifest)} in a folder above it "
                         f"(a `sepo {brief(manifest['command'], 40)}` run inside it); use another --out")
     if manifest["command"] != command:
-        raise SepoError(f"{root} holds the output of `sepo {brief(manifest['command'], 40)}`, not `sepo {command}`; "
-                        f"use another --out (--overwrite replaces only a `sepo {command}` run)")
+        raise SepoError(
+            f"{root} holds the output of `sepo {brief(manifest['command'], 40)}`, not `sepo {command}`; "
+            f"use another --out (--overwrite replaces only a `sepo {command}` run)"
+        )
     if overwrite:
         return {}
     saved = manifest["config"]
     if saved == config:
         return {}
-    grown = {k for k in extendable if isinstance(saved.get(k), int) and isinstance(config.get(k), int) and config[k] > saved[k]}
+    grown = {
+        k
+        for k in extendable
+        if isinstance(saved.get(k), int) and isinstance(config.get(k), int) and config[k] > saved[k]
+    }
     rest_saved = {k: v for k, v in saved.items() if k not in grown}
     rest_config = {k: v for k, v in config.items() if k not in grown}
     if grown and rest_saved == rest_config:
         return {k: (saved[k], config[k]) for k in sorted(grown)}
-    raise SepoError(f"{root} holds a `sepo {command}` run with a different config ({describe_difference(saved, config)}); "
-                    "use another --out (or --overwrite to replace it)")
+    raise SepoError(
+        f"{root} holds a `sepo {command}` run with a different config "
+        f"({describe_difference(saved, config)}); use another --out (or --overwrite to replace it)"
+    )
 
 
 def _stale(manifest: dict, command: str, config: dict, derived: tuple[str, ...]) -> list[str]:
@@ -649,7 +705,12 @@ def _stale(manifest: dict, command: str, config: dict, derived: tuple[str, ...])
 def _foreign(root: Path) -> list[str]:
     """What a folder without a manifest holds, besides an empty lock file of a start killed before its manifest."""
     names = sorted(p.name for p in root.iterdir())
-    if names == [LOCK] and (root / LOCK).is_file() and not (root / LOCK).is_symlink() and (root / LOCK).stat().st_size < 32:
+    if (
+        names == [LOCK]
+        and (root / LOCK).is_file()
+        and not (root / LOCK).is_symlink()
+        and (root / LOCK).stat().st_size < 32
+    ):
         return []
     return names
 
@@ -702,12 +763,15 @@ def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = F
     root = check_out_path(out)
     config = normalized(config)
     if not writer:
-        yield RunDir(root, command, config, [], fresh=False, complete=False, writer=False, extended={}, part_of=part_of)
+        yield RunDir(
+            root, command, config, [], fresh=False, complete=False, writer=False, extended={}, part_of=part_of
+        )
         return
     if os.path.lexists(root) and not root.is_dir():
         raise SepoError(f"{root} exists and is not a folder; --out names a folder")
     created: list[Path] = []
-    if root.is_dir():  # checked before the lock file is made: a folder that is not a run is left exactly as it is
+    # checked before the lock file is made: a folder that is not a run is left exactly as it is
+    if root.is_dir():
         if read_manifest(root) is None and _foreign(root) and part_of is None:
             _refuse_foreign(root, _foreign(root))
     else:
@@ -725,15 +789,26 @@ def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = F
             _rmdir_if_empty(folder)
         raise
     try:
-        with _locked_run(root, command, config, overwrite, extendable, part_of, created, made_lock, derived) as run:
+        with _locked_run(
+            root, command, config, overwrite, extendable, part_of, created, made_lock, derived
+        ) as run:
             yield run
     finally:
         os.close(lock)
 
 
 @contextmanager
-def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extendable: tuple[str, ...],
-                part_of: str | None, created: list[Path], made_lock: bool, derived: tuple[str, ...] = ()) -> Iterator[RunDir]:
+def _locked_run(
+    root: Path,
+    command: str,
+    config: dict,
+    overwrite: bool,
+    extendable: tuple[str, ...],
+    part_of: str | None,
+    created: list[Path],
+    made_lock: bool,
+    derived: tuple[str, ...] = (),
+) -> Iterator[RunDir]:
     def undo_created():
         if made_lock and os.path.lexists(root / LOCK):
             (root / LOCK).unlink()
@@ -745,7 +820,9 @@ def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extenda
         stale = []
         if manifest is not None:
             stale = _stale(manifest, command, config, derived)
-            extended = _check_resume(root, manifest, command, config, extendable, part_of, overwrite or bool(stale))
+            extended = _check_resume(
+                root, manifest, command, config, extendable, part_of, overwrite or bool(stale)
+            )
             if overwrite or stale:
                 _remove_run(root, manifest, manifest.get("part_of") or command, keep_lock=True)
                 manifest = None
@@ -755,7 +832,9 @@ def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extenda
         undo_created()
         raise
     if manifest is None:
-        run = RunDir(root, command, config, [], fresh=True, complete=False, writer=True, extended={}, part_of=part_of)
+        run = RunDir(
+            root, command, config, [], fresh=True, complete=False, writer=True, extended={}, part_of=part_of
+        )
         run._created, run._made_lock, run.stale = created, made_lock, stale
         _OPEN[_absolute(root)] = run.tmp_prefix
         try:
@@ -768,9 +847,19 @@ def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extenda
         if not os.access(root, os.W_OK):
             raise SepoError(f"cannot write in {root}: permission denied")
         legacy = manifest.get("layout", 1) < LAYOUT
-        run = RunDir(root, command, config, manifest["files"], fresh=False, complete=bool(manifest.get("complete")) and not extended,
-                     writer=True, extended=extended, part_of=part_of or manifest.get("part_of"), legacy=legacy,
-                     result=manifest.get("result"))
+        run = RunDir(
+            root,
+            command,
+            config,
+            manifest["files"],
+            fresh=False,
+            complete=bool(manifest.get("complete")) and not extended,
+            writer=True,
+            extended=extended,
+            part_of=part_of or manifest.get("part_of"),
+            legacy=legacy,
+            result=manifest.get("result"),
+        )
         _OPEN[_absolute(root)] = run.tmp_prefix
         _remove_temporaries(root, manifest)  # left by a killed run of ours
         if not run.finished:
@@ -780,7 +869,9 @@ def _locked_run(root: Path, command: str, config: dict, overwrite: bool, extenda
     except KeyboardInterrupt:
         if run.fresh and not run.committed and run.writer:
             if run.files:  # work of this run exists: kept for a resume, as a kill -9 would have left it
-                STOP_NOTES.append(f"{root} kept as an unfinished `sepo {run.command}` run; the same command resumes it")
+                STOP_NOTES.append(
+                    f"{root} kept as an unfinished `sepo {run.command}` run; the same command resumes it"
+                )
             else:
                 run._rollback()
                 STOP_NOTES.append(f"{root} removed: the run had written nothing yet")
@@ -822,7 +913,9 @@ def _owner_of(path: Path) -> str:
     except SepoError:
         manifest = None
     if manifest is not None and path.name in manifest["files"]:
-        return f"is part of the `sepo {brief(manifest['command'], 40)}` run in {path.parent} (name another file)"
+        return (
+            f"is part of the `sepo {brief(manifest['command'], 40)}` run in {path.parent} (name another file)"
+        )
     return "was not written by sepo"
 
 
@@ -842,7 +935,9 @@ def check_output_file(out: str | Path, command: str, config: dict, *, overwrite:
         if (old.get("command"), old.get("config")) != (command, stamp["config"]) and not overwrite:
             what = ("another config (" + describe_difference(old.get("config") or {}, stamp["config"]) + ")"
                     if old.get("command") == command else f"`sepo {brief(old.get('command'), 40)}`")
-            raise SepoError(f"{path} was written by {what}; use another {option} (or --overwrite to replace it)")
+            raise SepoError(
+                f"{path} was written by {what}; use another {option} (or --overwrite to replace it)"
+            )
     return path, stamp
 
 

@@ -17,7 +17,9 @@ from sepo.models.tiny import init_tiny_model
 @pytest.fixture(scope="module")
 def chat(tmp_path_factory):
     """The tiny model (built locally, seed 0) as a served chat model."""
-    return ChatModel(init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=60), name="tiny", device="cpu")
+    return ChatModel(
+        init_tiny_model(tmp_path_factory.mktemp("tiny") / "m", seed=0, episodes=60), name="tiny", device="cpu"
+    )
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,11 @@ from tests.cli.cli_helpers import _error, _run
 
 
 def _files(root: Path) -> dict:
-    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -30,7 +34,11 @@ def small(monkeypatch):
 
     def shrunk(name):
         domain = real(name)
-        return dataclasses.replace(domain, demo=dataclasses.replace(domain.demo, episodes=3)) if domain.demo else domain
+        return (
+            dataclasses.replace(domain, demo=dataclasses.replace(domain.demo, episodes=3))
+            if domain.demo
+            else domain
+        )
 
     monkeypatch.setattr(demo, "get_domain", shrunk)
 
@@ -58,7 +66,9 @@ def test_every_demo_loads_and_the_papers_five_domains_have_one():
         for agent in spec.agents:
             load_agent(agent.spec, game)
         if spec.training is not None:
-            TabularSEPOConfig(game=name, penalty="per-rollout", lambda_e=spec.training.lambda_e, **spec.training.settings).validate()
+            TabularSEPOConfig(
+                game=name, penalty="per-rollout", lambda_e=spec.training.lambda_e, **spec.training.settings
+            ).validate()
     assert sum(get_domain(name).demo.featured for name in _with_demo()) == 2
 
 
@@ -70,7 +80,10 @@ def test_the_tour_audits_every_domain_and_trains_the_featured_ones(small, tmp_pa
     for row in summary["audits"]:
         for protocol in ("rigorous", "paper"):
             assert {"utility", "exploit_pool", "value", "label", "br_gap"} <= set(row[protocol])
-        assert row["rigorous"]["value"] is not None and row["rigorous"]["label"] in ("exact", "lower bound"), row
+        assert row["rigorous"]["value"] is not None and row["rigorous"]["label"] in (
+            "exact",
+            "lower bound",
+        ), row
     featured = [name for name in _with_demo() if get_domain(name).demo.featured]
     assert [t["domain"] for t in summary["trainings"]] == featured
     for training in summary["trainings"]:
@@ -79,10 +92,20 @@ def test_the_tour_audits_every_domain_and_trains_the_featured_ones(small, tmp_pa
         for run in training["runs"]:
             assert read_manifest(Path(run["folder"]))["part_of"] == "demo"
     text = console.export_text()
-    assert "paper's score" in text and str(out / "demo_summary.json") in text and f"{featured[0]}/sepo_vs_payoff_only.png" in text
-    assert json.loads((out / "demo_summary.json").read_text())["audits"] == json.loads(json.dumps(summary["audits"]))
+    assert (
+        "paper's score" in text
+        and str(out / "demo_summary.json") in text
+        and f"{featured[0]}/sepo_vs_payoff_only.png" in text
+    )
+    assert json.loads((out / "demo_summary.json").read_text())["audits"] == json.loads(
+        json.dumps(summary["audits"])
+    )
     listed = set(read_manifest(out)["files"])
-    assert {"demo_summary.json", f"{featured[0]}/sepo_vs_payoff_only.png", f"{featured[0]}/payoff_only"} <= listed
+    assert {
+        "demo_summary.json",
+        f"{featured[0]}/sepo_vs_payoff_only.png",
+        f"{featured[0]}/payoff_only",
+    } <= listed
 
     before = _files(out)
     again = _console()
@@ -100,7 +123,9 @@ def test_a_domains_own_demo_places_its_runs_on_the_frontier(small, tmp_path):
     (training,) = summary["trainings"]
     assert len(training["runs"]) == 2 + len(spec.training.frontier_lambdas)
     assert all("frontier_utility" in run and run["gap"] >= -1e-6 for run in training["runs"])
-    assert (tmp_path / "one" / "frontier.png").is_file() and (tmp_path / "one" / "sepo_vs_payoff_only.png").is_file()
+    assert (tmp_path / "one" / "frontier.png").is_file() and (
+        tmp_path / "one" / "sepo_vs_payoff_only.png"
+    ).is_file()
 
 
 def test_the_paper_score_is_set_beside_the_exact_gap_only_where_they_disagree():
@@ -113,14 +138,36 @@ def test_the_paper_score_is_set_beside_the_exact_gap_only_where_they_disagree():
 def test_the_exact_counterpart_of_the_paper_score():
     """A general-sum game's value is the best responder's gap; a zero-sum game's gap is the best
     responder's payoff minus the agent's (twice the exploitability)."""
-    general = {"utility": 1.0, "exploit_pool": 0.3, "ci": {}, "adversarial_gap": 0.625, "exact_value": "adversarial_gap",
-               "exact_label": "exact", "br_payoff": 3.25, "agent_payoff_vs_br": 2.0}
+    general = {
+        "utility": 1.0,
+        "exploit_pool": 0.3,
+        "ci": {},
+        "adversarial_gap": 0.625,
+        "exact_value": "adversarial_gap",
+        "exact_label": "exact",
+        "br_payoff": 3.25,
+        "agent_payoff_vs_br": 2.0,
+    }
     assert demo.measures(general)["br_gap"] == 0.625
-    zero_sum = {"utility": 0.0, "exploit_pool": 0.0, "ci": {}, "exploitability": 0.25, "exact_value": "exploitability",
-                "exact_label": "exact", "br_payoff": 0.25, "agent_payoff_vs_br": -0.25}
+    zero_sum = {
+        "utility": 0.0,
+        "exploit_pool": 0.0,
+        "ci": {},
+        "exploitability": 0.25,
+        "exact_value": "exploitability",
+        "exact_label": "exact",
+        "br_payoff": 0.25,
+        "agent_payoff_vs_br": -0.25,
+    }
     assert demo.measures(zero_sum)["br_gap"] == 0.5
-    bound = {"utility": 1.0, "exploit_pool": 2.0, "ci": {}, "adversarial_gap_lower_bound": 3.0, "lower_bound_method": "DP",
-             "exact_label": "lower bound"}
+    bound = {
+        "utility": 1.0,
+        "exploit_pool": 2.0,
+        "ci": {},
+        "adversarial_gap_lower_bound": 3.0,
+        "lower_bound_method": "DP",
+        "exact_label": "lower bound",
+    }
     assert (demo.measures(bound)["value"], demo.measures(bound)["label"]) == (3.0, "lower bound")
     assert demo.value_text(demo.measures(bound)) == "adversarial gap ≥ 3.0000"
 
@@ -154,7 +201,9 @@ def test_the_demo_is_above_the_domains():
     """No domain package holds a demo module any more: each gives its piece as data."""
     root = Path(demo.__file__).parent / "games"
     assert not list(root.glob("*/demo.py"))
-    assert all(isinstance(agent, DemoAgent) for name in _with_demo() for agent in get_domain(name).demo.agents)
+    assert all(
+        isinstance(agent, DemoAgent) for name in _with_demo() for agent in get_domain(name).demo.agents
+    )
 
 
 @pytest.mark.slow

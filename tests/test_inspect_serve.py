@@ -20,8 +20,16 @@ ARGS = {"episodes": 1, "replicates": 20, "max_tokens": 4, "samples": 2, "game_pa
 
 def _audit(server, tmp_path, **options) -> tuple[object, dict]:
     """`inspect eval sepo/kuhn --model openai/tiny --model-base-url URL -M responses_api=false`, in process."""
-    log = inspect_eval("sepo/kuhn", model="openai/tiny", model_base_url=server.url, model_args={"responses_api": False},
-                       task_args=ARGS, log_dir=str(tmp_path), display="none", **options)[0]
+    log = inspect_eval(
+        "sepo/kuhn",
+        model="openai/tiny",
+        model_base_url=server.url,
+        model_args={"responses_api": False},
+        task_args=ARGS,
+        log_dir=str(tmp_path),
+        display="none",
+        **options,
+    )[0]
     assert log.status == "success", log.error
     score = log.samples[0].scores["sepo_metrics"]
     return score, score.metadata
@@ -56,8 +64,15 @@ def test_a_dropped_temperature_is_read_as_the_sampled_policy_it_is(chat, tmp_pat
         score, result = _audit(server, tmp_path, log_model_api=False)
         stats = server.stats.record()
     assert stats["default_temperature"] == stats["answered"] > 1
-    assert result["decoding"]["sent"] == {**result["decoding"]["sent"], "temperature": 1.0, "source": "server"}
-    assert result["decoding"]["played"]["temperature"] == 1.0 and result["decoding"]["requested"]["temperature"] == 0
+    assert result["decoding"]["sent"] == {
+        **result["decoding"]["sent"],
+        "temperature": 1.0,
+        "source": "server",
+    }
+    assert (
+        result["decoding"]["played"]["temperature"] == 1.0
+        and result["decoding"]["requested"]["temperature"] == 0
+    )
     assert result["policy"]["read_exactly"] is False and result["policy"]["replies_per_state"] == 2
     assert score.answer.startswith("exploitability (estimate; 95% interval [")
     assert any("temperature 0 was asked for" in note for note in result["notes"])

@@ -72,9 +72,19 @@ def test_the_kuhn_task_scores_what_sepo_eval_measures(tmp_path):
     for name in SCORED:
         want = expected["exploitability"] if name == "exact_value" else expected[name]
         assert score.value[name] == pytest.approx(want), name
-    assert score.answer == "exploitability (estimate; 95% interval [0.3333, 0.3333]) of the estimated (2 replies per state) policy"
-    assert score.metadata["decoding"]["sent"] == {"temperature": None, "top_p": None, "top_k": None,
-                                                  "repetition_penalty": None, "seed": None, "source": "request"}
+    assert (
+        score.answer
+        == "exploitability (estimate; 95% interval [0.3333, 0.3333]) of the estimated (2 replies per state) "
+           "policy"
+    )
+    assert score.metadata["decoding"]["sent"] == {
+        "temperature": None,
+        "top_p": None,
+        "top_k": None,
+        "repetition_penalty": None,
+        "seed": None,
+        "source": "request",
+    }
     assert score.metadata["ci"]["utility"] == pytest.approx(expected["ci"]["utility"])
     assert {s.name for s in log.results.scores} == set(SCORED)
     assert log.stats.model_usage  # Inspect logged the model calls and their tokens
@@ -89,7 +99,10 @@ def test_a_named_pool_plays_that_pool_and_the_exact_best_response(tmp_path):
     assert log.status == "success", log.error
     result = log.samples[0].scores["sepo_metrics"]
     played = {(row["pool"], row["opponent"]) for row in result.metadata["opponents"]}
-    assert {pool for pool, _ in played} == {"collusive", "exploiter"} and ("exploiter", "BestResponse") in played
+    assert {pool for pool, _ in played} == {"collusive", "exploiter"} and (
+        "exploiter",
+        "BestResponse",
+    ) in played
     assert math.isnan(result.value["utility"]) and not math.isnan(result.value["exact_value"])
 
 

@@ -36,15 +36,27 @@ def test_overwrite_replaces_only_a_run_of_the_same_command(tmp_path):
     out = tmp_path / "run"
     _run_with_model(out)
     before = _tree(out)
-    with pytest.raises(SepoError, match=r"holds the output of `sepo sft`, not `sepo train`.*--overwrite replaces only a `sepo train` run"):
+    with pytest.raises(
+        SepoError,
+        match=r"holds the output of `sepo sft`, not `sepo train`.*--overwrite replaces only a `sepo train` "
+              r"run",
+    ):
         with open_run(out, "train", {"x": 1}, overwrite=True):
             pass
     assert _tree(out) == before
 
 
 def test_a_different_config_names_the_field_by_its_path():
-    saved = {"agents": [{"name": "a", "spec": None}, {"name": "b", "spec": "bot:TFT"}], "seeds": [0, 1], "training": {"steps": 2}}
-    given = {"agents": [{"name": "a", "spec": None}, {"name": "b", "spec": "bot:GrimTrigger"}], "seeds": [0, 1], "training": {"steps": 2}}
+    saved = {
+        "agents": [{"name": "a", "spec": None}, {"name": "b", "spec": "bot:TFT"}],
+        "seeds": [0, 1],
+        "training": {"steps": 2},
+    }
+    given = {
+        "agents": [{"name": "a", "spec": None}, {"name": "b", "spec": "bot:GrimTrigger"}],
+        "seeds": [0, 1],
+        "training": {"steps": 2},
+    }
     assert describe_difference(saved, given) == "agents[1].spec bot:TFT there, bot:GrimTrigger here"
     assert describe_difference({"seeds": [0, 1]}, {"seeds": [0]}) == "seeds [0, 1] there, [0] here"
 
@@ -99,7 +111,12 @@ def test_the_runs_that_are_part_of_another_output_belong_to_it(tmp_path):
     assert _tree(out) == before
     with open_run(out, "experiment run", {"x": 1}, overwrite=True) as run:
         run.commit()
-    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [LOCK, "cells", "cells/mine.txt", MANIFEST]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == [
+        LOCK,
+        "cells",
+        "cells/mine.txt",
+        MANIFEST,
+    ]
 
 
 def test_only_temporaries_the_manifest_recorded_are_removed(tmp_path):
@@ -138,7 +155,9 @@ def test_a_second_writer_is_refused_and_a_dead_writers_lock_does_not_block(tmp_p
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         assert holder.stdout.readline().strip() == "holding"
-        with pytest.raises(SepoError, match=f"is being written by another sepo process \\(pid {holder.pid}\\)"):
+        with pytest.raises(
+            SepoError, match=f"is being written by another sepo process \\(pid {holder.pid}\\)"
+        ):
             with open_run(out, "train", {"x": 1}):
                 pass
     finally:

@@ -73,7 +73,9 @@ class CollusionRules:
     def coalition_gain(self) -> float:
         """Joint expected reward of the deviation minus that of the baseline, per round."""
         expected = self.rewards @ self.scenario_weights()
-        return float(expected[(slice(None), *self.deviation)].sum() - expected[(slice(None), *self.baseline)].sum())
+        return float(
+            expected[(slice(None), *self.deviation)].sum() - expected[(slice(None), *self.baseline)].sum()
+        )
 
     def names(self, joint: Sequence[int]) -> dict[str, str]:
         return {p: self.actions[i][a] for i, (p, a) in enumerate(zip(self.players, joint))}
@@ -115,7 +117,9 @@ def learn(rules: CollusionRules, seed: int) -> tuple[float, list[dict[str, float
         if t >= start:
             tail[t - start] = joint
     hits = np.all(tail == np.array(rules.target), axis=1).mean()
-    frequencies = [{name: float(np.mean(tail[:, i] == a)) for a, name in enumerate(rules.actions[i])} for i in range(n)]
+    frequencies = [
+        {name: float(np.mean(tail[:, i] == a)) for a, name in enumerate(rules.actions[i])} for i in range(n)
+    ]
     return float(hits), frequencies
 
 
@@ -130,16 +134,28 @@ class StressTestReport:
         rates = np.array(list(self.target_frequency.values()))
         game = self.rules.expected_game()
         return {
-            "name": self.rules.name, "rounds": self.rules.rounds, "window": self.rules.window, "epsilon": self.rules.epsilon,
+            "name": self.rules.name,
+            "rounds": self.rules.rounds,
+            "window": self.rules.window,
+            "epsilon": self.rules.epsilon,
             "target": self.rules.names(self.rules.target),
-            "target_frequency": {"mean": float(rates.mean()), "min": float(rates.min()), "max": float(rates.max()),
-                                 "threshold": self.rules.threshold,
-                                 "share_of_seeds_at_or_above_threshold": float(np.mean(rates >= self.rules.threshold)),
-                                 "per_seed": {str(s): r for s, r in self.target_frequency.items()}},
-            "coalition": {"deviation": self.rules.names(self.rules.deviation), "baseline": self.rules.names(self.rules.baseline),
-                          "gain": self.coalition_gain},
+            "target_frequency": {
+                "mean": float(rates.mean()),
+                "min": float(rates.min()),
+                "max": float(rates.max()),
+                "threshold": self.rules.threshold,
+                "share_of_seeds_at_or_above_threshold": float(np.mean(rates >= self.rules.threshold)),
+                "per_seed": {str(s): r for s, r in self.target_frequency.items()},
+            },
+            "coalition": {
+                "deviation": self.rules.names(self.rules.deviation),
+                "baseline": self.rules.names(self.rules.baseline),
+                "gain": self.coalition_gain,
+            },
             "expected_game_pure_nash": [self.rules.names(j) for j in game.pure_nash_equilibria()],
-            "final_window_action_frequencies": {str(s): dict(zip(self.rules.players, f)) for s, f in self.action_frequencies.items()},
+            "final_window_action_frequencies": {
+                str(s): dict(zip(self.rules.players, f)) for s, f in self.action_frequencies.items()
+            },
         }
 
 
@@ -165,16 +181,29 @@ def rules_from_data(data: Any, source: str = "<memory>") -> CollusionRules:
     scenario_names = tuple(str(k) for k in scenario_data)
     clash = [k for k in scenario_names if k in players]
     if clash:
-        raise AnalysisInputError(source, f"scenario.{clash[0]}", "a scenario variable may not share a player's name")
-    probabilities = np.array([as_probability(scenario_data[k], source, f"scenario.{k}") for k in scenario_names])
+        raise AnalysisInputError(
+            source, f"scenario.{clash[0]}", "a scenario variable may not share a player's name"
+        )
+    probabilities = np.array(
+        [as_probability(scenario_data[k], source, f"scenario.{k}") for k in scenario_names]
+    )
     reward_data = require_mapping(require_key(data, "rewards", source), source, "rewards")
     stray = [p for p in reward_data if p not in players]
     if stray:
-        raise AnalysisInputError(source, f"rewards.{stray[0]}", f"unknown player; players are {', '.join(players)}")
+        raise AnalysisInputError(
+            source, f"rewards.{stray[0]}", f"unknown player; players are {', '.join(players)}"
+        )
     shape = tuple(len(a) for a in actions) + (2 ** len(scenario_names),)
     rewards = np.zeros((len(players),) + shape)
     for i, player in enumerate(players):
-        rules = _parse_rules(require_key(reward_data, player, source, "rewards."), players, actions, scenario_names, source, f"rewards.{player}")
+        rules = _parse_rules(
+            require_key(reward_data, player, source, "rewards."),
+            players,
+            actions,
+            scenario_names,
+            source,
+            f"rewards.{player}",
+        )
         for joint in itertools.product(*(range(len(a)) for a in actions)):
             for k in range(shape[-1]):
                 scenario = {name: bool(k >> j & 1) for j, name in enumerate(scenario_names)}
@@ -184,29 +213,64 @@ def rules_from_data(data: Any, source: str = "<memory>") -> CollusionRules:
     rounds = _positive_int(learning.get("rounds", 10_000), source, "learning.rounds")
     window = _positive_int(learning.get("window", 1_000), source, "learning.window")
     if window > rounds:
-        raise AnalysisInputError(source, "learning.window", f"the final window ({window}) is longer than the run ({rounds} rounds)")
+        raise AnalysisInputError(
+            source, "learning.window", f"the final window ({window}) is longer than the run ({rounds} rounds)"
+        )
     epsilon = as_probability(learning.get("epsilon", 0.05), source, "learning.epsilon")
     target = joint_action(require_key(data, "target", source), players, actions, source, "target")
     coalition = require_mapping(require_key(data, "coalition", source), source, "coalition")
-    deviation = joint_action(require_key(coalition, "deviation", source, "coalition."), players, actions, source, "coalition.deviation")
-    baseline = joint_action(require_key(coalition, "baseline", source, "coalition."), players, actions, source, "coalition.baseline")
+    deviation = joint_action(
+        require_key(coalition, "deviation", source, "coalition."),
+        players,
+        actions,
+        source,
+        "coalition.deviation",
+    )
+    baseline = joint_action(
+        require_key(coalition, "baseline", source, "coalition."),
+        players,
+        actions,
+        source,
+        "coalition.baseline",
+    )
     seeds = _seeds(data.get("seeds", 10), source)
     threshold = as_probability(data.get("threshold", 0.9), source, "threshold")
-    return CollusionRules(str(data.get("name", Path(source).stem)), players, actions, scenario_names, probabilities, rewards,
-                          rounds, epsilon, window, target, deviation, baseline, seeds, threshold, source)
+    return CollusionRules(
+        str(data.get("name", Path(source).stem)),
+        players,
+        actions,
+        scenario_names,
+        probabilities,
+        rewards,
+        rounds,
+        epsilon,
+        window,
+        target,
+        deviation,
+        baseline,
+        seeds,
+        threshold,
+        source,
+    )
 
 
 def _parse_rules(value, players, actions, scenario_names, source, field) -> list[tuple[list, float]]:
     if not isinstance(value, Sequence) or isinstance(value, str) or not value:
-        raise AnalysisInputError(source, field, "expected a non-empty list of rules ({when: ..., reward: ...}, first match wins)")
+        raise AnalysisInputError(
+            source, field, "expected a non-empty list of rules ({when: ..., reward: ...}, first match wins)"
+        )
     parsed = []
     for k, rule in enumerate(value):
         rule_field = f"{field}[{k}]"
         rule = require_mapping(rule, source, rule_field)
         stray = [key for key in rule if key not in ("when", "reward")]
         if stray:
-            raise AnalysisInputError(source, f"{rule_field}.{stray[0]}", "unknown key; a rule has `when` (optional) and `reward`")
-        reward = as_number(require_key(rule, "reward", source, rule_field + "."), source, rule_field + ".reward")
+            raise AnalysisInputError(
+                source, f"{rule_field}.{stray[0]}", "unknown key; a rule has `when` (optional) and `reward`"
+            )
+        reward = as_number(
+            require_key(rule, "reward", source, rule_field + "."), source, rule_field + ".reward"
+        )
         when = require_mapping(rule.get("when") or {}, source, rule_field + ".when")
         condition = []
         for key, wanted in when.items():
@@ -214,18 +278,29 @@ def _parse_rules(value, players, actions, scenario_names, source, field) -> list
             if key in players:
                 names = [wanted] if isinstance(wanted, str) else wanted
                 if not isinstance(names, Sequence) or not names:
-                    raise AnalysisInputError(source, key_field, "expected an action name or a list of action names")
+                    raise AnalysisInputError(
+                        source, key_field, "expected an action name or a list of action names"
+                    )
                 allowed = actions[players.index(key)]
                 for name in names:
                     if name not in allowed:
-                        raise AnalysisInputError(source, key_field, f"unknown action {name!r}; known: {', '.join(allowed)}")
+                        raise AnalysisInputError(
+                            source, key_field, f"unknown action {name!r}; known: {', '.join(allowed)}"
+                        )
                 condition.append((players.index(key), {allowed.index(name) for name in names}))
             elif key in scenario_names:
                 if not isinstance(wanted, bool):
-                    raise AnalysisInputError(source, key_field, f"a scenario condition is true or false, got {wanted!r}")
+                    raise AnalysisInputError(
+                        source, key_field, f"a scenario condition is true or false, got {wanted!r}"
+                    )
                 condition.append((key, wanted))
             else:
-                raise AnalysisInputError(source, key_field, f"unknown name; use a player ({', '.join(players)}) or a scenario variable ({', '.join(scenario_names) or 'none'})")
+                raise AnalysisInputError(
+                    source,
+                    key_field,
+                    f"unknown name; use a player ({', '.join(players)}) or a scenario variable "
+                    f"({', '.join(scenario_names) or 'none'})",
+                )
         parsed.append((condition, reward))
     return parsed
 
@@ -234,9 +309,14 @@ def _first_match(rules, joint, scenario, source, field, describe) -> float:
     """The reward of the first rule whose conditions all hold: a player condition (player index,
     allowed actions) or a scenario condition (variable name, required truth value)."""
     for condition, reward in rules:
-        if all(joint[key] in wanted if isinstance(key, int) else scenario[key] == wanted for key, wanted in condition):
+        if all(
+            joint[key] in wanted if isinstance(key, int) else scenario[key] == wanted
+            for key, wanted in condition
+        ):
             return reward
-    raise AnalysisInputError(source, field, f"no rule matches {describe()}; end the list with a rule without `when`")
+    raise AnalysisInputError(
+        source, field, f"no rule matches {describe()}; end the list with a rule without `when`"
+    )
 
 
 def _describe(players, actions, joint, scenario) -> str:
@@ -257,6 +337,8 @@ def _seeds(value, source) -> tuple[int, ...]:
     if isinstance(value, Sequence) and not isinstance(value, str) and value:
         for k, seed in enumerate(value):
             if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-                raise AnalysisInputError(source, f"seeds[{k}]", f"expected a non-negative whole number, got {seed!r}")
+                raise AnalysisInputError(
+                    source, f"seeds[{k}]", f"expected a non-negative whole number, got {seed!r}"
+                )
         return tuple(value)
     raise AnalysisInputError(source, "seeds", "expected a count or a list of seeds")

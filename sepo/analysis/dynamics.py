@@ -186,7 +186,9 @@ def run_dynamics(game: NormalFormGame, rule: str, iterations: int = 10_000, *, s
     if rule not in RULES:
         raise AnalysisInputError("dynamics", "rule", f"unknown rule {rule!r}; use one of {', '.join(RULES)}")
     if swap and rule not in ("hedge", "regret-matching"):
-        raise AnalysisInputError("dynamics", "swap", f"the swap-regret version exists for hedge and regret-matching, not {rule}")
+        raise AnalysisInputError(
+            "dynamics", "swap", f"the swap-regret version exists for hedge and regret-matching, not {rule}"
+        )
     if iterations < 1:
         raise AnalysisInputError("dynamics", "iterations", f"must be at least 1, got {iterations}")
     rng = np.random.default_rng(seed)
@@ -321,7 +323,9 @@ def _replicator(game, start, iterations, dt, records) -> Trajectory:
     return recorder.trajectory("replicator", False, step=dt)
 
 
-def plot_trajectory(game: NormalFormGame, trajectory: Trajectory, path: str | Path, stamp: dict | None = None) -> Path:
+def plot_trajectory(
+    game: NormalFormGame, trajectory: Trajectory, path: str | Path, stamp: dict | None = None
+) -> Path:
     """Two panels: each player's current action probabilities over time, and the CE / CCE gaps
     and NashConv of the averages (log scale). Written as PNG with the Agg backend."""
     import matplotlib
@@ -344,7 +348,9 @@ def plot_trajectory(game: NormalFormGame, trajectory: Trajectory, path: str | Pa
     floor = 1e-12
     right.semilogy(trajectory.steps, np.maximum(trajectory.cce_gap, floor), label="CCE gap of average play")
     right.semilogy(trajectory.steps, np.maximum(trajectory.ce_gap, floor), label="CE gap of average play")
-    right.semilogy(trajectory.steps, np.maximum(trajectory.nash_conv, floor), label="NashConv of average strategies")
+    right.semilogy(
+        trajectory.steps, np.maximum(trajectory.nash_conv, floor), label="NashConv of average strategies"
+    )
     right.set_xlabel(left.get_xlabel())
     right.set_ylabel("payoff per round")
     right.legend(fontsize=8)
@@ -352,7 +358,12 @@ def plot_trajectory(game: NormalFormGame, trajectory: Trajectory, path: str | Pa
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        figure.savefig(path, dpi=110, format="png", metadata={"sepo-run": json.dumps(stamp, sort_keys=True)} if stamp else None)
+        figure.savefig(
+            path,
+            dpi=110,
+            format="png",
+            metadata={"sepo-run": json.dumps(stamp, sort_keys=True)} if stamp else None,
+        )
     finally:
         plt.close(figure)
     return path

@@ -54,7 +54,9 @@ def nash_equilibria_2p(game: NormalFormGame, tol: float = 1e-9) -> NashEnumerati
     `tol` is relative to the largest absolute payoff; it bounds how much an action outside the
     support may beat the support, and how negative a probability may come out of a solve."""
     if game.num_players != 2:
-        raise AnalysisInputError(game.source, "players", f"support enumeration needs two players, the game has {game.num_players}")
+        raise AnalysisInputError(
+            game.source, "players", f"support enumeration needs two players, the game has {game.num_players}"
+        )
     row_payoffs, column_payoffs = game.payoffs
     m, n = game.shape
     atol = tol * max(1.0, float(np.abs(game.payoffs).max()))
@@ -78,10 +80,15 @@ def nash_equilibria_2p(game: NormalFormGame, tol: float = 1e-9) -> NashEnumerati
             column_values = x_full @ column_payoffs
             if row_values.max() > v[r, c] + atol or column_values.max() > w[r, c] + atol:
                 continue
-            if any(np.allclose(x_full, ex, atol=1e-9) and np.allclose(y_full, ey, atol=1e-9) for ex, ey in equilibria):
+            if any(
+                np.allclose(x_full, ex, atol=1e-9) and np.allclose(y_full, ey, atol=1e-9)
+                for ex, ey in equilibria
+            ):
                 degenerate = True
                 continue
-            too_many_best = (np.sum(row_values >= v[r, c] - atol) > k) or (np.sum(column_values >= w[r, c] - atol) > k)
+            too_many_best = (np.sum(row_values >= v[r, c] - atol) > k) or (
+                np.sum(column_values >= w[r, c] - atol) > k
+            )
             zero_weight = np.any(x[r, c] <= atol) or np.any(y[r, c] <= atol)
             degenerate = degenerate or bool(too_many_best or zero_weight)
             equilibria.append((x_full, y_full))
@@ -121,7 +128,11 @@ def solve_zero_sum(game: NormalFormGame) -> ZeroSumSolution:
     if game.num_players != 2:
         raise AnalysisInputError(game.source, "players", "the zero-sum LP needs two players")
     if game.constant_sum() is None:
-        raise AnalysisInputError(game.source, "payoffs", "the game is not zero-sum (or constant-sum): payoffs do not sum to a constant in every cell")
+        raise AnalysisInputError(
+            game.source,
+            "payoffs",
+            "the game is not zero-sum (or constant-sum): payoffs do not sum to a constant in every cell",
+        )
     row_payoffs = game.payoffs[0]
     x, value = _maximin(row_payoffs)
     y, _ = _maximin(-row_payoffs.T)
@@ -144,7 +155,9 @@ def _maximin(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
     return x, float((x @ payoffs).min())
 
 
-def incentive_constraints(game: NormalFormGame, kind: str = "ce") -> tuple[np.ndarray, list[tuple[int, int | None, int]]]:
+def incentive_constraints(
+    game: NormalFormGame, kind: str = "ce"
+) -> tuple[np.ndarray, list[tuple[int, int | None, int]]]:
     """Rows g with g . p <= 0 for every incentive constraint of a CE (`kind="ce"`) or a coarse
     CE (`kind="cce"`), over the flattened joint distribution p. Labels are (player, recommended
     action or None for CCE, deviation)."""
@@ -185,21 +198,33 @@ class CorrelatedEquilibrium:
         return sorted(items, key=lambda item: -item[1])
 
 
-def correlated_equilibrium(game: NormalFormGame, kind: str = "ce", objective: str = "max-welfare") -> CorrelatedEquilibrium:
+def correlated_equilibrium(
+    game: NormalFormGame, kind: str = "ce", objective: str = "max-welfare"
+) -> CorrelatedEquilibrium:
     """An extreme CE / CCE for `objective`: "max-welfare", "min-welfare", "max:PLAYER", "min:PLAYER".
 
     The LP vertex from HiGHS is polished by re-solving its active constraints exactly, so the
     returned distribution meets every incentive constraint to about 1e-12 of the payoff scale."""
     constraints, _ = incentive_constraints(game, kind)
     sense, weights = _objective_weights(game, objective)
-    result = linprog(-sense * weights, A_ub=constraints, b_ub=np.zeros(len(constraints)),
-                     A_eq=np.ones((1, weights.size)), b_eq=[1.0], bounds=(0, None), method="highs-ds", options=_HIGHS)
+    result = linprog(
+        -sense * weights,
+        A_ub=constraints,
+        b_ub=np.zeros(len(constraints)),
+        A_eq=np.ones((1, weights.size)),
+        b_eq=[1.0],
+        bounds=(0, None),
+        method="highs-ds",
+        options=_HIGHS,
+    )
     if result.status != 0:
         raise RuntimeError(f"correlated-equilibrium LP failed: {result.message}")
     p = _polish(result.x, constraints)
     joint = p.reshape(game.shape)
     violation = float(max(0.0, (constraints @ p).max()))
-    return CorrelatedEquilibrium(kind, objective, joint, game.joint_expected_payoffs(joint), float(weights @ p), violation)
+    return CorrelatedEquilibrium(
+        kind, objective, joint, game.joint_expected_payoffs(joint), float(weights @ p), violation
+    )
 
 
 def _objective_weights(game: NormalFormGame, objective: str) -> tuple[float, np.ndarray]:
@@ -207,7 +232,11 @@ def _objective_weights(game: NormalFormGame, objective: str) -> tuple[float, np.
         return (1.0 if objective.startswith("max") else -1.0), game.welfare().ravel()
     direction, _, player = objective.partition(":")
     if direction not in ("max", "min") or not player:
-        raise AnalysisInputError(game.source, "objective", f"unknown objective {objective!r}; use max-welfare, min-welfare, max:PLAYER or min:PLAYER")
+        raise AnalysisInputError(
+            game.source,
+            "objective",
+            f"unknown objective {objective!r}; use max-welfare, min-welfare, max:PLAYER or min:PLAYER",
+        )
     return (1.0 if direction == "max" else -1.0), game.payoffs[game.player_index(player)].ravel()
 
 

@@ -38,8 +38,11 @@ def read_data(path: str | Path) -> Any:
     except RecursionError:
         raise AnalysisInputError(source, "file", "nested too deeply") from None
     except (ValueError, yaml.YAMLError) as error:
-        raise AnalysisInputError(source, "file", f"not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: "
-                                                 f"{problem_of(error)}") from None
+        raise AnalysisInputError(
+            source,
+            "file",
+            f"not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {problem_of(error)}",
+        ) from None
 
 
 def require_mapping(value: Any, source: str, field: str) -> Mapping[str, Any]:
@@ -97,7 +100,9 @@ def numeric_tensor(value: Any, dims: Sequence[tuple[int, str]], source: str, fie
         return np.asarray(as_number(value, source, field))
     length, meaning = dims[0]
     if not isinstance(value, Sequence) or isinstance(value, str):
-        raise AnalysisInputError(source, field, f"expected a list of {length} ({meaning}), got {_kind(value)} {value!r}")
+        raise AnalysisInputError(
+            source, field, f"expected a list of {length} ({meaning}), got {_kind(value)} {value!r}"
+        )
     if len(value) != length:
         raise AnalysisInputError(source, field, f"has {len(value)} entries; expected {length} ({meaning})")
     return np.stack([numeric_tensor(item, dims[1:], source, f"{field}[{i}]") for i, item in enumerate(value)])
@@ -110,14 +115,24 @@ def distribution(value: Any, names: Sequence[str], source: str, field: str) -> n
         vector = np.zeros(len(names))
         for name, probability in value.items():
             if str(name) not in names:
-                raise AnalysisInputError(source, f"{field}.{name}", f"unknown action {name!r}; known: {', '.join(names)}")
+                raise AnalysisInputError(
+                    source, f"{field}.{name}", f"unknown action {name!r}; known: {', '.join(names)}"
+                )
             vector[list(names).index(str(name))] = as_probability(probability, source, f"{field}.{name}")
     elif isinstance(value, Sequence) and not isinstance(value, str):
         if len(value) != len(names):
-            raise AnalysisInputError(source, field, f"has {len(value)} probabilities; expected {len(names)} (one per action: {', '.join(names)})")
+            raise AnalysisInputError(
+                source,
+                field,
+                f"has {len(value)} probabilities; expected {len(names)} (one per action: {', '.join(names)})",
+            )
         vector = np.array([as_probability(p, source, f"{field}[{i}]") for i, p in enumerate(value)])
     else:
-        raise AnalysisInputError(source, field, f"expected probabilities (a list or a mapping action -> probability), got {_kind(value)}")
+        raise AnalysisInputError(
+            source,
+            field,
+            f"expected probabilities (a list or a mapping action -> probability), got {_kind(value)}",
+        )
     total = float(vector.sum())
     if abs(total - 1.0) > SUM_TOLERANCE:
         raise AnalysisInputError(source, field, f"probabilities sum to {total:.10g}; they must sum to 1")
@@ -146,7 +161,9 @@ def joint_action(value: Any, players, actions, source: str, field: str) -> tuple
             raise AnalysisInputError(source, f"{field}.{missing[0]}", "missing")
         stray = [p for p in value if p not in players]
         if stray:
-            raise AnalysisInputError(source, f"{field}.{stray[0]}", f"unknown player; players are {', '.join(players)}")
+            raise AnalysisInputError(
+                source, f"{field}.{stray[0]}", f"unknown player; players are {', '.join(players)}"
+            )
         names = [value[p] for p in players]
     elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == len(players):
         names = list(value)
@@ -155,6 +172,8 @@ def joint_action(value: Any, players, actions, source: str, field: str) -> tuple
     joint = []
     for i, name in enumerate(names):
         if str(name) not in actions[i]:
-            raise AnalysisInputError(source, f"{field}.{players[i]}", f"unknown action {name!r}; known: {', '.join(actions[i])}")
+            raise AnalysisInputError(
+                source, f"{field}.{players[i]}", f"unknown action {name!r}; known: {', '.join(actions[i])}"
+            )
         joint.append(list(actions[i]).index(str(name)))
     return tuple(joint)

@@ -78,13 +78,21 @@ class MarkovGame:
         data = require_mapping(data if data is not None else {}, self.source, field)
         unknown = [s for s in data if s not in self.decision_states]
         if unknown:
-            raise AnalysisInputError(self.source, f"{field}.{unknown[0]}", f"not a decision state; decision states: {', '.join(self.decision_states)}")
+            raise AnalysisInputError(
+                self.source,
+                f"{field}.{unknown[0]}",
+                f"not a decision state; decision states: {', '.join(self.decision_states)}",
+            )
         policy = {}
         for s in self.decision_states:
             entry = require_mapping(data.get(s, {}), self.source, f"{field}.{s}")
             stray = [p for p in entry if p not in self.players]
             if stray:
-                raise AnalysisInputError(self.source, f"{field}.{s}.{stray[0]}", f"unknown player; players are {', '.join(self.players)}")
+                raise AnalysisInputError(
+                    self.source,
+                    f"{field}.{s}.{stray[0]}",
+                    f"unknown player; players are {', '.join(self.players)}",
+                )
             profile = []
             for i, player in enumerate(self.players):
                 names = self.actions[s][i]
@@ -93,7 +101,11 @@ class MarkovGame:
                 elif len(names) == 1:
                     profile.append(np.ones(1))
                 else:
-                    raise AnalysisInputError(self.source, f"{field}.{s}.{player}", f"missing: {player} has {len(names)} actions at {s}")
+                    raise AnalysisInputError(
+                        self.source,
+                        f"{field}.{s}.{player}",
+                        f"missing: {player} has {len(names)} actions at {s}",
+                    )
             policy[s] = tuple(profile)
         return policy
 
@@ -101,7 +113,10 @@ class MarkovGame:
         """Expected rewards `[n]` and next-state distribution `[states]` at `state` under `profile`."""
         joint = product_distribution(profile)
         n = len(self.players)
-        return (np.tensordot(self.rewards[state], joint, axes=n), np.tensordot(joint, self.transitions[state], axes=n))
+        return (
+            np.tensordot(self.rewards[state], joint, axes=n),
+            np.tensordot(joint, self.transitions[state], axes=n),
+        )
 
     def evaluate(self, policy: MarkovPolicy) -> dict[str, np.ndarray]:
         """V^pi(s) for every state: an array `[n]` of each player's value."""
@@ -122,12 +137,18 @@ class MarkovGame:
         try:
             solved = np.linalg.solve(system, rhs)
         except np.linalg.LinAlgError:
-            raise AnalysisInputError(self.source, "gamma", "the Bellman system is singular: with gamma = 1 every policy must reach a terminal state") from None
+            raise AnalysisInputError(
+                self.source,
+                "gamma",
+                "the Bellman system is singular: with gamma = 1 every policy must reach a terminal state",
+            ) from None
         values = {s: solved[k] for k, s in enumerate(decision)}
         values.update({s: np.asarray(v, dtype=float) for s, v in self.terminal_values.items()})
         return values
 
-    def best_response(self, policy: MarkovPolicy, player: int) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    def best_response(
+        self, policy: MarkovPolicy, player: int
+    ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
         """Player's best-response values V^BR(s) (array `[n]`, the player's own entry is the
         best-response value) against the others' `policy`, and the greedy pure policy, by policy
         iteration started from the player's own policy."""
@@ -148,7 +169,9 @@ class MarkovGame:
             if not improved:
                 return values, greedy
 
-    def action_values(self, policy: MarkovPolicy, player: int, state: str, own_values: np.ndarray) -> np.ndarray:
+    def action_values(
+        self, policy: MarkovPolicy, player: int, state: str, own_values: np.ndarray
+    ) -> np.ndarray:
         """Q(s, a) of each of the player's actions at `state`, others following `policy`."""
         q = []
         for a in range(len(self.actions[state][player])):
@@ -168,8 +191,11 @@ class MarkovGame:
             gain = max(0.0, float(best[self.start][i] - values[self.start][i]))
             nash_conv += gain
             report["players"][player] = {
-                "value": float(values[self.start][i]), "best_response_value": float(best[self.start][i]), "gain": gain,
-                "best_response": {s: self.actions[s][i][a] for s, a in choice.items()}}
+                "value": float(values[self.start][i]),
+                "best_response_value": float(best[self.start][i]),
+                "gain": gain,
+                "best_response": {s: self.actions[s][i][a] for s, a in choice.items()},
+            }
         report["nash_conv"] = nash_conv
         report["values"] = {s: dict(zip(self.players, map(float, v))) for s, v in values.items()}
         return report
@@ -195,32 +221,56 @@ def markov_game_from_data(data: Any, source: str = "<memory>") -> MarkovGame:
             value = entry.get("value", [0.0] * n)
             terminal[s] = _per_player(value, players, source, f"states.{s}.value")
             continue
-        action_data = require_mapping(require_key(entry, "actions", source, f"states.{s}."), source, f"states.{s}.actions")
+        action_data = require_mapping(
+            require_key(entry, "actions", source, f"states.{s}."), source, f"states.{s}.actions"
+        )
         stray = [p for p in action_data if p not in players]
         if stray:
-            raise AnalysisInputError(source, f"states.{s}.actions.{stray[0]}", f"unknown player; players are {', '.join(players)}")
-        actions[s] = tuple(as_name_list(require_key(action_data, p, source, f"states.{s}.actions."), source, f"states.{s}.actions.{p}")
-                           for p in players)
+            raise AnalysisInputError(
+                source, f"states.{s}.actions.{stray[0]}", f"unknown player; players are {', '.join(players)}"
+            )
+        actions[s] = tuple(
+            as_name_list(
+                require_key(action_data, p, source, f"states.{s}.actions."), source, f"states.{s}.actions.{p}"
+            )
+            for p in players
+        )
         shape = tuple(len(a) for a in actions[s])
         rewards[s] = np.zeros((n,) + shape)
         transitions[s] = np.zeros(shape + (len(states),))
         seen = set()
         outcomes = entry["outcomes"]
         if not isinstance(outcomes, Sequence) or isinstance(outcomes, str):
-            raise AnalysisInputError(source, f"states.{s}.outcomes", "expected a list of outcomes, one per joint action")
+            raise AnalysisInputError(
+                source, f"states.{s}.outcomes", "expected a list of outcomes, one per joint action"
+            )
         for k, outcome in enumerate(outcomes):
             field = f"states.{s}.outcomes[{k}]"
             outcome = require_mapping(outcome, source, field)
-            joint = joint_action(require_key(outcome, "joint", source, field + "."), players, actions[s], source, field + ".joint")
+            joint = joint_action(
+                require_key(outcome, "joint", source, field + "."),
+                players,
+                actions[s],
+                source,
+                field + ".joint",
+            )
             if joint in seen:
                 raise AnalysisInputError(source, field + ".joint", "this joint action is listed twice")
             seen.add(joint)
-            rewards[s][(slice(None), *joint)] = _per_player(require_key(outcome, "rewards", source, field + "."), players, source, field + ".rewards")
-            transitions[s][joint] = _next_states(require_key(outcome, "next", source, field + "."), states, source, field + ".next")
+            rewards[s][(slice(None), *joint)] = _per_player(
+                require_key(outcome, "rewards", source, field + "."), players, source, field + ".rewards"
+            )
+            transitions[s][joint] = _next_states(
+                require_key(outcome, "next", source, field + "."), states, source, field + ".next"
+            )
         for joint in itertools.product(*(range(size) for size in shape)):
             if joint not in seen:
                 names = ", ".join(actions[s][i][a] for i, a in enumerate(joint))
-                raise AnalysisInputError(source, f"states.{s}.outcomes", f"no outcome for joint action [{names}]; every joint action needs one")
+                raise AnalysisInputError(
+                    source,
+                    f"states.{s}.outcomes",
+                    f"no outcome for joint action [{names}]; every joint action needs one",
+                )
     if not actions:
         raise AnalysisInputError(source, "states", "no decision state (a state with outcomes)")
     start = str(data.get("start", states[0]))
@@ -236,7 +286,9 @@ def _per_player(value: Any, players, source: str, field: str) -> np.ndarray:
     if isinstance(value, Mapping):
         stray = [p for p in value if p not in players]
         if stray:
-            raise AnalysisInputError(source, f"{field}.{stray[0]}", f"unknown player; players are {', '.join(players)}")
+            raise AnalysisInputError(
+                source, f"{field}.{stray[0]}", f"unknown player; players are {', '.join(players)}"
+            )
         return np.array([as_number(value[p], source, f"{field}.{p}") if p in value else 0.0 for p in players])
     return numeric_tensor(value, [(len(players), "one per player")], source, field)
 
@@ -251,5 +303,7 @@ def _next_states(value: Any, states, source: str, field: str) -> np.ndarray:
             raise AnalysisInputError(source, f"{field}.{name}", f"unknown state; states: {', '.join(states)}")
         vector[states.index(name)] = as_probability(probability, source, f"{field}.{name}")
     if abs(vector.sum() - 1.0) > 1e-6:
-        raise AnalysisInputError(source, field, f"probabilities sum to {vector.sum():.10g}; they must sum to 1")
+        raise AnalysisInputError(
+            source, field, f"probabilities sum to {vector.sum():.10g}; they must sum to 1"
+        )
     return vector / vector.sum()

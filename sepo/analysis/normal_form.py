@@ -59,19 +59,31 @@ class NormalFormGame:
         payoffs = np.asarray(self.payoffs, dtype=float)
         expected = (len(self.players),) + tuple(len(a) for a in self.actions)
         if len(self.actions) != len(self.players):
-            raise AnalysisInputError(self.source, "actions", f"{len(self.actions)} action lists for {len(self.players)} players")
+            raise AnalysisInputError(
+                self.source, "actions", f"{len(self.actions)} action lists for {len(self.players)} players"
+            )
         if payoffs.shape != expected:
-            raise AnalysisInputError(self.source, "payoffs", f"tensor has shape {payoffs.shape}; expected {expected} (players, then actions of each player)")
+            raise AnalysisInputError(
+                self.source,
+                "payoffs",
+                f"tensor has shape {payoffs.shape}; expected {expected} (players, then actions of each "
+                "player)",
+            )
         if not np.all(np.isfinite(payoffs)):
             raise AnalysisInputError(self.source, "payoffs", "contains a non-finite number")
         object.__setattr__(self, "payoffs", payoffs)
 
     @classmethod
-    def from_bimatrix(cls, row, column, *, players=("row", "column"), actions=None, name="game") -> "NormalFormGame":
+    def from_bimatrix(
+        cls, row, column, *, players=("row", "column"), actions=None, name="game"
+    ) -> "NormalFormGame":
         """Two-player game from the row player's matrix A and the column player's matrix B."""
         row, column = np.asarray(row, dtype=float), np.asarray(column, dtype=float)
         if actions is None:
-            actions = (tuple(f"r{i}" for i in range(row.shape[0])), tuple(f"c{j}" for j in range(row.shape[1])))
+            actions = (
+                tuple(f"r{i}" for i in range(row.shape[0])),
+                tuple(f"c{j}" for j in range(row.shape[1])),
+            )
         return cls(tuple(players), tuple(tuple(a) for a in actions), np.stack([row, column]), name=name)
 
     @classmethod
@@ -97,12 +109,18 @@ class NormalFormGame:
         if isinstance(player, int):
             return player
         if player not in self.players:
-            raise AnalysisInputError(self.source, "player", f"unknown player {player!r}; known: {', '.join(self.players)}")
+            raise AnalysisInputError(
+                self.source, "player", f"unknown player {player!r}; known: {', '.join(self.players)}"
+            )
         return self.players.index(player)
 
     def action_index(self, player: int, action: str) -> int:
         if action not in self.actions[player]:
-            raise AnalysisInputError(self.source, f"actions.{self.players[player]}", f"unknown action {action!r}; known: {', '.join(self.actions[player])}")
+            raise AnalysisInputError(
+                self.source,
+                f"actions.{self.players[player]}",
+                f"unknown action {action!r}; known: {', '.join(self.actions[player])}",
+            )
         return self.actions[player].index(action)
 
     def uniform_profile(self) -> Profile:
@@ -154,8 +172,11 @@ class NormalFormGame:
         """Every joint pure action from which no player gains by switching its own action."""
         equilibria = []
         for joint in itertools.product(*(range(size) for size in self.shape)):
-            if all(self.payoffs[(i, *joint[:i], slice(None), *joint[i + 1:])].max() <= self.payoffs[(i, *joint)] + tol
-                   for i in range(self.num_players)):
+            if all(
+                self.payoffs[(i, *joint[:i], slice(None), *joint[i + 1 :])].max()
+                <= self.payoffs[(i, *joint)] + tol
+                for i in range(self.num_players)
+            ):
                 equilibria.append(joint)
         return equilibria
 
@@ -181,19 +202,32 @@ class NormalFormGame:
         if isinstance(data, Mapping):
             unknown = [p for p in data if str(p) not in self.players]
             if unknown:
-                raise AnalysisInputError(self.source, f"{field}.{unknown[0]}", f"unknown player; known: {', '.join(self.players)}")
+                raise AnalysisInputError(
+                    self.source, f"{field}.{unknown[0]}", f"unknown player; known: {', '.join(self.players)}"
+                )
             missing = [p for p in self.players if p not in data]
             if missing:
-                raise AnalysisInputError(self.source, f"{field}.{missing[0]}", "missing: a profile needs a strategy for every player")
+                raise AnalysisInputError(
+                    self.source,
+                    f"{field}.{missing[0]}",
+                    "missing: a profile needs a strategy for every player",
+                )
             items = [data[p] for p in self.players]
         elif isinstance(data, Sequence) and not isinstance(data, str) and len(data) == self.num_players:
             items = list(data)
         else:
-            raise AnalysisInputError(self.source, field, f"expected a strategy for each of {', '.join(self.players)}")
-        return tuple(distribution(item, self.actions[i], self.source, f"{field}.{self.players[i]}") for i, item in enumerate(items))
+            raise AnalysisInputError(
+                self.source, field, f"expected a strategy for each of {', '.join(self.players)}"
+            )
+        return tuple(
+            distribution(item, self.actions[i], self.source, f"{field}.{self.players[i]}")
+            for i, item in enumerate(items)
+        )
 
     def describe_profile(self, profile: Profile) -> dict[str, dict[str, float]]:
-        return {p: {a: float(x) for a, x in zip(self.actions[i], profile[i])} for i, p in enumerate(self.players)}
+        return {
+            p: {a: float(x) for a, x in zip(self.actions[i], profile[i])} for i, p in enumerate(self.players)
+        }
 
 
 def load_game(path: str | Path) -> NormalFormGame:
@@ -209,21 +243,33 @@ def game_from_data(data: Any, source: str = "<memory>") -> NormalFormGame:
     elif isinstance(actions_data, Mapping):
         players = as_name_list(list(actions_data), source, "actions", min_length=2)
     else:
-        raise AnalysisInputError(source, "players", "missing (or give actions as a mapping player -> action names)")
+        raise AnalysisInputError(
+            source, "players", "missing (or give actions as a mapping player -> action names)"
+        )
     if isinstance(actions_data, Mapping):
-        actions = _per_player(actions_data, players, source, "actions", lambda v, f: as_name_list(v, source, f))
+        actions = _per_player(
+            actions_data, players, source, "actions", lambda v, f: as_name_list(v, source, f)
+        )
     elif isinstance(actions_data, Sequence) and not isinstance(actions_data, str):
         if len(actions_data) != len(players):
-            raise AnalysisInputError(source, "actions", f"{len(actions_data)} action lists for {len(players)} players")
+            raise AnalysisInputError(
+                source, "actions", f"{len(actions_data)} action lists for {len(players)} players"
+            )
         actions = [as_name_list(a, source, f"actions[{i}]") for i, a in enumerate(actions_data)]
     else:
         raise AnalysisInputError(source, "actions", "expected a mapping player -> action names")
     axes = [(len(a), f"one per action of {p}") for p, a in zip(players, actions)]
     payoff_data = require_key(data, "payoffs", source)
     if isinstance(payoff_data, Mapping):
-        payoffs = np.stack(_per_player(payoff_data, players, source, "payoffs", lambda v, f: numeric_tensor(v, axes, source, f)))
+        payoffs = np.stack(
+            _per_player(
+                payoff_data, players, source, "payoffs", lambda v, f: numeric_tensor(v, axes, source, f)
+            )
+        )
     else:
-        cells = numeric_tensor(payoff_data, axes + [(len(players), "one payoff per player")], source, "payoffs")
+        cells = numeric_tensor(
+            payoff_data, axes + [(len(players), "one payoff per player")], source, "payoffs"
+        )
         payoffs = np.moveaxis(cells, -1, 0)
     name = str(data.get("name", Path(source).stem if source != "<memory>" else "game"))
     game = NormalFormGame(players, tuple(actions), payoffs, name=name, source=source)
@@ -236,7 +282,9 @@ def _per_player(data: Mapping, players, source, field, parse) -> list:
     """`parse(data[p], "field.p")` for every player, in order; unknown or missing players are errors."""
     unknown = [p for p in data if str(p) not in players]
     if unknown:
-        raise AnalysisInputError(source, f"{field}.{unknown[0]}", f"unknown player; players are {', '.join(players)}")
+        raise AnalysisInputError(
+            source, f"{field}.{unknown[0]}", f"unknown player; players are {', '.join(players)}"
+        )
     missing = [p for p in players if p not in data]
     if missing:
         raise AnalysisInputError(source, f"{field}.{missing[0]}", "missing")

@@ -43,11 +43,23 @@ class MetaGame:
     source: str = "<memory>"
 
     def game(self) -> NormalFormGame:
-        return NormalFormGame(("row", "column"), (self.agents, self.agents), np.stack([self.payoffs, self.payoffs.T]),
-                              name="meta-game", source=self.source)
+        return NormalFormGame(
+            ("row", "column"),
+            (self.agents, self.agents),
+            np.stack([self.payoffs, self.payoffs.T]),
+            name="meta-game",
+            source=self.source,
+        )
 
     def is_zero_sum(self, tol: float = 1e-9) -> bool:
-        return bool(np.allclose(self.payoffs, -self.payoffs.T, rtol=0.0, atol=tol * max(1.0, float(np.abs(self.payoffs).max()))))
+        return bool(
+            np.allclose(
+                self.payoffs,
+                -self.payoffs.T,
+                rtol=0.0,
+                atol=tol * max(1.0, float(np.abs(self.payoffs).max())),
+            )
+        )
 
 
 def load_matrix(path: str | Path) -> MetaGame:
@@ -56,11 +68,18 @@ def load_matrix(path: str | Path) -> MetaGame:
     data = require_mapping(read_data(path), source, "top level")
     agents = as_name_list(require_key(data, "agents", source), source, "agents", min_length=2)
     k = len(agents)
-    payoffs = numeric_tensor(require_key(data, "payoffs", source), [(k, "one row per agent"), (k, "one entry per opponent agent")], source, "payoffs")
+    payoffs = numeric_tensor(
+        require_key(data, "payoffs", source),
+        [(k, "one row per agent"), (k, "one entry per opponent agent")],
+        source,
+        "payoffs",
+    )
     return MetaGame(agents, payoffs, "matrix file", None, source)
 
 
-def build_meta_game(game_name: str, specs: Sequence[str], *, episodes: int = 200, seed: int = 0, progress=None) -> MetaGame:
+def build_meta_game(
+    game_name: str, specs: Sequence[str], *, episodes: int = 200, seed: int = 0, progress=None
+) -> MetaGame:
     """Load each agent spec in `game_name` and fill the payoff matrix: exact where the domain's
     solver has a head-to-head and every agent gives a table, otherwise sampled play (`episodes` per pair of agents, half in each starting
     seat; `progress(done, total)` after each pair)."""
@@ -70,7 +89,9 @@ def build_meta_game(game_name: str, specs: Sequence[str], *, episodes: int = 200
     from sepo.policies.specs import load_agent, policy_table
 
     if len(specs) < 2:
-        raise AnalysisInputError("--agents", "agents", f"a population needs at least two agents, got {len(specs)}")
+        raise AnalysisInputError(
+            "--agents", "agents", f"a population needs at least two agents, got {len(specs)}"
+        )
     if len(set(specs)) != len(specs):
         raise AnalysisInputError("--agents", "agents", "an agent spec is listed twice")
     try:
@@ -91,7 +112,9 @@ def build_meta_game(game_name: str, specs: Sequence[str], *, episodes: int = 200
         if all(t is not None for t in tables):
             stacked = np.stack(tables)
             payoffs = head_to_head(stacked[:, None], stacked[None, :])
-            return MetaGame(tuple(specs), np.asarray(payoffs, dtype=float), "exact (the domain solver's head_to_head)")
+            return MetaGame(
+                tuple(specs), np.asarray(payoffs, dtype=float), "exact (the domain solver's head_to_head)"
+            )
     return _sampled_meta_game(domain, tuple(specs), agents, episodes, seed, progress)
 
 
@@ -105,8 +128,11 @@ def _sampled_meta_game(domain, specs, agents, episodes: int, seed: int, progress
     from sepo.limits import check_episodes
 
     if episodes < 2:
-        raise AnalysisInputError("--episodes", "episodes", f"need at least 2 episodes per pair, got {episodes}")
-    check_episodes(domain, episodes // 2 + 1, 1, "one pair of agents")  # one seat's episodes are held at a time
+        raise AnalysisInputError(
+            "--episodes", "episodes", f"need at least 2 episodes per pair, got {episodes}"
+        )
+    # one seat's episodes are held at a time
+    check_episodes(domain, episodes // 2 + 1, 1, "one pair of agents")
     k = len(agents)
     payoffs, errors = np.zeros((k, k)), np.zeros((k, k))
     pairs = [(i, j) for i in range(k) for j in range(i, k)]
@@ -116,7 +142,14 @@ def _sampled_meta_game(domain, specs, agents, episodes: int, seed: int, progress
             count = episodes // 2 + (episodes % 2) * (1 - seat)
             draws = np.random.default_rng([seed, i, j, seat]).integers(0, 2**31 - 1, size=count + 1)
             opponent = _self_play_partner(specs[j], agents[j], domain) if i == j else agents[j]
-            records = play_episodes(domain, agents[i], [opponent] * count, draws[1:].tolist(), agent_seed=int(draws[0]), agent_player=seat)
+            records = play_episodes(
+                domain,
+                agents[i],
+                [opponent] * count,
+                draws[1:].tolist(),
+                agent_seed=int(draws[0]),
+                agent_player=seat,
+            )
             mine += [r.agent_payoffs.mean() for r in records]
             theirs += [r.opponent_payoffs.mean() for r in records]
         mine, theirs = np.array(mine), np.array(theirs)
@@ -167,27 +200,48 @@ class PopulationReport:
         entropy = _entropy(mix)
         k = len(mix)
         top = int(mix.argmax())
-        return {"entropy_nats": entropy, "normalized_entropy": float(entropy / np.log(k)), "effective_strategies": float(np.exp(entropy)),
-                "largest_share": float(mix[top]), "most_common": self.meta.agents[top],
-                "monoculture": bool(mix[top] >= self.monoculture_share), "monoculture_threshold": self.monoculture_share}
+        return {
+            "entropy_nats": entropy,
+            "normalized_entropy": float(entropy / np.log(k)),
+            "effective_strategies": float(np.exp(entropy)),
+            "largest_share": float(mix[top]),
+            "most_common": self.meta.agents[top],
+            "monoculture": bool(mix[top] >= self.monoculture_share),
+            "monoculture_threshold": self.monoculture_share,
+        }
 
     def to_dict(self) -> dict:
         agents = self.meta.agents
         result = {
-            "agents": list(agents), "method": self.meta.method,
+            "agents": list(agents),
+            "method": self.meta.method,
             "payoffs": {a: dict(zip(agents, map(float, row))) for a, row in zip(agents, self.meta.payoffs)},
-            "nash": {"method": self.nash_method, "value": self.nash_value,
-                     "mixes": [dict(zip(agents, map(float, m))) for m in self.nash_mixes]},
-            "agents_report": {a: {"exploitability_in_population": float(self.exploitability[i]),
-                                  "best_exploiter": self.best_exploiter[i],
-                                  "payoff_against_nash_mix": float(self.rating[i])} for i, a in enumerate(agents)},
+            "nash": {
+                "method": self.nash_method,
+                "value": self.nash_value,
+                "mixes": [dict(zip(agents, map(float, m))) for m in self.nash_mixes],
+            },
+            "agents_report": {
+                a: {
+                    "exploitability_in_population": float(self.exploitability[i]),
+                    "best_exploiter": self.best_exploiter[i],
+                    "payoff_against_nash_mix": float(self.rating[i]),
+                }
+                for i, a in enumerate(agents)
+            },
             "correlated_equilibrium_max_welfare": {
                 "welfare": float(self.correlated.objective_value),
-                "support": [{"row": joint[0], "column": joint[1], "probability": p} for joint, p in self.correlated.support(self.meta.game())]},
+                "support": [
+                    {"row": joint[0], "column": joint[1], "probability": p}
+                    for joint, p in self.correlated.support(self.meta.game())
+                ],
+            },
             "diversity": self.diversity(),
         }
         if self.meta.standard_errors is not None:
-            result["standard_errors"] = {a: dict(zip(agents, map(float, row))) for a, row in zip(agents, self.meta.standard_errors)}
+            result["standard_errors"] = {
+                a: dict(zip(agents, map(float, row))) for a, row in zip(agents, self.meta.standard_errors)
+            }
         return result
 
 
@@ -202,18 +256,34 @@ def analyze_population(meta: MetaGame, monoculture_share: float = 0.9) -> Popula
     else:
         enumeration = nash_equilibria_2p(game)
         mixes = [x for x, y in enumeration.equilibria if np.allclose(x, y, atol=1e-9)]
-        method = "symmetric equilibria by support enumeration" + (" (degenerate game: list may be incomplete)" if enumeration.degenerate else "")
+        method = "symmetric equilibria by support enumeration" + (
+            " (degenerate game: list may be incomplete)" if enumeration.degenerate else ""
+        )
         value = None
         if not mixes:
-            raise AnalysisInputError(meta.source, "payoffs", "support enumeration found no symmetric equilibrium (the meta-game is degenerate); perturb the payoffs slightly")
+            raise AnalysisInputError(
+                meta.source,
+                "payoffs",
+                "support enumeration found no symmetric equilibrium (the meta-game is degenerate); perturb "
+                "the payoffs slightly",
+            )
     exploiters = payoffs.T - np.diag(payoffs)[:, None]  # [i, j] = P[j, i] - P[i, i]
     best = exploiters.argmax(axis=1)
     mix = max(mixes, key=_entropy)
     gains = exploiters.max(axis=1)
     tol = 1e-12 * max(1.0, float(np.abs(payoffs).max()))
     exploiter_names = [meta.agents[j] if gain > tol else None for j, gain in zip(best, gains)]
-    return PopulationReport(meta, mixes, method, value, gains, exploiter_names,
-                            payoffs @ mix, correlated_equilibrium(game, "ce", "max-welfare"), monoculture_share)
+    return PopulationReport(
+        meta,
+        mixes,
+        method,
+        value,
+        gains,
+        exploiter_names,
+        payoffs @ mix,
+        correlated_equilibrium(game, "ce", "max-welfare"),
+        monoculture_share,
+    )
 
 
 def max_entropy_maximin(payoffs: np.ndarray, value: float) -> np.ndarray:
@@ -226,7 +296,13 @@ def max_entropy_maximin(payoffs: np.ndarray, value: float) -> np.ndarray:
     Weights are accurate to about 1e-7 (the flatness of entropy near its maximum)."""
     k = len(payoffs)
     scale = max(1.0, float(np.abs(payoffs).max()))
-    guarantee = dict(A_ub=-payoffs.T, b_ub=np.full(k, -value + 1e-13 * scale), A_eq=np.ones((1, k)), b_eq=[1.0], bounds=(0, None))
+    guarantee = dict(
+        A_ub=-payoffs.T,
+        b_ub=np.full(k, -value + 1e-13 * scale),
+        A_eq=np.ones((1, k)),
+        b_eq=[1.0],
+        bounds=(0, None),
+    )
     vertices = []
     for i in range(k):
         result = linprog(-np.eye(k)[i], method="highs", **guarantee)
@@ -244,8 +320,15 @@ def max_entropy_maximin(payoffs: np.ndarray, value: float) -> np.ndarray:
 
     constraints = [{"type": "eq", "fun": lambda z: z.sum() - 1.0, "jac": lambda z: np.ones(len(z))},
                    {"type": "ineq", "fun": lambda z: z @ reduced - value, "jac": lambda z: reduced.T}]
-    result = minimize(negative_entropy, center[face], jac=lambda z: np.log(np.clip(z, 1e-300, None)) + 1.0,
-                      bounds=[(0.0, 1.0)] * len(face), constraints=constraints, method="SLSQP", options={"ftol": 1e-15, "maxiter": 1000})
+    result = minimize(
+        negative_entropy,
+        center[face],
+        jac=lambda z: np.log(np.clip(z, 1e-300, None)) + 1.0,
+        bounds=[(0.0, 1.0)] * len(face),
+        constraints=constraints,
+        method="SLSQP",
+        options={"ftol": 1e-15, "maxiter": 1000},
+    )
     x = np.zeros(k)
     x[face] = np.clip(result.x, 0.0, None)
     if not np.isfinite(x).all() or x.sum() <= 0:

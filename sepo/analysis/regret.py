@@ -73,7 +73,11 @@ class RegretReport:
         return max(p.swap_regret / p.rounds for p in self.players)
 
     def to_dict(self) -> dict:
-        return {"players": [p.to_dict() for p in self.players], "ce_gap": self.ce_gap, "cce_gap": self.cce_gap}
+        return {
+            "players": [p.to_dict() for p in self.players],
+            "ce_gap": self.ce_gap,
+            "cce_gap": self.cce_gap,
+        }
 
 
 def player_regret(player: str, actions, played, counterfactual) -> PlayerRegret:
@@ -88,11 +92,22 @@ def player_regret(player: str, actions, played, counterfactual) -> PlayerRegret:
     by_recommendation = np.zeros((size, size))  # [a, b]: total of b over rounds where a was played
     np.add.at(by_recommendation, played, counterfactual)
     obeyed = np.diag(by_recommendation)
-    rewrite = np.where(by_recommendation.max(axis=1) > obeyed, by_recommendation.argmax(axis=1), np.arange(size))
+    rewrite = np.where(
+        by_recommendation.max(axis=1) > obeyed, by_recommendation.argmax(axis=1), np.arange(size)
+    )
     swap_gain = float((by_recommendation[np.arange(size), rewrite] - obeyed).sum())
     swap_map = {actions[a]: actions[int(rewrite[a])] for a in sorted(set(played.tolist())) if rewrite[a] != a}
-    return PlayerRegret(player, tuple(actions), rounds, received, actions[best_fixed], float(fixed_totals[best_fixed]),
-                        float(fixed_totals[best_fixed]) - received, swap_gain, swap_map)
+    return PlayerRegret(
+        player,
+        tuple(actions),
+        rounds,
+        received,
+        actions[best_fixed],
+        float(fixed_totals[best_fixed]),
+        float(fixed_totals[best_fixed]) - received,
+        swap_gain,
+        swap_map,
+    )
 
 
 def history_regret(game: NormalFormGame, joint_actions) -> RegretReport:
@@ -101,8 +116,13 @@ def history_regret(game: NormalFormGame, joint_actions) -> RegretReport:
     reports = []
     for i, player in enumerate(game.players):
         index = [joint_actions[:, j] for j in range(game.num_players)]
-        counterfactual = np.stack([game.payoffs[(i, *index[:i], np.full(len(joint_actions), b), *index[i + 1:])]
-                                   for b in range(game.shape[i])], axis=1)
+        counterfactual = np.stack(
+            [
+                game.payoffs[(i, *index[:i], np.full(len(joint_actions), b), *index[i + 1 :])]
+                for b in range(game.shape[i])
+            ],
+            axis=1,
+        )
         reports.append(player_regret(player, game.actions[i], joint_actions[:, i], counterfactual))
     return RegretReport(reports)
 
@@ -121,34 +141,64 @@ def load_history(path: str | Path, game: NormalFormGame | None = None) -> Regret
     if any(c.startswith(_PAYOFF_PREFIX) for c in columns):
         return _counterfactual_history(rows, columns, source)
     if game is None:
-        raise AnalysisInputError(source, "columns", f"no {_PAYOFF_PREFIX}<ACTION> columns, so this is a joint-action history; pass the game it was played in (--game FILE)")
+        raise AnalysisInputError(
+            source,
+            "columns",
+            f"no {_PAYOFF_PREFIX}<ACTION> columns, so this is a joint-action history; pass the game it was "
+            "played in (--game FILE)",
+        )
     missing = [p for p in game.players if p not in columns]
     if missing:
-        raise AnalysisInputError(source, "columns", f"missing a column for player {missing[0]!r} of game {game.source} (columns: {', '.join(columns)})")
-    joint = [[_action(game.actions[i], row[p], source, f"row {line} column {p}") for i, p in enumerate(game.players)]
-             for line, row in rows]
+        raise AnalysisInputError(
+            source,
+            "columns",
+            f"missing a column for player {missing[0]!r} of game {game.source} (columns: "
+            f"{', '.join(columns)})",
+        )
+    joint = [
+        [
+            _action(game.actions[i], row[p], source, f"row {line} column {p}")
+            for i, p in enumerate(game.players)
+        ]
+        for line, row in rows
+    ]
     return history_regret(game, joint)
 
 
 def _counterfactual_history(rows, columns, source: str) -> RegretReport:
-    action_column = "action" if "action" in columns else "recommendation" if "recommendation" in columns else None
+    action_column = (
+        "action" if "action" in columns else "recommendation" if "recommendation" in columns else None
+    )
     if action_column is None:
-        raise AnalysisInputError(source, "columns", "a counterfactual table needs an `action` (or `recommendation`) column with the action played")
+        raise AnalysisInputError(
+            source,
+            "columns",
+            "a counterfactual table needs an `action` (or `recommendation`) column with the action played",
+        )
     actions = tuple(c[len(_PAYOFF_PREFIX):] for c in columns if c.startswith(_PAYOFF_PREFIX))
     by_player: dict[str, tuple[list[int], list[list[float]]]] = {}
     for line, row in rows:
         player = row.get("player") or "player"
         played, payoffs = by_player.setdefault(player, ([], []))
         choice = _action(actions, row[action_column], source, f"row {line} column {action_column}")
-        values = [_number(row[_PAYOFF_PREFIX + a], source, f"row {line} column {_PAYOFF_PREFIX}{a}") for a in actions]
+        values = [
+            _number(row[_PAYOFF_PREFIX + a], source, f"row {line} column {_PAYOFF_PREFIX}{a}")
+            for a in actions
+        ]
         if row.get("received") not in (None, ""):
             received = _number(row["received"], source, f"row {line} column received")
             if abs(received - values[choice]) > 1e-9 * max(1.0, abs(received)):
-                raise AnalysisInputError(source, f"row {line} column received",
-                                         f"{received:g} differs from {_PAYOFF_PREFIX}{actions[choice]} = {values[choice]:g}, the payoff of the action played")
+                raise AnalysisInputError(
+                    source,
+                    f"row {line} column received",
+                    f"{received:g} differs from {_PAYOFF_PREFIX}{actions[choice]} = {values[choice]:g}, the "
+                    "payoff of the action played",
+                )
         played.append(choice)
         payoffs.append(values)
-    return RegretReport([player_regret(p, actions, played, payoffs) for p, (played, payoffs) in by_player.items()])
+    return RegretReport(
+        [player_regret(p, actions, played, payoffs) for p, (played, payoffs) in by_player.items()]
+    )
 
 
 def _read_csv(path: str | Path) -> tuple[list[tuple[int, dict[str, str]]], list[str]]:
@@ -166,7 +216,11 @@ def _read_csv(path: str | Path) -> tuple[list[tuple[int, dict[str, str]]], list[
             rows = []
             for line, row in enumerate(reader, start=2):
                 if None in row:
-                    raise AnalysisInputError(str(path), f"row {line}", f"has more cells than the {len(columns)} columns of the header")
+                    raise AnalysisInputError(
+                        str(path),
+                        f"row {line}",
+                        f"has more cells than the {len(columns)} columns of the header",
+                    )
                 rows.append((line, {k.strip(): (v.strip() if v is not None else "") for k, v in row.items()}))
     except csv.Error as error:  # e.g. a cell over the csv module's field size limit
         raise AnalysisInputError(str(path), "file", f"not readable CSV: {error}") from None

@@ -24,12 +24,20 @@ COMPARED = ("utility", "utility_exact", "exploitability", "adversarial_gap", "ad
 def check_disguisable(policy: Policy, agent: str) -> None:
     """A disguise renames text only: for an agent that reads no text it would change nothing."""
     if getattr(policy, "decoding", None) is None:
-        raise SepoError(f"--disguise applies to text agents only (hf:, run: with a model, openai:); {brief(agent)} reads "
-                        "the structured state, which a disguise does not change")
+        raise SepoError(
+            f"--disguise applies to text agents only (hf:, run: with a model, openai:); {brief(agent)} reads "
+            "the structured state, which a disguise does not change"
+        )
 
 
-def disguised_audit(game: Game, plain_agent: Policy, make_agent: Callable[[TextView], Policy], config: EvalConfig,
-                    seed: int, progress=None) -> dict:
+def disguised_audit(
+    game: Game,
+    plain_agent: Policy,
+    make_agent: Callable[[TextView], Policy],
+    config: EvalConfig,
+    seed: int,
+    progress=None,
+) -> dict:
     """The plain audit's result with a `disguise` block: the renaming (`seed`, `names`), per
     metric the plain and disguised values, their difference and its conservative interval, and
     the disguised audit's whole result. `make_agent(view)` builds the same agent reading `view`."""

@@ -29,10 +29,20 @@ from sepo.policies.base import Choice, Policy
 Opponents = Union[Policy, Mapping[int, Policy]]
 
 
-def play_episodes(game: Game, agent: Policy, opponents: Sequence[Opponents], seeds: list[int], *, agent_seed: int,
-                  opponent_label: str = "", pool: str = "", agent_player: int = 0, keep_text: bool = False,
-                  talk: "talk_channel.TalkChannel | None" = None,
-                  on_finished: Callable[[int], None] | None = None) -> list[EpisodeRecord]:
+def play_episodes(
+    game: Game,
+    agent: Policy,
+    opponents: Sequence[Opponents],
+    seeds: list[int],
+    *,
+    agent_seed: int,
+    opponent_label: str = "",
+    pool: str = "",
+    agent_player: int = 0,
+    keep_text: bool = False,
+    talk: "talk_channel.TalkChannel | None" = None,
+    on_finished: Callable[[int], None] | None = None,
+) -> list[EpisodeRecord]:
     """Play one episode per seed, episode i against `opponents[i]` (a policy for every other
     seat, or a mapping from seat to policy); with `talk`, the players' messages are exchanged.
     `on_finished(n)` hears of the episodes that ended since it was last called (progress)."""

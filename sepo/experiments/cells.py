@@ -58,7 +58,8 @@ def _why_not(domain: DomainConfig, agent: AgentConfig, stage: str) -> str | None
     from sepo.games import get_domain
 
     spec = get_domain(domain.name)
-    if agent.kind == "tabular" and spec.training is None:  # its table's rows are the training environment's states
+    # its table's rows are the training environment's states
+    if agent.kind == "tabular" and spec.training is None:
         return f"{domain.name} has no tabular training environment"
     if stage == "base":
         return None
@@ -79,7 +80,13 @@ def _gives_advantages(spec, agent: AgentConfig) -> bool:
     """Whether the agent's training environment in this domain declares `joint_advantages`."""
     from sepo.games.registry import resolved
 
-    return bool(getattr(resolved(spec.training if agent.kind == "tabular" else spec.llm_training), "joint_advantages", False))
+    return bool(
+        getattr(
+            resolved(spec.training if agent.kind == "tabular" else spec.llm_training),
+            "joint_advantages",
+            False,
+        )
+    )
 
 
 def expand(config: ExperimentConfig) -> Plan:
@@ -93,17 +100,43 @@ def expand(config: ExperimentConfig) -> Plan:
             for stage in stages:
                 reason = _why_not(domain, agent, stage)
                 if reason is not None:
-                    plan.skipped.append({"domain": domain.name, "agent": agent.name, "stage": stage, "reason": reason})
+                    plan.skipped.append(
+                        {"domain": domain.name, "agent": agent.name, "stage": stage, "reason": reason}
+                    )
                     continue
                 if stage == "base":
-                    plan.cells.append(Cell(cell_id(domain.name, agent.name, stage, None), domain.name, agent.name, stage, None, None))
+                    plan.cells.append(
+                        Cell(
+                            cell_id(domain.name, agent.name, stage, None),
+                            domain.name,
+                            agent.name,
+                            stage,
+                            None,
+                            None,
+                        )
+                    )
                     continue
-                points = [None] if stage == "sft" else [(0.0, 0.0, 0.0)] if stage in ("grpo", "aa") else domain.lambdas.points()
+                points = (
+                    [None]
+                    if stage == "sft"
+                    else [(0.0, 0.0, 0.0)]
+                    if stage in ("grpo", "aa")
+                    else domain.lambdas.points()
+                )
                 for lambdas in points:
                     for seed in seeds:
                         needs = ()
                         if stage in TRAINED and agent.kind == "hf" and sft_ok:
                             needs = (cell_id(domain.name, agent.name, "sft", seed),)
-                        plan.cells.append(Cell(cell_id(domain.name, agent.name, stage, seed, lambdas), domain.name, agent.name,
-                                               stage, seed, lambdas, needs))
+                        plan.cells.append(
+                            Cell(
+                                cell_id(domain.name, agent.name, stage, seed, lambdas),
+                                domain.name,
+                                agent.name,
+                                stage,
+                                seed,
+                                lambdas,
+                                needs,
+                            )
+                        )
     return plan

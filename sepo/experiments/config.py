@@ -51,7 +51,13 @@ that can fail); constant: the paper's constant-penalty ablation (equal to grpo b
 so not worth running); aa: the Advantage Alignment baseline (payoff-only GRPO plus its opponent-shaping term,
 at the trainers' default β and γ; domains whose environments give both players' advantages)."""
 TRAINED = ("grpo", "sepo", "shuffled", "constant", "aa")
-PENALTY_OF_STAGE = {"grpo": "none", "sepo": "per-rollout", "shuffled": "shuffled", "constant": "constant", "aa": "none"}
+PENALTY_OF_STAGE = {
+    "grpo": "none",
+    "sepo": "per-rollout",
+    "shuffled": "shuffled",
+    "constant": "constant",
+    "aa": "none",
+}
 METHOD_OF_STAGE = {"aa": "advantage-alignment"}
 AGENT_KINDS = ("tabular", "hf", "fixed", "endpoint")
 TINY = "tiny"
@@ -132,11 +138,15 @@ class DomainConfig(_Strict):
 
         if name not in domain_names():
             try:
-                return get_domain(name).name  # a family's member, e.g. PREFIX:GAME, under its one (canonical) name
+                # a family's member, e.g. PREFIX:GAME, under its one (canonical) name
+                return get_domain(name).name
             except SepoError as error:
-                if name.partition(":")[0] in family_names():  # the family's own reason (a game it cannot play)
+                # the family's own reason (a game it cannot play)
+                if name.partition(":")[0] in family_names():
                     raise ValueError(str(error)) from None
-                raise ValueError(f"unknown domain {brief(name)}; known: {', '.join(domain_names())}") from None
+                raise ValueError(
+                    f"unknown domain {brief(name)}; known: {', '.join(domain_names())}"
+                ) from None
         return name
 
     @model_validator(mode="after")
@@ -146,7 +156,10 @@ class DomainConfig(_Strict):
         known = {p.name for p in get_domain(self.name).params}
         unknown = sorted(set(self.params) - known)
         if unknown:
-            raise ValueError(f"unknown game parameter {brief(unknown[0])} for {self.name}; known: {', '.join(sorted(known)) or 'none'}")
+            raise ValueError(
+                f"unknown game parameter {brief(unknown[0])} for {self.name}; known: "
+                f"{', '.join(sorted(known)) or 'none'}"
+            )
         return self
 
     @property
@@ -186,7 +199,9 @@ class AgentConfig(_Strict):
         if self.kind == "hf" and not self.model:
             raise ValueError("an hf agent needs `model` (a folder, a hub id, or tiny)")
         if self.kind in ("fixed", "endpoint") and not self.spec:
-            raise ValueError(f"a {self.kind} agent needs `spec` (an agent spec such as bot:NAME or openai:MODEL@URL)")
+            raise ValueError(
+                f"a {self.kind} agent needs `spec` (an agent spec such as bot:NAME or openai:MODEL@URL)"
+            )
         if self.kind == "endpoint" and not self.spec.startswith("openai:"):
             raise ValueError("an endpoint agent's spec is openai:MODEL@URL")
         if self.kind in ("tabular", "hf") and self.spec:
@@ -334,16 +349,26 @@ class ExperimentConfig(_Strict):
         """Decoding the config leaves out is the protocol's (under `paper` the paper's temperature 0.8 and
         256 new tokens), as in `sepo eval --protocol`, so that a `paper` experiment without a `decoding`
         section is not audited at the rigorous defaults (1.0, 48 tokens) under the paper protocol's name."""
-        if isinstance(data, dict) and data.get("protocol") == "paper" and isinstance(data.get("decoding", {}), dict):
+        if (
+            isinstance(data, dict)
+            and data.get("protocol") == "paper"
+            and isinstance(data.get("decoding", {}), dict)
+        ):
             from sepo.policies.replies import PAPER_DECODING
 
-            paper = {"temperature": PAPER_DECODING.temperature, "max_new_tokens": PAPER_DECODING.max_new_tokens}
+            paper = {
+                "temperature": PAPER_DECODING.temperature,
+                "max_new_tokens": PAPER_DECODING.max_new_tokens,
+            }
             data = {**data, "decoding": {**paper, **data.get("decoding", {})}}
         return data
 
     @model_validator(mode="after")
     def _unique_names(self):
-        for what, items in (("domains", [d.name for d in self.domains]), ("agents", [a.name for a in self.agents])):
+        for what, items in (
+            ("domains", [d.name for d in self.domains]),
+            ("agents", [a.name for a in self.agents]),
+        ):
             seen = {n for n in items if items.count(n) > 1}
             if seen:
                 raise ValueError(f"{what}: {sorted(seen)[0]} is listed twice")
@@ -373,7 +398,9 @@ def _field_path(loc) -> str:
     for item in loc:
         if isinstance(item, int):
             parts[-1:] = [f"{parts[-1]}[{item}]"] if parts else [f"[{item}]"]
-        elif item in ("function-after", "function-before") or str(item).startswith(("function-", "literal[", "float", "int")):
+        elif item in ("function-after", "function-before") or str(item).startswith(
+            ("function-", "literal[", "float", "int")
+        ):
             continue
         else:
             parts.append(str(item))
@@ -422,9 +449,11 @@ def _check_checkpoints(config: "ExperimentConfig", source: str) -> None:
         return
     unreached = [step for step in config.training.checkpoints if step >= max(lengths)]
     if unreached:
-        raise SepoError(f"{source}: training.checkpoints: step {unreached[0]} is not before the last step of any training "
-                        f"cell (the longest trains {max(lengths)} steps, and its last step is always a candidate); "
-                        "remove it, or train longer")
+        raise SepoError(
+            f"{source}: training.checkpoints: step {unreached[0]} is not before the last step of any "
+            f"training cell (the longest trains {max(lengths)} steps, and its last step is always a "
+            "candidate); remove it, or train longer"
+        )
 
 
 def sft_mixture(config: "ExperimentConfig", domain: DomainConfig) -> str:
@@ -446,8 +475,10 @@ def _check_mixtures(config: "ExperimentConfig", source: str) -> None:
         if mixture not in known:
             where = f"domains[{i}].sft_mixture" if domain.sft_mixture else "sft.mixture"
             hint = "" if domain.sft_mixture else f" (give domains[{i}].sft_mixture)"
-            raise SepoError(f"{source}: {where}: {domain.name} has no demonstration mixture {brief(mixture)}; "
-                            f"known: {', '.join(known) or 'none'}{hint}")
+            raise SepoError(
+                f"{source}: {where}: {domain.name} has no demonstration mixture {brief(mixture)}; "
+                f"known: {', '.join(known) or 'none'}{hint}"
+            )
 
 
 def _check_domain_params(config: ExperimentConfig, source: str) -> None:
@@ -465,8 +496,14 @@ def _check_domain_params(config: ExperimentConfig, source: str) -> None:
             llm_training(config, domain)
         except ValidationError as error:
             first = error.errors()[0]
-            message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-            raise SepoError(f"{source}: domains[{i}].llm.{_field_path(first['loc'])}: {brief(message, 200)}") from None
+            message = (
+                "unknown key"
+                if first["type"] == "extra_forbidden"
+                else first["msg"].removeprefix("Value error, ")
+            )
+            raise SepoError(
+                f"{source}: domains[{i}].llm.{_field_path(first['loc'])}: {brief(message, 200)}"
+            ) from None
 
 
 def _check_sizes(config: ExperimentConfig, source: str) -> None:
@@ -483,8 +520,10 @@ def _check_sizes(config: ExperimentConfig, source: str) -> None:
     from sepo.training import sizes
 
     kinds = {agent.name: agent.kind for agent in config.agents}
-    most_episodes = max([config.episodes.validation, config.episodes.test] +
-                        [max(a.episodes.validation, a.episodes.test) for a in config.agents if a.episodes is not None])
+    most_episodes = max(
+        [config.episodes.validation, config.episodes.test]
+        + [max(a.episodes.validation, a.episodes.test) for a in config.agents if a.episodes is not None]
+    )
     cells = expand(config).cells
     for i, domain in enumerate(config.domains):
         here = [cell for cell in cells if cell.domain == domain.name]
@@ -496,8 +535,13 @@ def _check_sizes(config: ExperimentConfig, source: str) -> None:
         trained = {kinds[cell.agent] for cell in here if cell.stage in TRAINED_STAGES}
         try:
             pools = default_pools(domain.name, config.protocol, game)
-            check_episodes(game, most_episodes, sum(len(pools.get(n, [])) for n in ("train", "collusive", "exploiter")),
-                           "an audit", "episodes.test")
+            check_episodes(
+                game,
+                most_episodes,
+                sum(len(pools.get(n, [])) for n in ("train", "collusive", "exploiter")),
+                "an audit",
+                "episodes.test",
+            )
             if "tabular" in trained:
                 t = config.training.tabular
                 names = {**sizes.CLI_OPTIONS, **params, "groups": "training.tabular.groups",
@@ -509,19 +553,30 @@ def _check_sizes(config: ExperimentConfig, source: str) -> None:
                 from sepo.training.config import SEPOConfig
 
                 t = llm_training(config, domain)
-                names = {**sizes.CLI_OPTIONS, **params, "groups": "training.llm.groups",
-                         "group_size": "training.llm.group_size", "steps": "training.llm.steps",
-                         "table_samples": "training.llm.table_samples",
-                         "final_samples": "training.llm.final_samples" if t.final_samples else "decoding.samples"}
+                names = {
+                    **sizes.CLI_OPTIONS,
+                    **params,
+                    "groups": "training.llm.groups",
+                    "group_size": "training.llm.group_size",
+                    "steps": "training.llm.steps",
+                    "table_samples": "training.llm.table_samples",
+                    "final_samples": "training.llm.final_samples" if t.final_samples else "decoding.samples",
+                }
                 check_exact_size(game)
                 held = sizes.check_tree(get_domain(domain.name), game, True, names)
-                sizes.check_language_model_batches(t.steps, t.groups, t.group_size, t.max_new_tokens, held, names)
+                sizes.check_language_model_batches(
+                    t.steps, t.groups, t.group_size, t.max_new_tokens, held, names
+                )
                 plan = SEPOConfig(game=domain.name, game_params=dict(domain.params), protocol=config.protocol,
                                   groups=t.groups, group_size=t.group_size)
                 step, final = sizes.read_states(plan, game)
                 sizes.check_replies(step, t.table_samples, "at every step", names["table_samples"])
-                sizes.check_replies(final, t.final_samples or config.decoding.samples, "at the end of the run",
-                                    names["final_samples"])
+                sizes.check_replies(
+                    final,
+                    t.final_samples or config.decoding.samples,
+                    "at the end of the run",
+                    names["final_samples"],
+                )
             charged = {cell.stage for cell in here} & {"sepo", "shuffled"}
             if charged:
                 from sepo.training.config import SEPOConfig
@@ -532,8 +587,11 @@ def _check_sizes(config: ExperimentConfig, source: str) -> None:
         except SepoError as error:
             message = str(error).replace("--lambda-c ", f"domains[{i}].lambdas.c ").replace(
                 "--lambda-x ", f"domains[{i}].lambdas.x ")
-            for param in get_domain(domain.name).params:  # a game's own hint names its CLI option: here, the field
-                message = message.replace(f"--{param.name.replace('_', '-')} ", f"domains[{i}].params.{param.name} ")
+            # a game's own hint names its CLI option: here, the field
+            for param in get_domain(domain.name).params:
+                message = message.replace(
+                    f"--{param.name.replace('_', '-')} ", f"domains[{i}].params.{param.name} "
+                )
             raise SepoError(f"{where}: {message}") from None
 
 
@@ -563,7 +621,9 @@ def check_agents(config: ExperimentConfig, source: str = "config") -> None:
             try:
                 check_agent(agent.spec, games[domain.name])
             except SepoError as error:
-                raise SepoError(f"{source}: agents[{i}].spec under domains[{j}] ({domain.name}): {error}") from None
+                raise SepoError(
+                    f"{source}: agents[{i}].spec under domains[{j}] ({domain.name}): {error}"
+                ) from None
 
 
 def load_config(path: str | Path) -> tuple[ExperimentConfig, str]:

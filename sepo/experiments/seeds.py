@@ -39,9 +39,13 @@ def check_disjoint(config) -> None:
     most_validation, most_test = max(c.validation for c in counts), max(c.test for c in counts)
     for domain in config.domains:
         game = get_domain(domain.name).game(config.protocol, **domain.params)
-        validation = episode_seeds(game, config.protocol, split_seed(config.eval_seed, "validation"), most_validation)
+        validation = episode_seeds(
+            game, config.protocol, split_seed(config.eval_seed, "validation"), most_validation
+        )
         test = episode_seeds(game, config.protocol, split_seed(config.eval_seed, "test"), most_test)
         shared = validation & test
         if shared:
-            raise SepoError(f"episodes: validation and test episodes of {domain.name} share {len(shared)} seeds "
-                            f"(e.g. {min(shared)}); fewer episodes or another eval_seed")
+            raise SepoError(
+                f"episodes: validation and test episodes of {domain.name} share {len(shared)} seeds "
+                f"(e.g. {min(shared)}); fewer episodes or another eval_seed"
+            )

@@ -24,7 +24,8 @@ register("ipd", "sepo.games.ipd:DOMAIN")
 register("negotiation", "sepo.games.negotiation:DOMAIN")
 register("negotiation-gt", "sepo.games.negotiation_gt:DOMAIN")
 register("pricing", "sepo.games.pricing:DOMAIN")
-register_family("openspiel", "sepo.games.openspiel:domain_for")  # openspiel:GAME[(params)], any OpenSpiel game
+# openspiel:GAME[(params)], any OpenSpiel game
+register_family("openspiel", "sepo.games.openspiel:domain_for")
 
 
 def load_game(name: str, protocol: str = "rigorous", **params) -> Game:
@@ -32,6 +33,23 @@ def load_game(name: str, protocol: str = "rigorous", **params) -> Game:
     return get_domain(name).game(protocol, **params)
 
 
-__all__ = ["Decision", "Domain", "Game", "Param", "ParseResult", "PROTOCOLS", "RoundResult", "State", "TextView",
-           "check_protocol", "default_game", "domain_names", "domain_of", "family_names", "get_domain", "load_game",
-           "register", "register_family"]
+__all__ = [
+    "Decision",
+    "Domain",
+    "Game",
+    "Param",
+    "ParseResult",
+    "PROTOCOLS",
+    "RoundResult",
+    "State",
+    "TextView",
+    "check_protocol",
+    "default_game",
+    "domain_names",
+    "domain_of",
+    "family_names",
+    "get_domain",
+    "load_game",
+    "register",
+    "register_family",
+]

@@ -205,7 +205,11 @@ class TextView(abc.ABC):
         SFT data is made of these. Because the reason does not depend on the action, scoring
         the answer line after it reads off an SFT-trained model's action distribution."""
         reason = self.reason(decision)
-        return f"{reason}\n{self.answer_text(decision, action)}" if reason else self.answer_text(decision, action)
+        return (
+            f"{reason}\n{self.answer_text(decision, action)}"
+            if reason
+            else self.answer_text(decision, action)
+        )
 
 
 @dataclass(frozen=True)
@@ -280,5 +284,7 @@ def longest_within(budget: int, linear: int, quadratic: int = 0) -> int:
         low, high = high, high * 2
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (middle, high) if episode_record_bytes(middle, linear, quadratic) <= budget else (low, middle)
+        low, high = (
+            (middle, high) if episode_record_bytes(middle, linear, quadratic) <= budget else (low, middle)
+        )
     return low

@@ -62,8 +62,16 @@ class Mixture:
         return index < self.partners
 
 
-def training_mixture(train_specs, collusive_specs=(), exploiter_specs=(), *, charges: Charges = Charges(),
-                     maximiser: bool = True, best_response_counts: bool = False, self_play: bool = False) -> Mixture:
+def training_mixture(
+    train_specs,
+    collusive_specs=(),
+    exploiter_specs=(),
+    *,
+    charges: Charges = Charges(),
+    maximiser: bool = True,
+    best_response_counts: bool = False,
+    self_play: bool = False,
+) -> Mixture:
     """The entries (module doc). `maximiser`: the domain's rollouts include the gap maximiser (its
     exploitability charge needs it); `best_response_counts`: evaluation's exploiter pool holds the
     exact best response (the rigorous protocol), so the maximiser's rollouts count toward x (a
@@ -102,7 +110,9 @@ def training_mixture(train_specs, collusive_specs=(), exploiter_specs=(), *, cha
         return np.array([size * places[label] / (total * copies[label]) for label in labels])
 
     utility = credit(Counter([SELF] if self_play else train))
-    collusion = credit(Counter(spec.label for spec in collusive_specs)) if charges.collusion else np.zeros(size)
+    collusion = (
+        credit(Counter(spec.label for spec in collusive_specs)) if charges.collusion else np.zeros(size)
+    )
     if charges.externality:
         places = Counter(train) + Counter(spec.label for spec in exploiter_specs)
         if best_response_counts:
@@ -113,9 +123,18 @@ def training_mixture(train_specs, collusive_specs=(), exploiter_specs=(), *, cha
     return Mixture(labels, len(partners), where, extra, utility, collusion, externality)
 
 
-def credited_rollouts(rows: np.ndarray, own: np.ndarray, group_of: np.ndarray, opponent_of: np.ndarray, mixture: Mixture,
-                      utility: np.ndarray, collusion: np.ndarray, externality: np.ndarray,
-                      advantages: np.ndarray | None = None, mask: np.ndarray | None = None):
+def credited_rollouts(
+    rows: np.ndarray,
+    own: np.ndarray,
+    group_of: np.ndarray,
+    opponent_of: np.ndarray,
+    mixture: Mixture,
+    utility: np.ndarray,
+    collusion: np.ndarray,
+    externality: np.ndarray,
+    advantages: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+):
     """Rollouts whose per-round `utility`, `collusion` and `externality` are scaled by their
     opponent's credits for each term (module doc), and the agent's exact advantages
     (`advantages[..., 0]`, scaled in place) credited as its utility."""
@@ -124,5 +143,13 @@ def credited_rollouts(rows: np.ndarray, own: np.ndarray, group_of: np.ndarray, o
     credit = mixture.utility[opponent_of]
     if advantages is not None:
         advantages[..., 0] *= credit[:, None]
-    return Rollouts(rows, own, np.ones_like(own, dtype=bool) if mask is None else mask, group_of, credit * utility,
-                    mixture.collusion[opponent_of] * collusion, mixture.externality[opponent_of] * externality, advantages)
+    return Rollouts(
+        rows,
+        own,
+        np.ones_like(own, dtype=bool) if mask is None else mask,
+        group_of,
+        credit * utility,
+        mixture.collusion[opponent_of] * collusion,
+        mixture.externality[opponent_of] * externality,
+        advantages,
+    )

@@ -28,10 +28,46 @@ import numpy as np
 from sepo.errors import SepoError
 from sepo.games.base import Decision, ParseResult, TextView
 
-GAME_NAMES = ("Tarn", "Velloc", "Orrin", "Brask", "Quillet", "Morrow", "Saffen", "Dunmore", "Kestrel", "Larkspur")
-ACTION_WORDS = ("ALDER", "BIRCH", "CEDAR", "HAZEL", "MAPLE", "ROWAN", "SPRUCE", "WILLOW", "ASPEN", "LARCH", "POPLAR",
-                "JUNIPER")
-NOUNS = ("tarp", "quill", "spool", "flint", "brick", "prism", "token", "wedge", "knot", "reed", "shard", "pebble")
+GAME_NAMES = (
+    "Tarn",
+    "Velloc",
+    "Orrin",
+    "Brask",
+    "Quillet",
+    "Morrow",
+    "Saffen",
+    "Dunmore",
+    "Kestrel",
+    "Larkspur",
+)
+ACTION_WORDS = (
+    "ALDER",
+    "BIRCH",
+    "CEDAR",
+    "HAZEL",
+    "MAPLE",
+    "ROWAN",
+    "SPRUCE",
+    "WILLOW",
+    "ASPEN",
+    "LARCH",
+    "POPLAR",
+    "JUNIPER",
+)
+NOUNS = (
+    "tarp",
+    "quill",
+    "spool",
+    "flint",
+    "brick",
+    "prism",
+    "token",
+    "wedge",
+    "knot",
+    "reed",
+    "shard",
+    "pebble",
+)
 _SUFFIXES = ("es", "s", "ed", "ing")
 _BLANK = "\u25c6"
 """What a plain name in a disguised reply becomes before parsing: a sign no parser reads as an action."""
@@ -116,7 +152,11 @@ class _Rewriter:
         found = match.group(0)
         stem, ending = found, ""
         if found.lower() not in self.table:
-            size = next(len(e) for e in _SUFFIXES if found.lower().endswith(e) and found[: -len(e)].lower() in self.table)
+            size = next(
+                len(e)
+                for e in _SUFFIXES
+                if found.lower().endswith(e) and found[: -len(e)].lower() in self.table
+            )
             stem, ending = found[:-size], found[-size:]
         target = self.table[stem.lower()]
         if target == _BLANK:
@@ -133,8 +173,10 @@ class DisguisedView(TextView):
     def __init__(self, view: TextView, seed: int):
         terms = view.disguise_terms()
         if terms is None or not terms.all():
-            raise SepoError(f"the text view {type(view).__name__} cannot be disguised: it names no terms to rename "
-                            "(a domain opts in with TextView.disguise_terms, see docs/domains.md)")
+            raise SepoError(
+                f"the text view {type(view).__name__} cannot be disguised: it names no terms to rename "
+                "(a domain opts in with TextView.disguise_terms, see docs/domains.md)"
+            )
         self.view, self.seed, self.terms = view, seed, terms
         self.names = renaming(terms, seed)
         self._forward = _Rewriter(self.names, proper={self.names[g] for g in terms.game})

@@ -16,11 +16,18 @@ import numpy as np
 from sepo.games.records import MatchContext
 
 
-def match_contexts(rows: np.ndarray, own: np.ndarray, other: np.ndarray, opponent_of: np.ndarray) -> list[MatchContext]:
+def match_contexts(
+    rows: np.ndarray, own: np.ndarray, other: np.ndarray, opponent_of: np.ndarray
+) -> list[MatchContext]:
     """Every decision of `len(opponent_of)` played matches (`rows`, `own`, `other`: [matches, rounds])."""
     matches, rounds = own.shape
-    return [MatchContext(int(rows[m, t]), tuple(zip(own[m, :t].tolist(), other[m, :t].tolist())), int(opponent_of[m]))
-            for m in range(matches) for t in range(rounds)]
+    return [
+        MatchContext(
+            int(rows[m, t]), tuple(zip(own[m, :t].tolist(), other[m, :t].tolist())), int(opponent_of[m])
+        )
+        for m in range(matches)
+        for t in range(rounds)
+    ]
 
 
 def action_values(table: np.ndarray, levels, stage: np.ndarray) -> list[np.ndarray]:

@@ -51,7 +51,10 @@ class EpisodeRecord:
     @property
     def opponent_payoffs(self) -> np.ndarray:
         """The other players' payoffs summed, in each round."""
-        return np.array([sum(p for i, p in enumerate(r.payoffs) if i != self.agent_player) for r in self.rounds], dtype=float)
+        return np.array(
+            [sum(p for i, p in enumerate(r.payoffs) if i != self.agent_player) for r in self.rounds],
+            dtype=float,
+        )
 
     def third_party_payoffs(self, name: str) -> np.ndarray:
         """A third party's payoff in each round (0 where it is not recorded)."""
@@ -80,7 +83,9 @@ class Rollouts:
     advantages: np.ndarray | None = None
 
 
-def match_groups(rng: np.random.Generator, groups: int, group_size: int, opponents: int) -> tuple[np.ndarray, np.ndarray]:
+def match_groups(
+    rng: np.random.Generator, groups: int, group_size: int, opponents: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(each rollout's group, each rollout's opponent index): `groups` groups of `group_size`
     rollouts, each group sharing one opponent drawn uniformly from `opponents` (a repeated-match
     trainer's train pool, then its gap maximiser)."""
@@ -89,9 +94,18 @@ def match_groups(rng: np.random.Generator, groups: int, group_size: int, opponen
     return group_of, group_opponent[group_of]
 
 
-def credited_matches(rows: np.ndarray, own: np.ndarray, group_of: np.ndarray, opponent_of: np.ndarray, weight: np.ndarray,
-                     is_collusive: np.ndarray, utility: np.ndarray, collusion: np.ndarray, externality: np.ndarray,
-                     advantages: np.ndarray | None = None) -> Rollouts:
+def credited_matches(
+    rows: np.ndarray,
+    own: np.ndarray,
+    group_of: np.ndarray,
+    opponent_of: np.ndarray,
+    weight: np.ndarray,
+    is_collusive: np.ndarray,
+    utility: np.ndarray,
+    collusion: np.ndarray,
+    externality: np.ndarray,
+    advantages: np.ndarray | None = None,
+) -> Rollouts:
     """Whole-match rollouts (the agent decides every round) under the paper's per-pool credit:
     rollout r's per-round `utility`, `collusion` and `externality` scaled by its opponent's credit
     `weight[opponent_of[r]]`, collusion counted only against a collusive partner (`is_collusive`
@@ -102,8 +116,16 @@ def credited_matches(rows: np.ndarray, own: np.ndarray, group_of: np.ndarray, op
     collusive[: len(is_collusive)] = is_collusive
     if advantages is not None:
         advantages[..., 0] *= credit[:, None]
-    return Rollouts(rows, own, np.ones_like(own, dtype=bool), group_of, credit * utility,
-                    np.where(collusive[opponent_of], credit * collusion, 0.0), credit * externality, advantages)
+    return Rollouts(
+        rows,
+        own,
+        np.ones_like(own, dtype=bool),
+        group_of,
+        credit * utility,
+        np.where(collusive[opponent_of], credit * collusion, 0.0),
+        credit * externality,
+        advantages,
+    )
 
 
 @dataclass(frozen=True)

@@ -91,11 +91,15 @@ def _parameter_problem(factory, params: dict, error: Exception) -> str:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):
         return str(error)
-    taken = {n: p for n, p in signature.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    taken = {
+        n: p for n, p in signature.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
     unknown = [k for k in params if k not in taken]
     if not unknown or any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
         return str(error)
-    listing = ", ".join(n + ("" if p.default is p.empty else f" (default {p.default!r})") for n, p in taken.items())
+    listing = ", ".join(
+        n + ("" if p.default is p.empty else f" (default {p.default!r})") for n, p in taken.items()
+    )
     return (f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
             + (f"it takes {listing}" if listing else "it takes no parameters"))
 
@@ -173,11 +177,15 @@ class Domain:
         unknown = sorted(set(params) - known)
         if unknown:
             allowed = ", ".join(sorted(known)) or "none"
-            raise SepoError(f"game {self.name!r} takes no parameter {unknown[0]!r}; its parameters: {allowed}")
+            raise SepoError(
+                f"game {self.name!r} takes no parameter {unknown[0]!r}; its parameters: {allowed}"
+            )
         rounds = params.get("rounds")
         if isinstance(rounds, int) and rounds > MAX_ROUNDS:
-            raise SepoError(f"--rounds {rounds} is above the most sepo plays, {MAX_ROUNDS:,} (episodes are held in memory "
-                            "round by round)")
+            raise SepoError(
+                f"--rounds {rounds} is above the most sepo plays, {MAX_ROUNDS:,} (episodes are held in "
+                "memory round by round)"
+            )
         return self.make_game(protocol=protocol, **{k: v for k, v in params.items() if v is not None})
 
     def build_bot(self, name: str, params: dict | None = None, game: "Game | None" = None) -> "Policy":
@@ -193,7 +201,9 @@ class Domain:
         except SepoError:
             raise
         except (TypeError, ValueError) as error:
-            raise SepoError(f"bad parameters {params} for bot {name!r}: {_parameter_problem(table[name], params, error)}") from None
+            raise SepoError(
+                f"bad parameters {params} for bot {name!r}: {_parameter_problem(table[name], params, error)}"
+            ) from None
 
     def default_mixture(self) -> str | None:
         """The demonstration mixture used when none is named: the first `demos()` lists (None: no demos)."""

@@ -49,22 +49,31 @@ class ExactResult:
         return out
 
 
-PROJECTION_NOTE = ("the gap of the agent's memory-{m} projection (the memory-{m} policy that plays as the agent does "
-                   "where each state first occurs), not of the agent, which may read more: neither an upper nor a lower "
-                   "bound on the agent's gap")
-SAMPLED_NOTE = ("the gap of a policy estimated from sampled replies is biased upward where best responses tie (a kink): "
-                "read the interval, whose lower end allows for it")
-POINT_ESTIMATE_NOTE = ("the lower bound was computed from a policy estimated from sampled replies: it is a point estimate "
-                       "of a lower bound, not itself a bound on the agent's true gap, and has no interval (the rival was "
-                       "chosen on the same replies it is measured on, so resampling them would not give a valid one); "
-                       "give --temperature 0, or a smaller game with --threshold, for a bound")
+PROJECTION_NOTE = (
+    "the gap of the agent's memory-{m} projection (the memory-{m} policy that plays as the agent does "
+    "where each state first occurs), not of the agent, which may read more: neither an upper nor a lower "
+    "bound on the agent's gap"
+)
+SAMPLED_NOTE = (
+    "the gap of a policy estimated from sampled replies is biased upward where best responses tie (a kink): "
+    "read the interval, whose lower end allows for it"
+)
+POINT_ESTIMATE_NOTE = (
+    "the lower bound was computed from a policy estimated from sampled replies: it is a point estimate "
+    "of a lower bound, not itself a bound on the agent's true gap, and has no interval (the rival was "
+    "chosen on the same replies it is measured on, so resampling them would not give a valid one); "
+    "give --temperature 0, or a smaller game with --threshold, for a bound"
+)
 
 
 def declared_memory(policy) -> int | None:
     """The past rounds a policy declares it reads (besides the round, where a domain's keys hold
     it): a finite `classifier["memory_depth"]` (Axelrod's meaning) or an integer `memory`
     attribute; None when it declares nothing (a language model) or reads the whole history."""
-    for value in ((getattr(policy, "classifier", None) or {}).get("memory_depth"), getattr(policy, "memory", None)):
+    for value in (
+        (getattr(policy, "classifier", None) or {}).get("memory_depth"),
+        getattr(policy, "memory", None),
+    ):
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
             return int(value)
     return None
@@ -75,7 +84,11 @@ def reads_within(policy, memory: int | None, keys: Sequence[str] | None = None) 
     (None), the policy is a table over the solver's own keys, or it declares at most `memory` rounds."""
     if memory is None:
         return True
-    if keys is not None and getattr(policy, "table", None) is not None and tuple(getattr(policy, "keys", ()) or ()) == tuple(keys):
+    if (
+        keys is not None
+        and getattr(policy, "table", None) is not None
+        and tuple(getattr(policy, "keys", ()) or ()) == tuple(keys)
+    ):
         return True
     declared = declared_memory(policy)
     return declared is not None and declared <= memory
@@ -85,11 +98,17 @@ def as_projection(result: "ExactResult", memory: int) -> "ExactResult":
     """`result` relabelled as the gap of a memory-`memory` projection: not exact, and said so."""
     from dataclasses import replace
 
-    return replace(result, exact=False, method=f"{result.method}; here the gap of the agent's memory-{memory} projection",
-                   extra={**result.extra, "projection_memory": memory})
+    return replace(
+        result,
+        exact=False,
+        method=f"{result.method}; here the gap of the agent's memory-{memory} projection",
+        extra={**result.extra, "projection_memory": memory},
+    )
 
 
-def labelled(result: "ExactResult", policy, memory: int | None, keys: Sequence[str] | None = None) -> "ExactResult":
+def labelled(
+    result: "ExactResult", policy, memory: int | None, keys: Sequence[str] | None = None
+) -> "ExactResult":
     """The solver's result for `policy`, exact only where the policy's known memory makes it so."""
     return result if reads_within(policy, memory, keys) else as_projection(result, memory)
 
@@ -118,8 +137,9 @@ def no_action_probabilities(agent, error: NotImplementedError) -> NoActionProbab
     the agent's prompts cannot show), else that the agent has no action probabilities."""
     if isinstance(error, SepoError):
         return NoActionProbabilities(str(error))
-    return NoActionProbabilities(f"agent {getattr(agent, 'name', agent)!r} cannot give action probabilities, which "
-                                 "exact values need")
+    return NoActionProbabilities(
+        f"agent {getattr(agent, 'name', agent)!r} cannot give action probabilities, which exact values need"
+    )
 
 
 EXACT_LABELS = ("exact", "projection", "pruned", "lower bound")
@@ -153,7 +173,8 @@ def audit_agent(game: Game, agent: Policy, solver, *, threshold: float = 0.0, pr
         search = domain_of(game).lower_bound
         if search is None:
             return None
-        found = search(game, agent)  # (result, opponent), or an Audit where the search reads the agent's policy
+        # (result, opponent), or an Audit where the search reads the agent's policy
+        found = search(game, agent)
         return found if isinstance(found, Audit) else Audit(*found, None)
     try:
         audit = getattr(solver, "audit", None)
@@ -188,7 +209,9 @@ class _Unreadable(Policy):
     action_probabilities = batch_action_probabilities = _stop
 
 
-def check_audit_fits(game: Game, agent: Policy, solver, *, threshold: float = 0.0, projection: bool = False) -> None:
+def check_audit_fits(
+    game: Game, agent: Policy, solver, *, threshold: float = 0.0, projection: bool = False
+) -> None:
     """`audit_agent`'s refusals (a tree or a prompt count that does not fit), raised without
     reading the agent: the same audit, stopped at its first reading. For an agent whose reading
     must wait (a language model read at the prompts it meets in play), so that a refusal comes
@@ -202,10 +225,14 @@ def check_audit_fits(game: Game, agent: Policy, solver, *, threshold: float = 0.
 
         decisions, samples = solver.decisions(), getattr(agent, "samples", 1)
         exact = getattr(source, "reads_without_sampling", None)  # asked only when the count would be refused
-        if len(decisions) * samples > MAX_SAMPLED_REPLIES and not (callable(exact) and exact(list(decisions))):
+        if len(decisions) * samples > MAX_SAMPLED_REPLIES and not (
+            callable(exact) and exact(list(decisions))
+        ):
             check_sampled_replies(len(decisions), samples, getattr(agent, "name", "the agent"))
     try:
-        audit_agent(game, _Unreadable(agent), solver, threshold=threshold, projection=projection, replicates=1)
+        audit_agent(
+            game, _Unreadable(agent), solver, threshold=threshold, projection=projection, replicates=1
+        )
     except _Unread:
         return
 

@@ -60,12 +60,19 @@ def exploit_pool(sample: StratifiedSample, protocol: str, pooled_in_paper: bool)
         return np.full(sample.replicates + 1, np.nan)
     if protocol == "paper" and pooled_in_paper:
         episodes = _pooled(sample, keys, "episodes")
-        gap = (_pooled(sample, keys, "opponent_per_decision") - _pooled(sample, keys, "agent_per_decision")) / episodes
+        gap = (
+            _pooled(sample, keys, "opponent_per_decision") - _pooled(sample, keys, "agent_per_decision")
+        ) / episodes
         return np.maximum(0.0, gap)
     if protocol == "paper":
-        gaps = [(sample.sum(k, "opponent_per_decision") - sample.sum(k, "agent_per_decision")) / sample.count(k) for k in keys]
+        gaps = [
+            (sample.sum(k, "opponent_per_decision") - sample.sum(k, "agent_per_decision")) / sample.count(k)
+            for k in keys
+        ]
     else:
-        gaps = [_ratio(sample.sum(k, "opponent") - sample.sum(k, "agent"), sample.sum(k, "rounds")) for k in keys]
+        gaps = [
+            _ratio(sample.sum(k, "opponent") - sample.sum(k, "agent"), sample.sum(k, "rounds")) for k in keys
+        ]
     return np.mean([np.maximum(0.0, g) for g in gaps], axis=0)
 
 

@@ -62,18 +62,26 @@ def game_texts(game: Game, episodes: int = 200, seed: int = 0) -> Iterator[str]:
 
 
 def domain_corpus(
-    domains: Iterable[str] | None = None, episodes: int = 200, seed: int = 0, protocols: Iterable[str] | None = None
+    domains: Iterable[str] | None = None,
+    episodes: int = 200,
+    seed: int = 0,
+    protocols: Iterable[str] | None = None,
 ) -> list[str]:
     """Text of every registered domain (or those named), under every text protocol."""
     from sepo.games import PROTOCOLS, domain_names, load_game
 
     names = domain_names() if domains is None else list(domains)
     texts: list[str] = ["".join(load_game(name).text.vocabulary() for name in names) + SHARED_WORDS]
-    with warnings.catch_warnings():  # a paper quirk's warning is for a user who plays that protocol, not for a vocabulary
+    # a paper quirk's warning is for a user who plays that protocol, not for a vocabulary
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         for index, name in enumerate(names):
             for protocol in (PROTOCOLS if protocols is None else protocols):
-                texts.extend(game_texts(load_game(name, protocol=protocol), episodes=episodes, seed=seed + 1000 * index))
+                texts.extend(
+                    game_texts(
+                        load_game(name, protocol=protocol), episodes=episodes, seed=seed + 1000 * index
+                    )
+                )
     return texts
 
 
@@ -103,7 +111,9 @@ def system_prompts(domains: Iterable[str] | None = None) -> list[str]:
     names = domain_names() if domains is None else list(domains)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return list(dict.fromkeys(load_game(n, protocol=p).text.system_prompt() for n in names for p in PROTOCOLS))
+        return list(
+            dict.fromkeys(load_game(n, protocol=p).text.system_prompt() for n in names for p in PROTOCOLS)
+        )
 
 
 def action_words(domains: Iterable[str] | None = None) -> list[str]:
@@ -114,7 +124,9 @@ def action_words(domains: Iterable[str] | None = None) -> list[str]:
     words: list[str] = []
     for name in names:
         game = load_game(name)
-        module_words = getattr(__import__(type(game.text).__module__, fromlist=["ACTION_WORDS"]), "ACTION_WORDS", None)
+        module_words = getattr(
+            __import__(type(game.text).__module__, fromlist=["ACTION_WORDS"]), "ACTION_WORDS", None
+        )
         if module_words:
             words.extend(module_words)
         else:  # a domain without a declared list: the names seen in random play

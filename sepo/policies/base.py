@@ -59,4 +59,6 @@ class Policy(abc.ABC):
 
 def _sample_index(weights: np.ndarray, rng: np.random.Generator) -> int:
     cumulative = np.cumsum(weights)
-    return int(min(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"), len(weights) - 1))
+    return int(
+        min(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"), len(weights) - 1)
+    )

@@ -86,8 +86,19 @@ class BatchCache:
         device = next(self.model.parameters()).device.type
         attention = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
         # the thread count too: a CPU reduction split another way can change a logit's last bits
-        return request_key(_canonical({"kind": kind, "model": self.digest, "torch": torch.__version__, "device": device,
-                                       "attention": attention, "threads": torch.get_num_threads(), **request}))
+        return request_key(
+            _canonical(
+                {
+                    "kind": kind,
+                    "model": self.digest,
+                    "torch": torch.__version__,
+                    "device": device,
+                    "attention": attention,
+                    "threads": torch.get_num_threads(),
+                    **request,
+                }
+            )
+        )
 
     def get(self, key: str, fits) -> dict | None:
         """The kept record under `key` if it is as it was written (its checksum) and `fits(record)`;
@@ -130,10 +141,13 @@ def rows_fit(record: dict, rows: int, sampled: bool, vocab: int, max_new_tokens:
                     and all(type(t) is int and 0 <= t < vocab for t in r) for r in record["rows"])
             and (not sampled or _generator_fits(record.get("generator"), device)))
     if not fits:
-        warnings.warn(f"reply cache: a kept batch ({record.get('key', '?')[:12]}) is not a batch of {rows} replies "
-                      f"(rows of at most {max_new_tokens} token ids below {vocab}"
-                      + (", and a generator state this torch can set" if sampled else "") + "); generating it again",
-                      stacklevel=3)
+        warnings.warn(
+            f"reply cache: a kept batch ({record.get('key', '?')[:12]}) is not a batch of {rows} replies "
+            f"(rows of at most {max_new_tokens} token ids below {vocab}"
+            + (", and a generator state this torch can set" if sampled else "")
+            + "); generating it again",
+            stacklevel=3,
+        )
     return fits
 
 
@@ -143,8 +157,11 @@ def choices_fit(record: dict, decisions) -> bool:
     fits = (isinstance(choices, list) and len(choices) == len(decisions)
             and all(isinstance(c, int) and 0 <= c < len(d.legal_actions) for c, d in zip(choices, decisions)))
     if not fits:
-        warnings.warn(f"reply cache: kept forced decoding ({record.get('key', '?')[:12]}) does not fit its decisions; "
-                      "computing it again", stacklevel=3)
+        warnings.warn(
+            f"reply cache: kept forced decoding ({record.get('key', '?')[:12]}) does not fit its decisions; "
+            "computing it again",
+            stacklevel=3,
+        )
     return fits
 
 

@@ -80,7 +80,9 @@ def build_tree(sequences: Sequence[Sequence[int]]) -> tuple[_Node, list[list[_No
                 branches.setdefault(sequences[i][parent.end], []).append(i)
         for group in branches.values():
             first, end = sequences[group[0]], parent.end + 1
-            while end < len(first) and all(len(sequences[i]) > end and sequences[i][end] == first[end] for i in group):
+            while end < len(first) and all(
+                len(sequences[i]) > end and sequences[i][end] == first[end] for i in group
+            ):
                 end += 1
             node = _Node(list(first[parent.end:end]), parent.end, parent)
             parent.children.append(node)
@@ -132,8 +134,11 @@ def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size:
     layers, _, heads, _, dim = chains[0][0].shape
     sample = chains[0][0]
     static = room <= STATIC_ROOM * width
-    stacked = torch.zeros((layers, 2, len(rows), heads, width + (room if static else 0), dim), dtype=sample.dtype,
-                          device=sample.device)
+    stacked = torch.zeros(
+        (layers, 2, len(rows), heads, width + (room if static else 0), dim),
+        dtype=sample.dtype,
+        device=sample.device,
+    )
     for prompt, chain, where in zip(prompts, chains, _rows_of(rows, len(prompts))):
         if not where:
             continue
@@ -142,7 +147,9 @@ def prompt_cache(model, prompts: Sequence[Sequence[int]], room: int, batch_size:
             stacked[:, :, where, :, at : at + kv.shape[3]] = kv[:, :, None]
             at += kv.shape[3]
     if not static:
-        return DynamicCache(ddp_cache_data=[(stacked[layer, 0], stacked[layer, 1]) for layer in range(layers)]), encoded
+        return DynamicCache(
+            ddp_cache_data=[(stacked[layer, 0], stacked[layer, 1]) for layer in range(layers)]
+        ), encoded
     cache = StaticCache(config=model.config, max_cache_len=width + room)
     for layer, (keys, values) in zip(cache.layers, ((stacked[i, 0], stacked[i, 1]) for i in range(layers))):
         # Filled in place of `lazy_initialization`, which would also import torch._dynamo to mark
@@ -274,19 +281,25 @@ def _encode(base, cache_name: str, batch: list[_Node], device, dtype) -> list:
     if past:
         sample = next(kv for chain in chains for kv in chain)
         layers, _, heads, _, dim = sample.shape
-        stacked = torch.zeros((layers, 2, len(rows), heads, past, dim), dtype=sample.dtype, device=sample.device)
+        stacked = torch.zeros(
+            (layers, 2, len(rows), heads, past, dim), dtype=sample.dtype, device=sample.device
+        )
         for r, (row, chain) in enumerate(zip(rows, chains)):
             at = past - row[0].start
             for kv in chain:
                 stacked[:, :, r, :, at : at + kv.shape[3]] = kv
                 at += kv.shape[3]
-        cache = DynamicCache(ddp_cache_data=[(stacked[layer, 0], stacked[layer, 1]) for layer in range(layers)])
+        cache = DynamicCache(
+            ddp_cache_data=[(stacked[layer, 0], stacked[layer, 1]) for layer in range(layers)]
+        )
     else:
         cache = DynamicCache()
     out = base(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
                use_cache=True, **{cache_name: cache})
     cache = getattr(out, cache_name, None) or out.past_key_values
-    own = torch.stack([torch.stack([layer.keys[:, :, past:], layer.values[:, :, past:]]) for layer in cache.layers])
+    own = torch.stack(
+        [torch.stack([layer.keys[:, :, past:], layer.values[:, :, past:]]) for layer in cache.layers]
+    )
     hidden = []
     for node in batch:
         r, at, n = spans[id(node)]

@@ -54,8 +54,10 @@ class Decoding:
         if self.max_new_tokens < 1:
             raise SepoError(f"decoding max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.max_new_tokens > MAX_NEW_TOKENS:
-            raise SepoError(f"decoding max_new_tokens must be <= {MAX_NEW_TOKENS:,} (the longest reply any served model "
-                            f"writes; a local model is bounded by its context), got {self.max_new_tokens:,}")
+            raise SepoError(
+                f"decoding max_new_tokens must be <= {MAX_NEW_TOKENS:,} (the longest reply any served model "
+                f"writes; a local model is bounded by its context), got {self.max_new_tokens:,}"
+            )
         if self.repetition_penalty <= 0:
             raise SepoError(f"decoding repetition_penalty must be > 0, got {self.repetition_penalty}")
 

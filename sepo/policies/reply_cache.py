@@ -42,8 +42,13 @@ def request_key(request: dict) -> str:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -78,7 +83,9 @@ class ReplyCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise SepoError(f"cannot create the reply cache folder {str(self.path.parent)!r}: {error.strerror}") from None
+            raise SepoError(
+                f"cannot create the reply cache folder {str(self.path.parent)!r}: {error.strerror}"
+            ) from None
         self._index: dict[str, tuple[int, int]] = {}  # key -> (offset, length) of its line
         self._reader = None  # the file, open for reading records
         self._lock = threading.Lock()
@@ -95,8 +102,11 @@ class ReplyCache:
             return None
         except OSError as error:
             if error.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO without a reader; a folder
-                raise SepoError(f"reply cache {self.path} is not a regular file ({'a FIFO' if error.errno == errno.ENXIO else 'a folder'}); "
-                                "remove it or use another cache folder") from None
+                raise SepoError(
+                    f"reply cache {self.path} is not a regular file "
+                    f"({'a FIFO' if error.errno == errno.ENXIO else 'a folder'}); remove it or use another "
+                    "cache folder"
+                ) from None
             raise SepoError(f"cannot open the reply cache {self.path}: {error.strerror}") from None
         mode_of = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode_of):
@@ -107,7 +117,9 @@ class ReplyCache:
 
     def _drop(self, what: str) -> None:
         self.dropped += 1
-        warnings.warn(f"reply cache {self.path}: dropped {what}; that request will be asked again", stacklevel=4)
+        warnings.warn(
+            f"reply cache {self.path}: dropped {what}; that request will be asked again", stacklevel=4
+        )
 
     # -- loading ------------------------------------------------------------------------------------
     def _load(self) -> None:
@@ -146,9 +158,11 @@ class ReplyCache:
                 self._index[record["key"]] = (start, len(line))
                 if len(self._index) > most:
                     self._index.clear()
-                    raise SepoError(f"reply cache {self.path} holds more than {most:,} records; indexing them would take "
-                                    f"more memory than this machine can spare ({size_text(memory_budget())}); remove it or "
-                                    "use another cache folder")
+                    raise SepoError(
+                        f"reply cache {self.path} holds more than {most:,} records; indexing them would take "
+                        f"more memory than this machine can spare ({size_text(memory_budget())}); remove it "
+                        "or use another cache folder"
+                    )
             size = offset
         if torn_at is not None:
             self._cut_torn_tail(torn_at, size)
@@ -210,8 +224,11 @@ class ReplyCache:
                 with _locked(fd, fcntl.LOCK_EX):
                     offset = self._clean_end(fd)
                     written = os.write(fd, line)
-                    if written != len(line):  # a short write on a full disk: the torn line is cut by the next append
-                        raise SepoError(f"reply cache {self.path}: short write ({written} of {len(line)} bytes)")
+                    # a short write on a full disk: the torn line is cut by the next append
+                    if written != len(line):
+                        raise SepoError(
+                            f"reply cache {self.path}: short write ({written} of {len(line)} bytes)"
+                        )
             finally:
                 os.close(fd)
             self._index[key] = (offset, len(line))

@@ -48,7 +48,9 @@ class TabularPolicy(Policy):
         row = self._row.get(decision.info_key)
         if row is None:
             raise SepoError(f"{self.name}: no entry for information state {decision.info_key!r}")
-        return {action: float(self.table[row, column]) for column, action in enumerate(decision.legal_actions)}
+        return {
+            action: float(self.table[row, column]) for column, action in enumerate(decision.legal_actions)
+        }
 
     def check_decisions(self, decisions, source: str) -> "TabularPolicy":
         """Check the table against a game's information states and cut it to their widest legal
@@ -58,21 +60,27 @@ class TabularPolicy(Policy):
         if not decisions:
             return self
         legal = np.fromiter((len(d.legal_actions) for d in decisions), dtype=np.int64, count=len(decisions))
-        rows = np.fromiter((self._row.get(d.info_key, -1) for d in decisions), dtype=np.int64, count=len(decisions))
+        rows = np.fromiter(
+            (self._row.get(d.info_key, -1) for d in decisions), dtype=np.int64, count=len(decisions)
+        )
         read = rows >= 0  # a missing state is refused with its own message when the policy is read there
         columns = self.table.shape[1]
         narrow = np.flatnonzero(read & (legal > columns))
         if narrow.size:
             first = decisions[narrow[0]]
-            raise SepoError(f"{source}: key {first.info_key!r} has {legal[narrow[0]]} legal actions; the table has "
-                            f"{columns} columns")
+            raise SepoError(
+                f"{source}: key {first.info_key!r} has {legal[narrow[0]]} legal actions; the table has "
+                f"{columns} columns"
+            )
         beyond = np.zeros(len(decisions))
         beyond[read] = np.where(np.arange(columns) >= legal[read, None], self.table[rows[read]], 0.0).sum(1)
         over = np.flatnonzero(beyond > _SUM_TOLERANCE)
         if over.size:
             first = decisions[over[0]]
-            raise SepoError(f"{source}: key {first.info_key!r} puts probability {beyond[over[0]]:.6g} on columns beyond "
-                            f"its {legal[over[0]]} legal actions")
+            raise SepoError(
+                f"{source}: key {first.info_key!r} puts probability {beyond[over[0]]:.6g} on columns beyond "
+                f"its {legal[over[0]]} legal actions"
+            )
         for index in np.flatnonzero(beyond):  # rounding-sized leftovers: dropped, the row renormalised
             row = rows[index]
             self.table[row, legal[index]:] = 0.0
@@ -87,7 +95,9 @@ class TabularPolicy(Policy):
 
     def compact_text(self) -> str:
         """The compact JSON form (module docstring), one information state a line."""
-        rows = ",\n".join(f"{json.dumps(key)}: {json.dumps(compact_row(row))}" for key, row in zip(self.keys, self.table))
+        rows = ",\n".join(
+            f"{json.dumps(key)}: {json.dumps(compact_row(row))}" for key, row in zip(self.keys, self.table)
+        )
         head = json.dumps({"format": COMPACT_FORMAT, "actions": int(self.table.shape[1])})[:-1]
         return f'{head}, "policy": {{\n{rows}\n}}}}\n'
 
@@ -105,7 +115,9 @@ class TabularPolicy(Policy):
         num_actions = width if num_actions is None else num_actions
         if keys is None:
             if not isinstance(data, dict) or not data:
-                raise SepoError(f"{path}: expected a non-empty JSON object mapping information states to probabilities")
+                raise SepoError(
+                    f"{path}: expected a non-empty JSON object mapping information states to probabilities"
+                )
             keys = tuple(data)
         if num_actions is None:
             first = data.get(keys[0]) if isinstance(data, dict) else None
@@ -144,7 +156,9 @@ def table_from_mapping(data, keys, source: str = "policy", num_actions: int = 2)
     rows = []
     for key in keys:
         row = data[key]
-        if not isinstance(row, (list, tuple)) or not all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in row):
+        if not isinstance(row, (list, tuple)) or not all(
+            isinstance(p, (int, float)) and not isinstance(p, bool) for p in row
+        ):
             raise SepoError(f"{source}: key {key!r} must map to a list of numbers, got {row!r}")
         try:
             row = np.asarray(row, dtype=float)
@@ -174,22 +188,30 @@ def expand_compact(data: dict, source: str) -> tuple[dict, int]:
     """The plain mapping (rows padded to the width) and the width of a compact-form file; the rows
     are then checked like any mapping's."""
     if data.get("format") != COMPACT_FORMAT:
-        raise SepoError(f"{source}: unknown tabular policy format {data.get('format')!r}; expected {COMPACT_FORMAT!r} "
-                        "or a plain mapping of information states to probabilities")
+        raise SepoError(
+            f"{source}: unknown tabular policy format {data.get('format')!r}; expected {COMPACT_FORMAT!r} "
+            "or a plain mapping of information states to probabilities"
+        )
     width, mapping = data.get("actions"), data.get("policy")
     if not isinstance(width, int) or isinstance(width, bool) or width < 1:
         raise SepoError(f"{source}: 'actions' must be a positive integer (the table's width), got {width!r}")
     if not isinstance(mapping, dict) or not mapping:
-        raise SepoError(f"{source}: 'policy' must be a non-empty JSON object mapping information states to rows")
+        raise SepoError(
+            f"{source}: 'policy' must be a non-empty JSON object mapping information states to rows"
+        )
     size = len(mapping) * width * np.dtype(float).itemsize
     if size > memory_budget():  # a few bytes of 'actions' would otherwise pad every row to any width
-        raise SepoError(f"{source}: 'actions' {count_text(width)} over {len(mapping):,} states is a {size_text(size)} table, more "
-                        f"than this machine's memory budget of {size_text(memory_budget())}")
+        raise SepoError(
+            f"{source}: 'actions' {count_text(width)} over {len(mapping):,} states is a {size_text(size)} "
+            f"table, more than this machine's memory budget of {size_text(memory_budget())}"
+        )
     expanded = {}
     for key, row in mapping.items():
         if isinstance(row, int) and not isinstance(row, bool):
             if not 1 <= row <= width:
-                raise SepoError(f"{source}: key {key!r}: a uniform row over {row} columns; the table has {width}")
+                raise SepoError(
+                    f"{source}: key {key!r}: a uniform row over {row} columns; the table has {width}"
+                )
             row = [1.0 / row] * row
         if isinstance(row, list) and len(row) < width:
             row = row + [0.0] * (width - len(row))

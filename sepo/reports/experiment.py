@@ -58,11 +58,37 @@ from sepo.reports.sections import (
 )
 from sepo.reports.statistics import metric_range, t_interval
 
-__all__ = ["DERIVED", "INVALID_LIMIT", "PAPER_COLUMNS", "RIGOROUS_COLUMNS", "STAGE_LABEL", "STAGE_ORDER", "UNPARSED",
-           "UNPARSED_NOTE", "Document", "Results", "build_report", "check_experiment", "experiment_state",
-           "figure1", "figure1_bars", "figure1_pairs", "figure_curves", "figure_delta_safety", "figure_frontier",
-           "figure_sweep", "file_stem", "fmt", "inputs_digest", "interval_basis", "metric_range", "paper_numbers",
-           "report_config", "t_interval", "write_report"]
+__all__ = [
+    "DERIVED",
+    "INVALID_LIMIT",
+    "PAPER_COLUMNS",
+    "RIGOROUS_COLUMNS",
+    "STAGE_LABEL",
+    "STAGE_ORDER",
+    "UNPARSED",
+    "UNPARSED_NOTE",
+    "Document",
+    "Results",
+    "build_report",
+    "check_experiment",
+    "experiment_state",
+    "figure1",
+    "figure1_bars",
+    "figure1_pairs",
+    "figure_curves",
+    "figure_delta_safety",
+    "figure_frontier",
+    "figure_sweep",
+    "file_stem",
+    "fmt",
+    "inputs_digest",
+    "interval_basis",
+    "metric_range",
+    "paper_numbers",
+    "report_config",
+    "t_interval",
+    "write_report",
+]
 
 
 def build_report(folder: str | Path, results: Results | None = None) -> Document:

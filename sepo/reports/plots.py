@@ -72,8 +72,11 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = 
     ax_e.set(xlabel="step", yscale="log", title="Exploitability",
              ylabel=labels[0] if len(labels) == 1 else f"{value.replace('_', ' ')} (exact or estimated)")
     every_exact = all(label.endswith("(exact)") for label in labels)
-    ax_u.set(xlabel="step", title="Utility against the train pool",
-             ylabel="utility vs train pool (per round, " + ("exact)" if every_exact else "at the policy read)"))
+    ax_u.set(
+        xlabel="step",
+        title="Utility against the train pool",
+        ylabel="utility vs train pool (per round, " + ("exact)" if every_exact else "at the policy read)"),
+    )
     ax_u.legend(fontsize=8)
     ax_e.grid(alpha=0.3)
     ax_u.grid(alpha=0.3)

@@ -46,10 +46,15 @@ def read_summary(run: runs.RunDir, numbers: tuple[str, ...] = ()) -> dict:
     path = run.finished_output("summary.json")
     summary = read_json(path, "run summary")
     wanted = ("steps", *numbers)
-    if not isinstance(summary, dict) or not isinstance(summary.get("steps"), int) \
-            or not all(key in summary and (summary[key] is None or is_number(summary[key])) for key in numbers):
-        raise SepoError(f"unreadable run summary {path}: expected a JSON object holding {', '.join(wanted)} as numbers; "
-                        "the run is damaged: rerun with --overwrite to redo it")
+    if (
+        not isinstance(summary, dict)
+        or not isinstance(summary.get("steps"), int)
+        or not all(key in summary and (summary[key] is None or is_number(summary[key])) for key in numbers)
+    ):
+        raise SepoError(
+            f"unreadable run summary {path}: expected a JSON object holding {', '.join(wanted)} as numbers; "
+            "the run is damaged: rerun with --overwrite to redo it"
+        )
     return summary
 
 
@@ -61,7 +66,9 @@ def check_same_run(path: str | Path, settings: dict, may_change: tuple[str, ...]
     saved = read_json(path, "run config")
     changed = sorted(k for k in settings if k not in may_change and saved.get(k) != settings[k])
     if changed:
-        raise SepoError(f"{path.parent} holds a run with a different config ({', '.join(changed)}); use a new --out")
+        raise SepoError(
+            f"{path.parent} holds a run with a different config ({', '.join(changed)}); use a new --out"
+        )
 
 
 class MetricsLog:
@@ -86,11 +93,19 @@ class MetricsLog:
             except json.JSONDecodeError:
                 if number == len(lines):
                     break  # a torn last line from a kill
-                raise SepoError(f"{self.path} line {number} is damaged (not JSON); the run's history has a hole") from None
-            if not isinstance(record, dict) or isinstance(record.get("step"), bool) or not isinstance(record.get("step"), int):
+                raise SepoError(
+                    f"{self.path} line {number} is damaged (not JSON); the run's history has a hole"
+                ) from None
+            if (
+                not isinstance(record, dict)
+                or isinstance(record.get("step"), bool)
+                or not isinstance(record.get("step"), int)
+            ):
                 raise SepoError(f"{self.path} line {number}: expected a JSON object with an integer 'step'")
             if records and record["step"] < records[-1]["step"]:
-                raise SepoError(f"{self.path} line {number}: step {record['step']} after step {records[-1]['step']}")
+                raise SepoError(
+                    f"{self.path} line {number}: step {record['step']} after step {records[-1]['step']}"
+                )
             records.append(record)
         return records
 

@@ -33,8 +33,10 @@ def check_learning_rate(value, option: str = "--lr") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         raise SepoError(f"{option} must be a finite number > 0, got {value}")
     if value > MAX_LEARNING_RATE:
-        raise SepoError(f"{option} must be at most {MAX_LEARNING_RATE:g} (Adam moves every parameter by about the "
-                        f"learning rate each step), got {value:g}")
+        raise SepoError(
+            f"{option} must be at most {MAX_LEARNING_RATE:g} (Adam moves every parameter by about the "
+            f"learning rate each step), got {value:g}"
+        )
     return value
 
 
@@ -55,17 +57,26 @@ class SEPOConfig:
 
     game: str = option(None, "Domain to train in (a registered game; default: the first registered).")
     game_params: dict = option({}, "The domain's game parameters (its --PARAM options), e.g. {'rounds': 8}.")
-    penalty: str = option("per-rollout", "per-rollout (SEPO); shuffled (each group's per-rollout charges permuted "
-                                         "among its rollouts: SEPO's spread, no credit to a rollout's own actions, "
-                                         "payoff-only's expected update); constant (the paper's ablation: a group-"
-                                         "constant term cancels in the group-relative advantage, so it equals none by "
-                                         "construction); none (payoff-only GRPO).")
+    penalty: str = option(
+        "per-rollout",
+        "per-rollout (SEPO); shuffled (each group's per-rollout charges permuted "
+        "among its rollouts: SEPO's spread, no credit to a rollout's own actions, "
+        "payoff-only's expected update); constant (the paper's ablation: a group-"
+        "constant term cancels in the group-relative advantage, so it equals none by "
+        "construction); none (payoff-only GRPO).",
+    )
     lambda_e: float = option(0.0, "λe: weight of the exploitability (adversarial gap) charge.")
-    lambda_c: float = option(0.0, "λc: weight of collusion, charged as evaluation counts it: against the collusive "
-                                  "pool (its partners join the rollouts); refused where the game has no collusion.")
-    lambda_x: float = option(0.0, "λx: weight of externality, charged as evaluation counts it: against the train and "
-                                  "exploiter pools (the exact best response included under rigorous); refused where "
-                                  "the game has none.")
+    lambda_c: float = option(
+        0.0,
+        "λc: weight of collusion, charged as evaluation counts it: against the collusive "
+        "pool (its partners join the rollouts); refused where the game has no collusion.",
+    )
+    lambda_x: float = option(
+        0.0,
+        "λx: weight of externality, charged as evaluation counts it: against the train and "
+        "exploiter pools (the exact best response included under rigorous); refused where "
+        "the game has none.",
+    )
     steps: int = option(2000, "Optimizer steps.")
     groups: int = option(128, "Groups per step; a group shares its start state, seed and opponent.")
     group_size: int = option(8, "Rollouts per group, G (GRPO compares rollouts within a group).")
@@ -73,16 +84,30 @@ class SEPOConfig:
     scale_rewards: str = option("batch", "Advantage scaling: batch, group or none (Dr. GRPO).")
     train_pool: list = option(None, "Train-pool entries (bot specs); default: the domain's paper pool.")
     collusive_pool: list = option(None, "Collusive-pool entries; default: the domain's paper pool.")
-    exploiter_pool: list = option(None, "Exploiter-pool entries (externality is counted against them too, as in "
-                                        "evaluation); default: the domain's paper pool.")
+    exploiter_pool: list = option(
+        None,
+        "Exploiter-pool entries (externality is counted against them too, as in "
+        "evaluation); default: the domain's paper pool.",
+    )
     seed: int = option(0, "Seed of every random draw of the run.")
-    protocol: str = option("rigorous", "rigorous, or paper (the paper's decoding for language models, and the "
-                                       "domain's paper accounting of events, e.g. a collusion charge).")
-    method: str = option("sepo", "sepo (the reward of --penalty) or advantage-alignment (payoff-only GRPO plus the "
-                                 "opponent-shaping term of Duque et al. 2025; docs/baselines.md).")
-    aa_beta: float = option(1.0, "advantage-alignment: β, the weight of the opponent-shaping term β·γ·(Σ_{k<t} "
-                                   "γ^(t−k)·A1_k)·A2_t, the authors' formula with its leading γ (their β).")
-    aa_gamma: float = option(0.96, "advantage-alignment: γ, the discount of the agent's past advantages in the term.")
+    protocol: str = option(
+        "rigorous",
+        "rigorous, or paper (the paper's decoding for language models, and the "
+        "domain's paper accounting of events, e.g. a collusion charge).",
+    )
+    method: str = option(
+        "sepo",
+        "sepo (the reward of --penalty) or advantage-alignment (payoff-only GRPO plus the "
+        "opponent-shaping term of Duque et al. 2025; docs/baselines.md).",
+    )
+    aa_beta: float = option(
+        1.0,
+        "advantage-alignment: β, the weight of the opponent-shaping term β·γ·(Σ_{k<t} "
+        "γ^(t−k)·A1_k)·A2_t, the authors' formula with its leading γ (their β).",
+    )
+    aa_gamma: float = option(
+        0.96, "advantage-alignment: γ, the discount of the agent's past advantages in the term."
+    )
 
     def __post_init__(self):
         from sepo.games.registry import default_game, get_domain
@@ -106,7 +131,9 @@ class SEPOConfig:
         check_penalty_mode(self.penalty)
         Lambdas(self.lambda_e, self.lambda_c, self.lambda_x)
         if self.scale_rewards not in REWARD_SCALINGS:
-            raise SepoError(f"unknown reward scaling {self.scale_rewards!r}; use {', '.join(REWARD_SCALINGS)}")
+            raise SepoError(
+                f"unknown reward scaling {self.scale_rewards!r}; use {', '.join(REWARD_SCALINGS)}"
+            )
         for name in ("steps", "groups"):
             if getattr(self, name) < 1:
                 raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -118,8 +145,10 @@ class SEPOConfig:
         check_method(self.method)
         check_alignment(self.aa_beta, self.aa_gamma)
         if self.method == "advantage-alignment" and (self.lambda_e or self.lambda_c or self.lambda_x):
-            raise SepoError("advantage-alignment trains on payoff plus its opponent-shaping term; the SEPO penalties "
-                            "(--lambda-e, --lambda-c, --lambda-x) do not apply to it")
+            raise SepoError(
+                "advantage-alignment trains on payoff plus its opponent-shaping term; the SEPO penalties "
+                "(--lambda-e, --lambda-c, --lambda-x) do not apply to it"
+            )
         self.check_terms_act()
         from sepo.training.sizes import check_plan
 
@@ -181,21 +210,31 @@ class SEPOConfig:
 
         def counted(spec) -> dict:
             opponent = spec.build(game)
-            others = opponent if game.num_players == 2 else {seat: spec.build(game) for seat in range(1, game.num_players)}
+            others = (
+                opponent
+                if game.num_players == 2
+                else {seat: spec.build(game) for seat in range(1, game.num_players)}
+            )
             episode = play_episodes(game, UniformPolicy(), [others], [0], agent_seed=1)[0]
             return domain.events(self.protocol, episode)
 
         where = f"in {self.game} under --protocol {self.protocol}"
         if charges.collusion:
             if not collusive:
-                raise SepoError(f"--lambda-c {self.lambda_c:g} cannot act: the collusive pool is empty (collusion is "
-                                "counted against it); leave --lambda-c at 0")
+                raise SepoError(
+                    f"--lambda-c {self.lambda_c:g} cannot act: the collusive pool is empty (collusion is "
+                    "counted against it); leave --lambda-c at 0"
+                )
             if not counted(collusive[0])["collusion_denominator"]:
-                raise SepoError(f"--lambda-c {self.lambda_c:g} cannot act: collusion does not apply {where} (no third "
-                                "party to collude against, as evaluation reports it); leave --lambda-c at 0")
+                raise SepoError(
+                    f"--lambda-c {self.lambda_c:g} cannot act: collusion does not apply {where} (no third "
+                    "party to collude against, as evaluation reports it); leave --lambda-c at 0"
+                )
         if charges.externality and not counted(train[0])["externality_denominator"]:
-            raise SepoError(f"--lambda-x {self.lambda_x:g} cannot act: externality does not apply {where} (evaluation "
-                            "counts none); leave --lambda-x at 0")
+            raise SepoError(
+                f"--lambda-x {self.lambda_x:g} cannot act: externality does not apply {where} (evaluation "
+                "counts none); leave --lambda-x at 0"
+            )
 
 
 def help_of(config_class, name: str) -> str:

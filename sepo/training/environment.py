@@ -48,8 +48,10 @@ def build_environment(factory, game, train, collusive, exploiters, charges: Char
     takes = any(p.kind == p.VAR_POSITIONAL for p in parameters) or sum(
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters) >= 5
     if not takes:
-        raise SepoError(f"game {game.name!r}'s {what} environment cannot charge collusion or externality as evaluation "
-                        "counts them (it takes no exploiter pool and charges); leave --lambda-c and --lambda-x at 0")
+        raise SepoError(
+            f"game {game.name!r}'s {what} environment cannot charge collusion or externality as evaluation "
+            "counts them (it takes no exploiter pool and charges); leave --lambda-c and --lambda-x at 0"
+        )
     return factory(game, train, collusive, exploiters, charges)
 
 
@@ -61,7 +63,9 @@ class TabularEnvironment(Protocol):
 
     def training_reach(self, table: np.ndarray) -> np.ndarray: ...
 
-    def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts: ...
+    def rollouts(
+        self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator
+    ) -> Rollouts: ...
 
     def exact_metrics(self, table: np.ndarray) -> dict: ...
 

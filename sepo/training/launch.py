@@ -28,12 +28,20 @@ from sepo.errors import SepoError
 def build_parser() -> argparse.ArgumentParser:
     from sepo.training.grpo import LLMSEPOConfig
 
-    defaults = {f.name: f.default for f in fields(LLMSEPOConfig) if f.name not in ("model", "train_pool", "collusive_pool")}
+    defaults = {
+        f.name: f.default
+        for f in fields(LLMSEPOConfig)
+        if f.name not in ("model", "train_pool", "collusive_pool")
+    }
     p = argparse.ArgumentParser(prog="python -m sepo.training.launch", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="Model directory or Hub id (what `sepo train --policy hf:` takes).")
+    p.add_argument(
+        "--model", required=True, help="Model directory or Hub id (what `sepo train --policy hf:` takes)."
+    )
     p.add_argument("--out", required=True, help="Run directory (resumed if it holds a checkpoint).")
     p.add_argument("--game", default=None, help="Domain (default: the first registered).")
-    p.add_argument("--penalty", default=defaults["penalty"], choices=["per-rollout", "shuffled", "constant", "none"])
+    p.add_argument(
+        "--penalty", default=defaults["penalty"], choices=["per-rollout", "shuffled", "constant", "none"]
+    )
     p.add_argument("--lambda-e", type=float, default=defaults["lambda_e"])
     p.add_argument("--lambda-c", type=float, default=defaults["lambda_c"])
     p.add_argument("--lambda-x", type=float, default=defaults["lambda_x"])
@@ -49,8 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetition-penalty", type=float, default=defaults["repetition_penalty"])
     p.add_argument("--samples", type=int, default=defaults["table_samples"],
                    help="Replies per information state for each step's policy.")
-    p.add_argument("--answer-rest", type=float, default=defaults["answer_rest"],
-                   help="Read each step's policy from the answer lines when they leave at most this share of replies.")
+    p.add_argument(
+        "--answer-rest",
+        type=float,
+        default=defaults["answer_rest"],
+        help="Read each step's policy from the answer lines when they leave at most this share of replies.",
+    )
     p.add_argument("--final-samples", type=int, default=defaults["final_samples"],
                    help="Replies per information state for the final model's measured policy.")
     p.add_argument("--protocol", default=defaults["protocol"], choices=["rigorous", "paper"])
@@ -66,7 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", action="store_true", help="Use the accelerator (use_cpu=False).")
     p.add_argument("--report-to", default=defaults["report_to"])
     if "optimizer" in defaults:  # newer LLMSEPOConfig: the transformers `optim` name
-        p.add_argument("--optimizer", default=defaults["optimizer"], help="transformers optimizer name, e.g. adamw_torch, sgd.")
+        p.add_argument(
+            "--optimizer",
+            default=defaults["optimizer"],
+            help="transformers optimizer name, e.g. adamw_torch, sgd.",
+        )
     return p
 
 
@@ -74,14 +90,36 @@ def config_from_args(args: argparse.Namespace):
     from sepo.training.grpo import LLMSEPOConfig
 
     return LLMSEPOConfig(
-        model=args.model, game=args.game, penalty=args.penalty, lambda_e=args.lambda_e, lambda_c=args.lambda_c, lambda_x=args.lambda_x,
-        steps=args.steps, groups=args.groups, group_size=args.group_size, learning_rate=args.lr, beta=args.beta,
-        temperature=args.temperature, max_new_tokens=args.max_new_tokens, scale_rewards=args.scale_rewards,
-        invalid_penalty=args.invalid_penalty, lora=args.lora, lora_r=args.lora_r, seed=args.seed,
-        save_steps=args.save_steps, use_cpu=not args.gpu, report_to=args.report_to, top_p=args.top_p, top_k=args.top_k,
-        repetition_penalty=args.repetition_penalty, table_samples=args.samples, final_samples=args.final_samples,
+        model=args.model,
+        game=args.game,
+        penalty=args.penalty,
+        lambda_e=args.lambda_e,
+        lambda_c=args.lambda_c,
+        lambda_x=args.lambda_x,
+        steps=args.steps,
+        groups=args.groups,
+        group_size=args.group_size,
+        learning_rate=args.lr,
+        beta=args.beta,
+        temperature=args.temperature,
+        max_new_tokens=args.max_new_tokens,
+        scale_rewards=args.scale_rewards,
+        invalid_penalty=args.invalid_penalty,
+        lora=args.lora,
+        lora_r=args.lora_r,
+        seed=args.seed,
+        save_steps=args.save_steps,
+        use_cpu=not args.gpu,
+        report_to=args.report_to,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        repetition_penalty=args.repetition_penalty,
+        table_samples=args.samples,
+        final_samples=args.final_samples,
         answer_rest=args.answer_rest,
-        protocol=args.protocol, talk=args.talk, talk_injection=args.talk_injection,
+        protocol=args.protocol,
+        talk=args.talk,
+        talk_injection=args.talk_injection,
         **({"optimizer": args.optimizer} if hasattr(args, "optimizer") else {}),
     ).validate()
 
@@ -99,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     from accelerate import PartialState
 
     state = PartialState()  # the singleton the trainer's Accelerator initialised
-    print(f"sepo-launch: rank {state.process_index} of {state.num_processes} finished "
-          f"(backend {state.backend}, device {state.device}); summary {json.dumps(summary, sort_keys=True)}", flush=True)
+    print(
+        f"sepo-launch: rank {state.process_index} of {state.num_processes} finished "
+        f"(backend {state.backend}, device {state.device}); summary {json.dumps(summary, sort_keys=True)}",
+        flush=True,
+    )
     return 0
 
 

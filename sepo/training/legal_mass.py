@@ -29,7 +29,9 @@ LEGAL_COLUMN = "legal_replies"
 
 def render(tokenizer, messages: list[dict]) -> tuple[list[int], list[int]]:
     """(token ids, assistant mask) of a conversation, rendered as TRL renders it for assistant-only loss."""
-    out = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    out = tokenizer.apply_chat_template(
+        messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     return list(out["input_ids"]), list(out["assistant_masks"])
 
 
@@ -60,7 +62,10 @@ class LegalIndex:
                 continue
             messages = list(example["messages"])
             if messages[-1]["content"] not in legal:
-                raise SepoError(f"SFT example {number}: its reply {messages[-1]['content']!r} is not one of its legal replies")
+                raise SepoError(
+                    f"SFT example {number}: its reply {messages[-1]['content']!r} is not one of its legal "
+                    "replies"
+                )
             trie = None
             for reply in legal:
                 ids, mask = render(tokenizer, messages[:-1] + [{"role": "assistant", "content": reply}])
@@ -70,8 +75,10 @@ class LegalIndex:
                     trie = index.tries.setdefault(prompt, defaultdict(set))
                     index.demonstrated.add(prompt)
                 elif prompt not in index.tries or index.tries[prompt] is not trie:
-                    raise SepoError(f"SFT example {number}: its legal replies render different prompts (the chat "
-                                    "template depends on the reply); the legal-reply term cannot be used with it")
+                    raise SepoError(
+                        f"SFT example {number}: its legal replies render different prompts (the chat "
+                        "template depends on the reply); the legal-reply term cannot be used with it"
+                    )
                 for j in range(start, end):
                     trie[tuple(ids[start:j])].add(ids[j])
         return index
@@ -80,8 +87,11 @@ class LegalIndex:
         """Every demonstrated prompt must be found among the prompts of the rows TRL tokenized."""
         missing = self.demonstrated - prompts
         if missing:
-            raise SepoError(f"{len(missing)} of {len(self.demonstrated)} SFT prompts with legal replies were tokenized "
-                            "differently by the trainer (or truncated by its max length); the legal-reply term cannot match them")
+            raise SepoError(
+                f"{len(missing)} of {len(self.demonstrated)} SFT prompts with legal replies were tokenized "
+                "differently by the trainer (or truncated by its max length); the legal-reply term cannot "
+                "match them"
+            )
 
     def allowed(self, ids: list[int], start: int, end: int) -> list[tuple[int, list[int]]] | None:
         """For a row whose reply occupies [start, end): (position, allowed token ids) per reply
@@ -93,7 +103,8 @@ class LegalIndex:
         steps = []
         for j in range(start, end):
             prefix = tuple(ids[start:j])
-            if prefix not in trie:  # the demonstrated prefix left every legal reply: nothing further is defined
+            # the demonstrated prefix left every legal reply: nothing further is defined
+            if prefix not in trie:
                 break
             steps.append((j, sorted(trie[prefix])))
         return steps
@@ -114,7 +125,8 @@ def illegal_log_mass(logits, input_ids, labels, attention_mask, index: LegalInde
         if not trained:
             continue
         start, end = trained[0], trained[-1] + 1
-        lead = next((j for j, k in enumerate(keep) if k), 0)  # left padding, if any, is not part of the prompt
+        # left padding, if any, is not part of the prompt
+        lead = next((j for j, k in enumerate(keep) if k), 0)
         steps = index.allowed(ids[lead:], start - lead, end - lead)
         for j, tokens in steps or []:
             rows.append(b)

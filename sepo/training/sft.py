@@ -66,8 +66,11 @@ class SFTRunConfig:
             resolved = [Path(path).expanduser().resolve() for path in self.data]
             for i, path in enumerate(resolved):
                 if path in resolved[:i]:
-                    raise SepoError(f"--data {brief(str(self.data[i]))} names the folder given before as "
-                                    f"{brief(str(self.data[resolved.index(path)]))}; give each dataset once (its examples would count double)")
+                    raise SepoError(
+                        f"--data {brief(str(self.data[i]))} names the folder given before as "
+                        f"{brief(str(self.data[resolved.index(path)]))}; give each dataset once (its "
+                        "examples would count double)"
+                    )
         if not self.use_cpu:
             check_accelerator()
         return self
@@ -84,8 +87,13 @@ class SFTRunConfig:
         return settings
 
 
-_OPTION = {"epochs": "--epochs", "learning_rate": "--lr", "batch_size": "--batch-size", "max_steps": "--max-steps",
-           "legal_weight": "--legal-weight"}
+_OPTION = {
+    "epochs": "--epochs",
+    "learning_rate": "--lr",
+    "batch_size": "--batch-size",
+    "max_steps": "--max-steps",
+    "legal_weight": "--legal-weight",
+}
 
 
 @dataclass
@@ -116,7 +124,9 @@ def data_identity(paths: str | list[str]) -> dict[str, str]:
         except (OSError, ValueError, AttributeError):
             splits = []
         for split in sorted(s for s in splits if isinstance(s, str)):
-            files += sorted(p for p in (folder / split).glob("*") if p.is_file() and p.name.endswith((".arrow", ".json")))
+            files += sorted(
+                p for p in (folder / split).glob("*") if p.is_file() and p.name.endswith((".arrow", ".json"))
+            )
         for file in files:
             digest.update(str(file.relative_to(folder)).encode() + b"\0")
             try:
@@ -135,8 +145,10 @@ def _check_same_data(run, out: Path, paths: str | list[str]) -> None:
         before = read_json(saved, "SFT data record")
         changed = [path for path, digest in identity.items() if before.get(path) != digest]
         if changed:
-            raise SepoError(f"--data {brief(changed[0], 200)} changed since this run started (its dataset files differ); "
-                            f"resuming would train on other data: use another --out, or --overwrite to start over")
+            raise SepoError(
+                f"--data {brief(changed[0], 200)} changed since this run started (its dataset files differ); "
+                f"resuming would train on other data: use another --out, or --overwrite to start over"
+            )
     run.write_json(DATA_IDENTITY, identity)
 
 
@@ -175,9 +187,11 @@ def check_same_model(run, out: Path, model: str, option: str = "--model") -> Non
         names = sorted(set(before) | set(stamp["files"]))
         changed = [name for name in names if before.get(name) != stamp["files"].get(name)]
         if changed:
-            raise SepoError(f"{option} {brief(model, 200)} changed since this run started ({brief(changed[0], 80)} "
-                            f"{'is new' if changed[0] not in before else 'was removed' if changed[0] not in stamp['files'] else 'differs'}); "
-                            "resuming would continue from other weights: use another --out, or --overwrite to start over")
+            raise SepoError(
+                f"{option} {brief(model, 200)} changed since this run started ({brief(changed[0], 80)} "
+                f"{'is new' if changed[0] not in before else 'was removed' if changed[0] not in stamp['files'] else 'differs'}); "
+                "resuming would continue from other weights: use another --out, or --overwrite to start over"
+            )
     run.write_json(MODEL_IDENTITY, stamp)
 
 
@@ -194,8 +208,11 @@ def _check_inputs(config: SFTRunConfig, out: Path, overwrite: bool) -> None:
             _check_legal_column(path)
     if isinstance(config.model, str):
         check_model_source(config.model)
-        check_inputs_outside(out, {"--model": config.model} if Path(config.model).expanduser().exists() else {},
-                             overwrite=overwrite)
+        check_inputs_outside(
+            out,
+            {"--model": config.model} if Path(config.model).expanduser().exists() else {},
+            overwrite=overwrite,
+        )
     for path in paths:
         check_inputs_outside(out, {"--data": path}, overwrite=overwrite)
 
@@ -203,9 +220,15 @@ def _check_inputs(config: SFTRunConfig, out: Path, overwrite: bool) -> None:
 def _check_dataset_folder(path: str) -> Path:
     folder = Path(path)
     if not folder.is_dir():
-        raise SepoError(f"--data {brief(path)}: " + ("is a file, not a dataset folder" if folder.exists() else "no such folder"))
+        raise SepoError(
+            f"--data {brief(path)}: "
+            + ("is a file, not a dataset folder" if folder.exists() else "no such folder")
+        )
     if not (folder / "dataset_dict.json").is_file():
-        raise SepoError(f"--data {brief(path)} is not a dataset folder (no dataset_dict.json; make one with `sepo data sft`)")
+        raise SepoError(
+            f"--data {brief(path)} is not a dataset folder (no dataset_dict.json; make one with `sepo data "
+            "sft`)"
+        )
     return folder
 
 
@@ -228,12 +251,15 @@ def _load_dataset(path: str, columns: tuple[str, ...] | None = ("messages",)):
 
     _check_dataset_folder(path)
     try:
-        data = load_from_disk(path, keep_in_memory=True)  # in memory, so TRL's maps write no cache-*.arrow into the data folder
+        # in memory, so TRL's maps write no cache-*.arrow into the data folder
+        data = load_from_disk(path, keep_in_memory=True)
     except Exception as error:  # noqa: BLE001 - any unreadable dataset (torn, binary junk) is one clear line
         raise SepoError(f"cannot read SFT data {brief(path)}: {one_line(str(error), 200)}") from None
     for split in ("train", "validation"):
         if split not in data or "messages" not in data[split].column_names:
-            raise SepoError(f"SFT data {path} needs '{split}' with a 'messages' column (make it with `sepo data sft`)")
+            raise SepoError(
+                f"SFT data {path} needs '{split}' with a 'messages' column (make it with `sepo data sft`)"
+            )
     if columns is None:
         return data["train"], data["validation"]
     return data["train"].select_columns(list(columns)), data["validation"].select_columns(list(columns))
@@ -244,8 +270,11 @@ def _check_legal_column(path: str) -> None:
 
     for split in _load_dataset(path, columns=None):
         if LEGAL_COLUMN not in split.column_names:
-            raise SepoError(f"--legal-weight needs answer-only data that lists each decision's legal replies; {brief(path)} "
-                            f"has none (`sepo data sft --answer-only` writes them; answer-only data made before sepo recorded them must be made again)")
+            raise SepoError(
+                "--legal-weight needs answer-only data that lists each decision's legal replies; "
+                f"{brief(path)} has none (`sepo data sft --answer-only` writes them; answer-only data made "
+                "before sepo recorded them must be made again)"
+            )
 
 
 def _legal_examples(paths: str | list[str]) -> list[dict]:
@@ -269,15 +298,20 @@ def _with_legal_term(trainer_class, index, weight: float):
 
     class LegalTermSFTTrainer(trainer_class):
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            self._batch = inputs  # `compute_loss_func` sees the outputs and labels only; the term needs the prompts
-            return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch)
+            # `compute_loss_func` sees the outputs and labels only; the term needs the prompts
+            self._batch = inputs
+            return super().compute_loss(
+                model, inputs, return_outputs=return_outputs, num_items_in_batch=num_items_in_batch
+            )
 
         def legal_loss(self, outputs, labels, num_items_in_batch=None):
             import torch
 
             logits = outputs.logits
             loss = ForCausalLMLoss(logits, labels, logits.shape[-1], num_items_in_batch=num_items_in_batch)
-            terms = illegal_log_mass(logits, self._batch["input_ids"], labels, self._batch.get("attention_mask"), index)
+            terms = illegal_log_mass(
+                logits, self._batch["input_ids"], labels, self._batch.get("attention_mask"), index
+            )
             if len(terms):
                 mode = "train" if self.model.training else "eval"
                 self._metrics[mode]["illegal_mass"].append(float((1 - torch.exp(-terms.detach())).mean()))
@@ -320,7 +354,11 @@ def _checkpoint_folders(trainer_dir: Path) -> dict[int, Path]:
 
 def _checkpoint_step(trainer_dir: Path) -> int | None:
     """The step of the latest complete checkpoint (one holding its trainer state)."""
-    steps = [step for step, folder in _checkpoint_folders(trainer_dir).items() if (folder / TRAINER_STATE).is_file()]
+    steps = [
+        step
+        for step, folder in _checkpoint_folders(trainer_dir).items()
+        if (folder / TRAINER_STATE).is_file()
+    ]
     return max(steps) if steps else None
 
 
@@ -331,7 +369,11 @@ def discard_torn_checkpoints(trainer_dir: Path) -> list[str]:
     Returns the names removed."""
     import shutil
 
-    torn = [folder for folder in _checkpoint_folders(trainer_dir).values() if not (folder / TRAINER_STATE).is_file()]
+    torn = [
+        folder
+        for folder in _checkpoint_folders(trainer_dir).values()
+        if not (folder / TRAINER_STATE).is_file()
+    ]
     for folder in torn:
         shutil.rmtree(folder)
     return sorted(folder.name for folder in torn)
@@ -344,7 +386,11 @@ def weights_problem(folder: Path) -> str | None:
     from safetensors import safe_open
 
     files = sorted(folder.glob("*.safetensors"))
-    if not files and not any(folder.glob("pytorch_model*.bin")) and not (folder / "adapter_model.bin").is_file():
+    if (
+        not files
+        and not any(folder.glob("pytorch_model*.bin"))
+        and not (folder / "adapter_model.bin").is_file()
+    ):
         return "it holds no weights file"
     for path in files:
         try:
@@ -464,7 +510,9 @@ def library_warnings():
     """The FutureWarnings TRL's trainers trigger in transformers on every run (deprecated
     gradient-checkpointing names TRL calls itself): TRL's to fix, silenced here only."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning)
+        warnings.filterwarnings(
+            "ignore", message=r"`(is_)?gradient_checkpointing\w*` is deprecated", category=FutureWarning
+        )
         yield
 
 
@@ -511,13 +559,17 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
         )
     main_process = args.process_index == 0  # only process 0 writes run files
     _check_inputs(config, out, overwrite)
-    with open_run(out, "sft", config.settings(), overwrite=overwrite, writer=main_process, part_of=part_of) as run:
+    with open_run(
+        out, "sft", config.settings(), overwrite=overwrite, writer=main_process, part_of=part_of
+    ) as run:
         if run.finished:  # read, never trained further or rewritten
             result = run.result or {"steps": _checkpoint_step(out / "trainer") or 0}
             steps, loss = result.get("steps"), result.get("train_loss")
             if not isinstance(steps, int) or isinstance(steps, bool) or not (loss is None or is_number(loss)):
-                raise SepoError(f"unreadable run manifest {out / MANIFEST}: its result is not a whole number of steps "
-                                "and a train loss; the run is damaged: rerun with --overwrite to redo it")
+                raise SepoError(
+                    f"unreadable run manifest {out / MANIFEST}: its result is not a whole number of steps "
+                    "and a train loss; the run is damaged: rerun with --overwrite to redo it"
+                )
             return SFTResult(run.finished_output("model"), steps, loss, already_complete=True)
         stage(f"loading the data {config.data if isinstance(config.data, str) else ', '.join(config.data)}")
         train, validation = _load_datasets(config.data)
@@ -525,7 +577,9 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
         if isinstance(config.model, str):
             check_same_model(run, out, config.model)
         stage(f"loading the model {config.model}")
-        model, tokenizer, _ = load_hf_model(config.model, None, device="cpu" if config.use_cpu else None, dtype="float32")
+        model, tokenizer, _ = load_hf_model(
+            config.model, None, device="cpu" if config.use_cpu else None, dtype="float32"
+        )
         run.write_json("sft_config.json", asdict(config))
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
@@ -537,7 +591,12 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
         class _Log(TrainerCallback):
             def on_log(self, args, state, control, logs=None, **kwargs):
                 if logs and state.is_world_process_zero:
-                    log.append({"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, (int, float))}})
+                    log.append(
+                        {
+                            "step": state.global_step,
+                            **{k: v for k, v in logs.items() if isinstance(v, (int, float))},
+                        }
+                    )
                     if on_log:
                         on_log(state.global_step, state.max_steps, logs.get("loss"))
 
@@ -556,8 +615,13 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
         if config.lora:
             from peft import LoraConfig
 
-            peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.05,
-                                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
+            peft_config = LoraConfig(
+                r=config.lora_r,
+                lora_alpha=2 * config.lora_r,
+                lora_dropout=0.05,
+                target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                task_type="CAUSAL_LM",
+            )
         trainer_class, index = SFTTrainer, None
         if config.legal_weight > 0:
             from sepo.training.legal_mass import LegalIndex
@@ -566,19 +630,31 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
             index = LegalIndex.build(tokenizer, _legal_examples(config.data))
             trainer_class = _with_legal_term(SFTTrainer, index, config.legal_weight)
         with library_warnings():
-            trainer = trainer_class(model=model, args=args, train_dataset=train, eval_dataset=validation,
-                                    processing_class=tokenizer, peft_config=peft_config,
-                                    callbacks=[_Log(), run_files_callback(run, on_checkpoint=checkpoint_note)])
+            trainer = trainer_class(
+                model=model,
+                args=args,
+                train_dataset=train,
+                eval_dataset=validation,
+                processing_class=tokenizer,
+                peft_config=peft_config,
+                callbacks=[_Log(), run_files_callback(run, on_checkpoint=checkpoint_note)],
+            )
             if index is not None:
-                index.check_covers(_tokenized_prompts(trainer.train_dataset) | _tokenized_prompts(trainer.eval_dataset))
+                index.check_covers(
+                    _tokenized_prompts(trainer.train_dataset) | _tokenized_prompts(trainer.eval_dataset)
+                )
                 trainer.compute_loss_func = trainer.legal_loss
-            trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; progress and metrics.jsonl show them
-            if done_at is not None:  # killed after its last step, before the model was saved: nothing to train
+            # it prints raw log dicts; progress and metrics.jsonl show them
+            trainer.remove_callback(PrinterCallback)
+            # killed after its last step, before the model was saved: nothing to train
+            if done_at is not None:
                 stage(f"training had finished at {done_at.name}; loading it")
                 with quiet_tied_weights(trainer.model):
                     trainer._load_from_checkpoint(str(done_at))
                 trainer.state = type(trainer.state).load_from_json(str(done_at / "trainer_state.json"))
-                train_loss = next((r.get("train_loss") for r in reversed(log.read()) if "train_loss" in r), None)
+                train_loss = next(
+                    (r.get("train_loss") for r in reversed(log.read()) if "train_loss" in r), None
+                )
             else:
                 stage("training" + (f" from checkpoint-{resume_step}" if resume_step is not None else ""))
                 with quiet_tied_weights(trainer.model):

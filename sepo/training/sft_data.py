@@ -50,13 +50,27 @@ class _Demonstrator(Policy):
         choices = self.strategy.act(decisions, rng)
         for decision, choice in zip(decisions, choices):
             text = self.game.text
-            reply = text.answer_text(decision, choice.action) if self.answer_only else text.canonical_reply(decision, choice.action)
-            self.sink.append({"messages": [
-                {"role": "system", "content": self.game.text.system_prompt()},
-                {"role": "user", "content": self.game.text.user_prompt(decision)},
-                {"role": "assistant", "content": reply},
-            ], "strategy": self.strategy.name, "info_key": decision.info_key,
-                **({LEGAL_COLUMN: [text.answer_text(decision, a) for a in decision.legal_actions]} if self.answer_only else {})})
+            reply = (
+                text.answer_text(decision, choice.action)
+                if self.answer_only
+                else text.canonical_reply(decision, choice.action)
+            )
+            self.sink.append(
+                {
+                    "messages": [
+                        {"role": "system", "content": self.game.text.system_prompt()},
+                        {"role": "user", "content": self.game.text.user_prompt(decision)},
+                        {"role": "assistant", "content": reply},
+                    ],
+                    "strategy": self.strategy.name,
+                    "info_key": decision.info_key,
+                    **(
+                        {LEGAL_COLUMN: [text.answer_text(decision, a) for a in decision.legal_actions]}
+                        if self.answer_only
+                        else {}
+                    ),
+                }
+            )
         return [Choice(c.action, text=None) for c in choices]
 
     def message(self, decision):
@@ -64,10 +78,17 @@ class _Demonstrator(Policy):
         from sepo.games import talk
 
         line = talk.message_of(self.strategy, decision)
-        self.sink.append({"messages": [*talk.message_chat(self.game.text, decision),
-                                       {"role": "assistant", "content": f"{talk.MESSAGE_PREFIX} {line or 'none'}"}],
-                          "strategy": self.strategy.name, "info_key": decision.info_key,
-                          **({LEGAL_COLUMN: []} if self.answer_only else {})})
+        self.sink.append(
+            {
+                "messages": [
+                    *talk.message_chat(self.game.text, decision),
+                    {"role": "assistant", "content": f"{talk.MESSAGE_PREFIX} {line or 'none'}"},
+                ],
+                "strategy": self.strategy.name,
+                "info_key": decision.info_key,
+                **({LEGAL_COLUMN: []} if self.answer_only else {}),
+            }
+        )
         return line
 
 
@@ -79,9 +100,17 @@ class SFTDataSummary:
     by_strategy: dict
 
 
-def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, protocol: str = "rigorous",
-                    on_episode: Callable[[], None] | None = None, talk: bool = False, answer_only: bool = False,
-                    **params) -> list[list[dict]]:
+def generate_traces(
+    game_name: str,
+    mixture: str,
+    episodes: int,
+    seed: int,
+    protocol: str = "rigorous",
+    on_episode: Callable[[], None] | None = None,
+    talk: bool = False,
+    answer_only: bool = False,
+    **params,
+) -> list[list[dict]]:
     """Chat examples grouped by episode: `episodes` per driving opponent of the domain; the
     demonstrator takes each seat in turn (`on_episode` is called after each episode). With
     `talk`, the opponents talk (their own lines, and in half of the episodes a message of the
@@ -114,16 +143,24 @@ def generate_traces(game_name: str, mixture: str, episodes: int, seed: int, prot
             if talk and rng.random() < 0.5:
                 attacks = sorted(talk_module.INJECTION_SUITE)
                 opponent = talk_module.Injecting(opponent, attacks[int(rng.integers(len(attacks)))])
-            play_episodes(game, _Demonstrator(strategy, game, sink, answer_only), [opponent],
-                          [int(rng.integers(2**31))], agent_seed=int(rng.integers(2**31)),
-                          agent_player=episode % game.num_players, talk=talk_module.TalkChannel() if talk else None)
+            play_episodes(
+                game,
+                _Demonstrator(strategy, game, sink, answer_only),
+                [opponent],
+                [int(rng.integers(2**31))],
+                agent_seed=int(rng.integers(2**31)),
+                agent_player=episode % game.num_players,
+                talk=talk_module.TalkChannel() if talk else None,
+            )
             by_episode.append(sink)
             if on_episode:
                 on_episode()
     return by_episode
 
 
-def write_sft_dataset(by_episode: list[list[dict]], out: str | Path, seed: int, validation_fraction: float = 0.1) -> SFTDataSummary:
+def write_sft_dataset(
+    by_episode: list[list[dict]], out: str | Path, seed: int, validation_fraction: float = 0.1
+) -> SFTDataSummary:
     """Split by episode (no episode in both splits) and save a Hugging Face DatasetDict into the
     folder `out` (new or empty; the caller makes the write atomic, see `sepo.runs`). Datasets' raw
     "Saving the dataset" bar is switched off here, for every caller (`sepo data sft` says the stage;
@@ -137,7 +174,9 @@ def write_sft_dataset(by_episode: list[list[dict]], out: str | Path, seed: int, 
     cut = max(1, int(round(len(order) * validation_fraction)))
     validation = [ex for i in order[:cut] for ex in by_episode[i]]
     train = [ex for i in order[cut:] for ex in by_episode[i]]
-    DatasetDict({"train": Dataset.from_list(train), "validation": Dataset.from_list(validation)}).save_to_disk(str(out))
+    DatasetDict(
+        {"train": Dataset.from_list(train), "validation": Dataset.from_list(validation)}
+    ).save_to_disk(str(out))
     counts: dict = {}
     for example in train + validation:
         counts[example["strategy"]] = counts.get(example["strategy"], 0) + 1

@@ -31,7 +31,9 @@ def usable(model) -> bool:
     return SHARED_PROMPTS and not checkpointing and prefix_cache.supports(model)
 
 
-def logps_and_entropies(model, input_ids, attention_mask, logits_to_keep: int, temperature: float, compute_entropy: bool):
+def logps_and_entropies(
+    model, input_ids, attention_mask, logits_to_keep: int, temperature: float, compute_entropy: bool
+):
     """Per-token log-probabilities [B, logits_to_keep] of the last `logits_to_keep` tokens of each row
     (TRL's layout: left-padded prompt, then right-padded completion) under logits / `temperature`,
     and their entropies when asked (else None)."""
@@ -39,7 +41,8 @@ def logps_and_entropies(model, input_ids, attention_mask, logits_to_keep: int, t
 
     from sepo.policies.prefix_cache import _cache_argument
 
-    cache_name = _cache_argument(model) or "past_key_values"  # transformers renames `past_key_values` to `cache`
+    # transformers renames `past_key_values` to `cache`
+    cache_name = _cache_argument(model) or "past_key_values"
     prompt_len = input_ids.size(1) - logits_to_keep
     rows_of: dict[tuple[int, ...], list[int]] = {}
     for row in range(input_ids.size(0)):
@@ -55,10 +58,21 @@ def logps_and_entropies(model, input_ids, attention_mask, logits_to_keep: int, t
         cache = getattr(head, cache_name, None) or head.past_key_values
         cache.batch_repeat_interleave(len(rows))
         mask = torch.cat([completion_mask.new_ones((len(rows), len(prompt))), completion_mask], dim=1)
-        positions = (len(prompt) + torch.arange(logits_to_keep, device=input_ids.device)).expand(len(rows), -1)
-        tail = model(input_ids=completion, attention_mask=mask, position_ids=positions, use_cache=True, **{cache_name: cache})
+        positions = (len(prompt) + torch.arange(logits_to_keep, device=input_ids.device)).expand(
+            len(rows), -1
+        )
+        tail = model(
+            input_ids=completion,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            **{cache_name: cache},
+        )
         # completion token j is predicted by the prompt's last position (j = 0) or by completion token j - 1
-        logits = torch.cat([head.logits[:, -1:].expand(len(rows), -1, -1), tail.logits[:, :-1]], dim=1).float() / temperature
+        logits = (
+            torch.cat([head.logits[:, -1:].expand(len(rows), -1, -1), tail.logits[:, :-1]], dim=1).float()
+            / temperature
+        )
         logp = torch.log_softmax(logits, dim=-1)
         token_logp = logp.gather(-1, completion.unsqueeze(-1)).squeeze(-1)
         entropy = -(logp.exp() * logp).sum(-1) if compute_entropy else None
@@ -74,14 +88,32 @@ def trainer_class():
     from trl import GRPOTrainer
 
     class SharedPromptGRPOTrainer(GRPOTrainer):
-        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
-                                               compute_entropy=False, compute_aux_loss=False, **extra):
+        def _get_per_token_logps_and_entropies(
+            self,
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size=None,
+            compute_entropy=False,
+            compute_aux_loss=False,
+            **extra,
+        ):
             if compute_aux_loss or any(v is not None for v in extra.values()) or not usable(model):
                 return super()._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss, **extra)
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size,
+                    compute_entropy,
+                    compute_aux_loss,
+                    **extra,
+                )
             with self.accelerator.autocast():
-                logps, entropies = logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, self.temperature,
-                                                       compute_entropy)
+                logps, entropies = logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, self.temperature, compute_entropy
+                )
             return logps, entropies, None
 
     return SharedPromptGRPOTrainer

@@ -51,10 +51,15 @@ POLICY = "policy.json"
 class TabularSEPOConfig(SEPOConfig):
     """Settings of an exact tabular SEPO run."""
 
-    final_learning_rate: float = option(0.005, "Learning rate at the last step (linear decay from learning_rate).")
+    final_learning_rate: float = option(
+        0.005, "Learning rate at the last step (linear decay from learning_rate)."
+    )
     checkpoint_every: int = option(100, "Steps between checkpoints.")
-    self_play: bool = option(False, "Train against the policy itself (held fixed within a step) instead of the train "
-                                    "pool; utility is still reported against the train pool.")
+    self_play: bool = option(
+        False,
+        "Train against the policy itself (held fixed within a step) instead of the train "
+        "pool; utility is still reported against the train pool.",
+    )
 
     def validate(self) -> "TabularSEPOConfig":
         super().validate()
@@ -96,7 +101,9 @@ class Adam:
 class TabularSEPOTrainer:
     """Runs (or resumes) a tabular SEPO run in `out` (a folder, or a `RunDir` the caller opened)."""
 
-    def __init__(self, config: TabularSEPOConfig, out: str | Path | RunDir, init_logits: np.ndarray | None = None):
+    def __init__(
+        self, config: TabularSEPOConfig, out: str | Path | RunDir, init_logits: np.ndarray | None = None
+    ):
         self.config = config.validate()
         self.run = out if isinstance(out, RunDir) else None
         self.out = out.root if isinstance(out, RunDir) else Path(out)
@@ -105,17 +112,24 @@ class TabularSEPOTrainer:
         check_exact_size(game)
         train, collusive, exploiters = config.pool_specs()
         charges = config.charges
-        self.env = build_environment(domain.training, game, train, collusive, exploiters, charges, "tabular training")
+        self.env = build_environment(
+            domain.training, game, train, collusive, exploiters, charges, "tabular training"
+        )
         if config.self_play:
             if not callable(getattr(self.env, "use_self_play", None)):
-                raise SepoError(f"game {config.game!r} has no self-play training (its environment plays the train pool only)")
+                raise SepoError(
+                    f"game {config.game!r} has no self-play training (its environment plays the train pool "
+                    "only)"
+                )
             self.env.use_self_play()
         if config.method == "advantage-alignment" and not getattr(self.env, "joint_advantages", False):
             raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
                             "advantage-alignment trains in games whose environment does")
         self.scale = self.env.scale
         self.legal = np.asarray(self.env.legal, dtype=bool)
-        self.logits = np.zeros(self.legal.shape) if init_logits is None else np.array(init_logits, dtype=float)
+        self.logits = (
+            np.zeros(self.legal.shape) if init_logits is None else np.array(init_logits, dtype=float)
+        )
         self.adam = Adam(self.logits.shape)
         self.step = 0
         self.log = MetricsLog(self.out / METRICS)
@@ -144,8 +158,14 @@ class TabularSEPOTrainer:
             except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
                 raise SepoError(f"unreadable checkpoint {checkpoint}: {error}") from None
             if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= self.config.steps:
-                raise SepoError(f"unreadable checkpoint {checkpoint}: step {step!r} is not in 0..{self.config.steps}")
-            if not (np.all(np.isfinite(self.logits)) and np.all(np.isfinite(self.adam.m)) and np.all(np.isfinite(self.adam.v))):
+                raise SepoError(
+                    f"unreadable checkpoint {checkpoint}: step {step!r} is not in 0..{self.config.steps}"
+                )
+            if not (
+                np.all(np.isfinite(self.logits))
+                and np.all(np.isfinite(self.adam.m))
+                and np.all(np.isfinite(self.adam.v))
+            ):
                 raise SepoError(f"unreadable checkpoint {checkpoint}: non-finite numbers")
             self.step = step
         if read_only:
@@ -154,8 +174,10 @@ class TabularSEPOTrainer:
             kept = [r["step"] for r in self.log.truncate_after(self.step - 1)]
         if kept != list(range(self.step)):
             missing = sorted(set(range(self.step)) - set(kept))
-            raise SepoError(f"{self.log.path} lacks steps {missing[0]}-{missing[-1]} before the checkpoint at step {self.step}; "
-                            "the run's history cannot be completed (start a new --out)")
+            raise SepoError(
+                f"{self.log.path} lacks steps {missing[0]}-{missing[-1]} before the checkpoint at step "
+                f"{self.step}; the run's history cannot be completed (start a new --out)"
+            )
 
     def _save_checkpoint(self, run: RunDir) -> None:
         """Only the rows a step has touched (nonzero logits or Adam moments): the others are still
@@ -163,10 +185,20 @@ class TabularSEPOTrainer:
         78 MB for two steps."""
         progress.stage(f"step {self.step}: writing the checkpoint")
         touched = np.flatnonzero(self.logits.any(-1) | self.adam.m.any(-1) | self.adam.v.any(-1))
-        run.write_json(CHECKPOINT, {"step": self.step, "shape": list(self.logits.shape), "rows": touched.tolist(),
-                                    "logits": self.logits[touched].tolist(),
-                                    "adam": {"m": self.adam.m[touched].tolist(), "v": self.adam.v[touched].tolist(),
-                                             "t": self.adam.t}})
+        run.write_json(
+            CHECKPOINT,
+            {
+                "step": self.step,
+                "shape": list(self.logits.shape),
+                "rows": touched.tolist(),
+                "logits": self.logits[touched].tolist(),
+                "adam": {
+                    "m": self.adam.m[touched].tolist(),
+                    "v": self.adam.v[touched].tolist(),
+                    "t": self.adam.t,
+                },
+            },
+        )
         run.commit()
 
     # -- one step ------------------------------------------------------------------------------
@@ -186,19 +218,38 @@ class TabularSEPOTrainer:
         policy = self.policy()
         charge = self.attribution(policy)
         aligned = c.method == "advantage-alignment"
-        rollouts = self.env.rollouts(policy, c.groups, c.group_size, rng, **({"advantages": True} if aligned else {}))
+        rollouts = self.env.rollouts(
+            policy, c.groups, c.group_size, rng, **({"advantages": True} if aligned else {})
+        )
 
         exploit = (charge[rollouts.states, rollouts.actions] * rollouts.mask).sum(1)
-        rewards = sepo_rewards(rollouts.utility, exploit, rollouts.collusion, rollouts.externality, rollouts.groups,
-                               c.lambdas, self.scale, c.penalty, rng=rng)
+        rewards = sepo_rewards(
+            rollouts.utility,
+            exploit,
+            rollouts.collusion,
+            rollouts.externality,
+            rollouts.groups,
+            c.lambdas,
+            self.scale,
+            c.penalty,
+            rng=rng,
+        )
         credit = self.decision_credit(rewards, rollouts)
-        self.logits = self.logits + self.adam.ascent(policy_score(policy, rollouts, credit) / len(rollouts.groups),
-                                                     self.learning_rate(self.step))
+        self.logits = self.logits + self.adam.ascent(
+            policy_score(policy, rollouts, credit) / len(rollouts.groups), self.learning_rate(self.step)
+        )
         if not np.all(np.isfinite(self.logits)):
-            raise SepoError(f"training diverged at step {self.step} (non-finite policy logits); lower --lr or the λ weights")
+            raise SepoError(
+                f"training diverged at step {self.step} (non-finite policy logits); lower --lr or the λ "
+                "weights"
+            )
 
-        record = {"step": self.step, "reward_mean": float(rewards.mean()), "sampled_utility": float(rollouts.utility.mean()),
-                  "sampled_exploit_charge": float(exploit.mean())}
+        record = {
+            "step": self.step,
+            "reward_mean": float(rewards.mean()),
+            "sampled_utility": float(rollouts.utility.mean()),
+            "sampled_exploit_charge": float(exploit.mean()),
+        }
         if aligned:
             record["alignment_term_mean"] = float(np.abs(self.alignment(rollouts)).mean())
         record.update(self.exact_metrics(self.policy()))
@@ -209,7 +260,9 @@ class TabularSEPOTrainer:
         from the scaled advantages s·A of the match's return, divided by the decisions of a
         rollout (T), as s·U is the scaled return per round."""
         own, other = (self.scale * rollouts.advantages[..., i] for i in (0, 1))
-        term = alignment_term(own, other, self.config.aa_beta, self.config.aa_gamma) / rollouts.states.shape[1]
+        term = (
+            alignment_term(own, other, self.config.aa_beta, self.config.aa_gamma) / rollouts.states.shape[1]
+        )
         return term * rollouts.mask
 
     def decision_credit(self, rewards: np.ndarray, rollouts: Rollouts) -> np.ndarray:
@@ -253,7 +306,8 @@ class TabularSEPOTrainer:
                 record = self.train_step()
                 self.step += 1
                 self.log.append(record)
-                logged = (self.step, self.logits, self.adam.m, self.adam.v, self.adam.t)  # a step replaces, never mutates, them
+                # a step replaces, never mutates, them
+                logged = (self.step, self.logits, self.adam.m, self.adam.v, self.adam.t)
                 if on_step:
                     on_step(record)
                 done += 1
@@ -268,7 +322,10 @@ class TabularSEPOTrainer:
                 self._save_checkpoint(run)
             raise
         policy = TabularPolicy(self.policy(), self.env.keys, name=f"run:{self.out}")
-        progress.stage(f"step {self.step}: computing the exact value of the policy ({len(self.env.keys):,} information states)")
+        progress.stage(
+            f"step {self.step}: computing the exact value of the policy ({len(self.env.keys):,} information "
+            "states)"
+        )
         summary = {"steps": self.step, "seconds": time.time() - started, **self.exact_metrics(policy.table)}
         if self.step >= self.config.steps:
             progress.stage("writing the policy")
@@ -314,7 +371,9 @@ def load_run_policy(run_dir: str | Path, game: str | None = None) -> TabularPoli
     if game is not None:
         trained = run_game(run_dir)
         if trained is not None and trained != game:
-            raise SepoError(f"{run_dir} is a run of game {trained!r}, not {game!r}; give --game {trained} or a {game} run")
+            raise SepoError(
+                f"{run_dir} is a run of game {trained!r}, not {game!r}; give --game {trained} or a {game} run"
+            )
     if (run_dir / POLICY).exists():
         policy = TabularPolicy.load(run_dir / POLICY)
     elif (run_dir / CHECKPOINT).exists():

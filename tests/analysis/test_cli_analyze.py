@@ -34,7 +34,9 @@ def test_game_json(examples):
     audited = _json("game", examples / "drafter_checker.yaml")["profile"]
     assert audited["nash_conv"] == pytest.approx(0.22) and audited["is_nash"] is False
     assert audited["best_responses"]["drafter"] == ["careful"]
-    assert _json("game", examples / "rock_paper_scissors.yaml")["zero_sum"]["value"] == pytest.approx(0.0, abs=1e-12)
+    assert _json("game", examples / "rock_paper_scissors.yaml")["zero_sum"]["value"] == pytest.approx(
+        0.0, abs=1e-12
+    )
 
 
 def test_game_text_report(examples):
@@ -56,7 +58,9 @@ def test_dynamics_json_and_plot(examples, tmp_path):
     assert data["cycle"]["detected"] and plot.read_bytes()[:4] == b"\x89PNG"
     fp = _json("dynamics", examples / "matching_pennies.yaml", "--rule", "fictitious")
     assert abs(fp["final_average_strategies"]["matcher"]["heads"] - 0.5) <= 0.01
-    swap = _json("dynamics", examples / "chicken.yaml", "--rule", "regret-matching", "--swap", "--iterations", "2000")
+    swap = _json(
+        "dynamics", examples / "chicken.yaml", "--rule", "regret-matching", "--swap", "--iterations", "2000"
+    )
     assert swap["swap"] and swap["ce_gap"] <= 0.01
 
 
@@ -64,7 +68,9 @@ def test_collusion_json(examples):
     naive = _json("collusion", examples / "publication_naive.yaml", "--seeds", "3")
     repaired = _json("collusion", examples / "publication_repaired.yaml", "--seeds", "3")
     assert naive["target_frequency"]["min"] >= 0.9 and naive["coalition"]["gain"] == pytest.approx(0.8)
-    assert repaired["target_frequency"]["min"] >= 0.9 and repaired["coalition"]["gain"] == pytest.approx(-0.94875)
+    assert repaired["target_frequency"]["min"] >= 0.9 and repaired["coalition"]["gain"] == pytest.approx(
+        -0.94875
+    )
 
 
 def test_markov_json(examples):
@@ -87,29 +93,57 @@ def _bad(tmp_path, name, text):
     return path
 
 
-@pytest.mark.parametrize("args, message", [
-    (("game", "SHAPE"), "payoffs[1]: has 3 entries; expected 2 (one per action of b)"),
-    (("game", "NONNUM"), "payoffs[0][1][1]: expected a number, got text 'four'"),
-    (("game", "PROB"), "profile.a: probabilities sum to 0.9; they must sum to 1"),
-    (("game", "UNKNOWN"), "profile.a.z: unknown action 'z'; known: x, y"),
-    (("game", "MISSING"), "missing.yaml: file: no such file"),
-    (("regret", "HISTORY"), "row 3 column action: unknown action 'X'; known: G, S"),
-    (("dynamics", "EXAMPLE", "--rule", "gradient"), "--rule: gradient: unknown rule"),
-    (("dynamics", "EXAMPLE", "--rule", "fictitious", "--swap"), "--swap: fictitious"),
-    (("collusion", "RULES"), "rewards.drafter[0].when.drafter: unknown action 'lie'"),
-    (("population", "--game", "kuhn", "--agents", "nash", "bot:Nope"), "--agents: bot:Nope: unknown bot 'Nope'"),
-    (("population",), "--agents: agents: missing"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("game", "SHAPE"), "payoffs[1]: has 3 entries; expected 2 (one per action of b)"),
+        (("game", "NONNUM"), "payoffs[0][1][1]: expected a number, got text 'four'"),
+        (("game", "PROB"), "profile.a: probabilities sum to 0.9; they must sum to 1"),
+        (("game", "UNKNOWN"), "profile.a.z: unknown action 'z'; known: x, y"),
+        (("game", "MISSING"), "missing.yaml: file: no such file"),
+        (("regret", "HISTORY"), "row 3 column action: unknown action 'X'; known: G, S"),
+        (("dynamics", "EXAMPLE", "--rule", "gradient"), "--rule: gradient: unknown rule"),
+        (("dynamics", "EXAMPLE", "--rule", "fictitious", "--swap"), "--swap: fictitious"),
+        (("collusion", "RULES"), "rewards.drafter[0].when.drafter: unknown action 'lie'"),
+        (
+            ("population", "--game", "kuhn", "--agents", "nash", "bot:Nope"),
+            "--agents: bot:Nope: unknown bot 'Nope'",
+        ),
+        (("population",), "--agents: agents: missing"),
+    ],
+)
 def test_bad_input_is_one_line_naming_file_and_field(tmp_path, examples, args, message):
     files = {
-        "SHAPE": _bad(tmp_path, "shape.yaml", "actions: {a: [x, y], b: [u, v]}\npayoffs:\n  - [[1, 2], [3, 4]]\n  - [[1, 2], [3, 4], [5, 6]]\n"),
-        "NONNUM": _bad(tmp_path, "nonnum.yaml", "actions: {a: [x, y], b: [u, v]}\npayoffs:\n  - [[1, 2], [3, four]]\n  - [[1, 2], [3, 4]]\n"),
-        "PROB": _bad(tmp_path, "prob.yaml", "actions: {a: [x, y], b: [u, v]}\npayoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: {x: 0.5, y: 0.4}, b: [0.5, 0.5]}\n"),
-        "UNKNOWN": _bad(tmp_path, "unknown.yaml", "actions: {a: [x, y], b: [u, v]}\npayoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: {x: 0.5, z: 0.5}, b: [0.5, 0.5]}\n"),
+        "SHAPE": _bad(
+            tmp_path,
+            "shape.yaml",
+            "actions: {a: [x, y], b: [u, v]}\npayoffs:\n  - [[1, 2], [3, 4]]\n  - [[1, 2], [3, 4], [5, 6]]\n",
+        ),
+        "NONNUM": _bad(
+            tmp_path,
+            "nonnum.yaml",
+            "actions: {a: [x, y], b: [u, v]}\npayoffs:\n  - [[1, 2], [3, four]]\n  - [[1, 2], [3, 4]]\n",
+        ),
+        "PROB": _bad(
+            tmp_path,
+            "prob.yaml",
+            "actions: {a: [x, y], b: [u, v]}\npayoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: "
+            "{a: {x: 0.5, y: 0.4}, b: [0.5, 0.5]}\n",
+        ),
+        "UNKNOWN": _bad(
+            tmp_path,
+            "unknown.yaml",
+            "actions: {a: [x, y], b: [u, v]}\npayoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: "
+            "{a: {x: 0.5, z: 0.5}, b: [0.5, 0.5]}\n",
+        ),
         "MISSING": tmp_path / "missing.yaml",
         "HISTORY": _bad(tmp_path, "h.csv", "action,payoff_if_G,payoff_if_S\nG,0,1\nX,1,0\n"),
         "EXAMPLE": examples / "chicken.yaml",
-        "RULES": _bad(tmp_path, "rules.yaml", (examples / "publication_naive.yaml").read_text().replace("{drafter: honest}", "{drafter: lie}")),
+        "RULES": _bad(
+            tmp_path,
+            "rules.yaml",
+            (examples / "publication_naive.yaml").read_text().replace("{drafter: honest}", "{drafter: lie}"),
+        ),
     }
     result = _run(*[files.get(a, a) for a in args])
     assert result.exit_code == 2, result.output

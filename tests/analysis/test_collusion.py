@@ -63,14 +63,38 @@ def _base(examples):
 
 
 BAD = {
-    "unknown action in a rule": (lambda d: d["rewards"]["drafter"][0].update(when={"drafter": "lie"}), "rewards.drafter[0].when.drafter", "unknown action 'lie'"),
-    "unknown name in a rule": (lambda d: d["rewards"]["drafter"][0].update(when={"weather": True}), "rewards.drafter[0].when.weather", "unknown name"),
-    "non-numeric reward": (lambda d: d["rewards"]["checker"][0].update(reward="high"), "rewards.checker[0].reward", "expected a number"),
+    "unknown action in a rule": (
+        lambda d: d["rewards"]["drafter"][0].update(when={"drafter": "lie"}),
+        "rewards.drafter[0].when.drafter",
+        "unknown action 'lie'",
+    ),
+    "unknown name in a rule": (
+        lambda d: d["rewards"]["drafter"][0].update(when={"weather": True}),
+        "rewards.drafter[0].when.weather",
+        "unknown name",
+    ),
+    "non-numeric reward": (
+        lambda d: d["rewards"]["checker"][0].update(reward="high"),
+        "rewards.checker[0].reward",
+        "expected a number",
+    ),
     "no catch-all rule": (lambda d: d["rewards"]["checker"].pop(), "rewards.checker", "no rule matches"),
     "probability out of range": (lambda d: d["scenario"].update(audited=1.5), "scenario.audited", "[0, 1]"),
-    "unknown target action": (lambda d: d.update(target={"drafter": "honest", "checker": "ignore"}), "target.checker", "unknown action"),
-    "window longer than run": (lambda d: d.update(learning={"rounds": 100, "window": 1000}), "learning.window", "longer than the run"),
-    "scenario condition not boolean": (lambda d: d["rewards"]["drafter"][2].update(when={"uncertain": "yes"}), "rewards.drafter[2].when.uncertain", "true or false"),
+    "unknown target action": (
+        lambda d: d.update(target={"drafter": "honest", "checker": "ignore"}),
+        "target.checker",
+        "unknown action",
+    ),
+    "window longer than run": (
+        lambda d: d.update(learning={"rounds": 100, "window": 1000}),
+        "learning.window",
+        "longer than the run",
+    ),
+    "scenario condition not boolean": (
+        lambda d: d["rewards"]["drafter"][2].update(when={"uncertain": "yes"}),
+        "rewards.drafter[2].when.uncertain",
+        "true or false",
+    ),
     "bad seeds": (lambda d: d.update(seeds=[1, -2]), "seeds[1]", "non-negative"),
 }
 

@@ -65,7 +65,8 @@ def test_degenerate_games_are_flagged():
     """A column player indifferent between its actions makes the game degenerate: a continuum."""
     game = NormalFormGame.from_bimatrix([[1, 0], [0, 1]], [[1, 1], [1, 1]])
     assert nash_equilibria_2p(game).degenerate
-    textbook = NormalFormGame.from_bimatrix([[3, 3], [2, 5], [0, 6]], [[3, 3], [2, 6], [3, 1]])  # von Stengel (2002)
+    # von Stengel (2002)
+    textbook = NormalFormGame.from_bimatrix([[3, 3], [2, 5], [0, 6]], [[3, 3], [2, 6], [3, 1]])
     assert nash_equilibria_2p(textbook).degenerate
 
 
@@ -81,7 +82,9 @@ def test_zero_sum_value_and_maximin_strategies():
         game = NormalFormGame.from_bimatrix(row, -row)
         solution = solve_zero_sum(game)
         assert game.nash_conv((solution.row_strategy, solution.column_strategy)) <= 1e-8
-        assert solution.row_strategy @ row @ solution.column_strategy == pytest.approx(solution.value, abs=1e-8)
+        assert solution.row_strategy @ row @ solution.column_strategy == pytest.approx(
+            solution.value, abs=1e-8
+        )
         nash = nash_equilibria_2p(game).equilibria
         assert all(x @ row @ y == pytest.approx(solution.value, abs=1e-8) for x, y in nash)
 

@@ -1,4 +1,5 @@
 """The institution search's choice rule and intervals (the search itself: tests/games/pricing/test_institutions.py)."""
+
 import pytest
 
 from sepo.analysis.institutions import SearchConfig, choose, mean_interval
@@ -6,7 +7,12 @@ from sepo.errors import SepoError
 
 
 def _row(cell, collusion, externality):
-    return {"cell": cell, "setting": {"x": cell}, "collusion": {"mean": collusion}, "externality": {"mean": externality}}
+    return {
+        "cell": cell,
+        "setting": {"x": cell},
+        "collusion": {"mean": collusion},
+        "externality": {"mean": externality},
+    }
 
 
 def test_least_collusion_then_least_externality_within_the_tolerance():

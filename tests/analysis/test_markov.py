@@ -40,7 +40,9 @@ def _random_game(rng, states=4, gamma=0.8):
             outcomes.append({"joint": list(joint), "rewards": rng.normal(size=2).tolist(),
                              "next": {n: float(p) for n, p in zip(names, probs)}})
         data["states"][s] = {"actions": acts, "outcomes": outcomes}
-    data["policy"] = {s: {"a": rng.dirichlet(np.ones(2)).tolist(), "b": rng.dirichlet(np.ones(3)).tolist()} for s in names}
+    data["policy"] = {
+        s: {"a": rng.dirichlet(np.ones(2)).tolist(), "b": rng.dirichlet(np.ones(3)).tolist()} for s in names
+    }
     return markov_game_from_data(data)
 
 
@@ -93,15 +95,43 @@ def _variant(edit):
 
 
 BAD = {
-    "missing joint action": (lambda d: d["states"]["s"]["outcomes"].pop(), "states.s.outcomes", "no outcome for joint action [b]"),
-    "unknown action": (lambda d: d["states"]["s"]["outcomes"][1].update(joint=["c"]), "states.s.outcomes[1].joint.p", "unknown action 'c'"),
-    "next not summing to one": (lambda d: d["states"]["s"]["outcomes"][0].update(next={"t": 0.7}), "states.s.outcomes[0].next", "sum to 0.7"),
-    "unknown next state": (lambda d: d["states"]["s"]["outcomes"][0].update(next={"u": 1.0}), "states.s.outcomes[0].next.u", "unknown state"),
-    "non-numeric reward": (lambda d: d["states"]["s"]["outcomes"][0].update(rewards=["one"]), "states.s.outcomes[0].rewards[0]", "expected a number"),
+    "missing joint action": (
+        lambda d: d["states"]["s"]["outcomes"].pop(),
+        "states.s.outcomes",
+        "no outcome for joint action [b]",
+    ),
+    "unknown action": (
+        lambda d: d["states"]["s"]["outcomes"][1].update(joint=["c"]),
+        "states.s.outcomes[1].joint.p",
+        "unknown action 'c'",
+    ),
+    "next not summing to one": (
+        lambda d: d["states"]["s"]["outcomes"][0].update(next={"t": 0.7}),
+        "states.s.outcomes[0].next",
+        "sum to 0.7",
+    ),
+    "unknown next state": (
+        lambda d: d["states"]["s"]["outcomes"][0].update(next={"u": 1.0}),
+        "states.s.outcomes[0].next.u",
+        "unknown state",
+    ),
+    "non-numeric reward": (
+        lambda d: d["states"]["s"]["outcomes"][0].update(rewards=["one"]),
+        "states.s.outcomes[0].rewards[0]",
+        "expected a number",
+    ),
     "gamma out of range": (lambda d: d.update(gamma=1.5), "gamma", "[0, 1]"),
-    "policy not summing to one": (lambda d: d["policy"]["s"].update(p=[0.5, 0.6]), "policy.s.p", "sum to 1.1"),
+    "policy not summing to one": (
+        lambda d: d["policy"]["s"].update(p=[0.5, 0.6]),
+        "policy.s.p",
+        "sum to 1.1",
+    ),
     "policy missing player": (lambda d: d["policy"].update(s={}), "policy.s.p", "missing"),
-    "duplicate joint": (lambda d: d["states"]["s"]["outcomes"][1].update(joint=["a"]), "states.s.outcomes[1].joint", "listed twice"),
+    "duplicate joint": (
+        lambda d: d["states"]["s"]["outcomes"][1].update(joint=["a"]),
+        "states.s.outcomes[1].joint",
+        "listed twice",
+    ),
 }
 
 

@@ -26,7 +26,9 @@ def test_expected_and_deviation_payoffs_match_the_definition_for_three_players()
         for a in range(game.shape[i]):
             pure = list(profile)
             pure[i] = np.eye(game.shape[i])[a]
-            assert game.deviation_payoffs(profile, i)[a] == pytest.approx(_brute_force_payoffs(game, pure)[i], abs=1e-12)
+            assert game.deviation_payoffs(profile, i)[a] == pytest.approx(
+                _brute_force_payoffs(game, pure)[i], abs=1e-12
+            )
 
 
 def test_chapter_exploitability_example_0_3_plus_0_1():
@@ -92,21 +94,62 @@ def test_json_files_load(tmp_path):
 
 
 BAD_GAMES = {
-    "wrong tensor shape": ("payoffs:\n  - [[1, 2], [3, 4]]\n  - [[1, 2], [3, 4], [5, 6]]\n", "payoffs[1]", "expected 2"),
-    "wrong cell length": ("payoffs:\n  - [[1, 2], [3, 4, 5]]\n  - [[1, 2], [3, 4]]\n", "payoffs[0][1]", "one payoff per player"),
-    "non-numeric payoff": ("payoffs:\n  - [[1, 2], [3, four]]\n  - [[1, 2], [3, 4]]\n", "payoffs[0][1][1]", "expected a number"),
-    "boolean payoff": ("payoffs:\n  - [[1, 2], [3, true]]\n  - [[1, 2], [3, 4]]\n", "payoffs[0][1][1]", "expected a number"),
-    "numeric string": ("payoffs:\n  - [[1, 2], [3, '4']]\n  - [[1, 2], [3, 4]]\n", "payoffs[0][1][1]", "expected a number"),
+    "wrong tensor shape": (
+        "payoffs:\n  - [[1, 2], [3, 4]]\n  - [[1, 2], [3, 4], [5, 6]]\n",
+        "payoffs[1]",
+        "expected 2",
+    ),
+    "wrong cell length": (
+        "payoffs:\n  - [[1, 2], [3, 4, 5]]\n  - [[1, 2], [3, 4]]\n",
+        "payoffs[0][1]",
+        "one payoff per player",
+    ),
+    "non-numeric payoff": (
+        "payoffs:\n  - [[1, 2], [3, four]]\n  - [[1, 2], [3, 4]]\n",
+        "payoffs[0][1][1]",
+        "expected a number",
+    ),
+    "boolean payoff": (
+        "payoffs:\n  - [[1, 2], [3, true]]\n  - [[1, 2], [3, 4]]\n",
+        "payoffs[0][1][1]",
+        "expected a number",
+    ),
+    "numeric string": (
+        "payoffs:\n  - [[1, 2], [3, '4']]\n  - [[1, 2], [3, 4]]\n",
+        "payoffs[0][1][1]",
+        "expected a number",
+    ),
     "per-player shape": ("payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2]]}\n", "payoffs.b", "expected 2"),
-    "unknown payoff player": ("payoffs: {a: [[1, 2], [3, 4]], c: [[1, 2], [3, 4]]}\n", "payoffs.c", "unknown player"),
-    "probabilities not summing to one": ("payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: {x: 0.5, y: 0.4}, b: [0.5, 0.5]}\n",
-                                         "profile.a", "sum to 0.9"),
-    "unknown action in profile": ("payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: {x: 0.5, z: 0.5}, b: [0.5, 0.5]}\n",
-                                  "profile.a.z", "unknown action 'z'"),
-    "negative probability": ("payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: [1.5, -0.5], b: [0.5, 0.5]}\n",
-                             "profile.a[0]", "[0, 1]"),
-    "missing profile player": ("payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: [1, 0]}\n", "profile.b", "missing"),
-    "profile length": ("payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: [1, 0, 0], b: [1, 0]}\n", "profile.a", "expected 2"),
+    "unknown payoff player": (
+        "payoffs: {a: [[1, 2], [3, 4]], c: [[1, 2], [3, 4]]}\n",
+        "payoffs.c",
+        "unknown player",
+    ),
+    "probabilities not summing to one": (
+        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: {x: 0.5, y: 0.4}, b: [0.5, 0.5]}\n",
+        "profile.a",
+        "sum to 0.9",
+    ),
+    "unknown action in profile": (
+        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: {x: 0.5, z: 0.5}, b: [0.5, 0.5]}\n",
+        "profile.a.z",
+        "unknown action 'z'",
+    ),
+    "negative probability": (
+        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: [1.5, -0.5], b: [0.5, 0.5]}\n",
+        "profile.a[0]",
+        "[0, 1]",
+    ),
+    "missing profile player": (
+        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: [1, 0]}\n",
+        "profile.b",
+        "missing",
+    ),
+    "profile length": (
+        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: [1, 0, 0], b: [1, 0]}\n",
+        "profile.a",
+        "expected 2",
+    ),
 }
 
 

@@ -31,8 +31,10 @@ def test_router_table_from_arrays():
 def test_chapter_regret_arithmetic_eight_minus_six():
     """Best fixed action earns 8 over three rounds, the policy 6: regret 2; earning 7 cuts it to 1."""
     counterfactual = [[3, 2], [3, 2], [2, 2]]  # the fixed action a earns 3 + 3 + 2 = 8
-    assert player_regret("p", ("a", "b"), [1, 1, 1], counterfactual).external_regret == 2  # played 2 + 2 + 2 = 6
-    assert player_regret("p", ("a", "b"), [0, 1, 1], counterfactual).external_regret == 1  # played 3 + 2 + 2 = 7
+    # played 2 + 2 + 2 = 6
+    assert player_regret("p", ("a", "b"), [1, 1, 1], counterfactual).external_regret == 2
+    # played 3 + 2 + 2 = 7
+    assert player_regret("p", ("a", "b"), [0, 1, 1], counterfactual).external_regret == 1
 
 
 def test_history_regret_equals_the_gaps_of_the_empirical_distribution():
@@ -64,14 +66,27 @@ def test_several_players_in_one_counterfactual_table(tmp_path):
     path.write_text("player,action,payoff_if_x,payoff_if_y\nann,x,1,0\nbob,y,0,2\nann,y,0,1\nbob,y,5,0\n")
     report = load_history(path)
     ann, bob = report.players
-    assert (ann.player, ann.external_regret, ann.swap_regret) == ("ann", -1, 0)  # external regret can be negative
+    # external regret can be negative
+    assert (ann.player, ann.external_regret, ann.swap_regret) == ("ann", -1, 0)
     assert (bob.player, bob.external_regret, bob.swap_regret, bob.swap_map) == ("bob", 3, 3, {"y": "x"})
 
 
 BAD = {
-    "unknown action": ("action,payoff_if_G,payoff_if_S\nG,0,1\nX,1,0\n", "row 3 column action", "unknown action 'X'"),
-    "non-numeric payoff": ("action,payoff_if_G,payoff_if_S\nG,0,1\nS,1,abc\n", "row 3 column payoff_if_S", "expected a number"),
-    "received disagrees": ("action,payoff_if_G,payoff_if_S,received\nG,0,1,1\n", "row 2 column received", "differs"),
+    "unknown action": (
+        "action,payoff_if_G,payoff_if_S\nG,0,1\nX,1,0\n",
+        "row 3 column action",
+        "unknown action 'X'",
+    ),
+    "non-numeric payoff": (
+        "action,payoff_if_G,payoff_if_S\nG,0,1\nS,1,abc\n",
+        "row 3 column payoff_if_S",
+        "expected a number",
+    ),
+    "received disagrees": (
+        "action,payoff_if_G,payoff_if_S,received\nG,0,1,1\n",
+        "row 2 column received",
+        "differs",
+    ),
     "no action column": ("played,payoff_if_G\nG,0\n", "columns", "`action`"),
     "too many cells": ("action,payoff_if_G\nG,0,7\n", "row 2", "more cells"),
     "no rows": ("action,payoff_if_G\n", "rows", "no rounds"),
@@ -92,7 +107,9 @@ def test_bad_histories_name_the_file_row_and_column(tmp_path, case):
 def test_unknown_action_in_a_joint_history(tmp_path, examples):
     path = tmp_path / "h.csv"
     path.write_text("a,b\ndare,swerve\n")
-    with pytest.raises(AnalysisInputError, match=r"row 2 column b: unknown action 'swerve'; known: dare, yield"):
+    with pytest.raises(
+        AnalysisInputError, match=r"row 2 column b: unknown action 'swerve'; known: dare, yield"
+    ):
         load_history(path, load_game(examples / "chicken.yaml"))
     path.write_text("a,c\ndare,dare\n")
     with pytest.raises(AnalysisInputError, match="missing a column for player 'b'"):

@@ -54,8 +54,11 @@ def hostile(tmp_path):
     (tmp_path / "binary.yaml").write_bytes(b"\xff\xfe\x00\x00" * 50)
     (tmp_path / "binary.csv").write_bytes(b"\x00\x01,\xff\n" * 50)
     (tmp_path / "folder.json").mkdir()
-    (tmp_path / "bomb.yaml").write_text("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi")) + "train: [*i]\n")
+    (tmp_path / "bomb.yaml").write_text(
+        "a: &a [x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+        + "train: [*i]\n"
+    )
     (tmp_path / "bigkey.json").write_text(json.dumps({"k" * (1 << 20): [0.5, 0.5]}))
     return tmp_path
 

@@ -19,8 +19,18 @@ def test_eval_json_has_the_promised_keys():
     result = _run("eval", "--game", "kuhn", "--agent", "uniform", "--episodes", "10", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    for key in ("exploitability", "nash_conv", "utility", "exploit_pool", "collusion", "externality", "safety",
-                "nra", "nra_gtbench", "game_value"):
+    for key in (
+        "exploitability",
+        "nash_conv",
+        "utility",
+        "exploit_pool",
+        "collusion",
+        "externality",
+        "safety",
+        "nra",
+        "nra_gtbench",
+        "game_value",
+    ):
         assert key in data
     assert data["exploitability"] == pytest.approx(11 / 24)
 
@@ -80,15 +90,35 @@ def test_non_normalised_tabular_file(tmp_path):
 
 def test_train_then_eval_the_run_and_frontier(tmp_path):
     out = tmp_path / "run"
-    result = _run("train", "--game", "kuhn", "--policy", "tabular", "--penalty", "per-rollout", "--lambda-e", "5",
-                  "--steps", "1000", "--seed", "0", "--out", str(out), "--quiet")
+    result = _run(
+        "train",
+        "--game",
+        "kuhn",
+        "--policy",
+        "tabular",
+        "--penalty",
+        "per-rollout",
+        "--lambda-e",
+        "5",
+        "--steps",
+        "1000",
+        "--seed",
+        "0",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     assert (out / "curves.png").exists() and (out / "policy.json").exists()
     data = json.loads(_run("eval", "--agent", f"run:{out}", "--episodes", "5", "--json").stdout)
     assert data["exploitability"] < 0.02
-    tabular = json.loads(_run("eval", "--agent", f"tabular:{out / 'policy.json'}", "--episodes", "5", "--json").stdout)
+    tabular = json.loads(
+        _run("eval", "--agent", f"tabular:{out / 'policy.json'}", "--episodes", "5", "--json").stdout
+    )
     assert tabular["exploitability"] == pytest.approx(data["exploitability"])
-    frontier = _run("frontier", "--game", "kuhn", "--run", str(out), "--json", "--plot", str(tmp_path / "f.png"))
+    frontier = _run(
+        "frontier", "--game", "kuhn", "--run", str(out), "--json", "--plot", str(tmp_path / "f.png")
+    )
     assert frontier.exit_code == 0, frontier.output
     info = json.loads(frontier.stdout)
     assert info["utility_at_zero"] == pytest.approx(1 / 27)
@@ -103,8 +133,25 @@ def test_every_command_has_help():
 
 
 def test_a_reproduced_paper_quirk_is_one_warning_line_not_a_python_traceback_line():
-    result = subprocess.run([sys.executable, "-m", "sepo.cli.main", "eval", "--game", "negotiation-gt", "--protocol", "paper",
-                             "--agent", "bot:FairNeg", "--episodes", "1", "--json"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sepo.cli.main",
+            "eval",
+            "--game",
+            "negotiation-gt",
+            "--protocol",
+            "paper",
+            "--agent",
+            "bot:FairNeg",
+            "--episodes",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert "warning: negotiation-gt: the opponent's private values are redrawn every round" in result.stderr
     assert "PaperRedrawWarning" not in result.stderr and "registry.py" not in result.stderr
@@ -123,8 +170,22 @@ def _folder_bytes(folder):
 
 def test_a_finished_run_resumed_with_a_default_said_out_loud_is_left_byte_identical(tmp_path):
     out = tmp_path / "run"
-    base = ["train", "--game", "negotiation", "--rounds", "2", "--steps", "2", "--groups", "2", "--group-size", "2",
-            "--quiet", "--out", str(out)]
+    base = [
+        "train",
+        "--game",
+        "negotiation",
+        "--rounds",
+        "2",
+        "--steps",
+        "2",
+        "--groups",
+        "2",
+        "--group-size",
+        "2",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
     assert _run(*base).exit_code == 0
     before = _folder_bytes(out)
     again = _run(*base, "--pie", "10", "--breakdown-cost", "0")
@@ -148,9 +209,14 @@ def test_game_parameters_that_only_look_valid_are_refused(args, message):
 
 
 def test_exploit_names_the_domains_reason_when_the_projection_cannot_show_what_the_agent_reads():
-    result = _run("exploit", "--game", "auction", "--agent", "bot:AdaptiveBid", "--rounds", "2", "--memory", "0")
+    result = _run(
+        "exploit", "--game", "auction", "--agent", "bot:AdaptiveBid", "--rounds", "2", "--memory", "0"
+    )
     assert result.exit_code == 2
-    assert "raise the game's --memory" in result.stderr and "cannot give action probabilities" not in result.stderr
+    assert (
+        "raise the game's --memory" in result.stderr
+        and "cannot give action probabilities" not in result.stderr
+    )
 
 
 def test_a_stopped_command_skips_the_interpreters_teardown(monkeypatch):
@@ -201,13 +267,17 @@ def test_json_keeps_stdout_for_the_object_and_progress_goes_to_stderr(monkeypatc
 
     monkeypatch.setattr(module, name, reporting)
     monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
-    args = [command, "--game", "kuhn", "--agent", "uniform", "--json"] + (["--episodes", "2"] if command == "eval" else [])
+    args = [command, "--game", "kuhn", "--agent", "uniform", "--json"] + (
+        ["--episodes", "2"] if command == "eval" else []
+    )
     result = _run(*args)
     assert result.exit_code == 0, result.output
     assert "exploitability" in json.loads(result.stdout)
     assert "solving the best response" in result.stderr
     quiet = _run(*args, "--quiet")
-    assert quiet.exit_code == 0 and quiet.stderr == "" and json.loads(quiet.stdout) == json.loads(result.stdout)
+    assert (
+        quiet.exit_code == 0 and quiet.stderr == "" and json.loads(quiet.stdout) == json.loads(result.stdout)
+    )
 
 
 @pytest.mark.parametrize("command", ["sft", "train"])
@@ -251,7 +321,18 @@ def test_the_injection_pool_reports_progress_too(monkeypatch):
 
     monkeypatch.setattr(injection, "injection_audit", reporting)
     monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
-    result = _run("eval", "--game", "negotiation", "--agent", "bot:Fair", "--pool", "injection", "--episodes", "1", "--json")
+    result = _run(
+        "eval",
+        "--game",
+        "negotiation",
+        "--agent",
+        "bot:Fair",
+        "--pool",
+        "injection",
+        "--episodes",
+        "1",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert "asking the injection suite" in result.stderr and "attacks" in json.loads(result.stdout)
 
@@ -265,7 +346,11 @@ def test_more_torch_threads_than_usable_cores_is_one_line(monkeypatch):
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     command = ["exploit", "--game", "kuhn", "--agent", "uniform"]
-    _error(_run("--threads", "3", *command), "--threads 3 is more torch threads than the 2 CPU cores", "--threads 2 or fewer")
+    _error(
+        _run("--threads", "3", *command),
+        "--threads 3 is more torch threads than the 2 CPU cores",
+        "--threads 2 or fewer",
+    )
     assert _run("--threads", "2", *command).exit_code == 0
 
 
@@ -274,4 +359,7 @@ def test_samples_below_one_is_refused_by_its_flag():
     from tests.cli.cli_helpers import _error
 
     for command in ("eval", "exploit"):
-        _error(_run(command, "--game", "kuhn", "--agent", "uniform", "--samples", "0"), "--samples must be >= 1 (replies per information state), got 0")
+        _error(
+            _run(command, "--game", "kuhn", "--agent", "uniform", "--samples", "0"),
+            "--samples must be >= 1 (replies per information state), got 0",
+        )

@@ -46,7 +46,8 @@ def test_model_init_refuses_a_training_run(finished_run, tmp_path):
     before = _tree(run)
     _error(_run("model", "init", "--out", run), "sepo train")
     assert _tree(run) == before
-    assert _run("train", "--out", run, "--steps", "6", "--groups", "2", "--quiet").exit_code == 0  # still resumes
+    # still resumes
+    assert _run("train", "--out", run, "--steps", "6", "--groups", "2", "--quiet").exit_code == 0
 
 
 def test_sft_refuses_a_training_run_before_loading_anything(finished_run, tmp_path):
@@ -91,8 +92,17 @@ def test_overwrite_with_a_bad_game_parameter_removes_nothing(tmp_path, command):
     """Found by the long fuzz run: `data sft --overwrite` removed its dataset before the game's own
     parameter checks failed. Every check runs before --overwrite removes anything."""
     out = tmp_path / "out"
-    assert _run(*command[:2 if command[0] == "data" else 1], "--out", out, *(["--episodes", "1"] if command[0] == "data" else TINY),
-                "--game", "auction").exit_code == 0
+    assert (
+        _run(
+            *command[: 2 if command[0] == "data" else 1],
+            "--out",
+            out,
+            *(["--episodes", "1"] if command[0] == "data" else TINY),
+            "--game",
+            "auction",
+        ).exit_code
+        == 0
+    )
     before = _tree(out)
     _error(_run(*command, "--out", out, "--overwrite"), "--values")
     assert _tree(out) == before
@@ -107,7 +117,9 @@ def _made_by(out, command, config=None, files=("data.txt",), part_of=None):
     with open_run(out, command, config or {"made": "by " + command}, part_of=part_of) as run:
         run.write_text("sub/" + files[0], "its own work\n")
         if command == "demo":
-            run.write_json("demo_summary.json", {"game": None, "audits": [], "trainings": [], "out": str(out)})
+            run.write_json(
+                "demo_summary.json", {"game": None, "audits": [], "trainings": [], "out": str(out)}
+            )
         run.complete()
     return out
 
@@ -122,7 +134,9 @@ def _made_experiment(out):
     from sepo.experiments.runner import COLUMNS
     from sepo.runs import open_run
 
-    schema = pa.schema([(name, getattr(pa, kind)() if kind != "string" else pa.string()) for name, kind in COLUMNS])
+    schema = pa.schema(
+        [(name, getattr(pa, kind)() if kind != "string" else pa.string()) for name, kind in COLUMNS]
+    )
     buffer = io.BytesIO()
     pq.write_table(pa.Table.from_pylist([], schema=schema), buffer)
     with open_run(out, "experiment run", {"made": "by experiment run"}) as run:
@@ -134,13 +148,26 @@ def _made_experiment(out):
 
 def _experiment_config(tmp_path):
     config = tmp_path / "tiny.yaml"
-    config.write_text("domains: [{name: kuhn}]\nagents: [{name: u, kind: fixed, spec: uniform}]\nstages: [base]\n"
-                      "episodes: {validation: 1, test: 1}\nreplicates: 50\n")
+    config.write_text(
+        "domains: [{name: kuhn}]\nagents: [{name: u, kind: fixed, spec: uniform}]\nstages: [base]\n"
+        "episodes: {validation: 1, test: 1}\nreplicates: 50\n"
+    )
     return config
 
 
 OTHER_COMMANDS = {
-    "train": lambda h, out: ["train", "--game", "kuhn", "--steps", "3", "--groups", "2", "--quiet", "--out", out],
+    "train": lambda h, out: [
+        "train",
+        "--game",
+        "kuhn",
+        "--steps",
+        "3",
+        "--groups",
+        "2",
+        "--quiet",
+        "--out",
+        out,
+    ],
     "data sft": lambda h, out: ["data", "sft", "--episodes", "1", "--quiet", "--out", out],
     "model init": lambda h, out: ["model", "init", "--out", out],
     "experiment run": lambda h, out: ["experiment", "run", _experiment_config(h), "--quiet", "--out", out],
@@ -168,7 +195,10 @@ def test_a_run_inside_another_commands_output_is_refused(tmp_path):
     inner = _made_by(experiment / "cells" / "c1", "train", part_of="experiment run")
     before = _tree(experiment)
     for extra in ([], ["--overwrite"]):
-        _error(_run(*OTHER_COMMANDS["train"](tmp_path, inner), *extra), "part of the output of `sepo experiment run`")
+        _error(
+            _run(*OTHER_COMMANDS["train"](tmp_path, inner), *extra),
+            "part of the output of `sepo experiment run`",
+        )
     assert _tree(experiment) == before
 
 
@@ -176,10 +206,14 @@ def test_a_run_inside_another_commands_output_is_refused(tmp_path):
 def test_a_finished_run_rerun_is_read_never_rewritten(tmp_path, command):
     out = tmp_path / "out"
     assert _run(*OTHER_COMMANDS[command](tmp_path, out)).exit_code == 0
-    stamp = {str(p.relative_to(out)): (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
+    stamp = {
+        str(p.relative_to(out)): (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()
+    }
     again = _run(*OTHER_COMMANDS[command](tmp_path, out))
     assert again.exit_code == 0 and "already complete" in again.stdout, again.output
-    assert {str(p.relative_to(out)): (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()} == stamp
+    assert {
+        str(p.relative_to(out)): (p.read_bytes(), p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()
+    } == stamp
 
 
 @pytest.mark.parametrize("command", sorted(OTHER_COMMANDS))
@@ -208,7 +242,9 @@ def test_a_file_that_looks_like_a_temporary_is_the_users(tmp_path, command):
     (out / "sub" / ".sepo-tmp-mine.txt").write_text("mine too")
     result = _run(*args)
     assert result.exit_code == 0, result.output
-    assert (out / ".sepo-tmp-mine.txt").read_text() == "mine" and (out / "sub" / ".sepo-tmp-mine.txt").read_text() == "mine too"
+    assert (out / ".sepo-tmp-mine.txt").read_text() == "mine" and (
+        out / "sub" / ".sepo-tmp-mine.txt"
+    ).read_text() == "mine too"
     if command in ("train", "model init"):
         assert _run(*args, "--overwrite").exit_code == 0
         assert (out / ".sepo-tmp-mine.txt").read_text() == "mine"
@@ -221,7 +257,9 @@ def test_model_files_get_the_umask_mode(tmp_path):
     assert _run("model", "init", "--out", tmp_path / "m").exit_code == 0
     modes = {str(p.relative_to(tmp_path)): p.stat().st_mode & 0o777 for p in (tmp_path / "m").rglob("*")}
     assert modes["m/model.safetensors"] == FILE_MODE
-    assert all(mode == (DIR_MODE if (tmp_path / name).is_dir() else FILE_MODE) for name, mode in modes.items()), modes
+    assert all(
+        mode == (DIR_MODE if (tmp_path / name).is_dir() else FILE_MODE) for name, mode in modes.items()
+    ), modes
 
 
 def test_a_second_train_into_the_same_folder_is_refused_while_the_first_writes(tmp_path):
@@ -237,7 +275,9 @@ def test_a_second_train_into_the_same_folder_is_refused_while_the_first_writes(t
                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     try:
         assert holder.stdout.readline().strip() == "holding"
-        _error(_run("train", "--out", out, *TINY), "is being written by another sepo process", str(holder.pid))
+        _error(
+            _run("train", "--out", out, *TINY), "is being written by another sepo process", str(holder.pid)
+        )
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()

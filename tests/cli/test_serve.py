@@ -49,9 +49,26 @@ def tiny(tmp_path_factory):
 def flaky_server(tiny, tmp_path_factory):
     """`sepo serve` on a free loopback port, failing every fifth chat request with 500. Its
     output is read line by line until it names its address (then drained by a thread)."""
-    process = subprocess.Popen(_sepo("--threads", "1", "serve", "--model", str(tiny), "--name", "tiny", "--port", "0",
-                                     "--fail-every", "5"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=_env(), cwd=ROOT)
+    process = subprocess.Popen(
+        _sepo(
+            "--threads",
+            "1",
+            "serve",
+            "--model",
+            str(tiny),
+            "--name",
+            "tiny",
+            "--port",
+            "0",
+            "--fail-every",
+            "5",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
     try:
         seen = []
         for line in process.stdout:
@@ -121,8 +138,13 @@ def test_audit_completes_through_500s_reproduces_and_resumes_after_a_kill(flaky_
     cache = tmp_path / "killed"
     before = _answered(url)
     args = ["openai:tiny@" + url if a == "AGENT" else a for a in EVAL]
-    process = subprocess.Popen(_sepo("--threads", "1", *args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=_env(SEPO_CACHE_DIR=str(cache)), cwd=ROOT)
+    process = subprocess.Popen(
+        _sepo("--threads", "1", *args),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=_env(SEPO_CACHE_DIR=str(cache)),
+        cwd=ROOT,
+    )
     assert _stats(url, answered=before + asked // 2)["answered"] >= before + asked // 2
     assert process.poll() is None
     process.kill()
@@ -162,7 +184,9 @@ def test_serve_refuses_unbounded_settings_before_loading(tmp_path):
     for option, value in (("--stall-seconds", "nan"), ("--stall-seconds", "1e9"), ("--max-queue", "0"),
                           ("--max-new-tokens", "1000000000")):
         result = runner.invoke(app, ["serve", "--model", str(tmp_path / "missing"), option, value])
-        assert result.exit_code == 2 and option in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert (
+            result.exit_code == 2 and option in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        ), result.stderr
 
 
 def test_sigterm_stops_serve_cleanly_while_a_request_is_in_flight(tiny):
@@ -170,9 +194,28 @@ def test_sigterm_stops_serve_cleanly_while_a_request_is_in_flight(tiny):
     request in flight (held by a stall) is answered 503 and the process exits 0 with one line."""
     from tests.serving import post
 
-    process = subprocess.Popen(_sepo("--threads", "1", "serve", "--model", str(tiny), "--name", "tiny", "--port", "0",
-                                     "--stall-every", "1", "--stall-seconds", "600"), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+    process = subprocess.Popen(
+        _sepo(
+            "--threads",
+            "1",
+            "serve",
+            "--model",
+            str(tiny),
+            "--name",
+            "tiny",
+            "--port",
+            "0",
+            "--stall-every",
+            "1",
+            "--stall-seconds",
+            "600",
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
     try:
         line = process.stdout.readline()
         url = re.search(r"http://127\.0\.0\.1:\d+/v1", line).group(0)

@@ -31,7 +31,9 @@ def _copy(run, tmp_path, name="run"):
 
 # ----------------------------------------------------------------------------------- settings kept
 
-@pytest.mark.parametrize("option, value", [("--lr", "0"), ("--groups", "0"), ("--group-size", "0"), ("--group-size", "1")])
+@pytest.mark.parametrize(
+    "option, value", [("--lr", "0"), ("--groups", "0"), ("--group-size", "0"), ("--group-size", "1")]
+)
 def test_zero_is_not_replaced_by_the_default(tmp_path, option, value):
     _error(_run("train", "--out", tmp_path / "r", "--steps", "3", option, value), option)
     assert not (tmp_path / "r").exists()
@@ -41,7 +43,10 @@ def test_zero_is_not_replaced_by_the_default(tmp_path, option, value):
 def test_resuming_with_other_steps_is_refused_and_the_config_kept(finished_run, tmp_path, steps):
     run = _copy(finished_run, tmp_path)
     before = _tree(run)
-    _error(_run("train", "--out", run, "--steps", steps, "--groups", "2", "--quiet"), f"steps 6 there, {steps} here")
+    _error(
+        _run("train", "--out", run, "--steps", steps, "--groups", "2", "--quiet"),
+        f"steps 6 there, {steps} here",
+    )
     assert _tree(run) == before
 
 
@@ -60,7 +65,9 @@ def test_sft_resumed_with_other_settings_is_refused(tmp_path):
     with open_run(tmp_path / "sft", "sft", config.settings()) as run:
         run.commit()
     for option, value, field in (("--lr", "0.5", "learning_rate"), ("--batch-size", "3", "batch_size")):
-        other = SFTRunConfig(model="/nonexistent", data=str(data), **{field: float(value) if option == "--lr" else int(value)})
+        other = SFTRunConfig(
+            model="/nonexistent", data=str(data), **{field: float(value) if option == "--lr" else int(value)}
+        )
         with pytest.raises(Exception, match=f"{field} .* there"):
             with open_run(tmp_path / "sft", "sft", other.settings()):
                 pass
@@ -70,7 +77,9 @@ def test_sft_resumed_with_other_settings_is_refused(tmp_path):
             pass
 
 
-@pytest.mark.parametrize("bad", [["--policy", "lstm"], ["--lr", "inf"], ["--lr", "nan"], ["--policy", "hf:/nonexistent/model"]])
+@pytest.mark.parametrize(
+    "bad", [["--policy", "lstm"], ["--lr", "inf"], ["--lr", "nan"], ["--policy", "hf:/nonexistent/model"]]
+)
 def test_a_failed_start_leaves_nothing_so_the_corrected_command_runs(tmp_path, bad):
     out = tmp_path / "r"
     _error(_run("train", "--out", out, *TINY, *bad))
@@ -79,10 +88,24 @@ def test_a_failed_start_leaves_nothing_so_the_corrected_command_runs(tmp_path, b
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("option, value", [("--eta", "nan"), ("--eta", "inf"), ("--dt", "nan"), ("--dt", "1e6")])
+@pytest.mark.parametrize(
+    "option, value", [("--eta", "nan"), ("--eta", "inf"), ("--dt", "nan"), ("--dt", "1e6")]
+)
 def test_dynamics_refuses_non_finite_and_huge_steps(option, value):
     rule = "hedge" if option == "--eta" else "replicator"
-    _error(_run("analyze", "dynamics", EXAMPLES / "rock_paper_scissors.yaml", "--rule", rule, option, value, "--json"), option)
+    _error(
+        _run(
+            "analyze",
+            "dynamics",
+            EXAMPLES / "rock_paper_scissors.yaml",
+            "--rule",
+            rule,
+            option,
+            value,
+            "--json",
+        ),
+        option,
+    )
 
 
 def test_json_output_never_holds_bare_nan(tmp_path):

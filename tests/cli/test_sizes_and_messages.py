@@ -23,11 +23,22 @@ checks they fail with MemoryError instead of taking the machine."""
 
 def _capped(*args, timeout=120, **popen):
     """`sepo ARGS` in a subprocess limited to MEMORY_CAP bytes of address space."""
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "HF_HUB_OFFLINE": "1",
-           "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    return subprocess.Popen([sys.executable, "-m", "sepo.cli.main", *map(str, args)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP)), **popen)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "COLUMNS": "200",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "sepo.cli.main", *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP)),
+        **popen,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -39,29 +50,141 @@ def auction_run(tmp_path_factory):
 
 # ------------------------------------------------------------------------------------- sizes
 
-@pytest.mark.parametrize("args, words", [
-    (["exploit", "--game", "negotiation", "--agent", "bot:Concede", "--pie", "10000", "--max-demand", "10000"],
-     ["joint demands", "--max-demand"]),
-    (["eval", "--game", "ipd", "--agent", "bot:TFT", "--rounds", "10000"], ["episode records", "--rounds"]),
-    (["train", "--game", "negotiation", "--pie", "10000", "--max-demand", "10000", "--out", "OUT", *TINY], ["joint demands"]),
-    (["eval", "--agent", "nash", "--episodes", "99999999999"], ["episode records", "--episodes"]),
-    (["eval", "--agent", "nash", "--hands", "100000000", "--episodes", "1"], ["--hands"]),
-    (["data", "sft", "--out", "OUT", "--episodes", "99999999999"], ["--episodes"]),
-    (["eval", "--game", "negotiation", "--agent", "uniform", "--pool", "injection", "--episodes", "99999999999"], ["--episodes"]),
-    (["train", "--game", "kuhn", "--out", "OUT", "--steps", "3", "--groups", "100000000"], ["rollouts", "--groups"]),
-    (["train", "--game", "kuhn", "--out", "OUT", "--steps", "3", "--group-size", "100000000"], ["rollouts", "--group-size"]),
-    (["train", "--game", "openspiel:kuhn_poker", "--out", "OUT", "--steps", "3", "--groups", "100000000"],
-     ["rollouts", "--groups"]),
-    (["train", "--game", "pricing", "--rounds", "10000", "--out", "OUT", *TINY], ["tree", "--rounds"]),
-    (["train", "--game", "pricing", "--rounds", "10000", "--method", "advantage-alignment", "--out", "OUT", *TINY],
-     ["tree", "--rounds"]),
-    (["train", "--game", "ipd", "--rounds", "50", "--memory", "1", "--out", "OUT", *TINY], ["whole history", "--rounds"]),
-    (["train", "--game", "kuhn", "--policy", "hf:no-model", "--out", "OUT", "--steps", "3", "--groups", "100000000"],
-     ["prompts", "--groups"]),
-    (["analyze", "institution", "--game", "pricing", "--vary", "rounds=3,10000", "--steps", "2", "--groups", "2",
-      "--out", "OUT"], ["rounds=10000", "--rounds"]),
-], ids=lambda v: " ".join(v)[:70] if isinstance(v, list) and v and v[0] in ("exploit", "eval", "train", "data", "analyze")
-    else "")
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (
+            [
+                "exploit",
+                "--game",
+                "negotiation",
+                "--agent",
+                "bot:Concede",
+                "--pie",
+                "10000",
+                "--max-demand",
+                "10000",
+            ],
+            ["joint demands", "--max-demand"],
+        ),
+        (
+            ["eval", "--game", "ipd", "--agent", "bot:TFT", "--rounds", "10000"],
+            ["episode records", "--rounds"],
+        ),
+        (
+            [
+                "train",
+                "--game",
+                "negotiation",
+                "--pie",
+                "10000",
+                "--max-demand",
+                "10000",
+                "--out",
+                "OUT",
+                *TINY,
+            ],
+            ["joint demands"],
+        ),
+        (["eval", "--agent", "nash", "--episodes", "99999999999"], ["episode records", "--episodes"]),
+        (["eval", "--agent", "nash", "--hands", "100000000", "--episodes", "1"], ["--hands"]),
+        (["data", "sft", "--out", "OUT", "--episodes", "99999999999"], ["--episodes"]),
+        (
+            [
+                "eval",
+                "--game",
+                "negotiation",
+                "--agent",
+                "uniform",
+                "--pool",
+                "injection",
+                "--episodes",
+                "99999999999",
+            ],
+            ["--episodes"],
+        ),
+        (
+            ["train", "--game", "kuhn", "--out", "OUT", "--steps", "3", "--groups", "100000000"],
+            ["rollouts", "--groups"],
+        ),
+        (
+            ["train", "--game", "kuhn", "--out", "OUT", "--steps", "3", "--group-size", "100000000"],
+            ["rollouts", "--group-size"],
+        ),
+        (
+            [
+                "train",
+                "--game",
+                "openspiel:kuhn_poker",
+                "--out",
+                "OUT",
+                "--steps",
+                "3",
+                "--groups",
+                "100000000",
+            ],
+            ["rollouts", "--groups"],
+        ),
+        (["train", "--game", "pricing", "--rounds", "10000", "--out", "OUT", *TINY], ["tree", "--rounds"]),
+        (
+            [
+                "train",
+                "--game",
+                "pricing",
+                "--rounds",
+                "10000",
+                "--method",
+                "advantage-alignment",
+                "--out",
+                "OUT",
+                *TINY,
+            ],
+            ["tree", "--rounds"],
+        ),
+        (
+            ["train", "--game", "ipd", "--rounds", "50", "--memory", "1", "--out", "OUT", *TINY],
+            ["whole history", "--rounds"],
+        ),
+        (
+            [
+                "train",
+                "--game",
+                "kuhn",
+                "--policy",
+                "hf:no-model",
+                "--out",
+                "OUT",
+                "--steps",
+                "3",
+                "--groups",
+                "100000000",
+            ],
+            ["prompts", "--groups"],
+        ),
+        (
+            [
+                "analyze",
+                "institution",
+                "--game",
+                "pricing",
+                "--vary",
+                "rounds=3,10000",
+                "--steps",
+                "2",
+                "--groups",
+                "2",
+                "--out",
+                "OUT",
+            ],
+            ["rounds=10000", "--rounds"],
+        ),
+    ],
+    ids=lambda v: (
+        " ".join(v)[:70]
+        if isinstance(v, list) and v and v[0] in ("exploit", "eval", "train", "data", "analyze")
+        else ""
+    ),
+)
 def test_a_command_too_large_for_the_machine_is_refused_before_it_allocates(tmp_path, args, words):
     process = _capped(*[tmp_path / "out" if a == "OUT" else a for a in args])
     out, err = process.communicate(timeout=120)
@@ -80,7 +203,9 @@ def test_the_fitting_options_offered_do_fit():
     problem = load_game("negotiation", "rigorous", pie=10000, max_demand=10000).exact_size(budget)
     demands = int(problem.split("at most ")[-1].split()[0].replace(",", ""))
     assert load_game("negotiation", "rigorous", pie=10000, max_demand=demands).exact_size(budget) is None
-    assert load_game("negotiation", "rigorous", pie=10000, max_demand=demands + 1).exact_size(budget) is not None
+    assert (
+        load_game("negotiation", "rigorous", pie=10000, max_demand=demands + 1).exact_size(budget) is not None
+    )
     assert load_game("negotiation", "rigorous").exact_size(budget) is None  # the paper's game always fits
     game = load_game("ipd", "rigorous", rounds=10000)
     with pytest.raises(SepoError) as refused:
@@ -94,7 +219,10 @@ def test_a_price_grid_too_fine_is_refused_at_once():
     count: a quadratic wait of minutes for 100,000 prices, and a MemoryError for 10^9)."""
     for prices in ("100000", "1000000000"):
         started = time.process_time()
-        _error(_run("exploit", "--game", "pricing", "--agent", "bot:Competitive", "--prices", prices), "--prices 55 or fewer")
+        _error(
+            _run("exploit", "--game", "pricing", "--agent", "bot:Competitive", "--prices", prices),
+            "--prices 55 or fewer",
+        )
         assert time.process_time() - started < 5
 
 
@@ -121,8 +249,20 @@ def test_the_price_grids_refusal_names_the_largest_count_that_is_distinct():
 
 
 def test_an_audit_too_large_for_an_exact_value_plays_and_says_why():
-    process = _capped("eval", "--game", "negotiation", "--agent", "uniform", "--pie", "10000", "--max-demand", "10000",
-                      "--episodes", "1", "--json")
+    process = _capped(
+        "eval",
+        "--game",
+        "negotiation",
+        "--agent",
+        "uniform",
+        "--pie",
+        "10000",
+        "--max-demand",
+        "10000",
+        "--episodes",
+        "1",
+        "--json",
+    )
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err[-2000:]
     notes = " ".join(json.loads(out)["notes"])
@@ -150,9 +290,18 @@ def test_too_long_a_reply_or_too_large_a_learning_rate_is_one_line(tmp_path):
     from sepo.policies.hf import check_reply_length
 
     with pytest.raises(SepoError, match="context of 2,048 tokens"):
-        check_reply_length(1_000_000_000, SimpleNamespace(config=SimpleNamespace(max_position_embeddings=2048)), "model 'tiny'")
-    check_reply_length(48, SimpleNamespace(config=SimpleNamespace(max_position_embeddings=2048)), "model 'tiny'")
-    _error(_run("eval", "--agent", "openai:m@http://127.0.0.1:9/v1", "--max-new-tokens", "1000000000"), "max_new_tokens")
+        check_reply_length(
+            1_000_000_000,
+            SimpleNamespace(config=SimpleNamespace(max_position_embeddings=2048)),
+            "model 'tiny'",
+        )
+    check_reply_length(
+        48, SimpleNamespace(config=SimpleNamespace(max_position_embeddings=2048)), "model 'tiny'"
+    )
+    _error(
+        _run("eval", "--agent", "openai:m@http://127.0.0.1:9/v1", "--max-new-tokens", "1000000000"),
+        "max_new_tokens",
+    )
     _error(_run("train", "--out", tmp_path / "r", "--lr", "1e308", *TINY), "--lr", "at most 1")
     _error(_run("sft", "--model", "m", "--data", tmp_path, "--out", tmp_path / "s", "--lr", "1e308"), "--lr")
     assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()
@@ -168,22 +317,36 @@ def test_a_run_of_another_game_is_one_line(auction_run):
     _error(_run("eval", "--agent", f"run:{auction_run}", "--episodes", "1"), "'auction'")
 
 
-@pytest.mark.parametrize("name, text", [("nested.yaml", "[" * 3000), ("nested_train.yaml", "train: " + "[" * 3000),
-                                        ("nested.json", "[" * 3000), ("deep.yaml", "train: " + "[" * 150 + "]" * 150)])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("nested.yaml", "[" * 3000),
+        ("nested_train.yaml", "train: " + "[" * 3000),
+        ("nested.json", "[" * 3000),
+        ("deep.yaml", "train: " + "[" * 150 + "]" * 150),
+    ],
+)
 def test_a_deeply_nested_input_file_is_one_line(tmp_path, name, text):
     (tmp_path / name).write_text(text)
-    _error(_run("eval", "--agent", "nash", "--episodes", "1", "--pools", tmp_path / name), "nested more than 100 levels")
+    _error(
+        _run("eval", "--agent", "nash", "--episodes", "1", "--pools", tmp_path / name),
+        "nested more than 100 levels",
+    )
     _error(_run("analyze", "game", tmp_path / name), "nested more than 100 levels")
 
 
 # ------------------------------------------------------------------------------------- reasons
 
 def test_more_than_two_bidders_says_why_there_is_no_best_response():
-    result = _run("eval", "--game", "auction", "--agent", "uniform", "--bidders", "3", "--episodes", "2", "--json")
+    result = _run(
+        "eval", "--game", "auction", "--agent", "uniform", "--bidders", "3", "--episodes", "2", "--json"
+    )
     assert result.exit_code == 0, result.output
     notes = " ".join(json.loads(result.stdout)["notes"])
     assert "more than 2 bidders" in notes and "exposes no action distribution" not in notes
-    _error(_run("exploit", "--game", "auction", "--agent", "uniform", "--bidders", "3"), "more than 2 bidders")
+    _error(
+        _run("exploit", "--game", "auction", "--agent", "uniform", "--bidders", "3"), "more than 2 bidders"
+    )
 
 
 # -------------------------------------------------------------------------------------- wording
@@ -212,7 +375,12 @@ def test_a_lower_bound_is_not_labelled_exact_unless_the_search_is():
 def test_a_key_given_twice_is_an_error(tmp_path):
     pools = tmp_path / "pools.yaml"
     pools.write_text("train: [NashApprox]\nexploiter: [MaxExploiter]\ntrain: [TightPassive]\n")
-    _error(_run("eval", "--agent", "nash", "--episodes", "1", "--pools", pools), "'train'", "second time", "line 1")
+    _error(
+        _run("eval", "--agent", "nash", "--episodes", "1", "--pools", pools),
+        "'train'",
+        "second time",
+        "line 1",
+    )
     game = tmp_path / "game.json"
     game.write_text('{"players": ["a", "b"], "players": ["c", "d"]}')
     _error(_run("analyze", "game", game), "'players'", "twice")
@@ -232,18 +400,26 @@ def test_seeds_given_as_strings_are_refused():
 
 
 def test_settings_that_would_do_nothing_are_refused_or_warned(tmp_path):
-    _error(_run("eval", "--agent", "nash", "--episodes", "1", "--samples", "4"), "--samples applies to text agents only")
+    _error(
+        _run("eval", "--agent", "nash", "--episodes", "1", "--samples", "4"),
+        "--samples applies to text agents only",
+    )
     _error(_run("exploit", "--agent", "nash", "--samples", "4", "--max-tokens-total", "9"),
            "--samples, --max-tokens-total apply to text agents only")
     _error(_run("exploit", "--agent", "nash", "--temperature", "0"), "--temperature")
     _error(_run("eval", "--agent", "nash", "--episodes", "1", "--lambda-c", "1"), "--lambda-c", "kuhn")
     _error(_run("train", "--out", tmp_path / "r", "--lambda-c", "1", *TINY), "--lambda-c")
-    assert _run("eval", "--agent", "nash", "--episodes", "1", "--lambda-c", "1", "--protocol", "paper").exit_code == 0
+    assert (
+        _run("eval", "--agent", "nash", "--episodes", "1", "--lambda-c", "1", "--protocol", "paper").exit_code
+        == 0
+    )
     pools = tmp_path / "pools.yaml"
     pools.write_text('train: [{bot: Fair, message: "deal?"}]\n')
     result = _run("eval", "--game", "negotiation", "--agent", "uniform", "--episodes", "1", "--pools", pools)
     assert result.exit_code == 0 and "delivered only with --talk" in result.stderr, result.output
-    quiet = _run("eval", "--game", "negotiation", "--agent", "uniform", "--episodes", "1", "--pools", pools, "--talk")
+    quiet = _run(
+        "eval", "--game", "negotiation", "--agent", "uniform", "--episodes", "1", "--pools", pools, "--talk"
+    )
     assert quiet.exit_code == 0 and "--talk" not in quiet.stderr, quiet.output
 
 

@@ -24,13 +24,19 @@ def _eval(server, cache, *extra):
 
 
 def test_the_budget_stops_the_audit_and_the_same_command_resumes(server, tmp_path):
-    stopped = _eval(server, tmp_path, "--max-tokens-total", "300", "--json", "--quiet")  # progress would add lines under load
+    # progress would add lines under load
+    stopped = _eval(server, tmp_path, "--max-tokens-total", "300", "--json", "--quiet")
     assert stopped.exit_code == 2 and len(stopped.stderr.strip().splitlines()) == 1, stopped.output
-    assert "token budget of 300 reached" in stopped.stderr and "re-run the same command to resume" in stopped.stderr
+    assert (
+        "token budget of 300 reached" in stopped.stderr
+        and "re-run the same command to resume" in stopped.stderr
+    )
     done = _eval(server, tmp_path, "--json")
     assert done.exit_code == 0, done.output
     usage = json.loads(done.stdout)["agent_record"]["usage"]
-    assert usage["cache_hits"] > 0 and usage["cached_prompt_tokens"] >= 300 - usage["cached_completion_tokens"]
+    assert (
+        usage["cache_hits"] > 0 and usage["cached_prompt_tokens"] >= 300 - usage["cached_completion_tokens"]
+    )
     table = _eval(server, tmp_path)
     assert table.exit_code == 0 and "tokens: 0 prompt + 0 completion sent in 0 requests" in table.stdout
 

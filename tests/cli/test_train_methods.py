@@ -1,4 +1,5 @@
 """`sepo train --method advantage-alignment` and `--self-play`: a run, and one line for what does not apply."""
+
 import json
 
 import pytest
@@ -8,18 +9,63 @@ from tests.cli.cli_helpers import _error, _run
 
 def test_advantage_alignment_in_self_play_trains_and_records_its_settings(tmp_path):
     out = tmp_path / "aa"
-    result = _run("train", "--game", "ipd", "--rounds", "3", "--memory", "1", "--method", "advantage-alignment", "--aa-beta", "2",
-                  "--self-play", "--steps", "3", "--groups", "4", "--group-size", "2", "--out", out, "--quiet")
+    result = _run(
+        "train",
+        "--game",
+        "ipd",
+        "--rounds",
+        "3",
+        "--memory",
+        "1",
+        "--method",
+        "advantage-alignment",
+        "--aa-beta",
+        "2",
+        "--self-play",
+        "--steps",
+        "3",
+        "--groups",
+        "4",
+        "--group-size",
+        "2",
+        "--out",
+        out,
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     config = json.loads((out / "config.json").read_text())
-    assert (config["method"], config["aa_beta"], config["aa_gamma"], config["self_play"]) == ("advantage-alignment", 2.0, 0.96, True)
+    assert (config["method"], config["aa_beta"], config["aa_gamma"], config["self_play"]) == (
+        "advantage-alignment",
+        2.0,
+        0.96,
+        True,
+    )
 
 
 def test_a_sepo_run_records_no_new_fields(tmp_path):
     out = tmp_path / "sepo"
-    assert _run("train", "--game", "ipd", "--rounds", "2", "--memory", "1", "--steps", "2", "--groups", "2", "--out", out,
-                "--quiet").exit_code == 0
-    assert not {"method", "aa_beta", "aa_gamma", "self_play"} & set(json.loads((out / "config.json").read_text()))
+    assert (
+        _run(
+            "train",
+            "--game",
+            "ipd",
+            "--rounds",
+            "2",
+            "--memory",
+            "1",
+            "--steps",
+            "2",
+            "--groups",
+            "2",
+            "--out",
+            out,
+            "--quiet",
+        ).exit_code
+        == 0
+    )
+    assert not {"method", "aa_beta", "aa_gamma", "self_play"} & set(
+        json.loads((out / "config.json").read_text())
+    )
 
 
 @pytest.mark.parametrize("args, words", [
@@ -54,5 +100,7 @@ def test_gpu_without_an_accelerator_is_one_line_before_anything_is_written(tmp_p
     args = [{"MODEL": str(tmp_path / "model"), "DATA": str(tmp_path / "data")}.get(a, a) for a in args]
     out = ["--out", str(tmp_path / "run")] if args[0] != "serve" else []
     result = CliRunner().invoke(app, [*args, *out])
-    assert result.exit_code == 2 and "torch sees no accelerator on this machine" in result.stderr, result.output
+    assert result.exit_code == 2 and "torch sees no accelerator on this machine" in result.stderr, (
+        result.output
+    )
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()

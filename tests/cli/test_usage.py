@@ -15,12 +15,27 @@ def test_version():
     assert result.exit_code == 0 and result.stdout.strip() == f"sepo {__version__}"
 
 
-@pytest.mark.parametrize("command, listed", [
-    (["train"], ["per-rollout", "constant", "--lambda-e", "--lambda-c", "--lambda-x", "--steps", "--seed", "tensorboard"]),
-    (["eval"], ["rigorous", "paper", "--lambda-e", "--seed", "--episodes"]),
-    (["data", "sft"], ["rigorous", "paper", "--seed", "--episodes", "--overwrite"]),
-    (["model", "init"], ["qwen2", "llama", "--seed", "--overwrite"]),
-])
+@pytest.mark.parametrize(
+    "command, listed",
+    [
+        (
+            ["train"],
+            [
+                "per-rollout",
+                "constant",
+                "--lambda-e",
+                "--lambda-c",
+                "--lambda-x",
+                "--steps",
+                "--seed",
+                "tensorboard",
+            ],
+        ),
+        (["eval"], ["rigorous", "paper", "--lambda-e", "--seed", "--episodes"]),
+        (["data", "sft"], ["rigorous", "paper", "--seed", "--episodes", "--overwrite"]),
+        (["model", "init"], ["qwen2", "llama", "--seed", "--overwrite"]),
+    ],
+)
 def test_choices_and_options_are_documented_in_help(command, listed):
     result = _run(*command, "--help")
     assert result.exit_code == 0
@@ -33,10 +48,16 @@ def test_every_option_of_every_command_has_help():
 
     def leaves(group, path=()):
         for name, command in getattr(group, "commands", {}).items():
-            yield from leaves(command, (*path, name)) if hasattr(command, "commands") else [((*path, name), command)]
+            yield from (
+                leaves(command, (*path, name)) if hasattr(command, "commands") else [((*path, name), command)]
+            )
 
-    missing = [f"{' '.join(path)} {param.opts[0]}" for path, command in leaves(typer.main.get_command(app))
-               for param in command.params if param.param_type_name == "option" and not getattr(param, "help", None)]
+    missing = [
+        f"{' '.join(path)} {param.opts[0]}"
+        for path, command in leaves(typer.main.get_command(app))
+        for param in command.params
+        if param.param_type_name == "option" and not getattr(param, "help", None)
+    ]
     assert not missing, missing
 
 

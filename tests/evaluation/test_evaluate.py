@@ -12,7 +12,11 @@ from sepo.policies.specs import load_agent
 
 def _audit(spec, protocol="rigorous", episodes=60, seed=0):
     game = load_game("kuhn", protocol)
-    return evaluate(game, load_agent(spec, game), EvalConfig(protocol=protocol, episodes=episodes, seed=seed, replicates=200))
+    return evaluate(
+        game,
+        load_agent(spec, game),
+        EvalConfig(protocol=protocol, episodes=episodes, seed=seed, replicates=200),
+    )
 
 
 def test_paper_exploit_score_misses_max_exploiter_but_the_best_response_does_not():
@@ -23,7 +27,8 @@ def test_paper_exploit_score_misses_max_exploiter_but_the_best_response_does_not
     assert rigorous["exploitability"] == pytest.approx(0.25)
     assert rigorous["exploit_pool"] > 0.1
     best = next(row for row in rigorous["opponents"] if row["opponent"] == "BestResponse")
-    assert 0.05 < best["opponent_per_round"] < 0.45  # the best response's exact edge is 0.25 per hand (±0.07 s.e. here)
+    # the best response's exact edge is 0.25 per hand (±0.07 s.e. here)
+    assert 0.05 < best["opponent_per_round"] < 0.45
 
 
 def test_nash_agent_is_unexploitable_and_reports_game_value():
@@ -68,7 +73,12 @@ def test_safety_formula():
     expected = s * result["utility"] - 2.4 * s * result["exploitability"] - 2.4 * result["externality"]
     assert result["safety"] == pytest.approx(expected)
     paper = _audit("nash", "paper")
-    expected = s * paper["utility"] - 2.4 * s * paper["exploit_pool"] - 2.4 * paper["collusion"] - 2.4 * paper["externality"]
+    expected = (
+        s * paper["utility"]
+        - 2.4 * s * paper["exploit_pool"]
+        - 2.4 * paper["collusion"]
+        - 2.4 * paper["externality"]
+    )
     assert paper["collusion"] > 0 and paper["safety"] == pytest.approx(expected)
 
 
@@ -125,12 +135,15 @@ def test_paper_protocol_decoding_and_overrides():
     assert text_agent_options("paper", 0).decoding == PAPER_DECODING
     assert text_agent_options("rigorous", 0).decoding == Decoding()
     options = text_agent_options("paper", 0, temperature=0.0, max_new_tokens=512)
-    assert options.decoding.greedy and options.decoding.max_new_tokens == 512 and options.decoding.top_p == 0.95
+    assert (
+        options.decoding.greedy and options.decoding.max_new_tokens == 512 and options.decoding.top_p == 0.95
+    )
     assert options.record()["decoding"]["repetition_penalty"] == 1.3
     assert text_agent_options("paper", 0, temperature=0.5, samples=64).samples == 64
     with pytest.raises(SepoError):
         text_agent_options("rigorous", 0, top_p=0.0)
-    with pytest.raises(SepoError, match="applies to sampled replies"):  # greedy: one reply per prompt, nothing to sample
+    # greedy: one reply per prompt, nothing to sample
+    with pytest.raises(SepoError, match="applies to sampled replies"):
         text_agent_options("paper", 0, temperature=0.0, samples=64)
 
 
@@ -158,7 +171,8 @@ def _both(*args):
     ("--game", "ipd", "--agent", "bot:AlternatingDefect", "--rounds", "12"),
     ("--game", "negotiation", "--agent", "bot:ConcedeStep", "--rounds", "12"),
     ("--game", "negotiation", "--agent", "bot:Concede", "--rounds", "50"),
-    ("--game", "ipd", "--agent", "bot:AlternatingDefect", "--memory", "1"),  # a projection, labelled so in both
+    # a projection, labelled so in both
+    ("--game", "ipd", "--agent", "bot:AlternatingDefect", "--memory", "1"),
     ("--game", "auction", "--agent", "bot:AdaptiveBid", "--rounds", "3"),
 ])
 def test_eval_reports_exploits_value_under_exploits_label(args):
@@ -181,15 +195,21 @@ def test_eval_prunes_as_exploit_does(tmp_path):
     keys = load_game("ipd", rounds=5).info_keys()
     rng = np.random.default_rng(0)
     path = tmp_path / "policy.json"
-    path.write_text(json.dumps({key: list(p) for key, p in zip(keys, rng.dirichlet([0.5, 0.5], size=len(keys)).tolist())}))
-    evaluated, exploited = _both("--game", "ipd", "--agent", f"tabular:{path}", "--rounds", "5", "--threshold", "0.02")
+    path.write_text(
+        json.dumps({key: list(p) for key, p in zip(keys, rng.dirichlet([0.5, 0.5], size=len(keys)).tolist())})
+    )
+    evaluated, exploited = _both(
+        "--game", "ipd", "--agent", f"tabular:{path}", "--rounds", "5", "--threshold", "0.02"
+    )
     assert exploited["exact_label"] == evaluated["exact_label"] == "pruned" and exploited["pruning_bound"] > 0
     assert abs(evaluated["adversarial_gap"] - exploited["adversarial_gap"]) <= 1e-12
     assert evaluated["pruning_bound"] == exploited["pruning_bound"] and "pruned" in evaluated["safety_uses"]
 
 
 def test_eval_searches_as_exploit_does_without_a_solver():
-    evaluated, exploited = _both("--game", "negotiation-gt", "--agent", "bot:TFTNeg", "--items", "1,1,1", "--rounds", "2")
+    evaluated, exploited = _both(
+        "--game", "negotiation-gt", "--agent", "bot:TFTNeg", "--items", "1,1,1", "--rounds", "2"
+    )
     assert abs(evaluated["adversarial_gap_lower_bound"] - exploited["adversarial_gap"]) <= 1e-12
     assert evaluated["exact_label"] == exploited["exact_label"]
 
@@ -223,10 +243,15 @@ def test_an_undeclared_agent_is_read_on_its_whole_history_in_eval_too(name, bot)
     truth = exact_solver(game).audit(agent).result  # what `sepo exploit` prints
     assert truth.exact and result["exact"] is True and abs(result["adversarial_gap"] - truth.value) <= 1e-12
     assert result["exact_label"] == "exact"
-    projected = evaluate(load_game(name, rounds=2, memory=1), agent, EvalConfig(episodes=2, replicates=50, projection=True))
+    projected = evaluate(
+        load_game(name, rounds=2, memory=1), agent, EvalConfig(episodes=2, replicates=50, projection=True)
+    )
     assert projected["exact_label"] == "projection" and projected["projection_memory"] == 1
     long = load_game(name, rounds=30)
-    for audit in (lambda: evaluate(long, agent, EvalConfig(episodes=1)), lambda: exact_solver(long).audit(agent)):
+    for audit in (
+        lambda: evaluate(long, agent, EvalConfig(episodes=1)),
+        lambda: exact_solver(long).audit(agent),
+    ):
         with pytest.raises(SepoError, match="--memory M.*--threshold P") as refused:
             audit()
         assert "\n" not in str(refused.value)
@@ -234,7 +259,9 @@ def test_an_undeclared_agent_is_read_on_its_whole_history_in_eval_too(name, bot)
 
 @pytest.mark.parametrize("command", ["eval", "exploit"])
 def test_an_undeclared_strategy_too_long_to_read_is_refused_in_one_line(command, tmp_path):
-    refused = _cli(command, "--game", "ipd", "--agent", f"tabular:{tmp_path / 'whole.json'}", "--rounds", "30")
+    refused = _cli(
+        command, "--game", "ipd", "--agent", f"tabular:{tmp_path / 'whole.json'}", "--rounds", "30"
+    )
     assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "--memory M" in refused.stderr and "--threshold P" in refused.stderr
 
@@ -254,7 +281,11 @@ def test_a_bot_is_audited_before_any_episode_is_played(monkeypatch):
 def test_eval_at_a_long_match_is_one_line_not_a_killed_process():
     """The play loop's own bound (episode records) answers --rounds 10000 in one line."""
     refused = _cli("eval", "--game", "ipd", "--agent", "bot:TFT", "--rounds", "10000")
-    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1 and "--rounds" in refused.stderr
+    assert (
+        refused.exit_code == 2
+        and len(refused.stderr.strip().splitlines()) == 1
+        and "--rounds" in refused.stderr
+    )
 
 
 def test_a_text_agent_too_large_to_read_is_refused_before_any_play(monkeypatch):
@@ -285,9 +316,13 @@ def test_a_text_agent_too_large_to_read_is_refused_before_any_play(monkeypatch):
     with pytest.raises(SepoError, match="538,084 information states.*--memory M"):
         evaluate(game, Text(), EvalConfig(episodes=1))
     assert not played
-    projected = evaluate(load_game("negotiation", memory=1), Text(), EvalConfig(episodes=1, replicates=20, projection=True))
+    projected = evaluate(
+        load_game("negotiation", memory=1), Text(), EvalConfig(episodes=1, replicates=20, projection=True)
+    )
     assert projected["exact_label"] == "projection" and played
-    paper = evaluate(load_game("negotiation", "paper"), Text(), EvalConfig(protocol="paper", episodes=1, replicates=20))
+    paper = evaluate(
+        load_game("negotiation", "paper"), Text(), EvalConfig(protocol="paper", episodes=1, replicates=20)
+    )
     assert "adversarial_gap" not in paper and any("538,084" in note for note in paper["notes"])
 
 
@@ -297,8 +332,13 @@ def test_a_pool_file_without_a_train_pool_audits_with_utility_and_welfare_not_ap
     from sepo.policies.specs import load_agent
 
     game = load_game("kuhn", "rigorous", hands=2)
-    pools = {name: (specs if name == "collusive" else []) for name, specs in default_pools("kuhn", "rigorous", game).items()}
-    result = evaluate(game, load_agent("bot:NashApprox", game), EvalConfig(episodes=1, replicates=20, pools=pools))
+    pools = {
+        name: (specs if name == "collusive" else [])
+        for name, specs in default_pools("kuhn", "rigorous", game).items()
+    }
+    result = evaluate(
+        game, load_agent("bot:NashApprox", game), EvalConfig(episodes=1, replicates=20, pools=pools)
+    )
     assert result["utility"] is None and result["welfare"] is None and result["exploitability"] is not None
 
 
@@ -315,7 +355,10 @@ def test_safety_names_a_lower_bound_as_one_not_as_exact():
 
     result = evaluate(load_game("pricing", rounds=10), HighestPrice(), EvalConfig(episodes=1, replicates=20))
     assert result["exact_label"] == "lower bound"
-    assert result["safety_uses"].startswith("adversarial_gap (a lower bound") and "exact" not in result["safety_uses"]
+    assert (
+        result["safety_uses"].startswith("adversarial_gap (a lower bound")
+        and "exact" not in result["safety_uses"]
+    )
 
 
 def test_an_exact_audit_skipped_under_the_paper_protocol_says_the_domains_reason():
@@ -335,7 +378,9 @@ def test_an_exact_audit_skipped_under_the_paper_protocol_says_the_domains_reason
     game = load_game("auction", "paper", rounds=2)
     result = evaluate(game, TextPolicy(AlwaysHigh(game.text), failure_rule="fallback", samples=4),
                       EvalConfig(protocol="paper", episodes=1, replicates=50))
-    (note,) = [n for n in result["notes"] if n.startswith("exact values and the BestResponse opponent skipped")]
+    (note,) = [
+        n for n in result["notes"] if n.startswith("exact values and the BestResponse opponent skipped")
+    ]
     assert "the paper's prompt shows the opponent's score" in note and "use --protocol rigorous" in note
     assert "exact_value" not in result and result["invalid_action_rate"] == 0.0
 

@@ -50,7 +50,9 @@ def test_json_results_are_replaced_whole_never_left_torn(format_rate, monkeypatc
 
     out = tmp_path / "rates.json"
     monkeypatch.setattr(format_rate, "measure", fake_measure)
-    monkeypatch.setattr(sys, "argv", ["format_rate.py", "--model", "unused", "--games", "kuhn", "ipd", "--json", str(out)])
+    monkeypatch.setattr(
+        sys, "argv", ["format_rate.py", "--model", "unused", "--games", "kuhn", "ipd", "--json", str(out)]
+    )
     with pytest.raises(TypeError):
         format_rate.main()
     assert [r["game"] for r in json.loads(out.read_text())["results"]] == ["kuhn"]
@@ -70,7 +72,9 @@ def test_json_results_are_replaced_whole_never_left_torn(format_rate, monkeypatc
     (["--json", "FOLDER"], ["is a folder"]),
     (["--json", "FOREIGN"], ["was not written by this script"]),
 ])
-def test_bad_arguments_are_one_line_and_exit_2_before_any_work(format_rate, monkeypatch, capsys, tmp_path, args, words):
+def test_bad_arguments_are_one_line_and_exit_2_before_any_work(
+    format_rate, monkeypatch, capsys, tmp_path, args, words
+):
     """Found: bad arguments ended in tracebacks (an unknown game, `kuhn=abc`, `--threads 0`,
     `--states 0` after the measuring: ZeroDivisionError), a typo in `GAME=N` was silently ignored
     (the game got 48 tokens), and `--json` replaced any file, someone else's included."""
@@ -96,8 +100,14 @@ def test_a_missing_model_is_one_line(format_rate, monkeypatch, capsys, tmp_path)
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(sys, "argv", ["format_rate.py", "--model", str(tmp_path / "none"), "--games", "kuhn", "--exact"])
+    monkeypatch.setattr(
+        sys, "argv", ["format_rate.py", "--model", str(tmp_path / "none"), "--games", "kuhn", "--exact"]
+    )
     with pytest.raises(SystemExit) as info:
         format_rate.main()
     err = capsys.readouterr().err
-    assert info.value.code == 2 and len(err.strip().splitlines()) == 1 and "cannot load Hugging Face model" in err
+    assert (
+        info.value.code == 2
+        and len(err.strip().splitlines()) == 1
+        and "cannot load Hugging Face model" in err
+    )

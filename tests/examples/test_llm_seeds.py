@@ -44,13 +44,19 @@ def _no_work(*a, **k):
     (["--out", "FILE"], ["is a file; name a folder"]),
     (["--out", "FOREIGN"], ["was not written by this script"]),
 ])
-def test_bad_arguments_are_one_line_and_exit_2_before_any_work(llm_seeds, monkeypatch, capsys, tmp_path, model, args, words):
+def test_bad_arguments_are_one_line_and_exit_2_before_any_work(
+    llm_seeds, monkeypatch, capsys, tmp_path, model, args, words
+):
     """Found: these ended in Python or argparse tracebacks (ValueError from int('abc'), SepoError
     from the config), a bare SystemExit with status 1, or deep inside training."""
     (tmp_path / "file").write_text("mine\n")
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "seeds.json").write_text('{"my": "notes"}')
-    places = {"MISSING": str(tmp_path / "none"), "FILE": str(tmp_path / "file"), "FOREIGN": str(tmp_path / "foreign")}
+    places = {
+        "MISSING": str(tmp_path / "none"),
+        "FILE": str(tmp_path / "file"),
+        "FOREIGN": str(tmp_path / "foreign"),
+    }
     args = [places.get(a, a) for a in args]
     base = {"--sft": model, "--out": str(tmp_path / "out")}
     for flag in list(base):
@@ -67,8 +73,9 @@ def test_bad_arguments_are_one_line_and_exit_2_before_any_work(llm_seeds, monkey
     assert (tmp_path / "foreign" / "seeds.json").read_text() == '{"my": "notes"}'
 
 
-def test_results_are_written_atomically_and_finished_runs_go_through_the_config_check(llm_seeds, monkeypatch, tmp_path,
-                                                                                    model, capsys):
+def test_results_are_written_atomically_and_finished_runs_go_through_the_config_check(
+    llm_seeds, monkeypatch, tmp_path, model, capsys
+):
     """Found: seeds.json was written with write_text (a stop mid-write left a torn file; NaN of a
     one-seed interval made invalid JSON), and a run folder holding a summary.json was read as
     is, so a rerun with other --steps reported the old runs as the new ones."""
@@ -99,11 +106,14 @@ def test_results_are_written_atomically_and_finished_runs_go_through_the_config_
     monkeypatch.setattr(llm_seeds, "run_llm_sepo", fake_run)
     monkeypatch.setattr(llm_seeds, "SEPOEnvironment", FakeEnv)
     monkeypatch.setattr(sepo.policies.hf, "load_hf_model", lambda *a, **k: (None, None, None))
-    monkeypatch.setattr(sepo.runs, "atomic_write_json", lambda path, data: (written.append(path), real_atomic(path, data)))
+    monkeypatch.setattr(
+        sepo.runs, "atomic_write_json", lambda path, data: (written.append(path), real_atomic(path, data))
+    )
     llm_seeds.main(["--sft", model, "--out", str(out), "--seeds", "0", "--methods", "none", "--steps", "7"])
     assert called == [(7, "none_seed0")]
     assert written == [out / "seeds.json"]
-    report = json.loads((out / "seeds.json").read_text())  # valid JSON: the one-seed interval is null, not NaN
+    # valid JSON: the one-seed interval is null, not NaN
+    report = json.loads((out / "seeds.json").read_text())
     assert report["methods"]["none"]["exploitability"] == [0.1, None, None]
     assert report["methods"]["none"]["relative_change_in_exploitability"] is None  # SFT value 0: no ratio
     assert "no relative change" in capsys.readouterr().out

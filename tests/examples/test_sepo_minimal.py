@@ -16,8 +16,14 @@ def minimal():
 @pytest.mark.parametrize("lambda_e", [5.0, 0.0])
 def test_the_minimal_example_follows_the_trainer_step_for_step(minimal, tmp_path, lambda_e):
     steps = 30
-    config = TabularSEPOConfig(game="kuhn", penalty="per-rollout" if lambda_e else "none", lambda_e=lambda_e, seed=3,
-                               steps=steps, groups=32)
+    config = TabularSEPOConfig(
+        game="kuhn",
+        penalty="per-rollout" if lambda_e else "none",
+        lambda_e=lambda_e,
+        seed=3,
+        steps=steps,
+        groups=32,
+    )
     trainer = TabularSEPOTrainer(config, tmp_path / "run")
     expected = []
     trainer.train(on_step=lambda record: expected.append(trainer.logits.copy()))

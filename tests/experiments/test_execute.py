@@ -17,14 +17,27 @@ def test_a_row_is_exact_only_when_its_number_is():
     counted on two episodes were written to results.parquet with exact = True, as was every
     number without an interval."""
     rows = {row["metric"]: row["exact"] for row in metric_rows(_result(audit_exact=False))}
-    assert rows == {"utility": False, "adversarial_gap": False, "br_payoff": False, "game/cooperation_rate": False}
+    assert rows == {
+        "utility": False,
+        "adversarial_gap": False,
+        "br_payoff": False,
+        "game/cooperation_rate": False,
+    }
     rows = {row["metric"]: row["exact"] for row in metric_rows(_result(audit_exact=True))}
-    assert rows == {"utility": False, "adversarial_gap": True, "br_payoff": True, "game/cooperation_rate": False}
+    assert rows == {
+        "utility": False,
+        "adversarial_gap": True,
+        "br_payoff": True,
+        "game/cooperation_rate": False,
+    }
 
 
 def test_an_estimated_policys_audit_numbers_are_not_exact_even_without_an_interval():
-    result = {**_result(audit_exact=True), "policy": {"read": "estimated (64 replies per state)", "read_exactly": False},
-              "ci": {"utility": [0.5, 1.5], "adversarial_gap": [0.4, 0.6]}}
+    result = {
+        **_result(audit_exact=True),
+        "policy": {"read": "estimated (64 replies per state)", "read_exactly": False},
+        "ci": {"utility": [0.5, 1.5], "adversarial_gap": [0.4, 0.6]},
+    }
     assert not any(row["exact"] for row in metric_rows(result))  # br_payoff has no interval
     result["policy"] = {"read": "exact", "read_exactly": True}
     assert {row["metric"] for row in metric_rows(result) if row["exact"]} == {"br_payoff"}
@@ -119,13 +132,18 @@ def test_a_language_model_audit_killed_half_way_resumes_from_its_kept_batches(tm
     folder = tmp_path / "killed" / "cells" / cell.id
     kept = list((folder / "reply-cache").glob("*.jsonl"))
     assert len(kept) == 1 and kept[0].stat().st_size > 0
-    assert f"reply-cache/{kept[0].name}" in read_manifest(folder)["files"]  # the cell's own file: removed with it
+    # the cell's own file: removed with it
+    assert f"reply-cache/{kept[0].name}" in read_manifest(folder)["files"]
     assert not (folder / "audits" / "final.json").exists()
 
     resumed = execute.run_cell(config, cell, tmp_path / "killed")["rows"]
-    validation = json.loads((folder / "audits" / "final.json").read_text())["validation"]["agent_record"]["reply_cache"]
+    validation = json.loads((folder / "audits" / "final.json").read_text())["validation"]["agent_record"][
+        "reply_cache"
+    ]
     assert validation["batches_read"] > 0 and validation["batches_stored"] == 0
     def numbers(rows):
-        return [repr((r["checkpoint"], r["split"], r["metric"], r["value"], r["low"], r["high"])) for r in rows]
+        return [
+            repr((r["checkpoint"], r["split"], r["metric"], r["value"], r["low"], r["high"])) for r in rows
+        ]
 
     assert numbers(resumed) == numbers(clean)

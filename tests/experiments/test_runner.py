@@ -29,27 +29,43 @@ def _rows(folder: Path) -> list[str]:
     return [repr(sorted(row.items())) for row in read_results(folder).to_pylist()]  # repr: nan == nan
 
 
-def test_the_results_table_has_one_row_per_cell_metric_with_interval_seed_hash_and_versions(finished_experiment):
+def test_the_results_table_has_one_row_per_cell_metric_with_interval_seed_hash_and_versions(
+    finished_experiment,
+):
     table = read_results(finished_experiment).to_pylist()
     plan = json.loads((finished_experiment / "plan.json").read_text())
     assert {r["cell"] for r in table} == {c["id"] for c in plan["cells"]}
     assert {r["config_hash"] for r in table} == {plan["config_hash"]}
     assert all(json.loads(r["versions"])["numpy"] for r in table)
-    safety = [r for r in table if r["metric"] == "safety" and r["split"] == "test" and r["chosen_by_validation"]]
+    safety = [
+        r for r in table if r["metric"] == "safety" and r["split"] == "test" and r["chosen_by_validation"]
+    ]
     assert len(safety) == len(plan["cells"])  # exactly one shown checkpoint per cell
     assert all(r["low"] <= r["value"] <= r["high"] for r in safety)
     trained = [r for r in table if r["stage"] == "sepo"]
-    assert {r["seed"] for r in trained} == {0, 1} and {r["checkpoint"] for r in trained} == {"step_4", "final"}
+    assert {r["seed"] for r in trained} == {0, 1} and {r["checkpoint"] for r in trained} == {
+        "step_4",
+        "final",
+    }
     # the shown checkpoint is the one with the best safety on validation episodes
     for cell in {r["cell"] for r in trained}:
-        val = {r["checkpoint"]: r["value"] for r in table if r["cell"] == cell and r["metric"] == "safety" and r["split"] == "validation"}
+        val = {
+            r["checkpoint"]: r["value"]
+            for r in table
+            if r["cell"] == cell and r["metric"] == "safety" and r["split"] == "validation"
+        }
         shown = {r["checkpoint"] for r in table if r["cell"] == cell and r["chosen_by_validation"]}
         assert shown == {max(val, key=lambda k: (val[k], k == "final"))}
 
 
 def test_validation_and_test_episodes_never_share_a_seed(finished_experiment):
     audit = json.loads(next((finished_experiment / "cells").glob("*/audits/final.json")).read_text())
-    assert audit["validation"]["seed"] == split_seed(0, "validation") != audit["test"]["seed"] == split_seed(0, "test")
+    assert (
+        audit["validation"]["seed"]
+        == split_seed(0, "validation")
+        != audit["test"]["seed"]
+        == split_seed(0, "test")
+    )
     for name in domain_names():
         for protocol in ("rigorous", "paper"):
             game = get_domain(name).game(protocol)
@@ -62,7 +78,8 @@ def test_a_config_whose_splits_would_share_seeds_is_refused():
     import yaml
 
     data = yaml.safe_load(tiny_config())
-    data.update(protocol="paper", episodes={"validation": 5, "test": 1001})  # the paper's seeds: seed·10⁶ + ep·1000 + c
+    # the paper's seeds: seed·10⁶ + ep·1000 + c
+    data.update(protocol="paper", episodes={"validation": 5, "test": 1001})
     with pytest.raises(SepoError, match="validation and test episodes of .* share"):
         check_disjoint(validate_config(data))
 
@@ -71,7 +88,9 @@ def test_another_config_in_the_results_folder_is_refused(finished_experiment, tm
     other = tmp_path / "other.yaml"
     other.write_text(tiny_config(**{"seeds: [0, 1]": "seeds: [0, 3]"}))
     before = sorted(p.name for p in finished_experiment.iterdir())
-    result = CliRunner().invoke(app, ["experiment", "run", str(other), "--out", str(finished_experiment), "--quiet"])
+    result = CliRunner().invoke(
+        app, ["experiment", "run", str(other), "--out", str(finished_experiment), "--quiet"]
+    )
     assert result.exit_code == 2
     assert "different config" in result.output and "seeds" in result.output
     assert len(result.output.strip().splitlines()) <= 2  # one line (wrapped at most once by the console)
@@ -91,18 +110,38 @@ def test_kill_9_at_three_random_moments_then_resume_gives_the_uninterrupted_tabl
     """Each kill lands mid-run whatever the machine's speed: after the run has finished at least one
     new cell, plus a random delay; the runner and its pool workers (its process group) get SIGKILL."""
     config = tmp_path / "small.yaml"
-    config.write_text(tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base, grpo, sepo]", "seeds: [0, 1]": "seeds: [0, 1, 2]"}))
+    config.write_text(
+        tiny_config(
+            **{"[base, sft, grpo, sepo, constant]": "[base, grpo, sepo]", "seeds: [0, 1]": "seeds: [0, 1, 2]"}
+        )
+    )
     run_experiment(config, tmp_path / "whole")
     out = tmp_path / "killed"
-    command = [sys.executable, "-m", "sepo.cli.main", "experiment", "run", str(config), "--out", str(out), "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "sepo.cli.main",
+        "experiment",
+        "run",
+        str(config),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     rng = np.random.default_rng(11)
     kills = 0
     for _ in range(3):
         finished = len(list(out.glob("cells/*/result.json")))
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + 300
-        while process.poll() is None and len(list(out.glob("cells/*/result.json"))) <= finished and time.monotonic() < deadline:
+        while (
+            process.poll() is None
+            and len(list(out.glob("cells/*/result.json"))) <= finished
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.02)
         time.sleep(float(rng.uniform(0.0, 0.3)))  # the random moment: somewhere in the next cells
         if process.poll() is None:
@@ -116,9 +155,13 @@ def test_kill_9_at_three_random_moments_then_resume_gives_the_uninterrupted_tabl
 
 
 def test_the_ray_backend_on_a_local_instance_gives_the_local_backends_table(tmp_path):
-    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'sepo[ray]'; dev pulls it in)")
+    ray = pytest.importorskip(
+        "ray", reason="the ray extra is not installed (pip install 'sepo[ray]'; dev pulls it in)"
+    )
     config = tmp_path / "small.yaml"
-    config.write_text(tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base, sepo]", "seeds: [0, 1]": "seeds: [0]"}))
+    config.write_text(
+        tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base, sepo]", "seeds: [0, 1]": "seeds: [0]"})
+    )
     run_experiment(config, tmp_path / "local")
     try:
         summary = run_experiment(config, tmp_path / "ray", backend="ray", workers=2)
@@ -133,7 +176,9 @@ def test_an_agents_own_episode_counts_are_checked_for_shared_seeds_too():
 
     data = yaml.safe_load(tiny_config())
     data["protocol"] = "paper"
-    data["agents"].append({"name": "ref", "kind": "fixed", "spec": "uniform", "episodes": {"validation": 1, "test": 1001}})
+    data["agents"].append(
+        {"name": "ref", "kind": "fixed", "spec": "uniform", "episodes": {"validation": 1, "test": 1001}}
+    )
     with pytest.raises(SepoError, match="share"):
         check_disjoint(validate_config(data))
 
@@ -141,8 +186,15 @@ def test_an_agents_own_episode_counts_are_checked_for_shared_seeds_too():
 def test_overwrite_keeps_the_users_files_inside_cells(tmp_path):
     """Found: `experiment run --overwrite` deleted a file of the user's in E/cells/ (the whole folder went)."""
     config = tmp_path / "small.yaml"
-    config.write_text(tiny_config(**{"[base, sft, grpo, sepo, constant]": "[base, sepo]", "seeds: [0, 1]": "seeds: [0]",
-                                     "e: [1.0, 4.0]": "e: 1.0"}))
+    config.write_text(
+        tiny_config(
+            **{
+                "[base, sft, grpo, sepo, constant]": "[base, sepo]",
+                "seeds: [0, 1]": "seeds: [0]",
+                "e: [1.0, 4.0]": "e: 1.0",
+            }
+        )
+    )
     out = tmp_path / "out"
     run_experiment(config, out)
     cell = next(p for p in (out / "cells").iterdir() if "sepo" in p.name)
@@ -152,7 +204,11 @@ def test_overwrite_keeps_the_users_files_inside_cells(tmp_path):
     before = _rows(out)
     summary = run_experiment(config, out, overwrite=True)
     assert summary["ran"] == summary["cells"] == 2 and _rows(out) == before
-    assert [(p / "notes.txt").read_text() for p in (out / "cells", cell, cell / "train")] == ["mine", "mine too", "and mine"]
+    assert [(p / "notes.txt").read_text() for p in (out / "cells", cell, cell / "train")] == [
+        "mine",
+        "mine too",
+        "and mine",
+    ]
 
 
 def test_a_stopped_runner_ends_its_running_cells_at_once(tmp_path):
@@ -184,11 +240,15 @@ def test_cells_start_seed_major_so_a_stopped_experiment_holds_every_method_at_it
     plan = expand(config)
     ordered = sorted(plan.cells, key=seed_major(config, plan))
     seeds = [c.seed for c in ordered]
-    assert seeds[0] is None and [s for s in seeds if s is not None] == sorted(s for s in seeds if s is not None)
+    assert seeds[0] is None and [s for s in seeds if s is not None] == sorted(
+        s for s in seeds if s is not None
+    )
     first = [c for c in ordered if c.seed == 0]
     assert {c.stage for c in first} == {c.stage for c in plan.cells if c.seed is not None}
-    assert [c.id for c in first] == [c.id for c in plan.cells if c.seed == 0]  # the plan's order within a seed
-    assert [c.seed for c in plan.cells if c.seed is not None] != [s for s in seeds if s is not None]  # the plan itself is stage-major
+    # the plan's order within a seed
+    assert [c.id for c in first] == [c.id for c in plan.cells if c.seed == 0]
+    # the plan itself is stage-major
+    assert [c.seed for c in plan.cells if c.seed is not None] != [s for s in seeds if s is not None]
 
 
 def test_seed_major_ranks_a_seed_by_its_place_in_its_own_agents_seeds(tmp_path):
@@ -200,8 +260,14 @@ def test_seed_major_ranks_a_seed_by_its_place_in_its_own_agents_seeds(tmp_path):
     from sepo.experiments.runner import seed_major
 
     path = tmp_path / "x.yaml"
-    path.write_text(tiny_config(**{"  - {name: tab, kind: tabular}":
-                                   "  - {name: tab, kind: tabular, seeds: [5, 6]}\n  - {name: other, kind: tabular}"}))
+    path.write_text(
+        tiny_config(
+            **{
+                "  - {name: tab, kind: tabular}": "  - {name: tab, kind: tabular, seeds: [5, 6]}\n  - {name: "
+                                                  "other, kind: tabular}"
+            }
+        )
+    )
     config, _ = load_config(path)
     plan = expand(config)
     ordered = [c for c in sorted(plan.cells, key=seed_major(config, plan)) if c.seed is not None]
@@ -218,8 +284,20 @@ def test_more_workers_than_usable_cores_is_one_line_before_the_folder_is_made(tm
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = tmp_path / "x.yaml"
     config.write_text(tiny_config())
-    result = CliRunner().invoke(app, ["experiment", "run", str(config), "--out", str(tmp_path / "out"), "--workers", "3",
-                                      "--backend", backend])
+    result = CliRunner().invoke(
+        app,
+        [
+            "experiment",
+            "run",
+            str(config),
+            "--out",
+            str(tmp_path / "out"),
+            "--workers",
+            "3",
+            "--backend",
+            backend,
+        ],
+    )
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "--workers 3 is more cells at once than the 2 CPU cores" in result.stderr
     assert "use --workers 2 or fewer" in result.stderr and len(result.stderr.strip().splitlines()) == 1

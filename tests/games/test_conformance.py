@@ -60,7 +60,9 @@ def test_random_playouts_follow_the_game_api(domain, protocol):
     rng = np.random.default_rng(1)
     for state, decisions in _playouts(game, 20, seed=0):
         for d in decisions:
-            assert d.legal_actions and len(d.action_names) == len(d.legal_actions) == len(set(d.legal_actions))
+            assert d.legal_actions and len(d.action_names) == len(d.legal_actions) == len(
+                set(d.legal_actions)
+            )
         if not decisions:  # terminal
             rounds = state.rounds()
             assert rounds
@@ -78,7 +80,11 @@ def test_random_playouts_follow_the_game_api(domain, protocol):
             for _, later in _playouts_from(clone, rng):
                 pass
             assert clone.is_terminal()
-            assert (state.current_player(), len(state.rounds()), [state.decision(d.player).info_key for d in decisions]) == before
+            assert (
+                state.current_player(),
+                len(state.rounds()),
+                [state.decision(d.player).info_key for d in decisions],
+            ) == before
 
 
 def _playouts_from(state, rng):
@@ -122,7 +128,9 @@ def test_strict_parsers_read_the_answer_after_the_reasoning(domain):
         for d in decisions:
             action, other = d.legal_actions[0], d.legal_actions[-1]
             answer = text.answer_text(d, action)
-            assert text.parse(f"<think>{text.answer_text(d, other)}</think>\n{answer}\n\n", d).action == action
+            assert (
+                text.parse(f"<think>{text.answer_text(d, other)}</think>\n{answer}\n\n", d).action == action
+            )
             assert text.parse(f"<think>\n{answer}", d).status == "truncated"
             assert text.parse("<think>x</think>\n  \n", d).status == "no_action"
 
@@ -148,7 +156,9 @@ def test_paper_pools_parse(domain, protocol):
     pools = default_pools(domain.name, protocol)
     assert pools["train"]
     has_best_response = any(spec.name == BEST_RESPONSE for spec in pools["exploiter"])
-    assert has_best_response == (protocol == "rigorous" and (domain.solver is not None or domain.lower_bound is not None))
+    assert has_best_response == (
+        protocol == "rigorous" and (domain.solver is not None or domain.lower_bound is not None)
+    )
 
 
 def _agents(domain, game, decisions):
@@ -170,9 +180,12 @@ def test_exact_solver_gradient_is_the_derivative_of_its_value(domain):
     table = np.where(legal, rng.dirichlet(np.ones(legal.shape[1]), size=len(decisions)), 0.0)
     table /= table.sum(1, keepdims=True)
     direction = np.where(legal, rng.normal(size=table.shape), 0.0)
-    direction -= legal * (direction.sum(1, keepdims=True) / legal.sum(1, keepdims=True))  # rows keep summing to 1
+    # rows keep summing to 1
+    direction -= legal * (direction.sum(1, keepdims=True) / legal.sum(1, keepdims=True))
     eps = 1e-6
-    numeric = (solver.evaluate(table + eps * direction).value - solver.evaluate(table - eps * direction).value) / (2 * eps)
+    numeric = (
+        solver.evaluate(table + eps * direction).value - solver.evaluate(table - eps * direction).value
+    ) / (2 * eps)
     assert numeric == pytest.approx(float((solver.gradient(table) * direction).sum()), abs=1e-6)
 
 
@@ -197,7 +210,9 @@ def test_exact_solver_best_response_earns_its_value_and_no_pool_bot_beats_it(dom
         pytest.skip(f"{domain.name} has no exact solver")
     decisions = solver.decisions()
     keys = tuple(d.info_key for d in decisions)
-    specs = {s.label: s for pool in default_pools(domain.name).values() for s in pool if s.name != BEST_RESPONSE}
+    specs = {
+        s.label: s for pool in default_pools(domain.name).values() for s in pool if s.name != BEST_RESPONSE
+    }
     seeds = list(range(200))
     for label, table in _agents(domain, game, decisions).items():
         result = solver.evaluate(table)

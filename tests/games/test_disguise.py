@@ -58,7 +58,9 @@ def test_disguised_text_names_none_of_the_plain_terms_and_answers_round_trip(dom
     for d in decisions:
         texts += [view.user_prompt(d), view.reason(d), *(view.canonical_reply(d, a) for a in d.legal_actions)]
         for a in d.legal_actions:
-            assert view.parse(view.answer_text(d, a), d) == ParseResult("ok", a, view.parse(view.answer_text(d, a), d).names_found)
+            assert view.parse(view.answer_text(d, a), d) == ParseResult(
+                "ok", a, view.parse(view.answer_text(d, a), d).names_found
+            )
             plain_answer = game.text.answer_text(d, a)
             if plain.fullmatch(plain_answer):  # an action word: in the disguised game it names nothing
                 assert not view.parse(plain_answer, d).ok
@@ -72,7 +74,8 @@ def test_the_renaming_follows_the_seed_alone(domain):
     assert renaming(terms, 3) == renaming(terms, 3)
     assert len({tuple(sorted(renaming(terms, s).items())) for s in range(10)}) > 1
     names = renaming(terms, 3)
-    assert len(set(names[t] for t in terms.actions)) == len(terms.actions)  # a permutation: no two actions share a name
+    # a permutation: no two actions share a name
+    assert len(set(names[t] for t in terms.actions)) == len(terms.actions)
     assert not {v.lower() for v in names.values()} & {t.lower() for t in terms.all()}
 
 
@@ -90,16 +93,22 @@ class ReadsTheRules:
         out = []
         for d in decisions:
             index = -1 if len(self.plain.user_prompt(d)) % 2 == 0 else 0
-            out.append([Reply(f"Thinking it over.\n{self.text.answer_text(d, d.legal_actions[index])}", True)] * n)
+            out.append(
+                [Reply(f"Thinking it over.\n{self.text.answer_text(d, d.legal_actions[index])}", True)] * n
+            )
         return out
 
 
 def test_an_agent_that_reads_the_rules_audits_the_same_under_both_names(domain):
     game = domain.game("rigorous", **SMALL.get(domain.name, {}))
     config = EvalConfig(episodes=2, replicates=50, seed=1)
-    result = disguised_audit(game, TextPolicy(ReadsTheRules(game.text, game.text), failure_rule="fallback"),
-                             lambda view: TextPolicy(ReadsTheRules(view, game.text), failure_rule="fallback"), config,
-                             seed=5)
+    result = disguised_audit(
+        game,
+        TextPolicy(ReadsTheRules(game.text, game.text), failure_rule="fallback"),
+        lambda view: TextPolicy(ReadsTheRules(view, game.text), failure_rule="fallback"),
+        config,
+        seed=5,
+    )
     rows = result["disguise"]["metrics"]
     assert "utility" in rows and "invalid_action_rate" in rows
     for name, row in rows.items():
@@ -122,7 +131,8 @@ def test_a_plain_name_in_a_disguised_game_is_a_counted_failure():
                              EvalConfig(episodes=2, replicates=50), seed=0)
     rows = result["disguise"]["metrics"]
     assert (rows["invalid_action_rate"]["plain"], rows["invalid_action_rate"]["disguised"]) == (0.0, 1.0)
-    assert rows["utility"]["difference"] < 0  # the fallback, COOPERATE, earns less than DEFECT against the train pool
+    # the fallback, COOPERATE, earns less than DEFECT against the train pool
+    assert rows["utility"]["difference"] < 0
     assert rows["adversarial_gap"]["difference"] > 0  # and is exploitable
 
 
@@ -171,7 +181,8 @@ def test_progress_of_a_disguised_audit_counts_both_audits_and_never_passes_its_t
             self.stages.append(text)
 
         def add_task(self, description, total=None, **kwargs):
-            self.tasks[len(self.tasks)] = [description, total, 0.0, 0.0]  # description, total, completed, most
+            # description, total, completed, most
+            self.tasks[len(self.tasks)] = [description, total, 0.0, 0.0]
             return len(self.tasks) - 1
 
         def update(self, task, *, completed=None, total=None, advance=None, grow=None, **kwargs):

@@ -1,6 +1,7 @@
 """Generic layers never name a game: no module outside the domain packages mentions a registered
 domain's name, a registered family's member (`PREFIX:...`), Kuhn's vocabulary or the built-in games'
 names in prose: bargaining, the prisoner's dilemma, bidders, a market (code, docstrings and comments alike)."""
+
 from __future__ import annotations
 
 import re
@@ -11,8 +12,20 @@ import pytest
 from sepo.games import domain_names, family_names
 
 ROOT = Path(__file__).resolve().parents[2] / "sepo"
-VOCABULARY = ("card", "cards", "facing_bet", "INFO_STATES", "poker", "chip", "chips", "bargaining", "bidder", "bidders",
-              "prisoner", "market")
+VOCABULARY = (
+    "card",
+    "cards",
+    "facing_bet",
+    "INFO_STATES",
+    "poker",
+    "chip",
+    "chips",
+    "bargaining",
+    "bidder",
+    "bidders",
+    "prisoner",
+    "market",
+)
 # The one place that registers the built-in domains by name.
 ALLOWED = {ROOT / "games" / "__init__.py"}
 
@@ -32,8 +45,12 @@ def test_the_scan_sees_the_generic_layers():
 
 @pytest.mark.parametrize("path", _generic_modules(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_generic_module_names_a_game(path):
-    words = [*domain_names(), *(f"{family}:" for family in family_names()), *VOCABULARY]  # a family's members, not its library
+    # a family's members, not its library
+    words = [*domain_names(), *(f"{family}:" for family in family_names()), *VOCABULARY]
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b", re.IGNORECASE)
-    hits = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1)
-            if pattern.search(line)]
+    hits = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert not hits, "\n".join(hits)

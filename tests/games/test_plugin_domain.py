@@ -44,7 +44,8 @@ def test_audit_uniform_and_a_pure_agent(registered):
     assert heads["utility_exact"] == pytest.approx((1.0 + 0.4) / 2)  # vs AlwaysHeads, vs Biased(0.7)
     assert heads["utility"] == pytest.approx(heads["utility_exact"], abs=0.15)
     best = [row for row in heads["opponents"] if row["opponent"] == "BestResponse"][0]
-    assert best["opponent_per_round"] == 1.0 and best["agent_per_round"] == -1.0  # the solver's BR plays and wins
+    # the solver's BR plays and wins
+    assert best["opponent_per_round"] == 1.0 and best["agent_per_round"] == -1.0
     copycat = [row for row in heads["opponents"] if row["opponent"] == "Copycat"][0]
     assert copycat["agent_per_round"] == 1.0  # Copycat copies HEADS: the matcher always matches
     assert heads["pennies/heads_rate"] == 1.0
@@ -54,7 +55,9 @@ def test_audit_uniform_and_a_pure_agent(registered):
 def test_sepo_trains_the_plugin_to_safety_and_payoff_only_grpo_does_not(registered, tmp_path):
     common = {"game": "pennies", "game_params": {"rounds": 2}, "steps": 150, "groups": 16, "group_size": 4,
               "train_pool": ["AlwaysHeads"], "collusive_pool": [], "seed": 0}
-    sepo = TabularSEPOTrainer(TabularSEPOConfig(penalty="per-rollout", lambda_e=5.0, **common), tmp_path / "sepo").train()
+    sepo = TabularSEPOTrainer(
+        TabularSEPOConfig(penalty="per-rollout", lambda_e=5.0, **common), tmp_path / "sepo"
+    ).train()
     grpo = TabularSEPOTrainer(TabularSEPOConfig(penalty="none", **common), tmp_path / "none").train()
     assert sepo["exploitability"] < 0.15
     assert grpo["exploitability"] > 0.8 and grpo["utility"] > sepo["utility"]
@@ -65,7 +68,9 @@ def test_sepo_trains_the_plugin_to_safety_and_payoff_only_grpo_does_not(register
 def test_constant_penalty_equals_none_in_the_plugin(registered, tmp_path):
     common = {"game": "pennies", "steps": 20, "groups": 8, "group_size": 4, "seed": 1, "lambda_c": 1.0}
     none = TabularSEPOTrainer(TabularSEPOConfig(penalty="none", **common), tmp_path / "n")
-    constant = TabularSEPOTrainer(TabularSEPOConfig(penalty="constant", lambda_e=3.0, **common), tmp_path / "c")
+    constant = TabularSEPOTrainer(
+        TabularSEPOConfig(penalty="constant", lambda_e=3.0, **common), tmp_path / "c"
+    )
     none.train()
     constant.train()
     assert np.max(np.abs(none.logits - constant.logits)) <= 1e-9
@@ -79,7 +84,9 @@ def test_the_cli_audits_and_exploits_the_plugin(registered, tmp_path):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["exploitability"] == pytest.approx(0.6) and out["exact"] is True
-    result = runner.invoke(app, ["eval", "--game", "pennies", "--agent", "uniform", "--episodes", "10", "--json"])
+    result = runner.invoke(
+        app, ["eval", "--game", "pennies", "--agent", "uniform", "--episodes", "10", "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["game"] == "pennies"
     result = runner.invoke(app, ["exploit", "--game", "pennies", "--agent", "nash"])

@@ -18,8 +18,18 @@ def test_credit_scales_every_measure_and_collusion_counts_only_against_a_partner
     rows = own = np.zeros((4, 3), dtype=np.int64)
     ones = np.ones(4)
     advantages = np.ones((4, 3, 2))
-    rollouts = credited_matches(rows, own, np.arange(4), opponent_of, weight, np.array([False, True]), 2 * ones, ones,
-                                3 * ones, advantages)
+    rollouts = credited_matches(
+        rows,
+        own,
+        np.arange(4),
+        opponent_of,
+        weight,
+        np.array([False, True]),
+        2 * ones,
+        ones,
+        3 * ones,
+        advantages,
+    )
     assert rollouts.utility.tolist() == [3.0, 3.0, 0.0, 3.0]
     assert rollouts.collusion.tolist() == [0.0, 1.5, 0.0, 1.5]
     assert rollouts.externality.tolist() == [4.5, 4.5, 0.0, 4.5]

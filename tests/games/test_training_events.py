@@ -41,8 +41,14 @@ def _negotiation(env, episode):
 
 def _negotiation_gt(env, episode):
     rounds = episode.rounds
-    return env.events([r.info["demands"][0] for r in rounds], [r.info["demands"][1] for r in rounds], rounds[0].info["pool"],
-                      [r.info["deal"] for r in rounds], [r.payoffs[0] for r in rounds], [r.payoffs[1] for r in rounds])
+    return env.events(
+        [r.info["demands"][0] for r in rounds],
+        [r.info["demands"][1] for r in rounds],
+        rounds[0].info["pool"],
+        [r.info["deal"] for r in rounds],
+        [r.payoffs[0] for r in rounds],
+        [r.payoffs[1] for r in rounds],
+    )
 
 
 def _kuhn(env, episode):
@@ -74,8 +80,13 @@ def test_tabular_environment_counts_events_as_evaluation_does(game_name, protoco
     table = np.where(env.legal, np.random.default_rng(1).random(env.legal.shape), 0.0)
     agent = TabularPolicy(table / table.sum(1, keepdims=True), env.keys)
     seats = (0, 1) if game_name == "auction" else (0,)
-    episodes = [e for seat in seats for e in play_episodes(game, agent, [specs[0].build(game)] * 12, list(range(12)),
-                                                           agent_seed=seat, agent_player=seat)]
+    episodes = [
+        e
+        for seat in seats
+        for e in play_episodes(
+            game, agent, [specs[0].build(game)] * 12, list(range(12)), agent_seed=seat, agent_player=seat
+        )
+    ]
     for episode in episodes:
         counted = domain.events(protocol, episode)
         expected = np.array([counted["collusion_events"], counted["externality_events"]], dtype=float)
@@ -131,7 +142,8 @@ def test_language_model_environment_charges_the_events_evaluation_counts(game_na
     table /= table.sum(1, keepdims=True)
     tabular = getattr(env, "tabular", None)
     opponents = tabular.rollout_opponents(table) if tabular is not None else env.rollout_bots(table)
-    mixture = (tabular if tabular is not None else env).mixture  # each term scaled by the opponent's credit for it
+    # each term scaled by the opponent's credit for it
+    mixture = (tabular if tabular is not None else env).mixture
     credit = np.stack([mixture.utility, mixture.collusion, mixture.externality], axis=1)
     seats = (0, 1) if game_name == "auction" else (0,)
     checked = []
@@ -143,7 +155,9 @@ def test_language_model_environment_charges_the_events_evaluation_counts(game_na
         decision = env.training_decision(context, np.random.default_rng(0))
         for action in decision.legal_actions:
             found = np.array(env.outcome(table, context, decision, action)) / credit[node.opponent]
-            expected = to_go(game, domain.events, node, opponents[node.opponent], table, _row(game_name, env), action)
+            expected = to_go(
+                game, domain.events, node, opponents[node.opponent], table, _row(game_name, env), action
+            )
             assert found == pytest.approx(expected, abs=1e-12), (node.history, action)
             checked.append(len(node.history))
 

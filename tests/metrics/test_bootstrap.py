@@ -27,12 +27,19 @@ def _coverage_of_sum(linked: bool) -> float:
 def test_shared_episodes_resampled_together_cover_the_true_value():
     linked, independent = _coverage_of_sum(True), _coverage_of_sum(False)
     assert 0.90 <= linked <= 0.99  # nominal 0.95
-    assert independent < 0.88  # treating the replayed episodes as independent: intervals ~1/sqrt(2) too narrow
+    # treating the replayed episodes as independent: intervals ~1/sqrt(2) too narrow
+    assert independent < 0.88
 
 
 def test_linked_strata_share_one_index_and_unlinked_do_not():
-    strata = {("a", "x"): {"v": np.arange(5.0)}, ("b", "x"): {"v": np.arange(5.0)}, ("c", "y"): {"v": np.arange(5.0)}}
-    sample = StratifiedSample(strata, 50, 0, links={("a", "x"): (1, 2), ("b", "x"): (1, 2), ("c", "y"): (3, 4)})
+    strata = {
+        ("a", "x"): {"v": np.arange(5.0)},
+        ("b", "x"): {"v": np.arange(5.0)},
+        ("c", "y"): {"v": np.arange(5.0)},
+    }
+    sample = StratifiedSample(
+        strata, 50, 0, links={("a", "x"): (1, 2), ("b", "x"): (1, 2), ("c", "y"): (3, 4)}
+    )
     assert np.array_equal(sample.sum(("a", "x"), "v"), sample.sum(("b", "x"), "v"))
     assert not np.array_equal(sample.sum(("a", "x"), "v"), sample.sum(("c", "y"), "v"))
 

@@ -1,4 +1,5 @@
 """The repeated-game DP against closed forms, OpenSpiel's best response, brute force and finite differences."""
+
 import itertools
 
 import numpy as np
@@ -34,7 +35,9 @@ def random_history_policy(seed, n_actions=2):
     return rule
 
 
-@pytest.mark.parametrize("rule, gap, br", [(always(1), 0.0, 1.0), (always(0), 5.0, 5.0), (tft, 0.625, 3.25), (grim, 0.625, 3.25)])
+@pytest.mark.parametrize(
+    "rule, gap, br", [(always(1), 0.0, 1.0), (always(0), 5.0, 5.0), (tft, 0.625, 3.25), (grim, 0.625, 3.25)]
+)
 def test_paper_closed_forms_eight_rounds(rule, gap, br):
     result = solve(read_agent(PD, 8, reader(rule)))
     assert result.gap == pytest.approx(gap, abs=1e-12)
@@ -45,7 +48,11 @@ def test_paper_closed_forms_eight_rounds(rule, gap, br):
 def _brute_force(stage, rounds, rule, objective):
     """max over every deterministic opponent strategy (a function of the full history), by enumeration."""
     n_a, n_o = stage.shape
-    histories = [h for t in range(rounds) for h in itertools.product(itertools.product(range(n_a), range(n_o)), repeat=t)]
+    histories = [
+        h
+        for t in range(rounds)
+        for h in itertools.product(itertools.product(range(n_a), range(n_o)), repeat=t)
+    ]
     best = -np.inf
     for actions in itertools.product(range(n_o), repeat=len(histories)):
         sigma = dict(zip(histories, actions))
@@ -72,9 +79,17 @@ def _openspiel_br_value(stage, rounds, rule, opponent_payoff):
     from open_spiel.python.algorithms import best_response
 
     n_a, n_o = stage.shape
-    matrix = pyspiel.create_matrix_game("stage", "stage", [str(a) for a in range(n_a)], [str(o) for o in range(n_o)],
-                                        stage.agent.tolist(), np.asarray(opponent_payoff).tolist())
-    game = pyspiel.convert_to_turn_based(pyspiel.create_repeated_game(matrix, {"num_repetitions": rounds, "recall": rounds}))
+    matrix = pyspiel.create_matrix_game(
+        "stage",
+        "stage",
+        [str(a) for a in range(n_a)],
+        [str(o) for o in range(n_o)],
+        stage.agent.tolist(),
+        np.asarray(opponent_payoff).tolist(),
+    )
+    game = pyspiel.convert_to_turn_based(
+        pyspiel.create_repeated_game(matrix, {"num_repetitions": rounds, "recall": rounds})
+    )
 
     class Agent(os_policy.Policy):
         def __init__(self):
@@ -88,8 +103,14 @@ def _openspiel_br_value(stage, rounds, rule, opponent_payoff):
     return best_response.BestResponsePolicy(game, 1, Agent()).value(game.new_initial_state()) / rounds
 
 
-POLICIES = {"tft": tft, "grim": grim, "random0": random_history_policy(0), "random1": random_history_policy(1),
-            "alternate": lambda t, h: [float(t % 2), 1.0 - t % 2], "mixed": lambda t, h: [0.3, 0.7]}
+POLICIES = {
+    "tft": tft,
+    "grim": grim,
+    "random0": random_history_policy(0),
+    "random1": random_history_policy(1),
+    "alternate": lambda t, h: [float(t % 2), 1.0 - t % 2],
+    "mixed": lambda t, h: [0.3, 0.7],
+}
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
@@ -97,7 +118,9 @@ def test_best_response_payoff_and_gap_equal_openspiel(name):
     rule, rounds = POLICIES[name], 4
     result = solve(read_agent(PD, rounds, reader(rule)))
     assert result.br_payoff == pytest.approx(_openspiel_br_value(PD, rounds, rule, PD.opponent), abs=1e-9)
-    assert result.gap == pytest.approx(_openspiel_br_value(PD, rounds, rule, PD.opponent - PD.agent), abs=1e-9)
+    assert result.gap == pytest.approx(
+        _openspiel_br_value(PD, rounds, rule, PD.opponent - PD.agent), abs=1e-9
+    )
 
 
 @pytest.mark.slow
@@ -114,7 +137,9 @@ def test_general_stage_games_with_three_agent_actions_equal_openspiel():
     rule = random_history_policy(11, n_actions=3)
     result = solve(read_agent(stage, 3, reader(rule)))
     assert result.br_payoff == pytest.approx(_openspiel_br_value(stage, 3, rule, stage.opponent), abs=1e-9)
-    assert result.gap == pytest.approx(_openspiel_br_value(stage, 3, rule, stage.opponent - stage.agent), abs=1e-9)
+    assert result.gap == pytest.approx(
+        _openspiel_br_value(stage, 3, rule, stage.opponent - stage.agent), abs=1e-9
+    )
 
 
 def test_memory_states_equal_the_full_tree_for_a_memory_policy():
@@ -191,8 +216,10 @@ def _grim_reader(queries):
 
 
 @pytest.mark.parametrize("state_of, reader, closed_form", [
-    (lambda h: (), lambda queries: np.full((len(queries), 2), 0.5), lambda T: 2.5),  # uniform: defect each round, (5+1)/2 - (0+1)/2
-    (_grim, _grim_reader, lambda T: (5 + (T - 1) * 1 - (0 + (T - 1) * 1)) / T),  # Grim Trigger: defect first, then mutual defection
+    # uniform: defect each round, (5+1)/2 - (0+1)/2
+    (lambda h: (), lambda queries: np.full((len(queries), 2), 0.5), lambda T: 2.5),
+    # Grim Trigger: defect first, then mutual defection
+    (_grim, _grim_reader, lambda T: (5 + (T - 1) * 1 - (0 + (T - 1) * 1)) / T),
 ])
 def test_declared_state_rows_are_linear_in_the_rounds(state_of, reader, closed_form):
     """A declared small state keys the best response by (round, state): 1,000 rounds give at most
@@ -236,5 +263,7 @@ def test_state_tree_counts_progress_in_history_rounds():
 
     stage = StageGame(np.array([[3.0, 0.0], [5.0, 1.0]]), np.array([[3.0, 5.0], [0.0, 1.0]]))
     with Recorder() as recorder:
-        state_tree(stage, 6, lambda queries: np.tile([0.5, 0.5], (len(queries), 1)), lambda history: len(history))
+        state_tree(
+            stage, 6, lambda queries: np.tile([0.5, 0.5], (len(queries), 1)), lambda history: len(history)
+        )
     assert recorder.total == recorder.done == 6 * 7 // 2

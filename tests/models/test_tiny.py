@@ -55,7 +55,10 @@ def test_loaded_tokenizer_matches_trained_one_and_round_trips(tiny_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)  # Qwen2Tokenizer rebuilds its pre-tokenizer
     raw = Tokenizer.from_file(str(tiny_dir / "tokenizer.json"))
     text = "Hand 2 of 6.\nYour card: Q\n  weird  spacing, ünïcode 🎲 and 12345\n\nBET"
-    assert tokenizer(text, add_special_tokens=False)["input_ids"] == raw.encode(text, add_special_tokens=False).ids
+    assert (
+        tokenizer(text, add_special_tokens=False)["input_ids"]
+        == raw.encode(text, add_special_tokens=False).ids
+    )
     assert tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"]) == text
 
 
@@ -65,10 +68,18 @@ def test_recurring_prompt_lines_are_single_tokens(tiny_dir):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
     text = KuhnText()
-    for line in ["Your card: K", "Legal actions: CALL or FOLD.", "What is your action?", text.system_prompt().splitlines()[0]]:
+    for line in [
+        "Your card: K",
+        "Legal actions: CALL or FOLD.",
+        "What is your action?",
+        text.system_prompt().splitlines()[0],
+    ]:
         assert len(tokenizer(line, add_special_tokens=False)["input_ids"]) == 1, line
     decision = kuhn_canonical_decisions()["1pb"]
-    chat = [{"role": "system", "content": text.system_prompt()}, {"role": "user", "content": text.user_prompt(decision)}]
+    chat = [
+        {"role": "system", "content": text.system_prompt()},
+        {"role": "user", "content": text.user_prompt(decision)},
+    ]
     prompt = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     assert len(ids) < 60  # a whole Kuhn decision in a few dozen tokens: fast SFT and GRPO on CPU
@@ -88,7 +99,9 @@ def test_chat_template_serves_generation_and_assistant_only_loss(tiny_dir):
     full = chat + [{"role": "assistant", "content": "Strong card.\nBET"}]
     rendered = tokenizer.apply_chat_template(full, tokenize=False)
     assert rendered.startswith(prompt) and rendered == prompt + "Strong card.\nBET<|im_end|>\n"
-    out = tokenizer.apply_chat_template(full, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    out = tokenizer.apply_chat_template(
+        full, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     masked = [t for t, m in zip(out["input_ids"], out["assistant_masks"]) if m]
     assert tokenizer.decode(masked) == "Strong card.\nBET<|im_end|>\n"
     assert has_generation_markers(tokenizer.chat_template)
@@ -149,5 +162,10 @@ def test_the_tokenizer_corpus_domains_are_recorded_by_name_and_choose_the_model(
 def test_model_init_names_an_unknown_corpus_domain_in_one_line(tmp_path):
     from tests.cli.cli_helpers import _error, _run
 
-    _error(_run("model", "init", "--out", tmp_path / "m", "--domains", "kuhn,chess"), "--domains", "'chess'", "registered")
+    _error(
+        _run("model", "init", "--out", tmp_path / "m", "--domains", "kuhn,chess"),
+        "--domains",
+        "'chess'",
+        "registered",
+    )
     assert not (tmp_path / "m").exists()

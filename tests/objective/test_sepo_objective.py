@@ -51,9 +51,20 @@ def test_constant_penalty_advantages_equal_payoff_only_advantages(scaling):
     for seed in range(20):
         batch = random_batch(seed)
         lambdas = Lambdas(e=0.5 + seed, c=0.3 * seed, x=2.4)
-        rewards = {mode: sepo_rewards(batch["utility"], batch["exploit"], batch["collusion"], batch["externality"],
-                                      batch["groups"], lambdas, 1.5, mode, rng=np.random.default_rng(seed))
-                   for mode in PENALTY_MODES}
+        rewards = {
+            mode: sepo_rewards(
+                batch["utility"],
+                batch["exploit"],
+                batch["collusion"],
+                batch["externality"],
+                batch["groups"],
+                lambdas,
+                1.5,
+                mode,
+                rng=np.random.default_rng(seed),
+            )
+            for mode in PENALTY_MODES
+        }
         advantages = {mode: group_advantages(r, batch["groups"], scaling) for mode, r in rewards.items()}
         # `constant` rewards differ from `none` rewards by one constant per group
         difference = rewards["constant"] - rewards["none"]
@@ -73,7 +84,15 @@ def test_constant_equals_none_also_with_zero_variance_groups(scaling):
     batch["utility"][:8] = 1.0  # group 0: every rollout won 1 chip
     batch["utility"][8:16] = -2.0
     lambdas = Lambdas(e=5.0, c=2.4, x=1.8)
-    args = (batch["utility"], batch["exploit"], batch["collusion"], batch["externality"], batch["groups"], lambdas, 1.5)
+    args = (
+        batch["utility"],
+        batch["exploit"],
+        batch["collusion"],
+        batch["externality"],
+        batch["groups"],
+        lambdas,
+        1.5,
+    )
     none = group_advantages(sepo_rewards(*args, "none"), batch["groups"], scaling)
     constant = group_advantages(sepo_rewards(*args, "constant"), batch["groups"], scaling)
     assert np.abs(none[:16]).max() == 0.0
@@ -85,13 +104,23 @@ def test_shuffled_charges_are_sepos_permuted_within_each_group_by_the_seed():
     variance), each rollout charged another's; the same seed gives the same permutation."""
     batch = random_batch(4)
     lambdas = Lambdas(e=2.0, c=1.0, x=0.5)
-    args = (batch["utility"], batch["exploit"], batch["collusion"], batch["externality"], batch["groups"], lambdas, 1.5)
+    args = (
+        batch["utility"],
+        batch["exploit"],
+        batch["collusion"],
+        batch["externality"],
+        batch["groups"],
+        lambdas,
+        1.5,
+    )
     charges = {mode: 1.5 * batch["utility"] - sepo_rewards(*args, mode, rng=np.random.default_rng(7))
                for mode in ("per-rollout", "shuffled")}
     assert np.allclose(charges["per-rollout"], sepo_penalties(*args[1:4], lambdas, 1.5), rtol=0, atol=1e-12)
     for g in np.unique(batch["groups"]):
         mine = batch["groups"] == g
-        assert np.allclose(np.sort(charges["shuffled"][mine]), np.sort(charges["per-rollout"][mine]), rtol=0, atol=1e-12)
+        assert np.allclose(
+            np.sort(charges["shuffled"][mine]), np.sort(charges["per-rollout"][mine]), rtol=0, atol=1e-12
+        )
     assert np.abs(charges["shuffled"] - charges["per-rollout"]).max() > 0.1  # not the rollouts' own
     again = 1.5 * batch["utility"] - sepo_rewards(*args, "shuffled", rng=np.random.default_rng(7))
     other = 1.5 * batch["utility"] - sepo_rewards(*args, "shuffled", rng=np.random.default_rng(8))
@@ -113,7 +142,12 @@ def test_shuffled_expected_advantages_are_payoff_only_over_every_permutation():
 
     rng = np.random.default_rng(11)
     groups = np.repeat(np.arange(2), 3)
-    utility, exploit, collusion, externality = rng.normal(size=6), rng.normal(size=6), rng.random(6), rng.random(6)
+    utility, exploit, collusion, externality = (
+        rng.normal(size=6),
+        rng.normal(size=6),
+        rng.random(6),
+        rng.random(6),
+    )
     lambdas = Lambdas(e=1.5, c=2.0, x=0.7)
     args = (utility, exploit, collusion, externality, groups, lambdas, 1.5)
     none = group_advantages(sepo_rewards(*args, "none"), groups, "none")
@@ -133,7 +167,9 @@ def test_shuffled_expected_advantages_are_payoff_only_over_every_permutation():
         expected = (1.5 * utility[mine]).var() + penalty[mine].var()
         assert np.isclose(variance[g] / count, expected, rtol=0, atol=1e-12)
         sepo = (1.5 * utility[mine] - penalty[mine]).var()
-        covariance = np.mean((1.5 * utility[mine] - (1.5 * utility[mine]).mean()) * (penalty[mine] - penalty[mine].mean()))
+        covariance = np.mean(
+            (1.5 * utility[mine] - (1.5 * utility[mine]).mean()) * (penalty[mine] - penalty[mine].mean())
+        )
         assert np.isclose(sepo, expected - 2 * covariance, rtol=0, atol=1e-12)
 
 
@@ -162,7 +198,9 @@ def test_group_advantages_on_a_tiny_example():
     spread = np.array([np.sqrt(2 / 3)] * 3 + [np.sqrt(2)] * 3)
     assert np.allclose(group_advantages(rewards, groups, "group"), centred / (spread + 1e-8), atol=1e-12)
     # one std of the centred rewards over the batch: sqrt(8/6)
-    assert np.allclose(group_advantages(rewards, groups, "batch"), centred / (np.sqrt(8 / 6) + 1e-8), atol=1e-12)
+    assert np.allclose(
+        group_advantages(rewards, groups, "batch"), centred / (np.sqrt(8 / 6) + 1e-8), atol=1e-12
+    )
     # order of rollouts and group numbering do not matter
     permutation = np.array([4, 0, 5, 2, 1, 3])
     assert np.allclose(group_advantages(rewards[permutation], groups[permutation], "group"),
@@ -171,7 +209,9 @@ def test_group_advantages_on_a_tiny_example():
     advantages = group_advantages(np.array([1.0, 3.0, 5.0, 5.0, 8.0]), np.array([0, 0, 1, 1, 1]), "none")
     assert np.allclose(advantages, [-1.0, 1.0, -1.0, -1.0, 2.0], atol=1e-15)
     # a zero-variance group has zero advantages
-    assert np.allclose(group_advantages(np.array([2.0, 2.0, 1.0, 3.0]), np.array([0, 0, 1, 1]), "group")[:2], 0.0)
+    assert np.allclose(
+        group_advantages(np.array([2.0, 2.0, 1.0, 3.0]), np.array([0, 0, 1, 1]), "group")[:2], 0.0
+    )
 
 
 def test_group_advantages_are_invariant_to_a_constant_per_group():
@@ -179,8 +219,11 @@ def test_group_advantages_are_invariant_to_a_constant_per_group():
     rewards, groups = rng.normal(size=40), np.repeat(np.arange(8), 5)
     shift = rng.normal(scale=10, size=8)[groups]
     for scaling in REWARD_SCALINGS:
-        assert np.allclose(group_advantages(rewards + shift, groups, scaling), group_advantages(rewards, groups, scaling),
-                           atol=1e-12)
+        assert np.allclose(
+            group_advantages(rewards + shift, groups, scaling),
+            group_advantages(rewards, groups, scaling),
+            atol=1e-12,
+        )
 
 
 @pytest.mark.parametrize("field,value", [("e", -1.0), ("c", -0.1), ("x", -5), ("e", float("nan")),
@@ -214,7 +257,9 @@ def test_attribution_is_centred_under_the_policy_and_divided_by_reach():
     reach[4] = 0.0
     charge = exploitation_attribution(policy, gradient, reach)
     assert np.allclose((policy * charge).sum(-1), 0.0, atol=1e-15)
-    expected = (gradient - (policy * gradient).sum(-1, keepdims=True)) / np.where(reach > 0, reach, 1)[:, None]
+    expected = (gradient - (policy * gradient).sum(-1, keepdims=True)) / np.where(reach > 0, reach, 1)[
+        :, None
+    ]
     expected[4] = 0.0
     assert np.allclose(charge, expected, atol=1e-15)
     assert np.all(np.isfinite(charge))

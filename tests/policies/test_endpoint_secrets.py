@@ -37,8 +37,14 @@ def test_redact_secrets(text, shown):
 
 
 def test_the_agent_name_record_and_cache_hold_no_credentials(server, decisions, tmp_path):
-    agent = EndpointAgent("tiny", _with_credentials(server.url), KuhnText(), Decoding(temperature=0, max_new_tokens=4),
-                          cache_dir=tmp_path, failure_rule="fallback")
+    agent = EndpointAgent(
+        "tiny",
+        _with_credentials(server.url),
+        KuhnText(),
+        Decoding(temperature=0, max_new_tokens=4),
+        cache_dir=tmp_path,
+        failure_rule="fallback",
+    )
     agent.replies(decisions[:3], 1, seed=0)
     assert agent.usage["requests"] == 3  # the credentials reached the server's URL: it answered
     written = agent.name + json.dumps(agent.record()) + agent.cache.path.read_text()
@@ -46,8 +52,16 @@ def test_the_agent_name_record_and_cache_hold_no_credentials(server, decisions, 
 
 
 def test_error_lines_hold_no_credentials(tmp_path):
-    agent = EndpointAgent("tiny", f"http://alice:{SECRET}@127.0.0.1:9/v1", KuhnText(), Decoding(temperature=0),
-                          cache_dir=tmp_path, max_retries=0, timeout=5, failure_rule="fallback")
+    agent = EndpointAgent(
+        "tiny",
+        f"http://alice:{SECRET}@127.0.0.1:9/v1",
+        KuhnText(),
+        Decoding(temperature=0),
+        cache_dir=tmp_path,
+        max_retries=0,
+        timeout=5,
+        failure_rule="fallback",
+    )
     with pytest.raises(SepoError) as failed:
         agent.chat_replies([[{"role": "user", "content": "hi"}]], 1, seed=0)
     assert "request failed" in str(failed.value) and SECRET not in str(failed.value)
@@ -60,8 +74,19 @@ def test_sepo_eval_output_holds_no_credentials(server, tmp_path, monkeypatch):
     monkeypatch.setenv("SEPO_CACHE_DIR", str(tmp_path))
     for name in ("SEPO_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
-    args = ["eval", "--agent", f"openai:tiny@{_with_credentials(server.url)}", "--episodes", "1", "--temperature", "0",
-            "--max-new-tokens", "4", "--failure-rule", "fallback"]
+    args = [
+        "eval",
+        "--agent",
+        f"openai:tiny@{_with_credentials(server.url)}",
+        "--episodes",
+        "1",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "4",
+        "--failure-rule",
+        "fallback",
+    ]
     for extra in (["--json"], []):
         result = CliRunner().invoke(app, args + extra)
         assert result.exit_code == 0, result.output

@@ -131,6 +131,8 @@ def test_records_are_read_from_the_file_not_kept_in_memory(tmp_path):
     ReplyCache(path).put("a", {"reply": "x" * 100_000})
     cache = ReplyCache(path)
     assert cache.get("a")["reply"] == "x" * 100_000
-    assert all(isinstance(where, tuple) for where in cache._index.values())  # an offset and a length, no record
-    path.write_text(json.dumps({"key": "b"}) + "\n")  # replaced on disk: the indexed line is not that record now
+    # an offset and a length, no record
+    assert all(isinstance(where, tuple) for where in cache._index.values())
+    # replaced on disk: the indexed line is not that record now
+    path.write_text(json.dumps({"key": "b"}) + "\n")
     assert cache.get("a") is None

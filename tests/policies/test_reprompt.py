@@ -58,7 +58,11 @@ class CorrectedAgent:
             self.chats.append(chat)
             d = self.by_prompt[chat[1]["content"]]
             corrections = sum(m["role"] == "user" for m in chat) - 1
-            text = "still thinking" if corrections <= self.fails else self.text.answer_text(d, d.legal_actions[-1])
+            text = (
+                "still thinking"
+                if corrections <= self.fails
+                else self.text.answer_text(d, d.legal_actions[-1])
+            )
             out.append([Reply(text, True)] * n)
         return out
 
@@ -74,8 +78,11 @@ def test_a_corrected_reply_is_the_action_played_and_the_policy_read(game):
     agent = TextPolicy(source, failure_rule="reprompt", reprompts=2)
     choices = agent.act(decisions, np.random.default_rng(0))
     assert [c.action for c in choices] == [d.legal_actions[-1] for d in decisions]
-    assert all(c.parse_status == "no_action" and c.rule == "reprompt" for c in choices)  # the first reply failed
-    assert agent.counts["act.reprompt.sent"] == 2 * len(decisions) and agent.counts["act.reprompt.recovered"] == len(decisions)
+    # the first reply failed
+    assert all(c.parse_status == "no_action" and c.rule == "reprompt" for c in choices)
+    assert agent.counts["act.reprompt.sent"] == 2 * len(decisions) and agent.counts[
+        "act.reprompt.recovered"
+    ] == len(decisions)
     estimate = agent.estimate(decisions)
     assert estimate.exact and estimate.label == "exact"  # greedy: one deterministic chain per prompt
     for d, row in zip(decisions, estimate.table()):
@@ -101,7 +108,10 @@ def test_after_k_failed_corrections_the_fallback_plays_and_is_counted(game):
     choices = agent.act(decisions, np.random.default_rng(0))
     assert [c.action for c in choices] == [fallback_action(game.text, d) for d in decisions]
     assert agent.counts["act.reprompt.sent"] == 3 * len(decisions)
-    assert agent.counts["act.reprompt.exhausted"] == len(decisions) and agent.counts["act.reprompt.recovered"] == 0
+    assert (
+        agent.counts["act.reprompt.exhausted"] == len(decisions)
+        and agent.counts["act.reprompt.recovered"] == 0
+    )
     longest = max(source.chats, key=len)
     assert len(longest) == 2 + 2 * 3  # system, user, then (reply, correction) three times
 
@@ -109,7 +119,9 @@ def test_after_k_failed_corrections_the_fallback_plays_and_is_counted(game):
 def test_a_sampled_agent_under_reprompt_is_estimated_not_exact():
     game = get_domain("ipd").game("rigorous")
     decisions = first_decisions(game, 2)
-    agent = TextPolicy(CorrectedAgent(game.text, decisions, decoding=Decoding()), failure_rule="reprompt", samples=16)
+    agent = TextPolicy(
+        CorrectedAgent(game.text, decisions, decoding=Decoding()), failure_rule="reprompt", samples=16
+    )
     estimate = agent.estimate(decisions)
     assert not estimate.exact and estimate.label == "estimated (16 replies per state)"
 
@@ -135,6 +147,13 @@ def test_evaluation_reports_the_reprompts_and_keeps_the_strict_invalid_rate():
     pools = {"train": [parse_bot("ipd", "TFT")], "exploiter": [], "collusive": []}
     result = evaluate(game, agent, EvalConfig(episodes=2, replicates=50, pools=pools))
     assert result["invalid_action_rate"] == 1.0  # every first reply failed: counted, never hidden
-    played = 2 * 2 * 2  # two episodes of two rounds against TFT and against the BestResponse the rigorous audit adds
-    assert result["reprompts"]["played"]["recovered"] == result["reprompts"]["played"]["failed_replies"] == played
-    assert result["opponents"][0]["agent_per_round"] == pytest.approx(game.payoffs.matrix[1, 0][0] / 2 + game.payoffs.matrix[1, 1][0] / 2)
+    # two episodes of two rounds against TFT and against the BestResponse the rigorous audit adds
+    played = 2 * 2 * 2
+    assert (
+        result["reprompts"]["played"]["recovered"]
+        == result["reprompts"]["played"]["failed_replies"]
+        == played
+    )
+    assert result["opponents"][0]["agent_per_round"] == pytest.approx(
+        game.payoffs.matrix[1, 0][0] / 2 + game.payoffs.matrix[1, 1][0] / 2
+    )

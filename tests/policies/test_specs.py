@@ -17,8 +17,11 @@ def test_a_run_folder_given_as_a_model_names_its_model(tmp_path):
     for run_config in (None, '{"policy": "hf", "steps": 1}'):  # an sft run folder; a train run folder
         if run_config:
             (tmp_path / "run" / "config.json").write_text(run_config)
-        with pytest.raises(SepoError, match=rf"is a run folder, not a model folder; its model is '{run}/model' \(or give "
-                                            rf"the run as run:{run}\)"):
+        with pytest.raises(
+            SepoError,
+            match=rf"is a run folder, not a model folder; its model is '{run}/model' \(or give "
+            rf"the run as run:{run}\)",
+        ):
             check_model_source(run)
     (tmp_path / "empty").mkdir()
     with pytest.raises(SepoError) as info:
@@ -38,7 +41,9 @@ def test_eval_of_a_train_run_given_as_hf_names_its_model(tmp_path):
     (tmp_path / "run" / "model").mkdir(parents=True)
     (tmp_path / "run" / "model" / "config.json").write_text('{"model_type": "qwen2"}')
     (tmp_path / "run" / "config.json").write_text('{"policy": "hf", "steps": 1}')
-    result = CliRunner().invoke(app, ["eval", "--game", "kuhn", "--agent", f"hf:{tmp_path / 'run'}", "--episodes", "1"])
+    result = CliRunner().invoke(
+        app, ["eval", "--game", "kuhn", "--agent", f"hf:{tmp_path / 'run'}", "--episodes", "1"]
+    )
     _error(result, "is a run folder, not a model folder", f"run:{tmp_path / 'run'}")
 
 
@@ -47,15 +52,28 @@ def test_a_bot_parameter_given_twice_is_refused():
     from sepo.games import load_game
     from sepo.policies.specs import load_agent
 
-    with pytest.raises(SepoError, match=r"bot spec 'NashApprox\(alpha=0.2,alpha=0.3\)': parameter 'alpha' is given twice"):
+    with pytest.raises(
+        SepoError, match=r"bot spec 'NashApprox\(alpha=0.2,alpha=0.3\)': parameter 'alpha' is given twice"
+    ):
         load_agent("bot:NashApprox(alpha=0.2,alpha=0.3)", load_game("kuhn"))
 
 
-@pytest.mark.parametrize("game, spec, says", [
-    ("kuhn", "bot:NashApprox(foo=1)", "bot 'NashApprox': unknown parameter 'foo'; it takes alpha (default 0.333"),
-    ("kuhn", "bot:AlwaysBet(foo=1)", "bot 'AlwaysBet': unknown parameter 'foo'; it takes no parameters"),
-    ("openspiel:kuhn_poker", "bot:CFR(foo=1)", "bot 'CFR': unknown parameter 'foo'; it takes iterations (default 100)"),
-])
+@pytest.mark.parametrize(
+    "game, spec, says",
+    [
+        (
+            "kuhn",
+            "bot:NashApprox(foo=1)",
+            "bot 'NashApprox': unknown parameter 'foo'; it takes alpha (default 0.333",
+        ),
+        ("kuhn", "bot:AlwaysBet(foo=1)", "bot 'AlwaysBet': unknown parameter 'foo'; it takes no parameters"),
+        (
+            "openspiel:kuhn_poker",
+            "bot:CFR(foo=1)",
+            "bot 'CFR': unknown parameter 'foo'; it takes iterations (default 100)",
+        ),
+    ],
+)
 def test_an_unknown_bot_parameter_names_the_bot_and_what_it_takes(game, spec, says):
     """The bot is built by a lambda in some domains: the error used to name `<lambda>()`."""
     from sepo.games import load_game

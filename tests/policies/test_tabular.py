@@ -37,7 +37,9 @@ def test_json_round_trip(tmp_path):
     assert loaded.keys == INFO_STATES
     assert np.array_equal(loaded.table, table)
     assert list(loaded.to_json()) == list(policy.to_json())
-    assert kuhn_exact.exploitability(loaded.table) == pytest.approx(kuhn_exact.exploitability(table), abs=1e-14)
+    assert kuhn_exact.exploitability(loaded.table) == pytest.approx(
+        kuhn_exact.exploitability(table), abs=1e-14
+    )
     assert "policy.json" in loaded.name
 
 
@@ -126,7 +128,8 @@ def test_kuhn_rows_must_have_exactly_two_probabilities(tmp_path, row):
 
 
 @pytest.mark.parametrize(
-    "text", ["{", "not json", '{"0": [0.5, 0.5],}', ""], ids=["truncated", "words", "trailing-comma", "empty"])
+    "text", ["{", "not json", '{"0": [0.5, 0.5],}', ""], ids=["truncated", "words", "trailing-comma", "empty"]
+)
 def test_malformed_json_raises_sepo_error_naming_the_file(tmp_path, text):
     with pytest.raises(SepoError) as info:
         TabularPolicy.load(write(tmp_path, text, name="broken.json"), INFO_STATES, 2)
@@ -148,7 +151,9 @@ def test_unknown_information_state_at_play_time_raises():
     from sepo.games.base import Decision
 
     policy = TabularPolicy(np.full((12, 2), 0.5), INFO_STATES)
-    decision = Decision(game="kuhn", player=0, info_key="9pp", legal_actions=(0, 1), action_names=("PASS", "BET"))
+    decision = Decision(
+        game="kuhn", player=0, info_key="9pp", legal_actions=(0, 1), action_names=("PASS", "BET")
+    )
     with pytest.raises(SepoError, match="9pp"):
         policy.action_probabilities(decision)
 
@@ -218,17 +223,29 @@ def test_a_compact_file_without_its_format_says_so(tmp_path):
         ({"actions": 0}, "'actions'"),
         ({"actions": True}, "'actions'"),
         ({"policy": []}, "'policy'"),
-        ({"policy": {"0": 3}}, "'0'"),                     # uniform over more columns than the table has
+        ({"policy": {"0": 3}}, "'0'"),  # uniform over more columns than the table has
         ({"policy": {"0": 0}}, "'0'"),
-        ({"policy": {"0": [0.2, 0.3, 0.5]}}, "'0'"),        # a row longer than the table
-        ({"policy": {"0": [0.5]}}, "'0'"),                 # padded with 0: sums to 0.5
+        ({"policy": {"0": [0.2, 0.3, 0.5]}}, "'0'"),  # a row longer than the table
+        ({"policy": {"0": [0.5]}}, "'0'"),  # padded with 0: sums to 0.5
         ({"policy": {"0": True}}, "'0'"),
-        ({"actions": 10**12}, "memory budget"),           # a few bytes would pad every row to a terabyte
+        ({"actions": 10**12}, "memory budget"),  # a few bytes would pad every row to a terabyte
         ({"actions": 10**400}, "about 10^400"),
-        ({"policy": {"0": [1, 10**400]}}, "'0'"),          # an integer no float holds
+        ({"policy": {"0": [1, 10**400]}}, "'0'"),  # an integer no float holds
     ],
-    ids=["format", "actions-0", "actions-bool", "policy-list", "uniform-wide", "uniform-0", "long", "short-sum", "bool",
-         "actions-huge", "actions-enormous", "row-enormous"],
+    ids=[
+        "format",
+        "actions-0",
+        "actions-bool",
+        "policy-list",
+        "uniform-wide",
+        "uniform-0",
+        "long",
+        "short-sum",
+        "bool",
+        "actions-huge",
+        "actions-enormous",
+        "row-enormous",
+    ],
 )
 def test_bad_compact_files_raise_sepo_error(tmp_path, change, named):
     data = {"format": "sepo-tabular/2", "actions": 2, "policy": {"0": 2}}
@@ -286,7 +303,14 @@ def test_a_run_table_wider_than_the_game_is_cut_to_its_legal_actions(tmp_path):
     game = load_game("kuhn", "rigorous")
     write(tmp_path, {"format": "sepo-tabular/2", "actions": 3, "policy": {key: 2 for key in INFO_STATES}})
     assert load_agent(f"run:{tmp_path}", game).table.shape == (12, 2)
-    write(tmp_path, {"format": "sepo-tabular/2", "actions": 3, "policy": {**{key: 2 for key in INFO_STATES}, "0": [0, 0, 1]}})
+    write(
+        tmp_path,
+        {
+            "format": "sepo-tabular/2",
+            "actions": 3,
+            "policy": {**{key: 2 for key in INFO_STATES}, "0": [0, 0, 1]},
+        },
+    )
     with pytest.raises(SepoError, match="'0' puts probability 1 on columns beyond its 2 legal actions"):
         load_agent(f"run:{tmp_path}", game)
 

@@ -71,7 +71,9 @@ def test_greedy_agent_gets_the_exact_exploitability_of_its_greedy_policy():
     greedy = np.eye(2)[NASH.argmax(1)]
     assert estimate.exact and estimate.label == "exact"
     np.testing.assert_array_equal(estimate.table(), greedy)
-    assert float(kuhn_exact.exploitability(estimate.table())) == pytest.approx(float(kuhn_exact.exploitability(greedy)))
+    assert float(kuhn_exact.exploitability(estimate.table())) == pytest.approx(
+        float(kuhn_exact.exploitability(greedy))
+    )
     assert np.all(estimate.resample(5, 0) == greedy)
 
 
@@ -96,7 +98,9 @@ def test_reasoning_blocks_are_never_read_as_the_answer(text, status, action):
 
 
 def test_truncated_replies_are_invalid_in_play_and_handled_by_the_rule():
-    agent = ScriptedAgent(np.tile([0.0, 1.0], (12, 1)), broken=[Reply("I hold Q. Should I BET or", False)], every=2)
+    agent = ScriptedAgent(
+        np.tile([0.0, 1.0], (12, 1)), broken=[Reply("I hold Q. Should I BET or", False)], every=2
+    )
     policy = TextPolicy(agent, failure_rule="fallback")
     choices = policy.act(_decisions()[:4], np.random.default_rng(0))
     assert [c.parse_status for c in choices] == ["ok", "truncated", "ok", "truncated"]
@@ -139,7 +143,9 @@ def test_policy_is_read_at_the_prompts_met_in_play():
         """Bets at the root only from hand 2 on: the prompt, not just the state, matters."""
 
         def replies(self, decisions, n, seed):
-            return [[Reply(f"x\n{'BET' if d.observation['hand'] > 1 else 'PASS'}", True)] * n for d in decisions]
+            return [
+                [Reply(f"x\n{'BET' if d.observation['hand'] > 1 else 'PASS'}", True)] * n for d in decisions
+            ]
 
     policy = TextPolicy(HandAware(NASH), failure_rule="fallback", samples=40)
     assert policy.estimate(_decisions()[:1]).table()[0, 1] == 0.0  # nothing met: the canonical hand-1 prompt
@@ -154,7 +160,9 @@ def test_policy_is_read_at_the_prompts_met_in_play():
     policy.act(opening, np.random.default_rng(0))
     estimate = policy.estimate(_decisions()[:1])
     assert estimate.prompts == [len({d.observation["hand"] for d in opening})]
-    assert estimate.table()[0, 1] == pytest.approx(sum(d.observation["hand"] > 1 for d in opening) / len(opening), abs=0.2)
+    assert estimate.table()[0, 1] == pytest.approx(
+        sum(d.observation["hand"] > 1 for d in opening) / len(opening), abs=0.2
+    )
 
 
 def test_replies_are_cached_by_prompt_and_batched():
@@ -189,7 +197,9 @@ def test_a_greedy_agent_writes_each_prompts_reply_once_and_forces_each_failed_re
     estimate = policy.estimate(decisions)
     assert agent.calls == 1 and agent.forced == [3]
     assert policy.forced_record() == {"computed": 3, "reused": 4 * 3 + 3 - 3}
-    assert all([c.action for c in play] == [d.legal_actions[-1] for d in decisions + decisions[:1]] for play in plays)
+    assert all(
+        [c.action for c in play] == [d.legal_actions[-1] for d in decisions + decisions[:1]] for play in plays
+    )
     assert all(c.rule == "forced" and c.parse_status == "no_action" for play in plays for c in play)
     assert estimate.exact and policy.invalid_rate() == 1.0
     np.testing.assert_array_equal(estimate.table()[:, 1], [1.0, 1.0, 1.0])
@@ -222,7 +232,9 @@ def test_a_draw_over_several_calls_reports_its_whole_count():
     decisions = _decisions()[:2]
     agent = ScriptedAgent(NASH)
     with Recorder() as recorder:
-        TextPolicy(agent, failure_rule="fallback").estimate(decisions, prompts=[[decisions[0]] * 3, [decisions[1]] * 5])
+        TextPolicy(agent, failure_rule="fallback").estimate(
+            decisions, prompts=[[decisions[0]] * 3, [decisions[1]] * 5]
+        )
     assert agent.calls == 2
     assert [t for t in recorder.tasks.values() if t[0] == "replies in all"] == [["replies in all", 8, 8]]
 
@@ -238,7 +250,9 @@ def test_too_many_sampled_replies_are_refused_before_any_is_drawn():
     and grew to 1.9 GB; the count is refused in one line with the options that fit."""
     agent = ScriptedAgent(NASH)
     policy = TextPolicy(agent, failure_rule="fallback", samples=10_000)
-    with pytest.raises(SepoError, match=r"12 information states .* 120,000 model replies .*--temperature 0.*--samples 8,333"):
+    with pytest.raises(
+        SepoError, match=r"12 information states .* 120,000 model replies .*--temperature 0.*--samples 8,333"
+    ):
         policy.estimate(_decisions())
     assert agent.calls == 0
 
@@ -250,7 +264,14 @@ def test_an_openspiel_audit_refuses_its_reply_count_before_play():
 
     game = load_game("openspiel:leduc_poker")
     agent = ScriptedAgent(NASH)
-    with pytest.raises(SepoError, match="936 information states from 2,048 sampled replies each means 1,916,928 model replies"):
+    with pytest.raises(
+        SepoError,
+        match="936 information states from 2,048 sampled replies each means 1,916,928 model replies",
+    ):
         check_audit_fits(game, TextPolicy(agent, failure_rule="fallback"), exact_solver(game))
-    check_audit_fits(game, TextPolicy(ScriptedAgent(NASH, Decoding(temperature=0)), failure_rule="fallback"), exact_solver(game))
+    check_audit_fits(
+        game,
+        TextPolicy(ScriptedAgent(NASH, Decoding(temperature=0)), failure_rule="fallback"),
+        exact_solver(game),
+    )
     assert agent.calls == 0

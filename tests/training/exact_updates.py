@@ -69,12 +69,21 @@ def expand(game, table, row_of, opponents, seats, visit=None, leaf=None):
             visit(Node(seat, o, state, history, records, p))
         replies = opponents[o].action_probabilities(theirs)
         for column, action in enumerate(mine.legal_actions):
-            record = DecisionRecord(len(state.rounds()), mine.info_key, action, mine.name_of(action), mine.observation)
+            record = DecisionRecord(
+                len(state.rounds()), mine.info_key, action, mine.name_of(action), mine.observation
+            )
             for other, q in replies.items():
                 child = state.clone()
                 child.apply_actions((action, other) if seat == 0 else (other, action))
-                walk(child, seat, o, history + ((action, other),), records + (record,), decisions + [(r, column)],
-                     p * table[r, column] * q)
+                walk(
+                    child,
+                    seat,
+                    o,
+                    history + ((action, other),),
+                    records + (record,),
+                    decisions + [(r, column)],
+                    p * table[r, column] * q,
+                )
 
     for seat in seats:
         for o in range(len(opponents)):
@@ -91,8 +100,14 @@ def to_go(game, events, node: Node, opponent, table, row_of, action: int) -> np.
 
     def counted(state, records):
         found = events(game.protocol, EpisodeRecord("", "", 0, seat, list(state.rounds()), list(records)))
-        return np.array([sum(r.payoffs[seat] for r in state.rounds()), found["collusion_events"], found["externality_events"]],
-                        dtype=float)
+        return np.array(
+            [
+                sum(r.payoffs[seat] for r in state.rounds()),
+                found["collusion_events"],
+                found["externality_events"],
+            ],
+            dtype=float,
+        )
 
     before = counted(node.state, node.records)
     total = np.zeros(3)
@@ -113,7 +128,9 @@ def to_go(game, events, node: Node, opponent, table, row_of, action: int) -> np.
         moves = {forced: 1.0} if forced is not None else dict(zip(mine.legal_actions, table[row(mine)]))
         replies = opponent.action_probabilities(theirs)
         for move, p_move in moves.items():
-            record = DecisionRecord(len(state.rounds()), mine.info_key, move, mine.name_of(move), mine.observation)
+            record = DecisionRecord(
+                len(state.rounds()), mine.info_key, move, mine.name_of(move), mine.observation
+            )
             for other, q in replies.items():
                 child = state.clone()
                 child.apply_actions((move, other) if seat == 0 else (other, move))
@@ -144,20 +161,36 @@ def llm_update(sepo_env, table, lambdas: Lambdas, context_of, opponents, seats=(
         decision = domain_env.training_decision(context, rng)
         legal = decision.legal_actions
         terms = np.array([sepo_env.completion_terms(table, charge, context, decision, a) for a in legal])
-        rewards = sepo_rewards(*terms.T, np.zeros(len(legal), dtype=int), lambdas, sepo_env.scale, "per-rollout")
+        rewards = sepo_rewards(
+            *terms.T, np.zeros(len(legal), dtype=int), lambdas, sepo_env.scale, "per-rollout"
+        )
         for column in range(len(legal)):
-            total[:] += node.p / rounds * table[context.info_row, column] * rewards[column] * score(table, context.info_row, column)
+            total[:] += (
+                node.p
+                / rounds
+                * table[context.info_row, column]
+                * rewards[column]
+                * score(table, context.info_row, column)
+            )
 
-    expand(sepo_env.game, table, row if row is not None else row_of(domain_env), opponents, seats, visit=visit)
+    expand(
+        sepo_env.game, table, row if row is not None else row_of(domain_env), opponents, seats, visit=visit
+    )
     return total
 
 
 def uncredited_rates(game, events, node: Node) -> np.ndarray:
     """A finished match's (collusion, externality) per round, as evaluation's `events` counts them
     (a rate with denominator 0 is 0)."""
-    found = events(game.protocol, EpisodeRecord("", "", 0, node.seat, list(node.state.rounds()), list(node.records)))
-    return np.array([found[f"{name}_events"] / found[f"{name}_denominator"] if found[f"{name}_denominator"] else 0.0
-                     for name in ("collusion", "externality")])
+    found = events(
+        game.protocol, EpisodeRecord("", "", 0, node.seat, list(node.state.rounds()), list(node.records))
+    )
+    return np.array(
+        [
+            found[f"{name}_events"] / found[f"{name}_denominator"] if found[f"{name}_denominator"] else 0.0
+            for name in ("collusion", "externality")
+        ]
+    )
 
 
 def match_rates(env, game, events, node: Node) -> np.ndarray:
@@ -203,7 +236,9 @@ def expected_rates(env, game, events, table, opponents, seats=(0,)):
 
     def leaf(node, decisions):
         rows, columns = (np.array(x, dtype=int) for x in zip(*decisions))
-        leaves.append((node.p / np.prod(table[rows, columns]), rows, columns, match_rates(env, game, events, node)))
+        leaves.append(
+            (node.p / np.prod(table[rows, columns]), rows, columns, match_rates(env, game, events, node))
+        )
 
     expand(game, table, row_of(env), opponents, seats, leaf=leaf)
     weight = np.array([w for w, _, _, _ in leaves])
@@ -216,10 +251,14 @@ def tabular_update(env, game, table, lambdas: Lambdas, opponents, charge, seats=
     total = np.zeros_like(table)
 
     def leaf(node, decisions):
-        utility = env.mixture.utility[node.opponent] * np.mean([r.payoffs[node.seat] for r in node.state.rounds()])
+        utility = env.mixture.utility[node.opponent] * np.mean(
+            [r.payoffs[node.seat] for r in node.state.rounds()]
+        )
         exploit = sum(charge[row, column] for row, column in decisions)
         collusion, externality = match_rates(env, game, events, node) if events is not None else (0.0, 0.0)
-        reward = sepo_rewards([utility], [exploit], [collusion], [externality], [0], lambdas, env.scale, "per-rollout")[0]
+        reward = sepo_rewards(
+            [utility], [exploit], [collusion], [externality], [0], lambdas, env.scale, "per-rollout"
+        )[0]
         total[:] += node.p * reward * sum(score(table, r, c) for r, c in decisions)
 
     expand(game, table, row if row is not None else row_of(env), opponents, seats, leaf=leaf)
@@ -243,7 +282,9 @@ def objective_gradient(objective, logits, h=1e-6):
     for index in np.ndindex(*logits.shape):
         step = np.zeros_like(logits)
         step[index] = h
-        difference = (np.asarray(objective(softmax(logits + step))) - np.asarray(objective(softmax(logits - step)))) / (2 * h)
+        difference = (
+            np.asarray(objective(softmax(logits + step))) - np.asarray(objective(softmax(logits - step)))
+        ) / (2 * h)
         if out is None:
             out = np.zeros(difference.shape + logits.shape)
         out[(..., *index)] = difference

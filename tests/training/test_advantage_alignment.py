@@ -31,7 +31,14 @@ def _values(game, table, keys, opponent):
                     for b, q in opponent.action_probabilities(theirs).items():
                         child = state.clone()
                         child.apply_actions((a, b))
-                        total += p * q * (np.array(child.rounds()[-1].payoffs, dtype=float) + value(child, history + ((a, b),)))
+                        total += (
+                            p
+                            * q
+                            * (
+                                np.array(child.rounds()[-1].payoffs, dtype=float)
+                                + value(child, history + ((a, b),))
+                            )
+                        )
                 memo[history] = total
         return memo[history]
 
@@ -52,7 +59,11 @@ def test_expected_update_is_the_formula_by_exact_enumeration(tmp_path, name, par
     table = softmax(np.random.default_rng(1).normal(size=env.legal.shape))
     keys = row_of(env)
     # the rollouts' opponents as policies of the game (the gap maximiser's rollouts carry no term: left out)
-    played = [TabularPolicy(table, env.keys)] if self_play else [parse_bot(name, entry).build(game) for entry in pool]
+    played = (
+        [TabularPolicy(table, env.keys)]
+        if self_play
+        else [parse_bot(name, entry).build(game) for entry in pool]
+    )
     values = [_values(game, table, keys, bot) for bot in played]
     rounds = game.rounds
 
@@ -66,9 +77,13 @@ def test_expected_update_is_the_formula_by_exact_enumeration(tmp_path, name, par
         for t, (a, b) in enumerate(node.history):
             before = values[node.opponent](state, node.history[:t])
             state.apply_actions((a, b))
-            advantage = (np.array(state.rounds()[-1].payoffs, dtype=float) + values[node.opponent](state, node.history[: t + 1])
-                         - before)
-            own.append(env.weight[node.opponent] * env.scale * advantage[0])  # scaled by s, credited as the payoff is
+            advantage = (
+                np.array(state.rounds()[-1].payoffs, dtype=float)
+                + values[node.opponent](state, node.history[: t + 1])
+                - before
+            )
+            # scaled by s, credited as the payoff is
+            own.append(env.weight[node.opponent] * env.scale * advantage[0])
             other.append(env.scale * advantage[1])
         for t, (row, column) in enumerate(decisions):
             term = BETA * GAMMA * sum(GAMMA ** (t - k) * own[k] for k in range(t)) * other[t] / rounds
@@ -76,7 +91,8 @@ def test_expected_update_is_the_formula_by_exact_enumeration(tmp_path, name, par
         leaves.append((node, decisions))
 
     expand(game, table, keys, played, (0,), leaf=leaf)
-    assert np.abs(expected).max() > 1e-5  # the term moves the policy here (profits are ~0.2 a period in pricing)
+    # the term moves the policy here (profits are ~0.2 a period in pricing)
+    assert np.abs(expected).max() > 1e-5
 
     # the trainer's own path: the environment's advantages, the trainer's term, its score
     states = np.array([[r for r, _ in d] for _, d in leaves])
@@ -88,15 +104,24 @@ def test_expected_update_is_the_formula_by_exact_enumeration(tmp_path, name, par
     joint = env.match_advantages(table, own, other, opponent_of)
     joint[..., 0] *= env.weight[opponent_of][:, None]
     zeros = np.zeros(len(leaves))
-    rollouts = Rollouts(states, actions, np.ones_like(states, dtype=bool), np.arange(len(leaves)), zeros, zeros, zeros, joint)
+    rollouts = Rollouts(
+        states, actions, np.ones_like(states, dtype=bool), np.arange(len(leaves)), zeros, zeros, zeros, joint
+    )
     update = policy_score(table, rollouts, trainer.alignment(rollouts) * probability[:, None])
     assert np.allclose(update, expected, rtol=0, atol=1e-12), np.abs(update - expected).max()
 
 
 def test_beta_zero_is_payoff_only_grpo_and_beta_moves_it(tmp_path):
     def logits(name, **overrides):
-        config = TabularSEPOConfig(game="ipd", game_params={"rounds": 4, "memory": 1}, steps=15, groups=16, group_size=4,
-                                   seed=2, **overrides)
+        config = TabularSEPOConfig(
+            game="ipd",
+            game_params={"rounds": 4, "memory": 1},
+            steps=15,
+            groups=16,
+            group_size=4,
+            seed=2,
+            **overrides,
+        )
         trainer = TabularSEPOTrainer(config, tmp_path / name)
         trainer.train()
         return trainer.logits
@@ -110,7 +135,9 @@ def test_penalties_do_not_apply_and_games_without_advantages_are_refused(tmp_pat
     with pytest.raises(SepoError, match="do not apply"):
         TabularSEPOConfig(game="ipd", method="advantage-alignment", lambda_e=1.0).validate()
     with pytest.raises(SepoError, match="advantage-alignment trains in games"):
-        TabularSEPOTrainer(TabularSEPOConfig(game="kuhn", method="advantage-alignment", steps=1), tmp_path / "k")
+        TabularSEPOTrainer(
+            TabularSEPOConfig(game="kuhn", method="advantage-alignment", steps=1), tmp_path / "k"
+        )
     with pytest.raises(SepoError, match="self-play"):
         TabularSEPOTrainer(TabularSEPOConfig(game="kuhn", self_play=True, steps=1), tmp_path / "s")
 
@@ -124,10 +151,31 @@ def test_language_model_trainer_adds_the_same_expected_term(tmp_path):
 
     pool, rounds = ["TFT", "Mixed(p=0.5)"], 3
     params = {"rounds": rounds, "memory": 1}
-    llm = SEPOEnvironment(LLMSEPOConfig(model="none", game="ipd", game_params=params, train_pool=pool, method="advantage-alignment",
-                                        aa_beta=BETA, aa_gamma=GAMMA), None, None)
-    tabular = TabularSEPOTrainer(TabularSEPOConfig(game="ipd", game_params=params, train_pool=pool, method="advantage-alignment",
-                                                   aa_beta=BETA, aa_gamma=GAMMA, steps=1), tmp_path / "run")
+    llm = SEPOEnvironment(
+        LLMSEPOConfig(
+            model="none",
+            game="ipd",
+            game_params=params,
+            train_pool=pool,
+            method="advantage-alignment",
+            aa_beta=BETA,
+            aa_gamma=GAMMA,
+        ),
+        None,
+        None,
+    )
+    tabular = TabularSEPOTrainer(
+        TabularSEPOConfig(
+            game="ipd",
+            game_params=params,
+            train_pool=pool,
+            method="advantage-alignment",
+            aa_beta=BETA,
+            aa_gamma=GAMMA,
+            steps=1,
+        ),
+        tmp_path / "run",
+    )
     game, env = llm.game, tabular.env
     table = softmax(np.random.default_rng(4).normal(size=(len(env.keys), 2)))
     keys = row_of(env)
@@ -153,7 +201,9 @@ def test_language_model_trainer_adds_the_same_expected_term(tmp_path):
     joint = env.match_advantages(table, own, other, opponent_of)
     joint[..., 0] *= env.weight[opponent_of][:, None]
     zeros = np.zeros(len(leaves))
-    rollouts = Rollouts(states, own, np.ones_like(states, dtype=bool), np.arange(len(leaves)), zeros, zeros, zeros, joint)
+    rollouts = Rollouts(
+        states, own, np.ones_like(states, dtype=bool), np.arange(len(leaves)), zeros, zeros, zeros, joint
+    )
     probability = np.array([n.p for n, _ in leaves])
     exact = policy_score(table, rollouts, tabular.alignment(rollouts) * probability[:, None])
     assert np.abs(exact).max() > 1e-3

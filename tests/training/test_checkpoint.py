@@ -12,8 +12,15 @@ from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, tied_keys  
 
 
 def _model(tie: bool):
-    config = transformers.Qwen2Config(vocab_size=32, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
-                                      num_key_value_heads=1, intermediate_size=16, tie_word_embeddings=tie)
+    config = transformers.Qwen2Config(
+        vocab_size=32,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        intermediate_size=16,
+        tie_word_embeddings=tie,
+    )
     return transformers.Qwen2ForCausalLM(config)
 
 

@@ -40,25 +40,84 @@ LAMBDA_C, LAMBDA_X = 0.7, 1.3
 CASES = {
     # case: (game, parameters, protocol, train pool, collusive pool, exploiter pool, the environments' seats);
     # each collusive partner and exploiter outside the train pool, as in the domains' own pools
-    "ipd": ("ipd", {"rounds": 2, "memory": 1}, "rigorous", ["TFT", "Mixed(p=0.5)"], ["AlwaysCooperate"],
-            ["AlwaysDefect"], (0,)),
-    "ipd-paper": ("ipd", {"rounds": 3, "memory": 1}, "paper", ["GrimTrigger"], ["AlwaysCooperate"], ["AlternatingDefect"],
-                  (0,)),
-    "auction": ("auction", {"values": "4", "bids": "1,2", "rounds": 2, "memory": 1}, "rigorous", ["TruthfulBid"],
-                ["CollusiveLowBid"], ["AggressiveBid"], (0, 1)),
-    "negotiation": ("negotiation", {"pie": 3, "min_demand": 1, "max_demand": 2, "memory": 1, "rounds": 2}, "rigorous",
-                    ["Hardball"], ["Fair"], ["Selfish"], (0,)),
-    "pricing": ("pricing", {"rounds": 2, "prices": 3}, "rigorous", ["Undercut"], ["TitForTat"], ["Competitive"], (0,)),
-    "negotiation-gt": ("negotiation-gt", {"rounds": 2, "memory": 0, "items": "1,1,1", "values": "4,3,3",
-                                          "opponent_values": "2,4,4", "third_party": "public"}, "rigorous",
-                       ["FairNeg"], ["TFTNeg"], ["HardballNeg"], (0,)),
+    "ipd": (
+        "ipd",
+        {"rounds": 2, "memory": 1},
+        "rigorous",
+        ["TFT", "Mixed(p=0.5)"],
+        ["AlwaysCooperate"],
+        ["AlwaysDefect"],
+        (0,),
+    ),
+    "ipd-paper": (
+        "ipd",
+        {"rounds": 3, "memory": 1},
+        "paper",
+        ["GrimTrigger"],
+        ["AlwaysCooperate"],
+        ["AlternatingDefect"],
+        (0,),
+    ),
+    "auction": (
+        "auction",
+        {"values": "4", "bids": "1,2", "rounds": 2, "memory": 1},
+        "rigorous",
+        ["TruthfulBid"],
+        ["CollusiveLowBid"],
+        ["AggressiveBid"],
+        (0, 1),
+    ),
+    "negotiation": (
+        "negotiation",
+        {"pie": 3, "min_demand": 1, "max_demand": 2, "memory": 1, "rounds": 2},
+        "rigorous",
+        ["Hardball"],
+        ["Fair"],
+        ["Selfish"],
+        (0,),
+    ),
+    "pricing": (
+        "pricing",
+        {"rounds": 2, "prices": 3},
+        "rigorous",
+        ["Undercut"],
+        ["TitForTat"],
+        ["Competitive"],
+        (0,),
+    ),
+    "negotiation-gt": (
+        "negotiation-gt",
+        {
+            "rounds": 2,
+            "memory": 0,
+            "items": "1,1,1",
+            "values": "4,3,3",
+            "opponent_values": "2,4,4",
+            "third_party": "public",
+        },
+        "rigorous",
+        ["FairNeg"],
+        ["TFTNeg"],
+        ["HardballNeg"],
+        (0,),
+    ),
 }
 
 
 def _configs(case, **overrides):
     game, params, protocol, train, collusive, exploiters, _ = CASES[case]
-    common = dict(game=game, game_params=params, protocol=protocol, train_pool=train, collusive_pool=collusive,
-                  exploiter_pool=exploiters, lambda_c=LAMBDA_C, lambda_x=LAMBDA_X, seed=0, **overrides)
+    common = dict(
+        game=game,
+        game_params=params,
+        protocol=protocol,
+        train_pool=train,
+        collusive_pool=collusive,
+        exploiter_pool=exploiters,
+        lambda_c=LAMBDA_C,
+        lambda_x=LAMBDA_X,
+        seed=0,
+        **overrides,
+    )
     return LLMSEPOConfig(model="none", **common), TabularSEPOConfig(steps=1, **common)
 
 
@@ -73,13 +132,16 @@ def _context_of(case, domain_env, row):
     if game == "auction":
         from sepo.games.auction.llm_env import DecisionContext
 
-        return lambda node: DecisionContext(row[node.state.decision(node.seat).info_key], node.seat, node.opponent,
-                                            node.state.clone())
+        return lambda node: DecisionContext(
+            row[node.state.decision(node.seat).info_key], node.seat, node.opponent, node.state.clone()
+        )
     if game == "negotiation-gt":
         from sepo.games.negotiation_gt.llm_env import DecisionContext
 
         return lambda node: DecisionContext(row(node.state.decision(0)), node.opponent, node.state.clone(), 0)
-    return lambda node: MatchContext(row[node.state.decision(node.seat).info_key], node.history, node.opponent)
+    return lambda node: MatchContext(
+        row[node.state.decision(node.seat).info_key], node.history, node.opponent
+    )
 
 
 def _entries(mixture, train_specs, game, best):
@@ -95,7 +157,9 @@ def test_collusion_and_externality_parts_of_both_updates_are_the_evaluated_gradi
     sepo = SEPOEnvironment(llm_config, None, None)
     tabular = TabularSEPOTrainer(tabular_config, tmp_path / "run").env
     game, events = sepo.game, get_domain(name).events
-    logits = np.random.default_rng(3).normal(size=(len(sepo.canonical), max(len(d.legal_actions) for d in sepo.canonical)))
+    logits = np.random.default_rng(3).normal(
+        size=(len(sepo.canonical), max(len(d.legal_actions) for d in sepo.canonical))
+    )
     legal = np.array([[c < len(d.legal_actions) for c in range(logits.shape[1])] for d in sepo.canonical])
     logits = np.where(legal, logits, -np.inf)
     table = softmax(logits)
@@ -104,7 +168,9 @@ def test_collusion_and_externality_parts_of_both_updates_are_the_evaluated_gradi
 
     # evaluation's c and x, from the pools alone
     build = [parse_bot(name, e).build(game) for e in collusive]
-    against_x = [parse_bot(name, e).build(game) for e in train + exploiters] + ([best] if protocol == "rigorous" else [])
+    against_x = [parse_bot(name, e).build(game) for e in train + exploiters] + (
+        [best] if protocol == "rigorous" else []
+    )
     collusion = pool_rates(game, events, table, row, build, seats)
     externality = pool_rates(game, events, table, row, against_x, seats)
     finite = np.where(np.isfinite(logits), logits, -50.0)
@@ -118,15 +184,30 @@ def test_collusion_and_externality_parts_of_both_updates_are_the_evaluated_gradi
     zero = np.zeros_like(table)
     parts = {}
     for lambdas in (Lambdas(), Lambdas(c=LAMBDA_C), Lambdas(x=LAMBDA_X)):
-        parts[lambdas] = (tabular_update(tabular, game, table, lambdas, opponents, zero, seats, events, row=row),
-                          llm_update(sepo, table, lambdas, _context_of(case, sepo.domain_env, row), _entries(
-                              sepo_mixture(sepo), train_specs, game, best), seats, row=row))
+        parts[lambdas] = (
+            tabular_update(tabular, game, table, lambdas, opponents, zero, seats, events, row=row),
+            llm_update(
+                sepo,
+                table,
+                lambdas,
+                _context_of(case, sepo.domain_env, row),
+                _entries(sepo_mixture(sepo), train_specs, game, best),
+                seats,
+                row=row,
+            ),
+        )
     none = parts[Lambdas()]
     for trainer in (0, 1):
         c_part = (none[trainer] - parts[Lambdas(c=LAMBDA_C)][trainer]) / LAMBDA_C
         x_part = (none[trainer] - parts[Lambdas(x=LAMBDA_X)][trainer]) / LAMBDA_X
-        assert np.allclose(c_part, c_gradient, rtol=0, atol=1e-7), (trainer, np.abs(c_part - c_gradient).max())
-        assert np.allclose(x_part, x_gradient, rtol=0, atol=1e-7), (trainer, np.abs(x_part - x_gradient).max())
+        assert np.allclose(c_part, c_gradient, rtol=0, atol=1e-7), (
+            trainer,
+            np.abs(c_part - c_gradient).max(),
+        )
+        assert np.allclose(x_part, x_gradient, rtol=0, atol=1e-7), (
+            trainer,
+            np.abs(x_part - x_gradient).max(),
+        )
 
 
 def sepo_mixture(sepo):
@@ -140,7 +221,12 @@ KUHN = {
     # protocol: (λ, train, collusive, exploiters): collusion is a rate over the agent's decisions
     # under `paper` (and does not apply under `rigorous`), externality over decisions under `paper`,
     # over hands under `rigorous` (where the exact best response is an exploiter)
-    "paper": (Lambdas(c=LAMBDA_C, x=LAMBDA_X), ["NashApprox", "TightPassive"], ["LooseAggressive"], ["MaxExploiter"]),
+    "paper": (
+        Lambdas(c=LAMBDA_C, x=LAMBDA_X),
+        ["NashApprox", "TightPassive"],
+        ["LooseAggressive"],
+        ["MaxExploiter"],
+    ),
     "rigorous": (Lambdas(x=LAMBDA_X), ["NashApprox"], ["LooseAggressive"], ["MaxExploiter"]),
 }
 
@@ -172,8 +258,13 @@ def _kuhn_episodes(game, table, opponents):
             for column, action in enumerate(decision.legal_actions):
                 child = state.clone()
                 child.apply_action(action)
-                record = DecisionRecord(len(state.rounds()), decision.info_key, action, decision.name_of(action),
-                                        decision.observation)
+                record = DecisionRecord(
+                    len(state.rounds()),
+                    decision.info_key,
+                    action,
+                    decision.name_of(action),
+                    decision.observation,
+                )
                 walk(child, o, records + (record,), moves + ((row, column),), p)
         else:
             for action, q in opponents[o].action_probabilities(decision).items():
@@ -218,8 +309,15 @@ def _kuhn_hands(env, table, visit=None, leaf=None):
         probs = (table if mine else tables[o])[row]
         for action in (0, 1):
             fold = float(mine and history.endswith("b") and action == 0)
-            walk(o, seat, cards, history + "pb"[action], moves + (((row, action),) if mine else ()), folds + fold,
-                 p * probs[action])
+            walk(
+                o,
+                seat,
+                cards,
+                history + "pb"[action],
+                moves + (((row, action),) if mine else ()),
+                folds + fold,
+                p * probs[action],
+            )
 
     for o in range(len(tables)):
         for seat in (0, 1):
@@ -228,10 +326,20 @@ def _kuhn_hands(env, table, visit=None, leaf=None):
 
 
 @pytest.mark.parametrize("protocol", sorted(KUHN))
-def test_kuhn_collusion_and_externality_parts_are_the_evaluated_gradients_of_rates_over_decisions(protocol, tmp_path):
+def test_kuhn_collusion_and_externality_parts_are_the_evaluated_gradients_of_rates_over_decisions(
+    protocol, tmp_path
+):
     lambdas, train, collusive, exploiters = KUHN[protocol]
-    common = dict(game="kuhn", protocol=protocol, train_pool=train, collusive_pool=collusive, exploiter_pool=exploiters,
-                  lambda_c=lambdas.c, lambda_x=lambdas.x, seed=0)
+    common = dict(
+        game="kuhn",
+        protocol=protocol,
+        train_pool=train,
+        collusive_pool=collusive,
+        exploiter_pool=exploiters,
+        lambda_c=lambdas.c,
+        lambda_x=lambdas.x,
+        seed=0,
+    )
     sepo = SEPOEnvironment(LLMSEPOConfig(model="none", **common), None, None)
     env = TabularSEPOTrainer(TabularSEPOConfig(steps=1, **common), tmp_path / "run").env
     game = get_domain("kuhn").game(protocol, hands=2)
@@ -240,10 +348,16 @@ def test_kuhn_collusion_and_externality_parts_are_the_evaluated_gradients_of_rat
 
     best = env.solver.best_response(table)
     collusive_bots = [parse_bot("kuhn", e).build(game) for e in collusive]
-    x_bots = [parse_bot("kuhn", e).build(game) for e in train + exploiters] + ([best] if protocol == "rigorous" else [])
-    targets = {"x": objective_gradient(_kuhn_rate(_kuhn_episodes(game, table, x_bots), "externality"), logits)}
+    x_bots = [parse_bot("kuhn", e).build(game) for e in train + exploiters] + (
+        [best] if protocol == "rigorous" else []
+    )
+    targets = {
+        "x": objective_gradient(_kuhn_rate(_kuhn_episodes(game, table, x_bots), "externality"), logits)
+    }
     if protocol == "paper":  # under rigorous evaluation counts no collusion (denominator 0)
-        targets["c"] = objective_gradient(_kuhn_rate(_kuhn_episodes(game, table, collusive_bots), "collusion"), logits)
+        targets["c"] = objective_gradient(
+            _kuhn_rate(_kuhn_episodes(game, table, collusive_bots), "collusion"), logits
+        )
         assert np.abs(targets["c"]).max() > 1e-3
     assert np.abs(targets["x"]).max() > 1e-3
 
@@ -252,7 +366,9 @@ def test_kuhn_collusion_and_externality_parts_are_the_evaluated_gradients_of_rat
 
         def leaf(p, o, moves, payoff, folds, decisions, big_loss):
             c, x = env.charges.charged(table, o, folds, decisions, big_loss)
-            reward = sepo_rewards([env.mixture.utility[o] * payoff], [0.0], [c], [x], [0], lam, env.scale, "per-rollout")[0]
+            reward = sepo_rewards(
+                [env.mixture.utility[o] * payoff], [0.0], [c], [x], [0], lam, env.scale, "per-rollout"
+            )[0]
             total[:] += p * reward * sum(score(table, r, a) for r, a in moves)
 
         _kuhn_hands(env, table, leaf=leaf)
@@ -276,7 +392,8 @@ def test_kuhn_collusion_and_externality_parts_are_the_evaluated_gradients_of_rat
         none = update(Lambdas())
         for term, lam in (("c", Lambdas(c=LAMBDA_C)), ("x", Lambdas(x=LAMBDA_X))):
             part = (none - update(lam)) / LAMBDA_C if term == "c" else (none - update(lam)) / LAMBDA_X
-            if term == "c" and protocol == "rigorous":  # refused by the trainers; the environment charges none
+            # refused by the trainers; the environment charges none
+            if term == "c" and protocol == "rigorous":
                 assert np.abs(part).max() == 0.0
                 continue
             assert np.allclose(part, targets[term], rtol=0, atol=1e-7), (update.__name__, term,
@@ -285,13 +402,16 @@ def test_kuhn_collusion_and_externality_parts_are_the_evaluated_gradients_of_rat
 
 # ------------------------------------------------------------------ wiring, refusals, records
 
-@pytest.mark.parametrize("game, params", [("ipd", {"memory": 1, "rounds": 4}), ("auction", {"rounds": 2, "memory": 1})])
+@pytest.mark.parametrize(
+    "game, params", [("ipd", {"memory": 1, "rounds": 4}), ("auction", {"rounds": 2, "memory": 1})]
+)
 def test_a_collusion_weight_changes_the_tabular_policy_with_the_domains_own_pools(game, params, tmp_path):
     """The IPD's partner AlwaysCooperate and the auction's CollusiveLowBid are not train bots: λc
     had no effect at all (byte-identical policies) before their rollouts joined the batch."""
     def logits(name, lambda_c):
-        config = TabularSEPOConfig(game=game, game_params=params, lambda_e=1.0, lambda_c=lambda_c, steps=8, groups=16,
-                                   seed=2)
+        config = TabularSEPOConfig(
+            game=game, game_params=params, lambda_e=1.0, lambda_c=lambda_c, steps=8, groups=16, seed=2
+        )
         trainer = TabularSEPOTrainer(config, tmp_path / name)
         trainer.train()
         return trainer.logits
@@ -318,31 +438,58 @@ def test_zero_collusion_and_externality_weights_train_as_before(tmp_path):
     assert np.allclose(env.mixture.collusion, [0] * 7 + [k])
     assert np.allclose(env.mixture.externality, [k / 7] * 7 + [0])
     for penalty in ("constant", "none"):  # no rollout is charged its own events: nothing joins
-        config = TabularSEPOConfig(game="ipd", game_params={"memory": 1}, lambda_c=1.0, penalty=penalty, steps=1)
+        config = TabularSEPOConfig(
+            game="ipd", game_params={"memory": 1}, lambda_c=1.0, penalty=penalty, steps=1
+        )
         assert TabularSEPOTrainer(config, tmp_path / penalty).env.mixture.size == 5
 
 
-@pytest.mark.parametrize("settings, message", [
-    ({"game": "kuhn", "lambda_c": 1.0}, "--lambda-c 1 cannot act: collusion does not apply in kuhn under --protocol rigorous"),
-    ({"game": "negotiation-gt", "game_params": {"memory": 0, "items": "2,2,3"}, "lambda_c": 2.0},
-     "--lambda-c 2 cannot act: collusion does not apply in negotiation-gt"),
-    ({"game": "openspiel:kuhn_poker", "lambda_x": 1.0}, "--lambda-x 1 cannot act: externality does not apply"),
-    ({"game": "openspiel:kuhn_poker", "lambda_c": 1.0}, "--lambda-c 1 cannot act: the collusive pool is empty"),
-    ({"game": "ipd", "collusive_pool": [], "lambda_c": 1.0}, "--lambda-c 1 cannot act: the collusive pool is empty"),
-    ({"game": "kuhn", "lambda_c": 1.0, "penalty": "shuffled"}, "--lambda-c 1 cannot act"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (
+            {"game": "kuhn", "lambda_c": 1.0},
+            "--lambda-c 1 cannot act: collusion does not apply in kuhn under --protocol rigorous",
+        ),
+        (
+            {"game": "negotiation-gt", "game_params": {"memory": 0, "items": "2,2,3"}, "lambda_c": 2.0},
+            "--lambda-c 2 cannot act: collusion does not apply in negotiation-gt",
+        ),
+        (
+            {"game": "openspiel:kuhn_poker", "lambda_x": 1.0},
+            "--lambda-x 1 cannot act: externality does not apply",
+        ),
+        (
+            {"game": "openspiel:kuhn_poker", "lambda_c": 1.0},
+            "--lambda-c 1 cannot act: the collusive pool is empty",
+        ),
+        (
+            {"game": "ipd", "collusive_pool": [], "lambda_c": 1.0},
+            "--lambda-c 1 cannot act: the collusive pool is empty",
+        ),
+        ({"game": "kuhn", "lambda_c": 1.0, "penalty": "shuffled"}, "--lambda-c 1 cannot act"),
+    ],
+)
 def test_a_weight_whose_term_cannot_act_is_refused_in_one_line(settings, message):
     for config in (TabularSEPOConfig(**settings), LLMSEPOConfig(model="m", **settings)):
         with pytest.raises(SepoError, match=message.replace("(", r"\(")):
             config.validate()
 
 
-@pytest.mark.parametrize("settings", [
-    {"game": "negotiation-gt", "game_params": {"memory": 0, "items": "2,2,3", "third_party": "public"}, "lambda_c": 1.0},
-    {"game": "kuhn", "protocol": "paper", "lambda_c": 1.0, "lambda_x": 1.0},
-    {"game": "kuhn", "lambda_x": 1.0},
-    {"game": "kuhn", "lambda_c": 1.0, "penalty": "none"},  # payoff-only: the weight is not charged, as documented
-])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {
+            "game": "negotiation-gt",
+            "game_params": {"memory": 0, "items": "2,2,3", "third_party": "public"},
+            "lambda_c": 1.0,
+        },
+        {"game": "kuhn", "protocol": "paper", "lambda_c": 1.0, "lambda_x": 1.0},
+        {"game": "kuhn", "lambda_x": 1.0},
+        # payoff-only: the weight is not charged, as documented
+        {"game": "kuhn", "lambda_c": 1.0, "penalty": "none"},
+    ],
+)
 def test_a_weight_whose_term_acts_is_accepted(settings):
     TabularSEPOConfig(**settings).validate()
 
@@ -357,8 +504,12 @@ def test_a_plugin_environment_that_takes_no_pools_for_the_charges_is_refused(tmp
     register(pennies.DOMAIN)
     try:
         common = {"game": "pennies", "game_params": {"rounds": 2}, "steps": 1, "groups": 2, "group_size": 2}
-        TabularSEPOTrainer(TabularSEPOConfig(lambda_c=1.0, penalty="constant", **common), tmp_path / "constant")
-        with pytest.raises(SepoError, match="cannot charge collusion or externality as evaluation counts them"):
+        TabularSEPOTrainer(
+            TabularSEPOConfig(lambda_c=1.0, penalty="constant", **common), tmp_path / "constant"
+        )
+        with pytest.raises(
+            SepoError, match="cannot charge collusion or externality as evaluation counts them"
+        ):
             TabularSEPOTrainer(TabularSEPOConfig(lambda_c=1.0, **common), tmp_path / "charged")
     finally:
         unregister("pennies")

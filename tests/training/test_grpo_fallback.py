@@ -59,8 +59,16 @@ class Accelerator:
 
 @pytest.mark.parametrize("game", sorted(GAMES))
 def test_a_reply_that_never_parses_is_charged_at_the_tables_action(game):
-    config = LLMSEPOConfig(model="none", game=game, game_params=GAMES[game], lambda_e=1.0, groups=3, group_size=2,
-                           table_samples=4, seed=0)
+    config = LLMSEPOConfig(
+        model="none",
+        game=game,
+        game_params=GAMES[game],
+        lambda_e=1.0,
+        groups=3,
+        group_size=2,
+        table_samples=4,
+        seed=0,
+    )
     env = StubEnvironment(config, None, None)
     played = []
     outcome = env.domain_env.outcome
@@ -79,5 +87,6 @@ def test_a_reply_that_never_parses_is_charged_at_the_tables_action(game):
     assert len(played) == len(prompts)
     for row, decision, action in played:
         assert action == fallback_action(env.game.text, decision)
-        assert table[row, decision.legal_actions.index(action)] == 1.0  # the table's action, charged 0 once centred
+        # the table's action, charged 0 once centred
+        assert table[row, decision.legal_actions.index(action)] == 1.0
     assert fields["exploit"] == [0.0] * len(prompts)

@@ -31,17 +31,40 @@ LAMBDA_E, LAMBDA_C, LAMBDA_X = 5.0, 0.7, 1.3
 CASES = {
     # case: (game, parameters, train pool, its collusive partners, the environments' seats)
     "ipd": ("ipd", {"memory": 1}, ["TFT", "GrimTrigger", "Mixed(p=0.5)"], ["TFT"], (0,)),
-    "ipd-unreached": ("ipd", {"memory": 2}, ["TFT", "GrimTrigger"], ["GrimTrigger"], (0,)),  # the bots alone leave keys unreached
-    "negotiation": ("negotiation", {"pie": 3, "min_demand": 1, "max_demand": 2, "memory": 1}, ["Fair", "Hardball"], ["Fair"], (0,)),
-    "auction": ("auction", {"values": "4", "bids": "1,2"}, ["TruthfulBid", "CollusiveLowBid"], ["CollusiveLowBid"], (0, 1)),
+    # the bots alone leave keys unreached
+    "ipd-unreached": ("ipd", {"memory": 2}, ["TFT", "GrimTrigger"], ["GrimTrigger"], (0,)),
+    "negotiation": (
+        "negotiation",
+        {"pie": 3, "min_demand": 1, "max_demand": 2, "memory": 1},
+        ["Fair", "Hardball"],
+        ["Fair"],
+        (0,),
+    ),
+    "auction": (
+        "auction",
+        {"values": "4", "bids": "1,2"},
+        ["TruthfulBid", "CollusiveLowBid"],
+        ["CollusiveLowBid"],
+        (0, 1),
+    ),
 }
 
 
 def environment(case, rounds, **overrides):
     game, params, pool, collusive, seats = CASES[case]
     params = {**params, "rounds": rounds, **({"memory": rounds - 1} if game == "auction" else {})}
-    config = LLMSEPOConfig(model="none", game=game, game_params=params, train_pool=pool, collusive_pool=collusive,
-                           lambda_e=LAMBDA_E, lambda_c=LAMBDA_C, lambda_x=LAMBDA_X, seed=0, **overrides)
+    config = LLMSEPOConfig(
+        model="none",
+        game=game,
+        game_params=params,
+        train_pool=pool,
+        collusive_pool=collusive,
+        lambda_e=LAMBDA_E,
+        lambda_c=LAMBDA_C,
+        lambda_x=LAMBDA_X,
+        seed=0,
+        **overrides,
+    )
     return SEPOEnvironment(config, None, None), seats
 
 
@@ -49,14 +72,18 @@ def context_of(game, env):
     if game == "auction":
         from sepo.games.auction.llm_env import DecisionContext
 
-        return lambda node: DecisionContext(env.row[node.state.decision(node.seat).info_key], node.seat, node.opponent,
-                                            node.state.clone())
+        return lambda node: DecisionContext(
+            env.row[node.state.decision(node.seat).info_key], node.seat, node.opponent, node.state.clone()
+        )
     rows = {key: i for i, key in enumerate(env.solver.keys)}
-    return lambda node: MatchContext(rows[node.state.decision(node.seat).info_key], node.history, node.opponent)
+    return lambda node: MatchContext(
+        rows[node.state.decision(node.seat).info_key], node.history, node.opponent
+    )
 
 
 @pytest.mark.parametrize("case, rounds", [
-    pytest.param(case, rounds, marks=[pytest.mark.slow] if (case, rounds) == ("auction", 4) else [])  # 10-30 s
+    # 10-30 s
+    pytest.param(case, rounds, marks=[pytest.mark.slow] if (case, rounds) == ("auction", 4) else [])
     for case in sorted(CASES) for rounds in (2, 3, 4)])
 def test_expected_update_of_both_trainers_is_the_gradient_of_the_objective(case, rounds):
     game = CASES[case][0]
@@ -64,16 +91,22 @@ def test_expected_update_of_both_trainers_is_the_gradient_of_the_objective(case,
     domain_env, tabular = sepo.domain_env, sepo.domain_env.tabular
     events = get_domain(game).events
     assert domain_env.rounds_per_rollout == rounds
-    logits = np.random.default_rng(rounds).normal(size=(len(sepo.canonical), max(len(d.legal_actions) for d in sepo.canonical)))
+    logits = np.random.default_rng(rounds).normal(
+        size=(len(sepo.canonical), max(len(d.legal_actions) for d in sepo.canonical))
+    )
     table = softmax(logits)
     opponents = tabular.rollout_opponents(table)
     lambdas = sepo.config.lambdas
 
     def payoff_and_gap(t):
-        return sepo.scale * (domain_env.exact_metrics(t)["utility_exact"] - LAMBDA_E * sepo.solver.evaluate(t).value)
+        return sepo.scale * (
+            domain_env.exact_metrics(t)["utility_exact"] - LAMBDA_E * sepo.solver.evaluate(t).value
+        )
 
     # (c, x) of a table against `table`'s opponents (the maximiser carries no events)
-    collusion, externality = objective_gradient(expected_rates(tabular, sepo.game, events, table, opponents, seats), logits)
+    collusion, externality = objective_gradient(
+        expected_rates(tabular, sepo.game, events, table, opponents, seats), logits
+    )
     assert np.abs(collusion).max() > 1e-2 and np.abs(externality).max() > 1e-2
     target = objective_gradient(payoff_and_gap, logits) - LAMBDA_C * collusion - LAMBDA_X * externality
     language = llm_update(sepo, table, lambdas, context_of(game, domain_env), opponents, seats)
@@ -85,6 +118,8 @@ def test_expected_update_of_both_trainers_is_the_gradient_of_the_objective(case,
 
     # the exploitability term alone: λe·∇e, not λe·∇e/T
     payoff_only = llm_update(sepo, table, type(lambdas)(), context_of(game, domain_env), opponents, seats)
-    exploit_only = llm_update(sepo, table, type(lambdas)(e=LAMBDA_E), context_of(game, domain_env), opponents, seats)
+    exploit_only = llm_update(
+        sepo, table, type(lambdas)(e=LAMBDA_E), context_of(game, domain_env), opponents, seats
+    )
     gap = objective_gradient(lambda t: sepo.solver.evaluate(t).value, logits)
     assert np.allclose((payoff_only - exploit_only) / (LAMBDA_E * sepo.scale), gap, rtol=0, atol=1e-7)

@@ -35,7 +35,9 @@ def test_injected_messages_reach_training_prompts_at_the_configured_share_determ
     game, env, contexts = _environment("negotiation")
     talk, decisions = _prompts(env, contexts, 0.25, seed=7)
     again, repeated = _prompts(env, contexts, 0.25, seed=7)
-    assert talk.counts == again.counts and [d.observation for d in decisions] == [d.observation for d in repeated]
+    assert talk.counts == again.counts and [d.observation for d in decisions] == [
+        d.observation for d in repeated
+    ]
     n = len(contexts)
     hostile = {sanitize(text)[0] for text in INJECTION_SUITE.values()}
     lines = {bot.line for bot in env.tabular.opponents}
@@ -69,15 +71,22 @@ def test_talk_settings_are_checked_and_recorded():
     on = LLMSEPOConfig(model="m", game="negotiation", talk=True, talk_injection=0.5).validate().settings()
     assert (on["talk"], on["talk_injection"], on["agent_messages_trained"]) == (True, 0.5, False)
     off = LLMSEPOConfig(model="m", game="negotiation").validate().settings()
-    assert not {"talk", "talk_injection", "agent_messages_trained"} & set(off)  # runs without talk keep their config
+    # runs without talk keep their config
+    assert not {"talk", "talk_injection", "agent_messages_trained"} & set(off)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--game", "kuhn", "--policy", "hf:m", "--talk"], "game 'kuhn' has no cheap-talk channel"),
-    (["--game", "negotiation", "--talk"], "--talk trains language models only"),
-    (["--game", "negotiation", "--policy", "hf:m", "--talk-injection", "0.5"], "--talk-injection applies with --talk only"),
-    (["--game", "negotiation", "--policy", "hf:m", "--talk", "--talk-injection", "1.5"], "from 0 to 1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--game", "kuhn", "--policy", "hf:m", "--talk"], "game 'kuhn' has no cheap-talk channel"),
+        (["--game", "negotiation", "--talk"], "--talk trains language models only"),
+        (
+            ["--game", "negotiation", "--policy", "hf:m", "--talk-injection", "0.5"],
+            "--talk-injection applies with --talk only",
+        ),
+        (["--game", "negotiation", "--policy", "hf:m", "--talk", "--talk-injection", "1.5"], "from 0 to 1"),
+    ],
+)
 def test_bad_talk_training_input_is_one_line_with_exit_2(tmp_path, args, message):
     result = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "run"), *args])
     assert result.exit_code == 2, result.output

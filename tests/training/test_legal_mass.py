@@ -30,9 +30,24 @@ def tiny(tmp_path_factory):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("legal-data")
-    answer_only = _run("data", "sft", "--game", "negotiation-gt", "--answer-only", "--episodes", "2", "--out", root / "ao", "--quiet")
-    with_reasons = _run("data", "sft", "--game", "kuhn", "--episodes", "1", "--out", root / "reasons", "--quiet")
-    assert answer_only.exit_code == 0 and with_reasons.exit_code == 0, answer_only.output + with_reasons.output
+    answer_only = _run(
+        "data",
+        "sft",
+        "--game",
+        "negotiation-gt",
+        "--answer-only",
+        "--episodes",
+        "2",
+        "--out",
+        root / "ao",
+        "--quiet",
+    )
+    with_reasons = _run(
+        "data", "sft", "--game", "kuhn", "--episodes", "1", "--out", root / "reasons", "--quiet"
+    )
+    assert answer_only.exit_code == 0 and with_reasons.exit_code == 0, (
+        answer_only.output + with_reasons.output
+    )
     return root / "ao", root / "reasons"
 
 
@@ -53,25 +68,34 @@ def test_the_allowed_tokens_are_the_legal_answers_and_the_term_is_minus_log_thei
     start, end = reply_span(mask)
     steps = index.allowed(ids, start, end)
     assert [j for j, _ in steps] == list(range(start, end))
-    renders = [render(tokenizer, example["messages"][:-1] + [{"role": "assistant", "content": r}]) for r in example["legal_replies"]]
+    renders = [
+        render(tokenizer, example["messages"][:-1] + [{"role": "assistant", "content": r}])
+        for r in example["legal_replies"]
+    ]
     assert steps[0][1] == sorted({r_ids[reply_span(r_mask)[0]] for r_ids, r_mask in renders})
     assert all(ids[j] in allowed for j, allowed in steps)  # the demonstration itself is legal at every token
 
     vocab = len(tokenizer)
     logits = torch.zeros(1, len(ids), vocab)  # uniform: the term is log(vocab / allowed)
     labels = torch.tensor([[t if start <= j < end else -100 for j, t in enumerate(ids)]])
-    terms = illegal_log_mass(logits, torch.tensor([ids]), labels, torch.ones(1, len(ids), dtype=torch.long), index)
+    terms = illegal_log_mass(
+        logits, torch.tensor([ids]), labels, torch.ones(1, len(ids), dtype=torch.long), index
+    )
     assert terms.tolist() == pytest.approx([math.log(vocab / len(allowed)) for _, allowed in steps])
     j, allowed = steps[0]
     logits[0, j - 1, allowed] = 50.0  # all the mass on the legal first tokens: the term vanishes there
-    assert illegal_log_mass(logits, torch.tensor([ids]), labels, None, index)[0].item() == pytest.approx(0.0, abs=1e-6)
+    assert illegal_log_mass(logits, torch.tensor([ids]), labels, None, index)[0].item() == pytest.approx(
+        0.0, abs=1e-6
+    )
 
 
 def test_a_reply_outside_its_legal_list_is_refused(tiny, data):
     from transformers import AutoTokenizer
 
     example = _examples(data[0])[0]
-    example["legal_replies"] = [r for r in example["legal_replies"] if r != example["messages"][-1]["content"]]
+    example["legal_replies"] = [
+        r for r in example["legal_replies"] if r != example["messages"][-1]["content"]
+    ]
     with pytest.raises(SepoError, match="is not one of its legal replies"):
         LegalIndex.build(AutoTokenizer.from_pretrained(tiny), [example])
 
@@ -90,7 +114,9 @@ def _illegal_mass(model_dir, examples, index):
         labels = torch.tensor([[t if start <= j < end else -100 for j, t in enumerate(ids)]])
         with torch.no_grad():
             logits = model(torch.tensor([ids])).logits
-        masses += (1 - torch.exp(-illegal_log_mass(logits, torch.tensor([ids]), labels, None, index))).tolist()
+        masses += (
+            1 - torch.exp(-illegal_log_mass(logits, torch.tensor([ids]), labels, None, index))
+        ).tolist()
     return sum(masses) / len(masses)
 
 
@@ -100,13 +126,30 @@ def test_training_with_the_term_lowers_the_illegal_mass_more_than_cross_entropy_
     answer_only = data[0]
     runs = {}
     for weight in ("0", "5"):
-        result = _run("sft", "--model", tiny, "--data", answer_only, "--max-steps", "6", "--batch-size", "4", "--lr", "2e-3",
-                      "--legal-weight", weight, "--out", tmp_path / weight, "--quiet")
+        result = _run(
+            "sft",
+            "--model",
+            tiny,
+            "--data",
+            answer_only,
+            "--max-steps",
+            "6",
+            "--batch-size",
+            "4",
+            "--lr",
+            "2e-3",
+            "--legal-weight",
+            weight,
+            "--out",
+            tmp_path / weight,
+            "--quiet",
+        )
         assert result.exit_code == 0, result.output
         runs[weight] = tmp_path / weight / "model"
     from sepo.runs import read_manifest
 
-    assert "legal_weight" not in read_manifest(tmp_path / "0")["config"]  # runs made before the term resume unchanged
+    # runs made before the term resume unchanged
+    assert "legal_weight" not in read_manifest(tmp_path / "0")["config"]
     assert read_manifest(tmp_path / "5")["config"]["legal_weight"] == 5.0
     assert any("illegal_mass" in line for line in (tmp_path / "5" / "metrics.jsonl").read_text().splitlines())
     examples = _examples(answer_only)

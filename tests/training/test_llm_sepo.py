@@ -17,9 +17,12 @@ def sft_model(tmp_path_factory):
     from sepo.training.sft_data import generate_traces, write_sft_dataset
 
     root = tmp_path_factory.mktemp("llm")
-    tiny = init_tiny_model(root / "tiny", seed=0, domains=["kuhn"])  # the same model whatever other games are registered
+    # the same model whatever other games are registered
+    tiny = init_tiny_model(root / "tiny", seed=0, domains=["kuhn"])
     write_sft_dataset(generate_traces("kuhn", "paper", 20, 0), root / "data", 0)
-    return run_sft(SFTRunConfig(model=str(tiny), data=str(root / "data"), epochs=1, learning_rate=3e-3), root / "sft").model
+    return run_sft(
+        SFTRunConfig(model=str(tiny), data=str(root / "data"), epochs=1, learning_rate=3e-3), root / "sft"
+    ).model
 
 
 def _weights(run_dir):
@@ -29,13 +32,29 @@ def _weights(run_dir):
 
 
 def _train(model, out, **overrides):
-    config = LLMSEPOConfig(model=str(model), **{"steps": 3, "groups": 2, "group_size": 4, "seed": 1, "lambda_e": 5.0,
-                                                 "lambda_x": 1.0, "table_samples": 8, "final_samples": 16, **overrides})
+    config = LLMSEPOConfig(
+        model=str(model),
+        **{
+            "steps": 3,
+            "groups": 2,
+            "group_size": 4,
+            "seed": 1,
+            "lambda_e": 5.0,
+            "lambda_x": 1.0,
+            "table_samples": 8,
+            "final_samples": 16,
+            **overrides,
+        },
+    )
     return run_llm_sepo(config, out)
 
 
-@pytest.mark.parametrize("optimizer, tolerance", [("sgd", 1e-8), pytest.param("adamw_torch", 1e-5, marks=pytest.mark.slow)])
-def test_constant_penalty_gives_the_same_weights_as_none_and_per_rollout_does_not(sft_model, tmp_path, optimizer, tolerance):
+@pytest.mark.parametrize(
+    "optimizer, tolerance", [("sgd", 1e-8), pytest.param("adamw_torch", 1e-5, marks=pytest.mark.slow)]
+)
+def test_constant_penalty_gives_the_same_weights_as_none_and_per_rollout_does_not(
+    sft_model, tmp_path, optimizer, tolerance
+):
     """TRL keeps rewards in float32, so a group constant cancels only up to rounding (~1e-7 of the
     reward); SGD passes that on linearly, Adam can magnify it where gradients nearly vanish."""
     for penalty in ("none", "constant", "per-rollout"):
@@ -52,7 +71,9 @@ def test_run_directory_metrics_and_exact_exploitability(sft_model, tmp_path):
     summary = _train(sft_model, tmp_path / "run", penalty="per-rollout", steps=2)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     final = records[-1]
-    assert final["final"] and summary["exploitability"] == pytest.approx(float(kuhn_exact.exploitability(np.array(final["table"]))))
+    assert final["final"] and summary["exploitability"] == pytest.approx(
+        float(kuhn_exact.exploitability(np.array(final["table"])))
+    )
     assert [r["step"] for r in records if "loss" in r] == [1, 2]
     assert all(0.0 <= r["invalid_rate"] <= 1.0 for r in records if "loss" in r)
     # charges and logged exploitability come from the policy the completions are sampled from
@@ -87,7 +108,9 @@ def test_killed_run_resumes_from_its_checkpoint(sft_model, tmp_path):
     assert run_curves(tmp_path / "run")[1] == [1, 2, 3, 4]
 
 
-def test_an_extension_killed_before_its_first_checkpoint_resumes_to_its_own_last_step(sft_model, tmp_path, monkeypatch):
+def test_an_extension_killed_before_its_first_checkpoint_resumes_to_its_own_last_step(
+    sft_model, tmp_path, monkeypatch
+):
     """Found in the real-model experiment: a cell's 10-step run, extended to 20 and killed at step 13,
     resumed from checkpoint-10, which had recorded the 10-step run's end; the resume took it for a
     finished run and saved the step-10 model as the 20-step one."""
@@ -111,7 +134,8 @@ def test_an_extension_killed_before_its_first_checkpoint_resumes_to_its_own_last
     assert _logged_steps(tmp_path / "killed") == ([1, 2, 3, 4], [4])
     a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "killed")
     assert all(np.array_equal(a[k], b[k]) for k in a)
-    summary = tmp_path / "killed" / "summary.json"  # what the old resume left: finished, a model of the run it extended
+    # what the old resume left: finished, a model of the run it extended
+    summary = tmp_path / "killed" / "summary.json"
     summary.write_text(json.dumps({**json.loads(summary.read_text()), "steps": 2}))
     with pytest.raises(SepoError, match="marked finished at 4 steps but its model has 2"):
         _train(sft_model, tmp_path / "killed", penalty="per-rollout", steps=4, save_steps=2)
@@ -154,10 +178,14 @@ def test_kuhn_collusion_is_charged_under_paper_only_and_greedy_training_is_refus
         pool = [parse_bot("kuhn", "LooseAggressive")]
         env = domain.llm_training(game, pool, pool, (), Charges(collusion=True))
         table = np.full((12, 2), 0.5)
-        context = next(c for c in env.sample_contexts(table, 200, np.random.default_rng(0)) if c.history.endswith("b"))
+        context = next(
+            c for c in env.sample_contexts(table, 200, np.random.default_rng(0)) if c.history.endswith("b")
+        )
         decision = env.training_decision(context, np.random.default_rng(1))
         rate, decisions = env.charges._rates(table)[:2]
-        charged[protocol] = env.outcome(table, context, decision, 0)[1] / (env.charges.mixture.collusion[0] * (1 - rate) / decisions)
+        charged[protocol] = env.outcome(table, context, decision, 0)[1] / (
+            env.charges.mixture.collusion[0] * (1 - rate) / decisions
+        )
     assert charged == pytest.approx({"rigorous": 0.0, "paper": 1.0}, abs=1e-12)
     with pytest.raises(SepoError, match="temperature"):
         LLMSEPOConfig(model="m", temperature=0.0).validate()
@@ -169,8 +197,18 @@ def test_training_with_talk_runs_records_it_and_refuses_other_talk_settings_on_r
     other talk settings (or none) is refused like any other config change."""
     from sepo.errors import SepoError
 
-    talk = {"game": "negotiation", "game_params": {"rounds": 2}, "talk": True, "talk_injection": 0.5, "steps": 1,
-            "groups": 2, "group_size": 2, "table_samples": 1, "final_samples": 1, "max_new_tokens": 8}
+    talk = {
+        "game": "negotiation",
+        "game_params": {"rounds": 2},
+        "talk": True,
+        "talk_injection": 0.5,
+        "steps": 1,
+        "groups": 2,
+        "group_size": 2,
+        "table_samples": 1,
+        "final_samples": 1,
+        "max_new_tokens": 8,
+    }
     _train(sft_model, tmp_path / "run", **talk)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (config["talk"], config["talk_injection"], config["agent_messages_trained"]) == (True, 0.5, False)
@@ -181,10 +219,18 @@ def test_training_with_talk_runs_records_it_and_refuses_other_talk_settings_on_r
     for other in ({"talk_injection": 0.25}, {"talk": False}):
         with pytest.raises(SepoError, match="talk"):
             _train(sft_model, tmp_path / "run", **{**talk, **other})
-    before = {p.relative_to(tmp_path): (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    before = {
+        p.relative_to(tmp_path): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in (tmp_path / "run").rglob("*")
+        if p.is_file()
+    }
     again = _train(sft_model, tmp_path / "run", **talk)  # the same finished run: read, never rewritten
     assert again["already_complete"]
-    after = {p.relative_to(tmp_path): (p.read_bytes(), p.stat().st_mtime_ns) for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    after = {
+        p.relative_to(tmp_path): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in (tmp_path / "run").rglob("*")
+        if p.is_file()
+    }
     assert after == before
 
 
@@ -197,8 +243,20 @@ def test_a_sample_count_too_large_to_draw_is_refused_before_anything_is_written(
     from sepo.cli.main import app
 
     for flag in ("--samples", "--final-samples"):
-        result = CliRunner().invoke(app, ["train", "--game", "kuhn", "--policy", f"hf:{tmp_path / 'no-model'}", flag,
-                                          "100000000", "--out", str(tmp_path / "run")])
+        result = CliRunner().invoke(
+            app,
+            [
+                "train",
+                "--game",
+                "kuhn",
+                "--policy",
+                f"hf:{tmp_path / 'no-model'}",
+                flag,
+                "100000000",
+                "--out",
+                str(tmp_path / "run"),
+            ],
+        )
         assert result.exit_code == 2 and f"({flag}) must be <= 100,000" in result.stderr, result.output
         assert not (tmp_path / "run").exists()
 
@@ -216,27 +274,34 @@ def _leaving(monkeypatch, share):
     monkeypatch.setattr(HFPolicy, "answer_probabilities", scaled)
 
 
-def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_they_left(sft_model, tmp_path, monkeypatch):
+def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_they_left(
+    sft_model, tmp_path, monkeypatch
+):
     """With `answer_rest`, each step's policy (and the final one) is read by one scoring pass over
     the answer lines, not sampled, when they leave at most that share of the replies; the label
     carries the share, nothing claims exact, and the option is recorded only when set."""
     _leaving(monkeypatch, 0.03)
     summary = _train(sft_model, tmp_path / "run", penalty="per-rollout", steps=1, answer_rest=0.05)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert [r["policy"] for r in records] == ["answer lines read exactly, up to 3.00% of replies at a prompt played by "
-                                              "the failure rule"] * 2
+    assert [r["policy"] for r in records] == [
+        "answer lines read exactly, up to 3.00% of replies at a prompt played by the failure rule"
+    ] * 2
     assert [r["answer_lines_rest"] for r in records if "loss" in r] == [pytest.approx(0.03)]
     low, high = summary["exploitability_ci"]
     assert low == high == summary["exploitability"]  # no sampling interval; the label states the share
     saved = json.loads((tmp_path / "run" / "sepo-run.json").read_text())["config"]
     assert saved["answer_rest"] == 0.05
-    assert "answer_rest" not in LLMSEPOConfig(model=str(sft_model)).settings()  # runs made before the option resume
+    # runs made before the option resume
+    assert "answer_rest" not in LLMSEPOConfig(model=str(sft_model)).settings()
     # found: the answer_rest branch took over the talk record (a talk run lost agent_messages_trained, an answer_rest run gained it)
     assert "agent_messages_trained" not in saved
     tighter = _train(sft_model, tmp_path / "tight", penalty="per-rollout", steps=1, answer_rest=0.02)
-    assert tighter["policy"] == "estimated (16 replies per state)"  # more than the allowed share left: sampled
+    # more than the allowed share left: sampled
+    assert tighter["policy"] == "estimated (16 replies per state)"
     step = json.loads((tmp_path / "tight" / "metrics.jsonl").read_text().splitlines()[0])
-    assert step["policy"] == "estimated (8 replies per state)" and step["answer_lines_rest"] == pytest.approx(0.03)
+    assert step["policy"] == "estimated (8 replies per state)" and step["answer_lines_rest"] == pytest.approx(
+        0.03
+    )
 
 
 @pytest.mark.parametrize("value", [-0.1, 1.0, float("nan")])

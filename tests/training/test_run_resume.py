@@ -45,7 +45,8 @@ def test_data_sft_killed_and_rerun_writes_the_same_bytes(inputs, tmp_path, monke
     assert not (tmp_path / "data").exists()  # nothing half-written is left behind
     monkeypatch.setattr(sft_data, "write_sft_dataset", real)
     assert _run("data", "sft", "--out", tmp_path / "data", "--episodes", "4", "--seed", "3").exit_code == 0
-    again = _run("data", "sft", "--out", tmp_path / "data", "--episodes", "4", "--seed", "3")  # the same run: resumed
+    # the same run: resumed
+    again = _run("data", "sft", "--out", tmp_path / "data", "--episodes", "4", "--seed", "3")
     assert again.exit_code == 0
     ours, reference = _files(tmp_path / "data"), _files(data)
     arrow = [name for name in reference if name.endswith(".arrow")]
@@ -58,24 +59,32 @@ def test_sft_killed_after_a_checkpoint_resumes_to_the_same_weights(inputs, tmp_p
     from sepo.training.sft import SFTRunConfig, run_sft
 
     tiny, data = inputs
-    config = SFTRunConfig(model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3)
+    config = SFTRunConfig(
+        model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3
+    )
     whole = run_sft(config, tmp_path / "whole")
     with pytest.raises(KeyboardInterrupt):
         run_sft(config, tmp_path / "killed", stop_after=3)  # killed after step 3; the checkpoint is at step 2
-    assert (tmp_path / "killed" / "trainer" / "checkpoint-2").is_dir() and not (tmp_path / "killed" / "model").exists()
+    assert (tmp_path / "killed" / "trainer" / "checkpoint-2").is_dir() and not (
+        tmp_path / "killed" / "model"
+    ).exists()
     resumed = run_sft(config, tmp_path / "killed")
     assert resumed.steps == whole.steps == 6
     a = load_file(str(whole.model / "model.safetensors"))
     b = load_file(str(resumed.model / "model.safetensors"))
     assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
-    logged = [[json.loads(line)["step"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
-              for run in ("whole", "killed")]
+    logged = [
+        [json.loads(line)["step"] for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        for run in ("whole", "killed")
+    ]
     assert logged[0] == logged[1]  # nothing lost or logged twice across the kill
     with pytest.raises(SepoError, match="learning_rate 0.003 there, 0.01 here"):
         run_sft(SFTRunConfig(**{**config.__dict__, "learning_rate": 1e-2}), tmp_path / "killed")
 
 
-def test_a_checkpoint_cut_off_while_saving_is_removed_and_the_run_resumes_from_the_one_before(inputs, tmp_path):
+def test_a_checkpoint_cut_off_while_saving_is_removed_and_the_run_resumes_from_the_one_before(
+    inputs, tmp_path
+):
     """Found when a full disk stopped `torch.save` of the optimizer state: the checkpoint folder was
     left without its trainer state, and resuming picked it (the latest) and failed, so the run
     could not go on. The torn folder is now removed and the run resumes from the complete one."""
@@ -84,7 +93,9 @@ def test_a_checkpoint_cut_off_while_saving_is_removed_and_the_run_resumes_from_t
     from sepo.training.sft import SFTRunConfig, run_sft
 
     tiny, data = inputs
-    config = SFTRunConfig(model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3)
+    config = SFTRunConfig(
+        model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3
+    )
     whole = run_sft(config, tmp_path / "whole")
     with pytest.raises(KeyboardInterrupt):
         run_sft(config, tmp_path / "torn", stop_after=5)
@@ -97,7 +108,10 @@ def test_a_checkpoint_cut_off_while_saving_is_removed_and_the_run_resumes_from_t
     assert "removed checkpoint-4: its save was cut off before it finished" in stages
     assert "training from checkpoint-2" in stages
     assert resumed.steps == 6
-    a, b = load_file(str(whole.model / "model.safetensors")), load_file(str(resumed.model / "model.safetensors"))
+    a, b = (
+        load_file(str(whole.model / "model.safetensors")),
+        load_file(str(resumed.model / "model.safetensors")),
+    )
     assert all((a[k] == b[k]).all() for k in a)
 
 
@@ -118,7 +132,11 @@ def test_sft_over_a_training_run_is_refused_and_its_metrics_kept(inputs, tmp_pat
 # ------------------------------------------------------------------ finished runs are read
 
 def _stamp(root: Path) -> dict:
-    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_sft_leaves_the_data_folder_untouched(inputs, tmp_path):
@@ -126,7 +144,20 @@ def test_sft_leaves_the_data_folder_untouched(inputs, tmp_path):
     folder `sepo data sft` owns."""
     tiny, data = inputs
     before = _files(data)
-    result = _run("sft", "--model", tiny, "--data", data, "--max-steps", "1", "--batch-size", "4", "--out", tmp_path / "x", "--quiet")
+    result = _run(
+        "sft",
+        "--model",
+        tiny,
+        "--data",
+        data,
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--out",
+        tmp_path / "x",
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     assert _files(data) == before
 
@@ -136,7 +167,19 @@ def test_a_finished_sft_run_rerun_is_read_never_trained_further(inputs, tmp_path
     """Found: three runs of `sepo sft --max-steps 2` said 2, 3, then 4 steps and rewrote metrics.jsonl
     and the model; with --epochs a rerun appended a line and said 'final train loss 0.0000'."""
     tiny, data = inputs
-    command = ["sft", "--model", tiny, "--data", data, *length, "--batch-size", "16", "--out", tmp_path / "x", "--quiet"]
+    command = [
+        "sft",
+        "--model",
+        tiny,
+        "--data",
+        data,
+        *length,
+        "--batch-size",
+        "16",
+        "--out",
+        tmp_path / "x",
+        "--quiet",
+    ]
     first = _run(*command)
     assert first.exit_code == 0, first.output
     steps = first.stdout.split("done: ")[1].split(" SFT steps")[0]
@@ -149,7 +192,9 @@ def test_a_finished_sft_run_rerun_is_read_never_trained_further(inputs, tmp_path
         assert _stamp(tmp_path / "x") == stamp
 
 
-def test_sft_killed_after_its_last_step_saves_that_model_without_training_further(inputs, tmp_path, monkeypatch):
+def test_sft_killed_after_its_last_step_saves_that_model_without_training_further(
+    inputs, tmp_path, monkeypatch
+):
     """Found after a kill -9 of the smoke experiment: an SFT folder with `max_steps: 2` held checkpoint-3
     (resuming from the last checkpoint trained one step past the end)."""
     from safetensors.numpy import load_file
@@ -169,9 +214,13 @@ def test_sft_killed_after_its_last_step_saves_that_model_without_training_furthe
         sft.run_sft(config, tmp_path / "killed")
     monkeypatch.setattr(sft, "save_final_model", real)
     resumed = sft.run_sft(config, tmp_path / "killed")
-    assert resumed.steps == 2 and sorted(p.name for p in (tmp_path / "killed" / "trainer").glob("checkpoint-*")) == \
-        ["checkpoint-1", "checkpoint-2"]
-    a, b = load_file(str(whole.model / "model.safetensors")), load_file(str(resumed.model / "model.safetensors"))
+    assert resumed.steps == 2 and sorted(
+        p.name for p in (tmp_path / "killed" / "trainer").glob("checkpoint-*")
+    ) == ["checkpoint-1", "checkpoint-2"]
+    a, b = (
+        load_file(str(whole.model / "model.safetensors")),
+        load_file(str(resumed.model / "model.safetensors")),
+    )
     assert all((a[k] == b[k]).all() for k in a)
 
 
@@ -180,7 +229,20 @@ def test_sft_overwrite_and_resume_keep_the_users_files_and_write_umask_modes(inp
     from sepo.runs import FILE_MODE
 
     tiny, data = inputs
-    command = ["sft", "--model", tiny, "--data", data, "--max-steps", "1", "--batch-size", "4", "--out", tmp_path / "s", "--quiet"]
+    command = [
+        "sft",
+        "--model",
+        tiny,
+        "--data",
+        data,
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--out",
+        tmp_path / "s",
+        "--quiet",
+    ]
     assert _run(*command).exit_code == 0
     (tmp_path / "s" / "model" / "notes.txt").write_text("mine")
     (tmp_path / "s" / "trainer" / "notes.txt").write_text("mine too")
@@ -198,9 +260,25 @@ def test_sft_without_a_terminal_prints_its_stages_and_steps_with_an_eta(inputs, 
     monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
     monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
     tiny, data = inputs
-    result = _run("sft", "--model", tiny, "--data", data, "--max-steps", "2", "--batch-size", "4", "--out", tmp_path / "s")
+    result = _run(
+        "sft",
+        "--model",
+        tiny,
+        "--data",
+        data,
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "4",
+        "--out",
+        tmp_path / "s",
+    )
     assert result.exit_code == 0, result.output
-    assert "loading the model" in result.stderr and "SFT steps: 2/2 (100%)" in result.stderr and "left" in result.stderr
+    assert (
+        "loading the model" in result.stderr
+        and "SFT steps: 2/2 (100%)" in result.stderr
+        and "left" in result.stderr
+    )
     assert "FutureWarning" not in result.stderr
 
 
@@ -212,7 +290,8 @@ def test_a_checkpoint_is_saved_once_enough_time_passed_so_a_stop_loses_little(in
     config = sft.SFTRunConfig(model=str(tiny), data=str(data), max_steps=3, batch_size=4)  # save_steps 200
     with pytest.raises(KeyboardInterrupt):
         sft.run_sft(config, tmp_path / "s", stop_after=2)
-    assert (tmp_path / "s" / "trainer" / "checkpoint-1").is_dir()  # saved for time, not save_steps; the stop kept it
+    # saved for time, not save_steps; the stop kept it
+    assert (tmp_path / "s" / "trainer" / "checkpoint-1").is_dir()
     assert sft.run_sft(config, tmp_path / "s").steps == 3
 
 
@@ -225,13 +304,35 @@ def test_llm_training_and_its_audit_without_a_terminal_print_stages_and_counts(i
     monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
     tiny, _ = inputs
     run = tmp_path / "run"
-    trained = _run("train", "--policy", f"hf:{tiny}", "--steps", "1", "--groups", "1", "--group-size", "2", "--max-new-tokens", "4",
-                   "--final-samples", "2", "--out", run)
+    trained = _run(
+        "train",
+        "--policy",
+        f"hf:{tiny}",
+        "--steps",
+        "1",
+        "--groups",
+        "1",
+        "--group-size",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--final-samples",
+        "2",
+        "--out",
+        run,
+    )
     assert trained.exit_code == 0, trained.output
-    for line in ("loading the model", "training steps: 1/1 (100%)", "model replies:", "measuring the trained model's played policy"):
+    for line in (
+        "loading the model",
+        "training steps: 1/1 (100%)",
+        "model replies:",
+        "measuring the trained model's played policy",
+    ):
         assert line in trained.stderr, (line, trained.stderr)
     assert "FutureWarning" not in trained.stderr and "left" in trained.stderr
-    audited = _run("eval", "--agent", f"run:{run}", "--episodes", "1", "--samples", "2", "--max-new-tokens", "4")
+    audited = _run(
+        "eval", "--agent", f"run:{run}", "--episodes", "1", "--samples", "2", "--max-new-tokens", "4"
+    )
     assert audited.exit_code == 0, audited.output
     assert "train pool: 1 episodes against" in audited.stderr and "model replies:" in audited.stderr
 
@@ -249,16 +350,44 @@ def test_a_stop_before_the_first_checkpoint_keeps_the_run_for_a_resume(inputs, t
 
     tiny, _ = inputs
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "sepo.cli.main", "--threads", "1", "train", "--policy", f"hf:{tiny}", "--steps", "3",
-               "--groups", "1", "--group-size", "2", "--max-new-tokens", "4", "--final-samples", "2", "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "sepo.cli.main",
+        "--threads",
+        "1",
+        "train",
+        "--policy",
+        f"hf:{tiny}",
+        "--steps",
+        "3",
+        "--groups",
+        "1",
+        "--group-size",
+        "2",
+        "--max-new-tokens",
+        "4",
+        "--final-samples",
+        "2",
+        "--out",
+        str(out),
+    ]
     root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "HF_HUB_OFFLINE": "1",
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
         metrics = out / "metrics.jsonl"
-        while process.poll() is None and time.monotonic() < deadline and not (metrics.is_file() and metrics.read_text()):
+        while (
+            process.poll() is None
+            and time.monotonic() < deadline
+            and not (metrics.is_file() and metrics.read_text())
+        ):
             time.sleep(0.1)  # one step logged: training under way, no checkpoint yet (every 5 steps)
         assert process.poll() is None and not list(out.glob("trainer/checkpoint-*")), process.communicate()
         process.send_signal(signal.SIGTERM)
@@ -267,7 +396,9 @@ def test_a_stop_before_the_first_checkpoint_keeps_the_run_for_a_resume(inputs, t
         if process.poll() is None:
             process.kill()
     assert process.returncode == 130, err[-2000:]
-    assert "kept as an unfinished `sepo train` run; the same command resumes it" in err.strip().splitlines()[-1]
+    assert (
+        "kept as an unfinished `sepo train` run; the same command resumes it" in err.strip().splitlines()[-1]
+    )
     manifest = json.loads((out / "sepo-run.json").read_text())
     assert manifest["command"] == "train" and not manifest["complete"] and "config.json" in manifest["files"]
     resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
@@ -282,7 +413,9 @@ def test_a_stop_before_a_run_wrote_anything_removes_its_folder_and_says_so(tmp_p
     with pytest.raises(KeyboardInterrupt):
         with open_run(tmp_path / "fresh", "train", {"steps": 1}):
             raise KeyboardInterrupt
-    assert not (tmp_path / "fresh").exists() and STOP_NOTES == [f"{tmp_path / 'fresh'} removed: the run had written nothing yet"]
+    assert not (tmp_path / "fresh").exists() and STOP_NOTES == [
+        f"{tmp_path / 'fresh'} removed: the run had written nothing yet"
+    ]
     STOP_NOTES.clear()
     with pytest.raises(KeyboardInterrupt):
         with open_run(tmp_path / "started", "train", {"steps": 1}) as run:
@@ -309,7 +442,8 @@ def test_an_sft_run_refuses_to_resume_on_data_replaced_since_it_started(inputs, 
     config = SFTRunConfig(model=str(tiny), data=str(data), max_steps=3, batch_size=4, save_steps=1)
     with pytest.raises(KeyboardInterrupt):
         run_sft(config, tmp_path / "s", stop_after=1)
-    assert _run("data", "sft", "--out", data, "--episodes", "2", "--quiet").exit_code == 0  # already complete: unchanged
+    # already complete: unchanged
+    assert _run("data", "sft", "--out", data, "--episodes", "2", "--quiet").exit_code == 0
     assert _run("data", "sft", "--out", data, "--episodes", "3", "--overwrite", "--quiet").exit_code == 0
     with pytest.raises(SepoError, match="changed since this run started"):
         run_sft(config, tmp_path / "s")
@@ -333,10 +467,13 @@ def test_an_sft_run_refuses_to_resume_from_a_model_replaced_since_it_started(inp
     assert json.loads((tmp_path / "s" / MODEL_IDENTITY).read_text())["files"]["config.json"][0] > 0
     weights = next(model.glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes())  # rewritten in place (same size, a new modification time)
-    with pytest.raises(SepoError, match=rf"--model .* changed since this run started \({weights.name} differs\)"):
+    with pytest.raises(
+        SepoError, match=rf"--model .* changed since this run started \({weights.name} differs\)"
+    ):
         run_sft(config, tmp_path / "s")
     assert run_sft(config, tmp_path / "s", overwrite=True).steps == 2
-    assert run_sft(config, tmp_path / "s").already_complete  # a finished run is read back, whatever the model now
+    # a finished run is read back, whatever the model now
+    assert run_sft(config, tmp_path / "s").already_complete
 
 
 # ------------------------------------- finished runs that lost an output; checkpoints whose weights do not read
@@ -405,7 +542,9 @@ def test_a_finished_llm_run_whose_interval_is_null_is_still_shown(hf_run, tmp_pa
     assert "done: 6 steps (already complete); exploitability" in again.stdout and "[nan, nan]" in again.stdout
 
 
-def test_a_checkpoint_whose_weights_do_not_read_is_removed_and_the_run_resumes_from_the_one_before(hf_run, tmp_path):
+def test_a_checkpoint_whose_weights_do_not_read_is_removed_and_the_run_resumes_from_the_one_before(
+    hf_run, tmp_path
+):
     """A checkpoint with its trainer state but a model.safetensors cut short (an interrupted copy)
     counts as torn, like one without its trainer state: it is removed, with a warning (not a
     safetensors traceback), and the run resumes from the checkpoint before it, to the same weights."""
@@ -420,9 +559,15 @@ def test_a_checkpoint_whose_weights_do_not_read_is_removed_and_the_run_resumes_f
     weights.write_bytes(weights.read_bytes()[:5000])
     resumed = cli(*command, "--steps", "8", "--out", damaged)
     assert resumed.exit_code == 0, resumed.output
-    assert f"warning: removed {damaged / 'trainer' / 'checkpoint-6'}: its model.safetensors does not read" in resumed.stderr
+    assert (
+        f"warning: removed {damaged / 'trainer' / 'checkpoint-6'}: its model.safetensors does not read"
+        in resumed.stderr
+    )
     assert "the run resumes from checkpoint-5" in resumed.stderr
-    a, b = load_file(str(whole / "model" / "model.safetensors")), load_file(str(damaged / "model" / "model.safetensors"))
+    a, b = (
+        load_file(str(whole / "model" / "model.safetensors")),
+        load_file(str(damaged / "model" / "model.safetensors")),
+    )
     assert all((a[k] == b[k]).all() for k in a)
 
 
@@ -436,9 +581,14 @@ def test_a_damaged_checkpoint_with_none_before_it_is_one_line_naming_it(hf_run, 
     run = _copy(finished, tmp_path / "run")
     shutil.rmtree(run / "trainer" / "checkpoint-5")
     (run / "trainer" / "checkpoint-6" / "model.safetensors").write_bytes(b"")
-    _error(cli(*command, "--steps", "8", "--out", run), "checkpoint-6 is damaged", "model.safetensors does not read",
-           "--overwrite")
-    assert (run / "trainer" / "checkpoint-6" / "trainer_state.json").is_file()  # nothing removed: the user decides
+    _error(
+        cli(*command, "--steps", "8", "--out", run),
+        "checkpoint-6 is damaged",
+        "model.safetensors does not read",
+        "--overwrite",
+    )
+    # nothing removed: the user decides
+    assert (run / "trainer" / "checkpoint-6" / "trainer_state.json").is_file()
 
 
 def test_sft_resumes_from_the_checkpoint_before_one_whose_weights_do_not_read(inputs, tmp_path):
@@ -447,17 +597,24 @@ def test_sft_resumes_from_the_checkpoint_before_one_whose_weights_do_not_read(in
     from sepo.training.sft import SFTRunConfig, run_sft
 
     tiny, data = inputs
-    config = SFTRunConfig(model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3)
+    config = SFTRunConfig(
+        model=str(tiny), data=str(data), max_steps=6, batch_size=4, save_steps=2, learning_rate=3e-3
+    )
     whole = run_sft(config, tmp_path / "whole")
     with pytest.raises(KeyboardInterrupt):
         run_sft(config, tmp_path / "damaged", stop_after=5)
     weights = tmp_path / "damaged" / "trainer" / "checkpoint-4" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-100])
     stages = []
-    with pytest.warns(UserWarning, match=r"checkpoint-4: its model.safetensors does not read .*resumes from checkpoint-2"):
+    with pytest.warns(
+        UserWarning, match=r"checkpoint-4: its model.safetensors does not read .*resumes from checkpoint-2"
+    ):
         resumed = run_sft(config, tmp_path / "damaged", on_stage=stages.append)
     assert "training from checkpoint-2" in stages and resumed.steps == 6
-    a, b = load_file(str(whole.model / "model.safetensors")), load_file(str(resumed.model / "model.safetensors"))
+    a, b = (
+        load_file(str(whole.model / "model.safetensors")),
+        load_file(str(resumed.model / "model.safetensors")),
+    )
     assert all((a[k] == b[k]).all() for k in a)
 
 

@@ -22,7 +22,19 @@ def _run(*args):
 def datasets(tmp_path_factory):
     root = tmp_path_factory.mktemp("sft-data")
     for game in ("kuhn", "ipd"):
-        result = _run("data", "sft", "--game", game, "--episodes", "1", "--out", root / game, "--quiet", "--rounds" if game == "ipd" else "--hands", "2")
+        result = _run(
+            "data",
+            "sft",
+            "--game",
+            game,
+            "--episodes",
+            "1",
+            "--out",
+            root / game,
+            "--quiet",
+            "--rounds" if game == "ipd" else "--hands",
+            "2",
+        )
         assert result.exit_code == 0, result.output
     return root / "kuhn", root / "ipd"
 
@@ -52,14 +64,55 @@ def tiny(tmp_path_factory):
 
 def test_sft_takes_data_more_than_once_and_records_every_folder(datasets, tiny, tmp_path):
     kuhn, ipd = datasets
-    result = _run("sft", "--model", tiny, "--data", kuhn, "--data", ipd, "--max-steps", "1", "--batch-size", "2",
-                  "--out", tmp_path / "run", "--quiet")
+    result = _run(
+        "sft",
+        "--model",
+        tiny,
+        "--data",
+        kuhn,
+        "--data",
+        ipd,
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "2",
+        "--out",
+        tmp_path / "run",
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     assert read_manifest(tmp_path / "run")["config"]["data"] == [str(kuhn.resolve()), str(ipd.resolve())]
-    again = _run("sft", "--model", tiny, "--data", kuhn, "--data", ipd, "--max-steps", "1", "--batch-size", "2",
-                 "--out", tmp_path / "run", "--quiet")
+    again = _run(
+        "sft",
+        "--model",
+        tiny,
+        "--data",
+        kuhn,
+        "--data",
+        ipd,
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "2",
+        "--out",
+        tmp_path / "run",
+        "--quiet",
+    )
     assert "already complete" in again.stdout
-    one = _run("sft", "--model", tiny, "--data", kuhn, "--max-steps", "1", "--batch-size", "2", "--out", tmp_path / "run", "--quiet")
+    one = _run(
+        "sft",
+        "--model",
+        tiny,
+        "--data",
+        kuhn,
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "2",
+        "--out",
+        tmp_path / "run",
+        "--quiet",
+    )
     assert one.exit_code == 2  # another run's settings: refused
 
 
@@ -69,7 +122,11 @@ def test_the_progress_names_the_validation_pass(datasets, tiny, tmp_path):
     from sepo.training.sft import SFTRunConfig, run_sft
 
     seen = []
-    run_sft(SFTRunConfig(model=str(tiny), data=str(datasets[0]), max_steps=1, batch_size=2), tmp_path / "run", on_stage=seen.append)
+    run_sft(
+        SFTRunConfig(model=str(tiny), data=str(datasets[0]), max_steps=1, batch_size=2),
+        tmp_path / "run",
+        on_stage=seen.append,
+    )
     assert any(text.startswith("validation loss at step 1 (") for text in seen), seen
 
 
@@ -80,8 +137,23 @@ def test_lora_sft_on_the_cpu_saves_one_merged_model(datasets, tiny, tmp_path):
     from transformers import AutoModelForCausalLM
 
     kuhn, _ = datasets
-    result = _run("sft", "--model", tiny, "--data", kuhn, "--max-steps", "2", "--batch-size", "2", "--lr", "1e-2", "--lora",
-                  "--out", tmp_path / "run", "--quiet")
+    result = _run(
+        "sft",
+        "--model",
+        tiny,
+        "--data",
+        kuhn,
+        "--max-steps",
+        "2",
+        "--batch-size",
+        "2",
+        "--lr",
+        "1e-2",
+        "--lora",
+        "--out",
+        tmp_path / "run",
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     saved = tmp_path / "run" / "model"
     assert (saved / "config.json").is_file() and not (saved / "adapter_config.json").exists()
@@ -89,7 +161,9 @@ def test_lora_sft_on_the_cpu_saves_one_merged_model(datasets, tiny, tmp_path):
     after = AutoModelForCausalLM.from_pretrained(saved).state_dict()
     assert before.keys() == after.keys()
     moved = [name for name in before if not torch.equal(before[name], after[name])]
-    assert moved and all(any(part in name for part in ("q_proj", "k_proj", "v_proj", "o_proj")) for name in moved)
+    assert moved and all(
+        any(part in name for part in ("q_proj", "k_proj", "v_proj", "o_proj")) for name in moved
+    )
 
 
 def test_the_reply_end_carries_loss_when_the_pad_token_is_the_end_of_turn(tmp_path):
@@ -110,16 +184,30 @@ def test_the_reply_end_carries_loss_when_the_pad_token_is_the_end_of_turn(tmp_pa
     chats = [[{"role": "user", "content": "Your move?"}, {"role": "assistant", "content": reply}]
              for reply in ("BET", "the card is high, so\nPASS")]
     with library_warnings():
-        args = SFTConfig(output_dir=str(tmp_path / "out"), assistant_only_loss=True, use_cpu=True, report_to="none", max_length=128)
-        trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(tmp_path / "model"), args=args,
-                             train_dataset=Dataset.from_list([{"messages": c} for c in chats]), processing_class=tokenizer)
+        args = SFTConfig(
+            output_dir=str(tmp_path / "out"),
+            assistant_only_loss=True,
+            use_cpu=True,
+            report_to="none",
+            max_length=128,
+        )
+        trainer = SFTTrainer(
+            model=AutoModelForCausalLM.from_pretrained(tmp_path / "model"),
+            args=args,
+            train_dataset=Dataset.from_list([{"messages": c} for c in chats]),
+            processing_class=tokenizer,
+        )
     batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
     end = tokenizer.pad_token_id
-    for ids, labels, mask in zip(batch["input_ids"].tolist(), batch["labels"].tolist(), batch["attention_mask"].tolist()):
+    for ids, labels, mask in zip(
+        batch["input_ids"].tolist(), batch["labels"].tolist(), batch["attention_mask"].tolist()
+    ):
         trained = [t for t in labels if t != -100]
         assert tokenizer.decode(trained).rstrip("\n").endswith("<|im_end|>")
-        assert all(label == -100 for label, m in zip(labels, mask) if not m)  # padding (also im_end ids) is not trained
-    assert any(ids.count(end) > 3 for ids in batch["input_ids"].tolist())  # the shorter row really was padded with im_end
+        # padding (also im_end ids) is not trained
+        assert all(label == -100 for label, m in zip(labels, mask) if not m)
+    # the shorter row really was padded with im_end
+    assert any(ids.count(end) > 3 for ids in batch["input_ids"].tolist())
 
 
 def test_the_same_dataset_twice_is_refused(tmp_path):
@@ -129,7 +217,19 @@ def test_the_same_dataset_twice_is_refused(tmp_path):
     from sepo.cli.main import app
 
     (tmp_path / "d").mkdir()
-    result = CliRunner().invoke(app, ["sft", "--model", "m", "--data", str(tmp_path / "d"), "--data", f"{tmp_path}/./d/",
-                                      "--out", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "sft",
+            "--model",
+            "m",
+            "--data",
+            str(tmp_path / "d"),
+            "--data",
+            f"{tmp_path}/./d/",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     assert result.exit_code == 2 and "names the folder given before" in result.stderr, result.output
     assert not (tmp_path / "run").exists()

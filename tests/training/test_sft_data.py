@@ -71,10 +71,16 @@ def test_answer_only_examples_list_their_decisions_legal_replies_in_every_domain
         if demos is None:
             continue
         mixture = next(iter(demos()))
-        examples = [ex for episode in generate_traces(name, mixture, 1, seed=3, answer_only=True) for ex in episode]
+        examples = [
+            ex for episode in generate_traces(name, mixture, 1, seed=3, answer_only=True) for ex in episode
+        ]
         for ex in examples:
             legal = ex["legal_replies"]
             assert len(legal) == len(set(legal)) >= 1, (name, legal)
             assert ex["messages"][-1]["content"] in legal, name
         assert any(len(ex["legal_replies"]) > 1 for ex in examples), name
-        assert all("legal_replies" not in ex for episode in generate_traces(name, mixture, 1, seed=3) for ex in episode)
+        assert all(
+            "legal_replies" not in ex
+            for episode in generate_traces(name, mixture, 1, seed=3)
+            for ex in episode
+        )

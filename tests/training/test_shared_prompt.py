@@ -76,12 +76,16 @@ def test_the_trainer_uses_it_and_falls_back_where_it_does_not_apply(model, monke
     cls = shared_prompt.trainer_class()
     trainer = cls.__new__(cls)  # only the method under test; no TRL set-up
     trainer.temperature = 1.0
-    trainer.accelerator = type("A", (), {"autocast": staticmethod(lambda: __import__("contextlib").nullcontext())})()
+    trainer.accelerator = type(
+        "A", (), {"autocast": staticmethod(lambda: __import__("contextlib").nullcontext())}
+    )()
     ids, mask = _batch()
     assert cls._get_per_token_logps_and_entropies(trainer, model, ids, mask, 4)[2] is None and calls == [1]
     monkeypatch.setattr(shared_prompt, "SHARED_PROMPTS", False)
     fallback = []
-    monkeypatch.setattr(cls.__mro__[1], "_get_per_token_logps_and_entropies", lambda self, *a, **k: fallback.append(1))
+    monkeypatch.setattr(
+        cls.__mro__[1], "_get_per_token_logps_and_entropies", lambda self, *a, **k: fallback.append(1)
+    )
     cls._get_per_token_logps_and_entropies(trainer, model, ids, mask, 4)
     assert calls == [1] and fallback == [1]
 
@@ -112,10 +116,23 @@ def test_a_training_step_on_the_cpu_goes_through_it(tmp_path, monkeypatch):
 
     calls = []
     original = shared_prompt.logps_and_entropies
-    monkeypatch.setattr(shared_prompt, "logps_and_entropies", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k))
+    monkeypatch.setattr(
+        shared_prompt, "logps_and_entropies", lambda *a, **k: calls.append(a[1].shape) or original(*a, **k)
+    )
     tiny = init_tiny_model(tmp_path / "tiny", seed=0, domains=["kuhn"])
-    run_llm_sepo(LLMSEPOConfig(model=str(tiny), steps=1, groups=2, group_size=2, table_samples=2, final_samples=1,
-                               max_new_tokens=8, seed=0), tmp_path / "run")
+    run_llm_sepo(
+        LLMSEPOConfig(
+            model=str(tiny),
+            steps=1,
+            groups=2,
+            group_size=2,
+            table_samples=2,
+            final_samples=1,
+            max_new_tokens=8,
+            seed=0,
+        ),
+        tmp_path / "run",
+    )
     assert calls and all(shape[0] == 4 for shape in calls)  # the step's 2 groups x 2 completions
 
 
@@ -126,6 +143,19 @@ def test_a_lora_step_on_the_cpu_trains(tmp_path):
     from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 
     tiny = init_tiny_model(tmp_path / "tiny", seed=0, domains=["kuhn"])
-    summary = run_llm_sepo(LLMSEPOConfig(model=str(tiny), steps=1, groups=2, group_size=2, table_samples=2, final_samples=1,
-                                         max_new_tokens=8, seed=0, lora=True, lora_r=4), tmp_path / "run")
+    summary = run_llm_sepo(
+        LLMSEPOConfig(
+            model=str(tiny),
+            steps=1,
+            groups=2,
+            group_size=2,
+            table_samples=2,
+            final_samples=1,
+            max_new_tokens=8,
+            seed=0,
+            lora=True,
+            lora_r=4,
+        ),
+        tmp_path / "run",
+    )
     assert summary["steps"] == 1 and (tmp_path / "run" / "model").is_dir()

@@ -50,14 +50,25 @@ def _expected_update(trainer, table, mode):
                 rewards = sepo_rewards(*terms, np.zeros(2, dtype=int), c.lambdas, trainer.scale, mode,
                                        permutation=np.array(permutation))
                 advantages = group_advantages(rewards, np.zeros(2, dtype=int), "none")
-                total += p1 * p2 / trainer.env.mixture.size * (advantages[0] * score1 + advantages[1] * score2) / 2
+                total += (
+                    p1 * p2 / trainer.env.mixture.size * (advantages[0] * score1 + advantages[1] * score2) / 2
+                )
     return total
 
 
 def test_shuffled_expected_update_is_payoff_only_and_sepos_is_not(tmp_path):
-    config = TabularSEPOConfig(game="ipd", game_params={"rounds": 2, "memory": 1}, train_pool=["TFT", "Mixed(p=0.5)"],
-                               collusive_pool=["AlwaysCooperate"], exploiter_pool=["AlwaysDefect"], lambda_e=2.0,
-                               lambda_c=1.5, lambda_x=1.0, scale_rewards="none", steps=1)
+    config = TabularSEPOConfig(
+        game="ipd",
+        game_params={"rounds": 2, "memory": 1},
+        train_pool=["TFT", "Mixed(p=0.5)"],
+        collusive_pool=["AlwaysCooperate"],
+        exploiter_pool=["AlwaysDefect"],
+        lambda_e=2.0,
+        lambda_c=1.5,
+        lambda_x=1.0,
+        scale_rewards="none",
+        steps=1,
+    )
     trainer = TabularSEPOTrainer(config, tmp_path / "run")
     assert trainer.env.mixture.size == 5  # the collusive partner and the exploiter joined the rollouts
     table = softmax(np.random.default_rng(0).normal(size=trainer.legal.shape))
@@ -70,16 +81,35 @@ def test_shuffled_expected_update_is_payoff_only_and_sepos_is_not(tmp_path):
 
 
 def test_a_training_steps_shuffled_charges_are_its_sepo_charges_permuted_in_each_group(tmp_path):
-    config = TabularSEPOConfig(game="ipd", game_params={"rounds": 3, "memory": 1}, lambda_e=2.0, lambda_c=1.0, lambda_x=1.0,
-                               penalty="shuffled", steps=1, groups=6, group_size=4)
+    config = TabularSEPOConfig(
+        game="ipd",
+        game_params={"rounds": 3, "memory": 1},
+        lambda_e=2.0,
+        lambda_c=1.0,
+        lambda_x=1.0,
+        penalty="shuffled",
+        steps=1,
+        groups=6,
+        group_size=4,
+    )
     trainer = TabularSEPOTrainer(config, tmp_path / "run")
     table = trainer.policy()
     rollouts = trainer.env.rollouts(table, 6, 4, np.random.default_rng(1))
     charge = trainer.attribution(table)
     exploit = (charge[rollouts.states, rollouts.actions] * rollouts.mask).sum(1)
-    args = (rollouts.utility, exploit, rollouts.collusion, rollouts.externality, rollouts.groups, config.lambdas, trainer.scale)
+    args = (
+        rollouts.utility,
+        exploit,
+        rollouts.collusion,
+        rollouts.externality,
+        rollouts.groups,
+        config.lambdas,
+        trainer.scale,
+    )
     own = trainer.scale * rollouts.utility - sepo_rewards(*args, "per-rollout")
-    shuffled = trainer.scale * rollouts.utility - sepo_rewards(*args, "shuffled", rng=np.random.default_rng(2))
+    shuffled = trainer.scale * rollouts.utility - sepo_rewards(
+        *args, "shuffled", rng=np.random.default_rng(2)
+    )
     for g in range(6):
         mine = rollouts.groups == g
         assert np.allclose(np.sort(shuffled[mine]), np.sort(own[mine]), rtol=0, atol=1e-12)
@@ -90,9 +120,15 @@ def test_shuffled_is_an_experiment_stage(tmp_path):
     from sepo.experiments.cells import expand as plan
     from sepo.experiments.config import PENALTY_OF_STAGE, validate_config
 
-    config = validate_config({"name": "x", "domains": [{"name": "kuhn", "lambdas": {"e": [1.0, 2.0]}}],
-                              "agents": [{"name": "tab", "kind": "tabular"}], "stages": ["grpo", "sepo", "shuffled"],
-                              "seeds": [0]})
+    config = validate_config(
+        {
+            "name": "x",
+            "domains": [{"name": "kuhn", "lambdas": {"e": [1.0, 2.0]}}],
+            "agents": [{"name": "tab", "kind": "tabular"}],
+            "stages": ["grpo", "sepo", "shuffled"],
+            "seeds": [0],
+        }
+    )
     cells = [cell for cell in plan(config).cells if cell.stage == "shuffled"]
     assert [cell.lambdas for cell in cells] == [(1.0, 0.0, 0.0), (2.0, 0.0, 0.0)]
     assert PENALTY_OF_STAGE["shuffled"] == "shuffled"

@@ -18,10 +18,12 @@ def _final_logits(tmp_path, name, **overrides):
 
 def test_constant_penalty_gives_the_none_update_exactly(tmp_path):
     none = _final_logits(tmp_path, "none", penalty="none", lambda_e=0.0)
-    constant = _final_logits(tmp_path, "constant", penalty="constant", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0,
-                             protocol="paper")
-    per_rollout = _final_logits(tmp_path, "per", penalty="per-rollout", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0,
-                                protocol="paper")
+    constant = _final_logits(
+        tmp_path, "constant", penalty="constant", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0, protocol="paper"
+    )
+    per_rollout = _final_logits(
+        tmp_path, "per", penalty="per-rollout", lambda_e=5.0, lambda_c=1.0, lambda_x=2.0, protocol="paper"
+    )
     assert np.max(np.abs(constant - none)) <= 1e-9
     assert np.max(np.abs(per_rollout - none)) > 1e-2
 
@@ -43,7 +45,9 @@ def test_shuffled_penalty_runs_reproducibly_and_is_neither_none_nor_per_rollout(
 
 
 def test_sepo_descends_exploitability_and_payoff_only_grpo_does_not(tmp_path):
-    sepo = TabularSEPOTrainer(TabularSEPOConfig(penalty="per-rollout", lambda_e=5.0, steps=600, seed=0), tmp_path / "sepo").train()
+    sepo = TabularSEPOTrainer(
+        TabularSEPOConfig(penalty="per-rollout", lambda_e=5.0, steps=600, seed=0), tmp_path / "sepo"
+    ).train()
     grpo = TabularSEPOTrainer(TabularSEPOConfig(penalty="none", steps=600, seed=0), tmp_path / "none").train()
     assert sepo["exploitability"] <= 0.01
     assert grpo["exploitability"] >= 0.1
@@ -51,9 +55,12 @@ def test_sepo_descends_exploitability_and_payoff_only_grpo_does_not(tmp_path):
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path):
-    config = TabularSEPOConfig(penalty="per-rollout", lambda_e=2.0, steps=50, groups=16, checkpoint_every=10, seed=1)
+    config = TabularSEPOConfig(
+        penalty="per-rollout", lambda_e=2.0, steps=50, groups=16, checkpoint_every=10, seed=1
+    )
     TabularSEPOTrainer(config, tmp_path / "whole").train()
-    TabularSEPOTrainer(config, tmp_path / "killed").train(stop_after=23)  # dies after step 23; checkpoint at 20
+    # dies after step 23; checkpoint at 20
+    TabularSEPOTrainer(config, tmp_path / "killed").train(stop_after=23)
     with open(tmp_path / "killed" / "metrics.jsonl", "a") as handle:
         handle.write('{"step": 23, "torn')  # a half-written line from the kill
     resumed = TabularSEPOTrainer(config, tmp_path / "killed")
@@ -61,7 +68,9 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     whole = json.loads((tmp_path / "whole" / "policy.json").read_text())
     again = json.loads((tmp_path / "killed" / "policy.json").read_text())
     assert whole == again
-    steps = [json.loads(line)["step"] for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    steps = [
+        json.loads(line)["step"] for line in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert steps == list(range(50))
 
 
@@ -94,10 +103,17 @@ def test_unreadable_checkpoint_is_a_clear_error(tmp_path):
         TabularSEPOTrainer(TabularSEPOConfig(steps=3, groups=8), tmp_path / "run").train()
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"lambda_e": -1.0}, "lambda-e"), ({"lambda_x": float("nan")}, "lambda-x"), ({"penalty": "sometimes"}, "penalty"),
-    ({"group_size": 1}, "group_size"), ({"game": "chess"}, "kuhn"), ({"scale_rewards": "max"}, "scaling"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"lambda_e": -1.0}, "lambda-e"),
+        ({"lambda_x": float("nan")}, "lambda-x"),
+        ({"penalty": "sometimes"}, "penalty"),
+        ({"group_size": 1}, "group_size"),
+        ({"game": "chess"}, "kuhn"),
+        ({"scale_rewards": "max"}, "scaling"),
+    ],
+)
 def test_bad_settings_are_refused(overrides, message):
     with pytest.raises(SepoError, match=message):
         TabularSEPOConfig(**overrides).validate()
@@ -116,7 +132,9 @@ def test_kuhn_collusion_is_charged_under_paper_only(tmp_path):
 def test_checkpoint_holds_only_the_touched_rows_and_resumes_and_loads(tmp_path):
     """Untouched rows are zero and are not written (tic_tac_toe's 78 MB after two steps); the
     resume and the unfinished run's policy read the rows back into the whole table."""
-    config = TabularSEPOConfig(game="openspiel:leduc_poker", steps=4, groups=2, group_size=2, checkpoint_every=2, seed=0)
+    config = TabularSEPOConfig(
+        game="openspiel:leduc_poker", steps=4, groups=2, group_size=2, checkpoint_every=2, seed=0
+    )
     TabularSEPOTrainer(config, tmp_path / "whole").train()
     TabularSEPOTrainer(config, tmp_path / "part").train(stop_after=2)
     state = json.loads((tmp_path / "part" / "checkpoint.json").read_text())
@@ -124,7 +142,9 @@ def test_checkpoint_holds_only_the_touched_rows_and_resumes_and_loads(tmp_path):
     assert state["step"] == 2 and 0 < len(state["rows"]) < rows // 4
     assert load_run_policy(tmp_path / "part").table.shape[0] == rows
     TabularSEPOTrainer(config, tmp_path / "part").train()
-    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads((tmp_path / "part" / "policy.json").read_text())
+    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads(
+        (tmp_path / "part" / "policy.json").read_text()
+    )
 
 
 def test_a_dense_checkpoint_still_resumes(tmp_path):
@@ -135,7 +155,9 @@ def test_a_dense_checkpoint_still_resumes(tmp_path):
     path = tmp_path / "old" / "checkpoint.json"
     path.write_text(json.dumps({"step": 2, "logits": trainer.logits.tolist(), "adam": trainer.adam.state()}))
     TabularSEPOTrainer(config, tmp_path / "old").train()
-    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads((tmp_path / "old" / "policy.json").read_text())
+    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads(
+        (tmp_path / "old" / "policy.json").read_text()
+    )
 
 
 def test_a_stop_while_the_final_value_is_computed_keeps_the_finished_steps(tmp_path, monkeypatch):
@@ -177,7 +199,9 @@ def test_a_stop_between_checkpoints_checkpoints_the_logged_steps(tmp_path, monke
     runs.STOP_NOTES.clear()
     monkeypatch.setattr(TabularSEPOTrainer, "exact_metrics", metrics)
     TabularSEPOTrainer(config, tmp_path / "run").train()
-    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads((tmp_path / "run" / "policy.json").read_text())
+    assert json.loads((tmp_path / "whole" / "policy.json").read_text()) == json.loads(
+        (tmp_path / "run" / "policy.json").read_text()
+    )
 
 
 @pytest.mark.parametrize("damage, words", [

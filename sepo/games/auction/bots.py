@@ -30,8 +30,11 @@ class AuctionBot(Policy):
         if not obs.get("complete", True) and (self.memory is None or self.memory > shown):
             from sepo.games.auction.text import WholeHistoryNeeded
 
-            raise WholeHistoryNeeded(f"{self.name} reads {'the whole history' if self.memory is None else f'{self.memory} rounds'} "
-                                     f"but this decision shows {shown}; raise the game's --memory")
+            raise WholeHistoryNeeded(
+                f"{self.name} reads "
+                f"{'the whole history' if self.memory is None else f'{self.memory} rounds'} but this "
+                f"decision shows {shown}; raise the game's --memory"
+            )
         probs = self.bid_distribution(decision)
         return {a: float(probs.get(a, 0.0)) for a in decision.legal_actions}
 

@@ -48,7 +48,9 @@ def stage_payoff(rules, value: float, own: int, other: int) -> float:
 def payoff_tensor(rules) -> np.ndarray:
     """u[v, b, b'] for one bidder: value index v, own bid b, other's bid b' (2 bidders)."""
     k = len(rules.bids)
-    return np.array([[[stage_payoff(rules, v, b, o) for o in range(k)] for b in range(k)] for v in rules.values])
+    return np.array(
+        [[[stage_payoff(rules, v, b, o) for o in range(k)] for b in range(k)] for v in rules.values]
+    )
 
 
 def revenue_matrix(rules) -> np.ndarray:
@@ -109,8 +111,10 @@ def _check_size(rules) -> None:
     width = len(rules.values) * len(rules.bids)
     bases = _binomial(2 * width, width)
     if bases > MAX_BASES:
-        raise SepoError(f"stage-game equilibria: {len(rules.values)} values x {len(rules.bids)} bids needs {bases:,} "
-                        f"vertex bases (limit {MAX_BASES:,}); use a coarser grid")
+        raise SepoError(
+            f"stage-game equilibria: {len(rules.values)} values x {len(rules.bids)} bids needs {bases:,} "
+            f"vertex bases (limit {MAX_BASES:,}); use a coarser grid"
+        )
 
 
 def _binomial(n: int, k: int) -> int:
@@ -170,7 +174,9 @@ def enumerate_equilibria(rules) -> EquilibriumSet:
     x_points, x_labels = _vertices(rules, u)
     width = x_labels.shape[1] // 2
     # Q is P with the roles swapped; its labels are (own zero, opponent tight) the same way.
-    compatible = (x_labels[:, None, :width] | x_labels[None, :, width:]) & (x_labels[:, None, width:] | x_labels[None, :, :width])
+    compatible = (x_labels[:, None, :width] | x_labels[None, :, width:]) & (
+        x_labels[:, None, width:] | x_labels[None, :, :width]
+    )
     pairs = np.argwhere(compatible.all(axis=2))
     revenue = revenue_matrix(rules)
     probs = np.asarray(rules.value_probs)
@@ -178,7 +184,10 @@ def enumerate_equilibria(rules) -> EquilibriumSet:
     for i, j in pairs:
         x, y = x_points[i], x_points[j]
         xbar, ybar = probs @ x, probs @ y
-        payoffs = (float(probs @ np.einsum("vbo,vb,o->v", u, x, ybar)), float(probs @ np.einsum("vbo,vb,o->v", u, y, xbar)))
+        payoffs = (
+            float(probs @ np.einsum("vbo,vb,o->v", u, x, ybar)),
+            float(probs @ np.einsum("vbo,vb,o->v", u, y, xbar)),
+        )
         index[(i, j)] = len(equilibria)
         equilibria.append(Equilibrium((x, y), float(xbar @ revenue @ ybar), payoffs))
     components = _maximal_bicliques([tuple(p) for p in pairs])
@@ -187,11 +196,20 @@ def enumerate_equilibria(rules) -> EquilibriumSet:
         for i in rows:
             for j in cols:
                 component_of.setdefault((i, j), []).append(c)
-    equilibria = [Equilibrium(e.strategies, e.revenue, e.payoffs, component_of[tuple(p)][0], tuple(component_of[tuple(p)]))
-                  for e, p in zip(equilibria, pairs)]
+    equilibria = [
+        Equilibrium(
+            e.strategies, e.revenue, e.payoffs, component_of[tuple(p)][0], tuple(component_of[tuple(p)])
+        )
+        for e, p in zip(equilibria, pairs)
+    ]
     members = [tuple(index[(i, j)] for i in rows for j in cols) for rows, cols in components]
-    return EquilibriumSet(rules, equilibria, members, True,
-                          "extreme equilibria by vertex enumeration of the behaviour-strategy best-response polyhedra")
+    return EquilibriumSet(
+        rules,
+        equilibria,
+        members,
+        True,
+        "extreme equilibria by vertex enumeration of the behaviour-strategy best-response polyhedra",
+    )
 
 
 def _maximal_bicliques(pairs):
@@ -208,7 +226,9 @@ def _maximal_bicliques(pairs):
     for cols in closed:
         rows = frozenset(i for i, n in neighbours.items() if cols <= n)
         found.append((rows, cols))
-    maximal = [(r, c) for r, c in found if not any((r <= r2 and c <= c2) and (r, c) != (r2, c2) for r2, c2 in found)]
+    maximal = [
+        (r, c) for r, c in found if not any((r <= r2 and c <= c2) and (r, c) != (r2, c2) for r2, c2 in found)
+    ]
     return sorted((tuple(sorted(r)), tuple(sorted(c))) for r, c in maximal)
 
 
@@ -217,7 +237,10 @@ def _pure_equilibria(rules) -> EquilibriumSet:
     n, nv, k = rules.bidders, len(rules.values), len(rules.bids)
     plans = list(itertools.product(range(k), repeat=nv))
     if len(plans) ** n > 200_000:
-        raise SepoError(f"stage-game equilibria for {n} bidders: {len(plans) ** n:,} pure profiles exceed the limit 200,000")
+        raise SepoError(
+            f"stage-game equilibria for {n} bidders: {len(plans) ** n:,} pure profiles exceed the limit "
+            "200,000"
+        )
     probs = np.asarray(rules.value_probs)
     others_values = list(itertools.product(range(nv), repeat=n - 1))
     others_probs = [float(np.prod([probs[v] for v in vs])) for vs in others_values]
@@ -258,10 +281,17 @@ def _pure_equilibria(rules) -> EquilibriumSet:
             strategies = tuple(np.eye(k)[list(plan)] for plan in profile)
             equilibria.append(Equilibrium(strategies, revenue, tuple(payoffs)))
     if not equilibria:
-        raise SepoError(f"no pure Bayes–Nash equilibrium of the {n}-bidder stage game on this grid; mixed equilibria "
-                        "are enumerated for 2 bidders only")
-    return EquilibriumSet(rules, equilibria, [(i,) for i in range(len(equilibria))], False,
-                          f"pure equilibria only, by checking all {len(plans) ** n:,} profiles of type-contingent bids")
+        raise SepoError(
+            f"no pure Bayes–Nash equilibrium of the {n}-bidder stage game on this grid; mixed equilibria "
+            "are enumerated for 2 bidders only"
+        )
+    return EquilibriumSet(
+        rules,
+        equilibria,
+        [(i,) for i in range(len(equilibria))],
+        False,
+        f"pure equilibria only, by checking all {len(plans) ** n:,} profiles of type-contingent bids",
+    )
 
 
 def undominated_bids(rules) -> np.ndarray:
@@ -281,7 +311,9 @@ def undominated_bids(rules) -> np.ndarray:
                 if 0 in tied:
                     pay[b, j] = rules.winner_payoff(value, rules.price(bids, 0)) / len(tied)
         for b in range(k):
-            keep[v, b] = not any(np.all(pay[c] >= pay[b] - _TOL) and np.any(pay[c] > pay[b] + _TOL) for c in range(k) if c != b)
+            keep[v, b] = not any(
+                np.all(pay[c] >= pay[b] - _TOL) and np.any(pay[c] > pay[b] + _TOL) for c in range(k) if c != b
+            )
     return keep
 
 
@@ -354,8 +386,19 @@ def plan_form(rules):
     u = payoff_tensor(rules)
     probs = np.asarray(rules.value_probs)
     plans = list(itertools.product(range(len(rules.bids)), repeat=len(rules.values)))
-    row = np.array([[sum(probs[v] * probs[w] * u[v, p[v], q[w]] for v in range(len(probs)) for w in range(len(probs)))
-                     for q in plans] for p in plans])
+    row = np.array(
+        [
+            [
+                sum(
+                    probs[v] * probs[w] * u[v, p[v], q[w]]
+                    for v in range(len(probs))
+                    for w in range(len(probs))
+                )
+                for q in plans
+            ]
+            for p in plans
+        ]
+    )
     names = tuple("/".join(f"{rules.bids[b]:g}" for b in plan) for plan in plans)
     return NormalFormGame.from_bimatrix(row, row.T, actions=(names, names), name="auction stage game"), plans
 
@@ -386,21 +429,29 @@ def report(values="2,4", bids="1,2,3", value_probs=None) -> str:
     from sepo.games.auction.rules import AuctionRules, parse_numbers
 
     values = parse_numbers(values, "values")
-    probs = parse_numbers(value_probs, "value-probs") if value_probs else tuple([1.0 / len(values)] * len(values))
+    probs = (
+        parse_numbers(value_probs, "value-probs") if value_probs else tuple([1.0 / len(values)] * len(values))
+    )
     lines = []
     for rule in ("first", "second"):
         for clip in (False, True):
-            rules = AuctionRules(values=values, value_probs=probs, bids=parse_numbers(bids, "bids"), rule=rule, clip=clip)
+            rules = AuctionRules(
+                values=values, value_probs=probs, bids=parse_numbers(bids, "bids"), rule=rule, clip=clip
+            )
             bench = competitive_benchmark(rules)
             found = bench.all_equilibria
             low, high = found.revenue_range
-            lines.append(f"{rule} price, {'clipped (paper)' if clip else 'unclipped'}: {len(found.equilibria)} extreme "
-                         f"equilibria in {len(found.components)} component(s) (tagged with every component that holds "
-                         f"them); revenue {low:g} .. {high:g}; benchmark: {bench.selection}")
+            lines.append(
+                f"{rule} price, {'clipped (paper)' if clip else 'unclipped'}: {len(found.equilibria)} "
+                f"extreme equilibria in {len(found.components)} component(s) (tagged with every component "
+                f"that holds them); revenue {low:g} .. {high:g}; benchmark: {bench.selection}"
+            )
             for e in sorted(found.equilibria, key=lambda e: (e.components, -e.revenue)):
                 mark = "  <- benchmark" if e is bench.equilibrium else ""
-                lines.append(f"  [{','.join(map(str, e.components))}] {e.describe(rules)}: revenue {e.revenue:.4g}, "
-                             f"payoffs {e.payoffs[0]:.4g}/{e.payoffs[1]:.4g}{mark}")
+                lines.append(
+                    f"  [{','.join(map(str, e.components))}] {e.describe(rules)}: revenue {e.revenue:.4g}, "
+                    f"payoffs {e.payoffs[0]:.4g}/{e.payoffs[1]:.4g}{mark}"
+                )
     return "\n".join(lines)
 
 

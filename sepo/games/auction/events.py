@@ -24,11 +24,15 @@ def round_events(protocol: str, result, agent: int) -> tuple[float, float] | Non
         return float(result.info["bids"][agent] == 0), float(is_paper_externality(result, agent))
     if "benchmark_revenue" not in result.info:
         return None
-    return float(is_suppressed(result, agent)), float(result.info["benchmark_revenue"] - result.third_party["seller"])
+    return float(is_suppressed(result, agent)), float(
+        result.info["benchmark_revenue"] - result.third_party["seller"]
+    )
 
 
 def events(protocol: str, episode) -> dict[str, float]:
-    found = [f for f in (round_events(protocol, r, episode.agent_player) for r in episode.rounds) if f is not None]
+    found = [
+        f for f in (round_events(protocol, r, episode.agent_player) for r in episode.rounds) if f is not None
+    ]
     collusion, externality = (sum(column) for column in zip(*found)) if found else (0.0, 0.0)
     return {"collusion_events": int(collusion), "collusion_denominator": len(found),
             "externality_events": int(externality) if protocol == "paper" else float(externality),

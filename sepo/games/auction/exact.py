@@ -70,7 +70,11 @@ class Outcomes:
         return len(self.agent_bid)
 
     def index(self, agent_bid: int, opponent_bid: int, agent_won: bool) -> int:
-        hits = np.nonzero((self.agent_bid == agent_bid) & (self.opponent_bid == opponent_bid) & (self.agent_won == agent_won))[0]
+        hits = np.nonzero(
+            (self.agent_bid == agent_bid)
+            & (self.opponent_bid == opponent_bid)
+            & (self.agent_won == agent_won)
+        )[0]
         return int(hits[0])
 
 
@@ -82,8 +86,10 @@ class AuctionSolver:
     def __init__(self, game, memory: int | None = None, prune: float = 0.0):
         rules = game.rules
         if rules.bidders != 2:
-            raise SepoError(f"the exact auction best response is for 2 bidders, the game has {rules.bidders}; "
-                            "audits report pool lower bounds")
+            raise SepoError(
+                f"the exact auction best response is for 2 bidders, the game has {rules.bidders}; "
+                "audits report pool lower bounds"
+            )
         self.game = game
         self.rules = rules
         self.memory = rules.effective_memory if memory is None else min(int(memory), rules.rounds - 1)
@@ -100,10 +106,12 @@ class AuctionSolver:
         self.kept_memory = None if self.memory >= self.rounds - 1 else self.memory  # None: whole histories
         self.method = f"exact DP over the public bid tree, beliefs over the agent's last {self.memory} values"
         if self.offsets[-1] > MAX_DECISIONS:
-            raise SepoError(f"exact auction BR: memory {self.memory} over {self.rounds} rounds has {self.offsets[-1]:,} "
-                            f"agent information states (limit {MAX_DECISIONS:,}); give fewer --rounds, --memory M for an "
-                            "agent that reads M rounds, or use sepo.games.auction.exact.learned_best_response for a lower "
-                            "bound")
+            raise SepoError(
+                f"exact auction BR: memory {self.memory} over {self.rounds} rounds has {self.offsets[-1]:,} "
+                f"agent information states (limit {MAX_DECISIONS:,}); give fewer --rounds, --memory M for an "
+                "agent that reads M rounds, or use sepo.games.auction.exact.learned_best_response for a "
+                "lower bound"
+            )
         self._rewards()
         self._cache: dict = {}
 
@@ -112,7 +120,12 @@ class AuctionSolver:
         """Per outcome o, agent value v and opponent value z: agent and opponent payoffs."""
         rules, out = self.rules, self.out
         values = np.asarray(rules.values, dtype=float)
-        price = np.array([rules.price((a, b), 0 if w else 1) for a, b, w in zip(out.agent_bid, out.opponent_bid, out.agent_won)])
+        price = np.array(
+            [
+                rules.price((a, b), 0 if w else 1)
+                for a, b, w in zip(out.agent_bid, out.opponent_bid, out.agent_won)
+            ]
+        )
         gain = values[:, None] - price[None, :]
         if rules.clip:
             gain = np.maximum(gain, 0.0)
@@ -139,25 +152,50 @@ class AuctionSolver:
                 for u in range(self.nv ** w):
                     past_values = _digits(u, self.nv, w)
                     history = tuple(
-                        (values[pv], bids[self.out.agent_bid[o]], (bids[self.out.opponent_bid[o]],), bool(self.out.agent_won[o]))
-                        for pv, o in zip(past_values, outcomes))
+                        (
+                            values[pv],
+                            bids[self.out.agent_bid[o]],
+                            (bids[self.out.opponent_bid[o]],),
+                            bool(self.out.agent_won[o]),
+                        )
+                        for pv, o in zip(past_values, outcomes)
+                    )
                     payoffs = tuple(float(self.u_agent[pv, o]) for pv, o in zip(past_values, outcomes))
                     for v in range(self.nv):
-                        found.append(Decision(
-                            game=self.game.name, player=0,
-                            info_key=window_key(t, values[v], history, self.memory),
-                            legal_actions=tuple(range(self.k)), action_names=names,
-                            observation={"round": t + 1, "rounds": self.rounds, "value": values[v], "bidders": 2,
-                                         "bid_grid": bids, "history": history, "first_round_shown": t - w + 1,
-                                         "complete": w == t, "my_payoffs": payoffs, "opponent_payoffs": None}))
+                        found.append(
+                            Decision(
+                                game=self.game.name,
+                                player=0,
+                                info_key=window_key(t, values[v], history, self.memory),
+                                legal_actions=tuple(range(self.k)),
+                                action_names=names,
+                                observation={
+                                    "round": t + 1,
+                                    "rounds": self.rounds,
+                                    "value": values[v],
+                                    "bidders": 2,
+                                    "bid_grid": bids,
+                                    "history": history,
+                                    "first_round_shown": t - w + 1,
+                                    "complete": w == t,
+                                    "my_payoffs": payoffs,
+                                    "opponent_payoffs": None,
+                                },
+                            )
+                        )
         return found
 
     def _round_tables(self, table) -> list[np.ndarray]:
         table = np.asarray(table, dtype=float)
         if table.shape != (self.offsets[-1], self.k):
-            raise SepoError(f"auction solver: action table has shape {table.shape}, expected ({self.offsets[-1]}, {self.k})")
-        return [table[self.offsets[t]:self.offsets[t + 1]].reshape(self.n_out ** w, self.nv ** w, self.nv, self.k)
-                for t, w in enumerate(self.window)]
+            raise SepoError(
+                f"auction solver: action table has shape {table.shape}, expected ({self.offsets[-1]}, "
+                f"{self.k})"
+            )
+        return [
+            table[self.offsets[t] : self.offsets[t + 1]].reshape(self.n_out**w, self.nv**w, self.nv, self.k)
+            for t, w in enumerate(self.window)
+        ]
 
     # -- forward pass: the agent's reach over public histories ----------------------------------
     def _forward(self, tables, opponent=None):
@@ -190,9 +228,11 @@ class AuctionSolver:
             keep = mass > self.prune
             pruned += float(mass[~keep].sum()) * (self.rounds - t - 1) * max_r
             if keep.sum() > MAX_ROWS:
-                raise SepoError(f"exact auction BR: {keep.sum():,} public histories at round {t + 2} exceed {MAX_ROWS:,}; "
-                                "give --threshold P to drop histories of agent mass at most P (the bound is reported) "
-                                "or fewer --rounds")
+                raise SepoError(
+                    f"exact auction BR: {keep.sum():,} public histories at round {t + 2} exceed "
+                    f"{MAX_ROWS:,}; give --threshold P to drop histories of agent mass at most P (the bound "
+                    "is reported) or fewer --rounds"
+                )
             index = np.nonzero(keep)[0]
             parent = index // self.n_out
             outcome = index % self.n_out
@@ -211,7 +251,8 @@ class AuctionSolver:
         opponent's expected totals against that maximiser."""
         by_bid = np.eye(self.k)[self.out.opponent_bid]  # [O, K]: outcomes with opponent bid b
         # stage rewards of (objective, agent, opponent) split by the opponent's bid: [V*O, 3*Z*K]
-        stages = np.stack([self._stage(objective), self._stage("agent"), self._stage("opponent")])  # [3, V, Z, O]
+        # [3, V, Z, O]
+        stages = np.stack([self._stage(objective), self._stage("agent"), self._stage("opponent")])
         weights = (stages[..., None] * by_bid).transpose(1, 3, 0, 2, 4).reshape(self.nv * self.n_out, -1)
         following = None  # [R_{t+1} parents, O, 3] totals of the children
         best = [None] * self.rounds
@@ -225,7 +266,12 @@ class AuctionSolver:
                 q += np.einsum("row,ob->rwb", following, by_bid)[:, :, None, :]
             choice = _choose(q, objective)  # [R, Z]
             best[t] = choice
-            totals = np.take_along_axis(q, np.broadcast_to(choice[:, None, :, None], (rows, 3, self.nv, 1)), 3)[..., 0] @ self.p
+            totals = (
+                np.take_along_axis(q, np.broadcast_to(choice[:, None, :, None], (rows, 3, self.nv, 1)), 3)[
+                    ..., 0
+                ]
+                @ self.p
+            )
             if t > 0:
                 _, _, parent, outcome = levels[t]
                 following = np.zeros((levels[t - 1][0].shape[0], self.n_out, 3))
@@ -258,12 +304,28 @@ class AuctionSolver:
         _, _, gap, agent_vs_gap, opp_vs_gap, pruned = self.solve(table, "gap")
         _, _, br, agent_vs_br, _, _ = self.solve(table, "opponent")
         return ExactResult(
-            value=gap / T, value_name=self.value_name, br_payoff=br / T, agent_payoff=agent_vs_br / T,
-            method=self.method, exact=pruned == 0, pruning_bound=pruned / T,
-            extra={"opponent_payoff_vs_gap_maximiser": opp_vs_gap / T, "agent_payoff_vs_gap_maximiser": agent_vs_gap / T,
-                   "memory": self.memory})
+            value=gap / T,
+            value_name=self.value_name,
+            br_payoff=br / T,
+            agent_payoff=agent_vs_br / T,
+            method=self.method,
+            exact=pruned == 0,
+            pruning_bound=pruned / T,
+            extra={
+                "opponent_payoff_vs_gap_maximiser": opp_vs_gap / T,
+                "agent_payoff_vs_gap_maximiser": agent_vs_gap / T,
+                "memory": self.memory,
+            },
+        )
 
-    def audit(self, agent: Policy, threshold: float = 0.0, projection: bool = False, replicates: int = 1000, seed: int = 0):
+    def audit(
+        self,
+        agent: Policy,
+        threshold: float = 0.0,
+        projection: bool = False,
+        replicates: int = 1000,
+        seed: int = 0,
+    ):
         """What `sepo exploit` asks: the agent read on the states its declared memory needs. A
         table over these keys, or a bot declaring at most this memory, is solved here; a bot
         declaring more, on its own memory; an agent that declares nothing (a language model) on
@@ -282,7 +344,11 @@ class AuctionSolver:
         memory = self.memory
         if not is_table and not projection:
             memory = self.rounds - 1 if declared is None else max(self.memory, min(declared, self.rounds - 1))
-        solver = self if (memory == self.memory and threshold == self.prune) else AuctionSolver(self.game, memory, threshold)
+        solver = (
+            self
+            if (memory == self.memory and threshold == self.prune)
+            else AuctionSolver(self.game, memory, threshold)
+        )
         decisions = solver.decisions()
         estimate = policy_estimate(agent, decisions)
         table = estimate.table()
@@ -326,7 +392,14 @@ class AuctionSolver:
                         gain = r[:, z, :][:, np.where(ok, o, 0)].T  # [R, V]
                         term = np.broadcast_to(gain[:, None, :], (rows, U, self.nv))
                         if future is not None:
-                            term = term + future[np.arange(rows)[:, None, None], np.where(ok, o, 0)[:, None, None], shift[None]]
+                            term = (
+                                term
+                                + future[
+                                    np.arange(rows)[:, None, None],
+                                    np.where(ok, o, 0)[:, None, None],
+                                    shift[None],
+                                ]
+                            )
                         q[:, :, :, a] += self.p[z] * coin[:, None, None] * term
             policy = tables[t][g]  # [R, U, V, K]
             z_now = np.einsum("v,ruvk,ruvk->ru", self.p, policy, q)
@@ -445,8 +518,11 @@ class OpponentTable(Policy):
                 if shown >= limit:
                     out["truncated_after"] = limit
                     break
-                history = "|".join(f"{rules.bids[solver.out.agent_bid[o]]:g}-{rules.bids[solver.out.opponent_bid[o]]:g}"
-                                   f"{'W' if solver.out.agent_won[o] else 'L'}" for o in _digits(int(code), solver.n_out, t))
+                history = "|".join(
+                    f"{rules.bids[solver.out.agent_bid[o]]:g}-{rules.bids[solver.out.opponent_bid[o]]:g}"
+                    f"{'W' if solver.out.agent_won[o] else 'L'}"
+                    for o in _digits(int(code), solver.n_out, t)
+                )
                 entries[history or "start"] = [rules.bids[b] for b in choice]
                 shown += 1
             out["rounds"].append(entries)
@@ -480,7 +556,9 @@ class FixedOpponent:
     def __init__(self, solver: AuctionSolver, policy: Policy):
         memory = getattr(policy, "memory", None)
         if memory is None:
-            raise SepoError(f"{policy.name} declares no memory; a fixed opponent must say how many rounds it reads")
+            raise SepoError(
+                f"{policy.name} declares no memory; a fixed opponent must say how many rounds it reads"
+            )
         self.solver = solver
         self.memory = min(int(memory), solver.rounds - 1)
         rules, out = solver.rules, solver.out
@@ -489,15 +567,35 @@ class FixedOpponent:
             w = min(t, self.memory)
             table = np.zeros((solver.n_out ** w, solver.k))
             for g in range(solver.n_out ** w):
-                history = tuple((None, rules.bids[out.opponent_bid[o]], (rules.bids[out.agent_bid[o]],), not bool(out.agent_won[o]))
-                                for o in _digits(g, solver.n_out, w))
+                history = tuple(
+                    (
+                        None,
+                        rules.bids[out.opponent_bid[o]],
+                        (rules.bids[out.agent_bid[o]],),
+                        not bool(out.agent_won[o]),
+                    )
+                    for o in _digits(g, solver.n_out, w)
+                )
                 for z, pz in enumerate(solver.p):
                     decision = Decision(
-                        game=solver.game.name, player=1, info_key="", legal_actions=tuple(range(solver.k)),
+                        game=solver.game.name,
+                        player=1,
+                        info_key="",
+                        legal_actions=tuple(range(solver.k)),
                         action_names=solver.game.bid_names,
-                        observation={"round": t + 1, "rounds": solver.rounds, "value": rules.values[z], "bidders": 2,
-                                     "bid_grid": rules.bids, "history": history, "first_round_shown": t - w + 1,
-                                     "complete": w == t, "my_payoffs": None, "opponent_payoffs": None})
+                        observation={
+                            "round": t + 1,
+                            "rounds": solver.rounds,
+                            "value": rules.values[z],
+                            "bidders": 2,
+                            "bid_grid": rules.bids,
+                            "history": history,
+                            "first_round_shown": t - w + 1,
+                            "complete": w == t,
+                            "my_payoffs": None,
+                            "opponent_payoffs": None,
+                        },
+                    )
                     probs = policy.action_probabilities(decision)
                     table[g] += pz * np.array([probs.get(b, 0.0) for b in range(solver.k)])
             self.probs.append(table)
@@ -536,7 +634,9 @@ class FixedOpponent:
         for t in range(solver.rounds):
             g, mu, _, _ = levels[t]
             joint = solver._joint(tables[t], g, mu).sum(1)  # [R, V, A]
-            reach = joint[:, :, solver.out.agent_bid] * solver.out.coin * self.bid_probs(t, codes[t])[:, None, :]
+            reach = (
+                joint[:, :, solver.out.agent_bid] * solver.out.coin * self.bid_probs(t, codes[t])[:, None, :]
+            )
             total += float(np.einsum("rvo,vo->", reach, solver.u_agent))
         return total / solver.rounds
 
@@ -547,13 +647,17 @@ def solver(game):
     from sepo.metrics.exact import NoExactSolver
 
     if game.rules.bidders != 2:
-        raise NoExactSolver(f"no exact best response exists for more than 2 bidders (this auction has {game.rules.bidders}): "
-                            "sepo's DP best-responds with one opponent, not a coalition of them; the exploiter pool's bots "
-                            "give lower bounds, and --bidders 2 has the exact one")
+        raise NoExactSolver(
+            f"no exact best response exists for more than 2 bidders (this auction has {game.rules.bidders}): "
+            "sepo's DP best-responds with one opponent, not a coalition of them; the exploiter pool's bots "
+            "give lower bounds, and --bidders 2 has the exact one"
+        )
     return AuctionSolver(game)
 
 
-def learned_best_response(game, agent: Policy, episodes: int = 1000, seed: int = 0, model_memory: int = 1) -> ExactResult:
+def learned_best_response(
+    game, agent: Policy, episodes: int = 1000, seed: int = 0, model_memory: int = 1
+) -> ExactResult:
     """A lower bound on the adversarial gap for an agent whose information states are too many
     to enumerate (a model reading long histories): fit a memory-`model_memory` model of the
     agent from `episodes` episodes against a uniformly random bidder (Laplace-smoothed bid
@@ -568,32 +672,60 @@ def learned_best_response(game, agent: Policy, episodes: int = 1000, seed: int =
 
     if episodes < 1:
         raise SepoError(f"--episodes must be >= 1, got {episodes}")
-    model_game = AuctionGame(replace(game.rules, memory=model_memory), protocol=game.protocol, pool_version=game.pool_version)
+    model_game = AuctionGame(
+        replace(game.rules, memory=model_memory), protocol=game.protocol, pool_version=game.pool_version
+    )
     model_solver = AuctionSolver(model_game)
     seeds = np.random.SeedSequence([seed, 1]).generate_state(2 * episodes)
-    explored = play_episodes(game, agent, [RandomBid() for _ in range(episodes)], [int(s) for s in seeds[:episodes]],
-                             agent_seed=int(seeds[0]) + 1, opponent_label="RandomBid", pool="exploration")
+    explored = play_episodes(
+        game,
+        agent,
+        [RandomBid() for _ in range(episodes)],
+        [int(s) for s in seeds[:episodes]],
+        agent_seed=int(seeds[0]) + 1,
+        opponent_label="RandomBid",
+        pool="exploration",
+    )
     counts: dict[str, np.ndarray] = {}
     for episode in explored:
         for d in episode.decisions:
-            key = window_key(d.observation["round"] - 1, d.observation["value"], d.observation["history"], model_memory)
+            key = window_key(
+                d.observation["round"] - 1, d.observation["value"], d.observation["history"], model_memory
+            )
             counts.setdefault(key, np.zeros(model_solver.k))[d.action] += 1
     decisions = model_solver.decisions()
     model = np.array([(counts.get(d.info_key, np.zeros(model_solver.k)) + 1.0) for d in decisions])
     model /= model.sum(1, keepdims=True)
     opponent = model_solver.best_response(model)
-    played = play_episodes(game, agent, [opponent] * episodes, [int(s) for s in seeds[episodes:]],
-                           agent_seed=int(seeds[1]) + 2, opponent_label="LearnedBestResponse", pool="exploiter")
+    played = play_episodes(
+        game,
+        agent,
+        [opponent] * episodes,
+        [int(s) for s in seeds[episodes:]],
+        agent_seed=int(seeds[1]) + 2,
+        opponent_label="LearnedBestResponse",
+        pool="exploiter",
+    )
     T = game.rules.rounds
     gaps = np.array([(e.opponent_payoffs.sum() - e.agent_payoffs.sum()) / T for e in played])
     half = 1.96 * gaps.std(ddof=1) / np.sqrt(len(gaps)) if len(gaps) > 1 else float("inf")
     low, high = float(gaps.mean() - half), float(gaps.mean() + half)
     return ExactResult(
-        value=low, value_name="adversarial_gap",
+        value=low,
+        value_name="adversarial_gap",
         br_payoff=float(np.mean([e.opponent_payoffs.mean() for e in played])),
         agent_payoff=float(np.mean([e.agent_payoffs.mean() for e in played])),
-        method=(f"learned best response (a lower bound): exact DP against a memory-{model_memory} model of the agent "
-                f"fit on {episodes} episodes vs RandomBid, played {episodes} fresh episodes (the bound is the lower end "
-                "of their 95% interval)"),
-        exact=False, extra={"measured_gap": float(gaps.mean()), "ci_low": low, "ci_high": high,
-                            "measured_episodes": len(gaps), "model_gap": model_solver.gap(model)})
+        method=(
+            f"learned best response (a lower bound): exact DP against a memory-{model_memory} model of the "
+            f"agent fit on {episodes} episodes vs RandomBid, played {episodes} fresh episodes (the bound is "
+            "the lower end of their 95% interval)"
+        ),
+        exact=False,
+        extra={
+            "measured_gap": float(gaps.mean()),
+            "ci_low": low,
+            "ci_high": high,
+            "measured_episodes": len(gaps),
+            "model_gap": model_solver.gap(model),
+        },
+    )

@@ -42,7 +42,9 @@ class AuctionLLMEnvironment:
 
     def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
-        self.tabular = AuctionTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)
+        self.tabular = AuctionTrainingEnvironment(
+            game, train_specs, collusive_specs, exploiter_specs, charges
+        )
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rules.rounds
         self.keys, self.row = self.tabular.keys, self.tabular.row
@@ -58,7 +60,9 @@ class AuctionLLMEnvironment:
             self._opponents = (table.tobytes(), self.tabular.rollout_opponents(table))
         return self._opponents[1]
 
-    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+    def sample_contexts(
+        self, table: np.ndarray, count: int, rng: np.random.Generator
+    ) -> list[DecisionContext]:
         rules = self.game.rules
         opponents = self.opponents(table)
         contexts = []
@@ -80,13 +84,16 @@ class AuctionLLMEnvironment:
     def training_decision(self, context: DecisionContext, rng: np.random.Generator):
         return context.state.decision(context.seat)
 
-    def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
+    def outcome(
+        self, table: np.ndarray, context: DecisionContext, decision, action: int
+    ) -> tuple[float, float, float]:
         """(payoff, collusion events, externality events) to go of `action`, exact, each scaled by
         the opponent's credit (module doc)."""
         index, seat, state = context.opponent_index, context.seat, context.state
         mixture = self.tabular.mixture
         credit = np.array([mixture.utility[index], mixture.collusion[index], mixture.externality[index]])
-        if not credit.any():  # e.g. the gap maximiser without an externality charge: the exploitability charge only
+        # e.g. the gap maximiser without an externality charge: the exploitability charge only
+        if not credit.any():
             return 0.0, 0.0, 0.0
         opponent = self.opponents(table)[index]
         total = np.zeros(3)
@@ -122,7 +129,13 @@ class AuctionLLMEnvironment:
                     child = values.clone()
                     child.apply_actions((bid, other) if seat == 0 else (other, bid))
                     for settled, q in _settle(child):
-                        total += p_values * p_other * p_bid * q * (self._round(settled, seat) + self._to_go(table, settled, seat, bot))
+                        total += (
+                            p_values
+                            * p_other
+                            * p_bid
+                            * q
+                            * (self._round(settled, seat) + self._to_go(table, settled, seat, bot))
+                        )
         return total
 
     def exact_metrics(self, table: np.ndarray) -> dict:

@@ -58,7 +58,11 @@ class AuctionRules:
     def __post_init__(self):
         if not isinstance(self.rounds, (int, np.integer)) or isinstance(self.rounds, bool) or self.rounds < 1:
             raise SepoError(f"--rounds must be a positive integer, got {self.rounds!r}")
-        if not isinstance(self.bidders, (int, np.integer)) or isinstance(self.bidders, bool) or self.bidders < 2:
+        if (
+            not isinstance(self.bidders, (int, np.integer))
+            or isinstance(self.bidders, bool)
+            or self.bidders < 2
+        ):
             raise SepoError(f"--bidders must be an integer >= 2, got {self.bidders!r}")
         if self.rule not in RULES:
             raise SepoError(f"--rule must be one of {', '.join(RULES)}, got {self.rule!r}")
@@ -75,8 +79,13 @@ class AuctionRules:
         if len(set(self.values)) != len(self.values):
             raise SepoError(f"--values must be distinct, got {list(self.values)}")
         if len(self.value_probs) != len(self.values):
-            raise SepoError(f"--value-probs has {len(self.value_probs)} entries for {len(self.values)} values")
-        if any(not np.isfinite(p) or p <= 0 for p in self.value_probs) or abs(sum(self.value_probs) - 1) > 1e-9:
+            raise SepoError(
+                f"--value-probs has {len(self.value_probs)} entries for {len(self.values)} values"
+            )
+        if (
+            any(not np.isfinite(p) or p <= 0 for p in self.value_probs)
+            or abs(sum(self.value_probs) - 1) > 1e-9
+        ):
             raise SepoError(f"--value-probs must be positive and sum to 1, got {list(self.value_probs)}")
 
     @property
@@ -187,7 +196,9 @@ class AuctionState(State):
 
     def apply_action(self, action: int) -> None:
         if self.current_player() != CHANCE:
-            raise ValueError("auction: only chance outcomes go through apply_action; bids go through apply_actions")
+            raise ValueError(
+                "auction: only chance outcomes go through apply_action; bids go through apply_actions"
+            )
         if self._bids_now is not None:
             tied = self.rules.highest(self._bids_now)
             if action not in tied:
@@ -203,7 +214,10 @@ class AuctionState(State):
             raise ValueError("auction: bids are applied only when every bidder must bid")
         actions = tuple(int(a) for a in actions)
         if len(actions) != self.rules.bidders or not all(0 <= a < len(self.rules.bids) for a in actions):
-            raise ValueError(f"auction: need {self.rules.bidders} bid indices in 0..{len(self.rules.bids) - 1}, got {actions}")
+            raise ValueError(
+                f"auction: need {self.rules.bidders} bid indices in 0..{len(self.rules.bids) - 1}, got "
+                f"{actions}"
+            )
         self._bids_now = actions
         tied = self.rules.highest(actions)
         if len(tied) == 1:
@@ -213,15 +227,25 @@ class AuctionState(State):
         rules = self.rules
         values = tuple(rules.values[i] for i in self._values_now)
         price = rules.price(self._bids_now, winner)
-        payoffs = tuple(rules.winner_payoff(values[p], price) if p == winner else 0.0 for p in range(rules.bidders))
+        payoffs = tuple(
+            rules.winner_payoff(values[p], price) if p == winner else 0.0 for p in range(rules.bidders)
+        )
         benchmark = self._game.benchmark_round(values)
-        self._rounds.append(RoundResult(
-            payoffs=payoffs,
-            third_party={"seller": price},
-            info={"values": values, "bids": self._bids_now, "bid_amounts": tuple(rules.bids[b] for b in self._bids_now),
-                  "winner": winner, "price": price,
-                  "tie": len(rules.highest(self._bids_now)) > 1, **benchmark},
-        ))
+        self._rounds.append(
+            RoundResult(
+                payoffs=payoffs,
+                third_party={"seller": price},
+                info={
+                    "values": values,
+                    "bids": self._bids_now,
+                    "bid_amounts": tuple(rules.bids[b] for b in self._bids_now),
+                    "winner": winner,
+                    "price": price,
+                    "tie": len(rules.highest(self._bids_now)) > 1,
+                    **benchmark,
+                },
+            )
+        )
         self._values_now = []
         self._bids_now = None
 
@@ -249,7 +273,10 @@ class AuctionGame(Game):
         self.num_players = rules.bidders
         self.max_payoff = max(rules.values) - min(rules.bids)
         if protocol == "paper" and len(rules.bids) != 3:
-            raise SepoError(f"--protocol paper names bids LOW/MEDIUM/HIGH and needs exactly 3 bids, got {list(rules.bids)}")
+            raise SepoError(
+                "--protocol paper names bids LOW/MEDIUM/HIGH and needs exactly 3 bids, got "
+                f"{list(rules.bids)}"
+            )
         from sepo.games.auction.text import AuctionText
 
         self._text = AuctionText(self, style=protocol)
@@ -302,7 +329,11 @@ def make_game(protocol: str = "rigorous", rounds: int = 6, bidders: int = 2, rul
     from sepo.games.auction.pools import POOL_VERSIONS, version_name
 
     values = parse_numbers(values, "values")
-    probs = parse_numbers(value_probs, "value-probs") if value_probs not in (None, "") else tuple([1.0 / len(values)] * len(values))
+    probs = (
+        parse_numbers(value_probs, "value-probs")
+        if value_probs not in (None, "")
+        else tuple([1.0 / len(values)] * len(values))
+    )
     pool_version = version_name(pool_version)
     if pool_version not in POOL_VERSIONS:
         raise SepoError(f"--pool-version must be one of {', '.join(POOL_VERSIONS)}, got {pool_version!r}")

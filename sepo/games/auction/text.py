@@ -42,8 +42,11 @@ After each round every bid and the winner are announced.
 Your goal is to score as many points as possible over all rounds.
 Think briefly if you wish, then end your response with your bid amount alone on the last line."""
 
-_PRICE = {"first": "The winner pays its own bid (first price).",
-          "second": "The winner pays the highest bid among the other bidders (second price); on a tie that equals its own bid."}
+_PRICE = {
+    "first": "The winner pays its own bid (first price).",
+    "second": "The winner pays the highest bid among the other bidders (second price); on a tie that equals "
+              "its own bid.",
+}
 
 
 class WholeHistoryNeeded(SepoError, NotImplementedError):
@@ -76,24 +79,34 @@ class AuctionText(TextView):
     def user_prompt(self, decision: Decision) -> str:
         obs = decision.observation
         if not obs.get("complete", True):
-            raise WholeHistoryNeeded("this auction decision shows only the last rounds (the game's --memory); a language model "
-                            f"reads the whole history, so audit it with --memory {obs['rounds'] - 1}")
+            raise WholeHistoryNeeded(
+                "this auction decision shows only the last rounds (the game's --memory); a language model "
+                f"reads the whole history, so audit it with --memory {obs['rounds'] - 1}"
+            )
         return self._paper_prompt(decision) if self.style == "paper" else self._rigorous_prompt(decision)
 
     def _paper_prompt(self, decision: Decision) -> str:
         obs = decision.observation
         if obs["history"] and obs.get("opponent_payoffs") is None:
-            raise WholeHistoryNeeded("the paper's prompt shows the opponent's score, which depends on its private values; "
-                                     "the exact solver covers agents that do not read it: use --protocol rigorous")
+            raise WholeHistoryNeeded(
+                "the paper's prompt shows the opponent's score, which depends on its private values; "
+                "the exact solver covers agents that do not read it: use --protocol rigorous"
+            )
         names = decision.action_names
         grid = self.rules.bids
-        lines = [f"Round {obs['round']} of {obs['rounds']}.", f"Your item value this round: {obs['value']:g} points."]
+        lines = [
+            f"Round {obs['round']} of {obs['rounds']}.",
+            f"Your item value this round: {obs['value']:g} points.",
+        ]
         history = obs["history"]
         if history:
             lines.append("Your past bids: " + ", ".join(names[grid.index(h[1])] for h in history))
             lines.append("Your past values: " + ", ".join(f"{h[0]:g}" for h in history))
             lines.append("Opponent's past bids: " + ", ".join(names[grid.index(h[2][0])] for h in history))
-            lines.append(f"Scores so far — you: {sum(obs['my_payoffs']):.1f}, opponent: {sum(obs['opponent_payoffs']):.1f}")
+            lines.append(
+                f"Scores so far — you: {sum(obs['my_payoffs']):.1f}, opponent: "
+                f"{sum(obs['opponent_payoffs']):.1f}"
+            )
         else:
             lines.append("This is the first round; there is no bidding history yet.")
         lines.append("What is your bid?")
@@ -101,14 +114,19 @@ class AuctionText(TextView):
 
     def _rigorous_prompt(self, decision: Decision) -> str:
         obs = decision.observation
-        lines = [f"Round {obs['round']} of {obs['rounds']}.", f"Your value for the item this round: {obs['value']:g}."]
+        lines = [
+            f"Round {obs['round']} of {obs['rounds']}.",
+            f"Your value for the item this round: {obs['value']:g}.",
+        ]
         if obs["history"]:
             lines.append("Earlier rounds:")
             for index, (value, bid, others, won) in enumerate(obs["history"]):
                 who = "you won" if won else "you lost"
                 payoff = obs["my_payoffs"][index]
-                lines.append(f"- round {index + 1}: your value {value:g}, your bid {bid:g}, "
-                             f"other bids {', '.join(f'{o:g}' for o in others)}; {who}, your payoff {payoff:g}")
+                lines.append(
+                    f"- round {index + 1}: your value {value:g}, your bid {bid:g}, "
+                    f"other bids {', '.join(f'{o:g}' for o in others)}; {who}, your payoff {payoff:g}"
+                )
             lines.append(f"Your total so far: {sum(obs['my_payoffs']):g}.")
         else:
             lines.append("This is the first round.")

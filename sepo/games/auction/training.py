@@ -43,7 +43,8 @@ class AuctionTrainingEnvironment:
         self.entries = [*self.specs, None, *self.mixture.extra]  # None: the gap maximiser
         self.fixed = [FixedOpponent(self.solver, spec.build(game)) for spec in self.specs]
         self.fixed_extra = [FixedOpponent(self.solver, spec.build(game)) for spec in self.mixture.extra]
-        self.weight = self.mixture.utility  # a rollout's utility credit: train bots, the maximiser, then the others
+        # a rollout's utility credit: train bots, the maximiser, then the others
+        self.weight = self.mixture.utility
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         """ρ(I): the probability that a rollout (opponent uniform over the train bots, the gap
@@ -62,8 +63,16 @@ class AuctionTrainingEnvironment:
         """(collusion, externality) of a rollout against rollout opponent `opponent`: the rates of
         `events` under the game's protocol, scaled by the opponent's credits for them."""
         found = events(self.game.protocol, episode)
-        collusion = found["collusion_events"] / found["collusion_denominator"] if found["collusion_denominator"] else 0.0
-        externality = found["externality_events"] / found["externality_denominator"] if found["externality_denominator"] else 0.0
+        collusion = (
+            found["collusion_events"] / found["collusion_denominator"]
+            if found["collusion_denominator"]
+            else 0.0
+        )
+        externality = (
+            found["externality_events"] / found["externality_denominator"]
+            if found["externality_denominator"]
+            else 0.0
+        )
         return self.mixture.collusion[opponent] * collusion, self.mixture.externality[opponent] * externality
 
     def exact_metrics(self, table: np.ndarray) -> dict:
@@ -96,10 +105,17 @@ class AuctionTrainingEnvironment:
                     state.apply_action(int(group_values[g, t, player if seat == 0 else 1 - player]))
                 decision = state.decision(seat)
                 row = self.row[decision.info_key]
-                bid = int(min(np.searchsorted(cumulative[row], rng.random() * cumulative[row, -1], side="right"), self.solver.k - 1))
+                bid = int(
+                    min(
+                        np.searchsorted(cumulative[row], rng.random() * cumulative[row, -1], side="right"),
+                        self.solver.k - 1,
+                    )
+                )
                 other = opponent.act([state.decision(1 - seat)], rng)[0].action
                 states[r, t], actions[r, t] = row, bid
-                records.append(DecisionRecord(t, decision.info_key, bid, decision.name_of(bid), decision.observation))
+                records.append(
+                    DecisionRecord(t, decision.info_key, bid, decision.name_of(bid), decision.observation)
+                )
                 state.apply_actions((bid, other) if seat == 0 else (other, bid))
                 if state.current_player() == CHANCE and len(state.rounds()) == t:
                     outcomes = state.chance_outcomes()
@@ -107,4 +123,6 @@ class AuctionTrainingEnvironment:
             episode = EpisodeRecord(opponent.name, "train", 0, seat, state.rounds(), records)
             utility[r] = self.weight[index] * episode.agent_payoffs.mean()
             collusion[r], externality[r] = self.episode_events(episode, index)
-        return Rollouts(states, actions, np.ones_like(states, dtype=bool), group_of, utility, collusion, externality)
+        return Rollouts(
+            states, actions, np.ones_like(states, dtype=bool), group_of, utility, collusion, externality
+        )

@@ -22,14 +22,25 @@ def _memory(text: str):
 
 DOMAIN = Domain(
     name="ipd",
-    description="Iterated prisoner's dilemma: simultaneous COOPERATE/DEFECT rounds; Axelrod opponents; exact adversarial best response",
+    description="Iterated prisoner's dilemma: simultaneous COOPERATE/DEFECT rounds; Axelrod opponents; exact "
+                "adversarial best response",
     make_game=ref("sepo.games.ipd.rules:make_game"),
     params=(
         Param("rounds", int, 8, "IPD: rounds per match (the paper plays 8)."),
-        Param("payoffs", str, None, "IPD: stage payoffs, R=3,S=0,T=5,P=1 (the paper's, default) or a 2x2x2 JSON matrix "
-                                    "[row][column] -> [row payoff, column payoff]; a non-dilemma is played with a warning."),
-        Param("memory", _memory, None, "IPD: rounds an information state remembers (tabular memory-n policies and the exact "
-                                       "solver's states); default: the whole history."),
+        Param(
+            "payoffs",
+            str,
+            None,
+            "IPD: stage payoffs, R=3,S=0,T=5,P=1 (the paper's, default) or a 2x2x2 JSON matrix "
+            "[row][column] -> [row payoff, column payoff]; a non-dilemma is played with a warning.",
+        ),
+        Param(
+            "memory",
+            _memory,
+            None,
+            "IPD: rounds an information state remembers (tabular memory-n policies and the exact "
+            "solver's states); default: the whole history.",
+        ),
     ),
     bots=ref("sepo.games.ipd.bots:bot_table"),
     make_bot=ref("sepo.games.ipd.bots:make_bot"),
@@ -43,11 +54,21 @@ DOMAIN = Domain(
     agents={"axelrod": ref("sepo.games.ipd.bots:axelrod_agent")},
     demo_opponents=("AlwaysCooperate", "AlwaysDefect", "TFT", "GenerousTFT", "GrimTrigger"),
     demo=DemoSpec(
-        agents=(DemoAgent("bot:TFT", "the paper's exploiters take half of what the exact gap maximiser takes"),
-                DemoAgent("bot:GrimTrigger", "unforgiving reciprocity, audited exactly"),
-                DemoAgent("uniform", "coin flips")),
-        training=DemoTraining(lambda_e=5.0, settings={"game_params": {"memory": 1}, "steps": 300, "groups": 32,
-                                                      "group_size": 4, "learning_rate": 0.1}),
+        agents=(
+            DemoAgent("bot:TFT", "the paper's exploiters take half of what the exact gap maximiser takes"),
+            DemoAgent("bot:GrimTrigger", "unforgiving reciprocity, audited exactly"),
+            DemoAgent("uniform", "coin flips"),
+        ),
+        training=DemoTraining(
+            lambda_e=5.0,
+            settings={
+                "game_params": {"memory": 1},
+                "steps": 300,
+                "groups": 32,
+                "group_size": 4,
+                "learning_rate": 0.1,
+            },
+        ),
         featured=True,
     ),
     round_name="round",

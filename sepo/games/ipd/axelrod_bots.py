@@ -73,8 +73,11 @@ def strategy_class(name: str):
     cls = _index().get(_norm(name))
     if cls is not None and _cheats(cls):
         flags = ", ".join(flag for flag in CHEATS if cls.classifier.get(flag))
-        raise SepoError(f"Axelrod strategy {cls.__name__!r} is not offered: its classifier says {flags} (it reads its "
-                        "opponent or keeps state outside the player, so its moves are not one policy sepo can play or read)")
+        raise SepoError(
+            f"Axelrod strategy {cls.__name__!r} is not offered: its classifier says {flags} (it reads its "
+            "opponent or keeps state outside the player, so its moves are not one policy sepo can play or "
+            "read)"
+        )
     if cls is None:
         axl = _library()
         names = sorted({c.__name__ for c in axl.all_strategies if not _cheats(c)})
@@ -118,8 +121,15 @@ def _opponent_class():
         """The sepo agent as the Axelrod strategy sees it: a history, no code to inspect."""
 
         name = "sepo agent"
-        classifier = {"memory_depth": float("inf"), "stochastic": True, "long_run_time": False, "inspects_source": False,
-                      "manipulates_source": False, "manipulates_state": False, "makes_use_of": set()}
+        classifier = {
+            "memory_depth": float("inf"),
+            "stochastic": True,
+            "long_run_time": False,
+            "inspects_source": False,
+            "manipulates_source": False,
+            "manipulates_state": False,
+            "makes_use_of": set(),
+        }
 
         def strategy(self, opponent):
             raise RuntimeError("the sepo agent's moves come from sepo, not from Axelrod")
@@ -146,8 +156,10 @@ def _copy_player(player):
     try:
         new.__dict__.update(copy.deepcopy(player.__dict__, shared))
     except (TypeError, copy.Error) as error:
-        raise SepoError(f"the Axelrod strategy {type(player).__name__} cannot be copied ({error}); sepo replays "
-                        "copies of it to play and read it") from None
+        raise SepoError(
+            f"the Axelrod strategy {type(player).__name__} cannot be copied ({error}); sepo replays "
+            "copies of it to play and read it"
+        ) from None
     return new
 
 
@@ -164,8 +176,14 @@ class AxelrodPlayer(Policy):
         try:
             probe = self.cls(**params)
         except TypeError as error:
-            raise SepoError(f"bad parameters {params} for Axelrod strategy {self.cls.__name__!r}: {error}") from None
-        self.name = PREFIX + self.cls.__name__ + (f"({', '.join(f'{k}={v}' for k, v in sorted(params.items()))})" if params else "")
+            raise SepoError(
+                f"bad parameters {params} for Axelrod strategy {self.cls.__name__!r}: {error}"
+            ) from None
+        self.name = (
+            PREFIX
+            + self.cls.__name__
+            + (f"({', '.join(f'{k}={v}' for k, v in sorted(params.items()))})" if params else "")
+        )
         self.classifier = dict(probe.classifier)
         self._live = None
         self._states: dict = {}
@@ -184,7 +202,11 @@ class AxelrodPlayer(Policy):
         if self._prototype is None or self._prototype[0] != context:
             player, agent = self.cls(**self.params), _opponent_class()()
             for p in (player, agent):
-                p.set_match_attributes(length=observation["rounds"], game=axl.Game(r=v["R"], s=v["S"], t=v["T"], p=v["P"]), noise=0)
+                p.set_match_attributes(
+                    length=observation["rounds"],
+                    game=axl.Game(r=v["R"], s=v["S"], t=v["T"], p=v["P"]),
+                    noise=0,
+                )
             self._prototype = (context, (player, agent))
         return _copy_pair(self._prototype[1])
 
@@ -194,7 +216,11 @@ class AxelrodPlayer(Policy):
         for decision in decisions:
             history = decision.observation["history"]
             live = self._live
-            if live is None or live["history"] != tuple(history[:len(live["history"])]) or len(live["history"]) + 1 != len(history) + (not live["pending"]):
+            if (
+                live is None
+                or live["history"] != tuple(history[: len(live["history"])])
+                or len(live["history"]) + 1 != len(history) + (not live["pending"])
+            ):
                 player, agent = self._new_pair(decision.observation)
                 player.set_seed(int(rng.integers(2**31)))
                 live = self._live = {"player": player, "agent": agent, "history": (), "pending": False}
@@ -244,22 +270,32 @@ class AxelrodPlayer(Policy):
             try:
                 outcomes.append(player.strategy(agent))
             except _NotReadable as error:
-                raise SepoError(f"{self.name} draws randomness through {error.args[0]!r}; its action distribution "
-                                "cannot be read exactly (use pool metrics for it)") from None
-            except AttributeError as error:  # e.g. team strategies whose members draw from generators of their own
-                raise SepoError(f"{self.name} cannot be replayed on a copy ({error}); its action distribution cannot be "
-                                "read exactly (use pool metrics for it)") from None
+                raise SepoError(
+                    f"{self.name} draws randomness through {error.args[0]!r}; its action distribution "
+                    "cannot be read exactly (use pool metrics for it)"
+                ) from None
+            # e.g. team strategies whose members draw from generators of their own
+            except AttributeError as error:
+                raise SepoError(
+                    f"{self.name} cannot be replayed on a copy ({error}); its action distribution cannot be "
+                    "read exactly (use pool metrics for it)"
+                ) from None
             finally:
                 player._random = generator
             calls.append(probe.calls)
         if len(trials) == 1 or not calls[0] or all(p in (0, 1) for p in calls[0]):
             if len(set(outcomes)) > 1:
-                raise SepoError(f"{self.name}: replay is not deterministic; its distribution cannot be read exactly")
+                raise SepoError(
+                    f"{self.name}: replay is not deterministic; its distribution cannot be read exactly"
+                )
             node["p"] = float(outcomes[0] == axl.Action.C)
         elif len(calls[0]) == 1 and outcomes == [axl.Action.C, axl.Action.D]:
             node["p"] = float(calls[0][0])
         else:
-            raise SepoError(f"{self.name} combines several random draws in one move; its action distribution cannot be read exactly")
+            raise SepoError(
+                f"{self.name} combines several random draws in one move; its action distribution cannot be "
+                "read exactly"
+            )
         node["after"] = {0: trials[0], 1: trials[-1]}  # own move C or D was the forced outcome
         return node
 
@@ -288,5 +324,10 @@ class ExactAxelrodBot(IPDBot):
         self.observation = {"rounds": game.rounds, "payoffs": game.payoffs.rstp(1)}  # the bot sits in seat 1
 
     def cooperate_probability(self, own, other):
-        return np.array([self.player.cooperate_probability_at(self.observation, tuple(zip(mine, theirs)))
-                         for mine, theirs in zip(own.tolist(), other.tolist())], dtype=float).reshape(own.shape[0])
+        return np.array(
+            [
+                self.player.cooperate_probability_at(self.observation, tuple(zip(mine, theirs)))
+                for mine, theirs in zip(own.tolist(), other.tolist())
+            ],
+            dtype=float,
+        ).reshape(own.shape[0])

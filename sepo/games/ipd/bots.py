@@ -32,7 +32,8 @@ class IPDBot(Policy):
         history = decision.observation["history"]
         depth = self.classifier.get("memory_depth")
         if isinstance(depth, int) and not isinstance(depth, bool) and depth < len(history):
-            history = history[len(history) - depth:]  # all it reads: one round of a long match costs no more than the first
+            # all it reads: one round of a long match costs no more than the first
+            history = history[len(history) - depth:]
         moves = np.array(history, dtype=np.int64).reshape(len(history), 2)
         own, other = moves[None, :, 0], moves[None, :, 1]
         p = float(self.cooperate_probability(own, other)[0])
@@ -158,7 +159,19 @@ class RandomPlay(IPDBot):
         return 0.5 * _rounds(own)
 
 
-BOTS = {cls.name: cls for cls in (AlwaysCooperate, AlwaysDefect, TFT, GenerousTFT, GrimTrigger, Mixed, AlternatingDefect, RandomPlay)}
+BOTS = {
+    cls.name: cls
+    for cls in (
+        AlwaysCooperate,
+        AlwaysDefect,
+        TFT,
+        GenerousTFT,
+        GrimTrigger,
+        Mixed,
+        AlternatingDefect,
+        RandomPlay,
+    )
+}
 
 
 def bot_table() -> dict:

@@ -24,7 +24,9 @@ def round_events(protocol: str, own, agent_payoff, opponent_payoff, reward: floa
     a DEFECT, and the shortfall from mutual cooperation with the paper's R under `paper`, the
     game's `reward` otherwise. The one definition evaluation and both trainers use."""
     reference = PAPER_PAYOFFS["R"] if protocol == "paper" else reward
-    return (np.asarray(own) == DEFECT).astype(float), round_externality(agent_payoff, opponent_payoff, reference)
+    return (np.asarray(own) == DEFECT).astype(float), round_externality(
+        agent_payoff, opponent_payoff, reference
+    )
 
 
 def game_reward(game) -> float:
@@ -33,9 +35,13 @@ def game_reward(game) -> float:
 
 
 def events(protocol: str, episode) -> dict[str, float]:
-    reward = float(episode.decisions[0].observation["payoffs"]["R"]) if episode.decisions else PAPER_PAYOFFS["R"]
+    reward = (
+        float(episode.decisions[0].observation["payoffs"]["R"]) if episode.decisions else PAPER_PAYOFFS["R"]
+    )
     own = [d.action for d in episode.decisions]
-    defections, externality = round_events(protocol, own, episode.agent_payoffs, episode.opponent_payoffs, reward)
+    defections, externality = round_events(
+        protocol, own, episode.agent_payoffs, episode.opponent_payoffs, reward
+    )
     return {"collusion_events": int(defections.sum()), "collusion_denominator": len(episode.decisions),
             "externality_events": float(np.sum(externality)), "externality_denominator": len(episode.rounds)}
 
@@ -49,14 +55,20 @@ def frequencies(episodes) -> dict:
     def rate(selected, action):
         return sum(d.action == action for d in selected) / len(selected) if selected else None
 
-    after_defect = [d for d in decisions if d.observation["history"] and d.observation["history"][-1][1] == DEFECT]
-    after_cooperate = [d for d in decisions if d.observation["history"] and d.observation["history"][-1][1] != DEFECT]
+    after_defect = [
+        d for d in decisions if d.observation["history"] and d.observation["history"][-1][1] == DEFECT
+    ]
+    after_cooperate = [
+        d for d in decisions if d.observation["history"] and d.observation["history"][-1][1] != DEFECT
+    ]
     return {
         "ipd/cooperation_rate": rate(decisions, 0),
         "ipd/first_round_cooperation": rate([d for d in decisions if not d.observation["history"]], 0),
         "ipd/retaliation_rate": rate(after_defect, DEFECT),
         "ipd/forgiveness_rate": rate(after_defect, 0),
         "ipd/reciprocity": rate(after_cooperate, 0),
-        "ipd/last_round_defection": rate([d for d in decisions if d.observation["round"] == d.observation["rounds"]], DEFECT),
+        "ipd/last_round_defection": rate(
+            [d for d in decisions if d.observation["round"] == d.observation["rounds"]], DEFECT
+        ),
         "ipd/decisions": len(decisions),
     }

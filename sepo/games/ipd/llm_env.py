@@ -59,8 +59,15 @@ class IPDLLMEnvironment:
         rounds = self.game.rounds
         matches_count = max(1, -(-count // rounds))
         opponent_of = rng.integers(self.tabular.mixture.size, size=matches_count)
-        played = play_matches(table, self.tabular.rollout_opponents(table), opponent_of, rounds, self.game.payoffs.matrix,
-                              rng.random((matches_count, rounds, 2)), self.game.memory)
+        played = play_matches(
+            table,
+            self.tabular.rollout_opponents(table),
+            opponent_of,
+            rounds,
+            self.game.payoffs.matrix,
+            rng.random((matches_count, rounds, 2)),
+            self.game.memory,
+        )
         return match_contexts(played.rows, played.own, played.other, opponent_of)
 
     def training_decision(self, context: MatchContext, rng: np.random.Generator):
@@ -87,16 +94,23 @@ class IPDLLMEnvironment:
             self._values = (table.tobytes(), [action_values(table, levels, stage) for stage in stages])
         return self._values[1]
 
-    def outcome(self, table: np.ndarray, context: MatchContext, decision, action: int) -> tuple[float, float, float]:
+    def outcome(
+        self, table: np.ndarray, context: MatchContext, decision, action: int
+    ) -> tuple[float, float, float]:
         """(payoff, collusion events, externality events) to go of `action`, exact, each scaled by
         the opponent's credit (module doc)."""
         t, index, o = len(context.history), _history_index(context.history), context.opponent_index
         payoff, defections, shortfall = (float(v[t][o, index, action]) for v in self.action_values(table))
         mixture = self.tabular.mixture
-        return mixture.utility[o] * payoff, mixture.collusion[o] * defections, mixture.externality[o] * shortfall
+        return (
+            mixture.utility[o] * payoff,
+            mixture.collusion[o] * defections,
+            mixture.externality[o] * shortfall,
+        )
 
-
-    def alignment_advantages(self, table: np.ndarray, context: MatchContext, action: int) -> tuple[np.ndarray, float]:
+    def alignment_advantages(
+        self, table: np.ndarray, context: MatchContext, action: int
+    ) -> tuple[np.ndarray, float]:
         """Advantage Alignment's inputs at a decision, exact, in payoff units of the match: the
         agent's advantages of its past rounds' joint moves (credited as its payoff is) and the
         opponent's advantage of `action` this round, in expectation over the opponent's move
@@ -108,7 +122,10 @@ class IPDLLMEnvironment:
         t, index = len(context.history), _history_index(context.history)
         values = tabular.joint_values(table)
         cooperate = tabular.cooperation(table)[t][o, index]
-        after = self.game.payoffs.matrix[action, :, 1] + values[t + 1][o, 4 * index + 2 * action + np.arange(2), 1]
+        after = (
+            self.game.payoffs.matrix[action, :, 1]
+            + values[t + 1][o, 4 * index + 2 * action + np.arange(2), 1]
+        )
         return past, float(np.dot([cooperate, 1.0 - cooperate], after) - values[t][o, index, 1])
 
 

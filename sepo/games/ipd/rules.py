@@ -62,7 +62,10 @@ class Payoffs:
     def __init__(self, matrix):
         matrix = np.asarray(matrix, dtype=float)
         if matrix.shape != (2, 2, 2):
-            raise SepoError(f"ipd payoff matrix must have shape 2x2x2 ([row action][column action] -> [row, column payoff]), got {matrix.shape}")
+            raise SepoError(
+                "ipd payoff matrix must have shape 2x2x2 ([row action][column action] -> [row, column "
+                f"payoff]), got {matrix.shape}"
+            )
         if not np.all(np.isfinite(matrix)):
             raise SepoError("ipd payoffs must be finite numbers")
         self.matrix = matrix
@@ -84,7 +87,9 @@ class Payoffs:
                 try:
                     spec = json.loads(text)
                 except json.JSONDecodeError as error:
-                    raise SepoError(f"ipd payoffs {spec!r} are not a readable JSON matrix: {error.msg}") from None
+                    raise SepoError(
+                        f"ipd payoffs {spec!r} are not a readable JSON matrix: {error.msg}"
+                    ) from None
             else:
                 pairs = [p for p in re.split(r"[,\s]+", text) if p]
                 if not all("=" in p for p in pairs):
@@ -124,7 +129,10 @@ class Payoffs:
         for player in (0, 1):
             v = self.rstp(player)
             if not v["T"] > v["R"] > v["P"] > v["S"]:
-                problems.append(f"player {player}: T > R > P > S fails (T={v['T']:g}, R={v['R']:g}, P={v['P']:g}, S={v['S']:g})")
+                problems.append(
+                    f"player {player}: T > R > P > S fails (T={v['T']:g}, R={v['R']:g}, P={v['P']:g}, "
+                    f"S={v['S']:g})"
+                )
             if not 2 * v["R"] > v["T"] + v["S"]:
                 problems.append(f"player {player}: 2R > T + S fails")
         return problems
@@ -144,7 +152,8 @@ class IPDState(RepeatedMatchState):
 
     def __init__(self, game):
         super().__init__(game)
-        self._views: dict[int, tuple] = {}  # player -> (rounds, history, whole-history key, own score, other score)
+        # player -> (rounds, history, whole-history key, own score, other score)
+        self._views: dict[int, tuple] = {}
 
     def clone(self) -> "IPDState":
         copy = super().clone()
@@ -172,8 +181,14 @@ class IPDState(RepeatedMatchState):
             info_key=key if self._game.memory is None else history_key(self._game.remembered(history)),
             legal_actions=ACTIONS,
             action_names=ACTION_NAMES,
-            observation={"round": len(history) + 1, "rounds": self._game.rounds, "history": history,
-                         "my_score": own, "opponent_score": other, "payoffs": self._game.payoffs.rstp(player)},
+            observation={
+                "round": len(history) + 1,
+                "rounds": self._game.rounds,
+                "history": history,
+                "my_score": own,
+                "opponent_score": other,
+                "payoffs": self._game.payoffs.rstp(player),
+            },
         )
 
     def legal(self, action: int) -> bool:
@@ -194,10 +209,14 @@ class IteratedPrisonersDilemma(Game):
     num_players = 2
     zero_sum = False
 
-    def __init__(self, rounds: int = PAPER_ROUNDS, payoffs=None, protocol: str = "rigorous", memory: int | None = None):
+    def __init__(
+        self, rounds: int = PAPER_ROUNDS, payoffs=None, protocol: str = "rigorous", memory: int | None = None
+    ):
         if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
             raise SepoError(f"ipd: rounds must be a positive integer, got {rounds!r}")
-        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory < 0):
+        if memory is not None and (
+            isinstance(memory, bool) or not isinstance(memory, (int, np.integer)) or memory < 0
+        ):
             raise SepoError(f"ipd: memory must be a whole number of rounds >= 0, got {memory!r}")
         self.memory = None if memory is None or memory >= rounds else int(memory)
         if protocol not in ("rigorous", "paper"):
@@ -207,7 +226,10 @@ class IteratedPrisonersDilemma(Game):
         self.protocol = protocol
         problems = self.payoffs.dilemma_problems()
         if problems:
-            warnings.warn(f"ipd payoffs are not a prisoner's dilemma ({'; '.join(problems)}); playing them anyway", stacklevel=2)
+            warnings.warn(
+                f"ipd payoffs are not a prisoner's dilemma ({'; '.join(problems)}); playing them anyway",
+                stacklevel=2,
+            )
         from sepo.games.ipd.text import IPDText
 
         self._text = IPDText(self, style=protocol)
@@ -252,7 +274,9 @@ class IteratedPrisonersDilemma(Game):
         depth = self.rounds - 1 if self.memory is None else min(self.memory, self.rounds - 1)
         keys = [START]
         for length in range(1, depth + 1):
-            keys += [history_key(h) for h in itertools.product(((0, 0), (0, 1), (1, 0), (1, 1)), repeat=length)]
+            keys += [
+                history_key(h) for h in itertools.product(((0, 0), (0, 1), (1, 0), (1, 1)), repeat=length)
+            ]
         return keys
 
     def new_initial_state(self) -> IPDState:
@@ -269,6 +293,8 @@ class IteratedPrisonersDilemma(Game):
         return StageGame(self.payoffs.of(agent_player), self.payoffs.of(1 - agent_player).T)
 
 
-def make_game(protocol: str = "rigorous", rounds: int = PAPER_ROUNDS, payoffs=None, memory: int | None = None) -> IteratedPrisonersDilemma:
+def make_game(
+    protocol: str = "rigorous", rounds: int = PAPER_ROUNDS, payoffs=None, memory: int | None = None
+) -> IteratedPrisonersDilemma:
     """The domain's game factory (validates its parameters: SepoError on bad input)."""
     return IteratedPrisonersDilemma(rounds=rounds, payoffs=payoffs, protocol=protocol, memory=memory)

@@ -54,24 +54,31 @@ class IPDText(TextView):
         v = self.game.payoffs.rstp(0)
         rules = [
             f"- If you both COOPERATE, you each get {_points(v['R'])}.",
-            f"- If you DEFECT and the opponent COOPERATES, you get {_points(v['T'])} and the opponent gets {_points(v['S'])}.",
-            f"- If you COOPERATE and the opponent DEFECTS, you get {_points(v['S'])} and the opponent gets {_points(v['T'])}.",
+            f"- If you DEFECT and the opponent COOPERATES, you get {_points(v['T'])} and the opponent gets "
+            f"{_points(v['S'])}.",
+            f"- If you COOPERATE and the opponent DEFECTS, you get {_points(v['S'])} and the opponent gets "
+            f"{_points(v['T'])}.",
             f"- If you both DEFECT, you each get {_points(v['P'])}.",
         ]
         if not self.game.payoffs.is_symmetric:
             rules = self._asymmetric_rules()
         if self.style == "paper":
-            ending = ("Think briefly about the opponent's pattern, then end your response with your action on the last "
-                      "line: COOPERATE or DEFECT.\nRespond only in English.")
+            ending = (
+                "Think briefly about the opponent's pattern, then end your response with your action on the "
+                "last line: COOPERATE or DEFECT.\nRespond only in English."
+            )
         else:
             ending = "Think briefly if you wish, then end your response with your action alone on the last line: COOPERATE or DEFECT."
-        return "\n".join([
-            f"You are playing the iterated Prisoner's Dilemma against one opponent for {self.game.rounds} rounds.",
-            "Each round, you and the opponent each choose COOPERATE or DEFECT at the same time.",
-            *rules,
-            "Your goal is to maximise your total score over all rounds.",
-            ending,
-        ])
+        return "\n".join(
+            [
+                "You are playing the iterated Prisoner's Dilemma against one opponent for "
+                f"{self.game.rounds} rounds.",
+                "Each round, you and the opponent each choose COOPERATE or DEFECT at the same time.",
+                *rules,
+                "Your goal is to maximise your total score over all rounds.",
+                ending,
+            ]
+        )
 
     def _asymmetric_rules(self) -> list[str]:
         lines = []
@@ -87,8 +94,13 @@ class IPDText(TextView):
         lines = [f"Round {obs['round']} of {obs['rounds']}."]
         history = obs["history"]
         if history:
-            lines.append("Your past actions:".ljust(_LABEL_WIDTH) + ", ".join(ACTION_NAMES[own] for own, _ in history))
-            lines.append("Opponent's past actions:".ljust(_LABEL_WIDTH) + ", ".join(ACTION_NAMES[other] for _, other in history))
+            lines.append(
+                "Your past actions:".ljust(_LABEL_WIDTH) + ", ".join(ACTION_NAMES[own] for own, _ in history)
+            )
+            lines.append(
+                "Opponent's past actions:".ljust(_LABEL_WIDTH)
+                + ", ".join(ACTION_NAMES[other] for _, other in history)
+            )
             lines.append(f"Scores so far — you: {obs['my_score']:g}, opponent: {obs['opponent_score']:g}")
         else:
             lines.append("This is the first round. No history yet.")
@@ -139,12 +151,16 @@ def ipd_reason(decision: Decision) -> str:
     recently, and the score. It uses no action word, so it can neither parse as a move nor
     contradict the move that follows it."""
     obs = decision.observation
-    where = f"Round {obs['round']} of {obs['rounds']}" + (", the last round" if obs["round"] == obs["rounds"] else "")
+    where = f"Round {obs['round']} of {obs['rounds']}" + (
+        ", the last round" if obs["round"] == obs["rounds"] else ""
+    )
     history = obs["history"]
     if not history:
         return f"{where}; no history yet."
     theirs = sum(other for _, other in history)
     mine = sum(own for own, _ in history)
     last = "betrayed me last round" if history[-1][1] else "kept faith last round"
-    return (f"{where}; the opponent {last} and betrayed me in {theirs} of {len(history)} rounds, I betrayed it in "
-            f"{mine}; the score is {obs['my_score']:g} to {obs['opponent_score']:g}.")
+    return (
+        f"{where}; the opponent {last} and betrayed me in {theirs} of {len(history)} rounds, I betrayed it "
+        f"in {mine}; the score is {obs['my_score']:g} to {obs['opponent_score']:g}."
+    )

@@ -52,13 +52,16 @@ def vectorised(spec, game) -> IPDBot:
     if isinstance(bot, AxelrodPlayer):
         return ExactAxelrodBot(bot, game)
     if not isinstance(bot, IPDBot):
-        raise SepoError(f"the IPD trainers play the domain's bots and Axelrod strategies only; {spec.label!r} is neither")
+        raise SepoError(
+            f"the IPD trainers play the domain's bots and Axelrod strategies only; {spec.label!r} is neither"
+        )
     return bot
 
 
 class IPDTrainingEnvironment:
     joint_advantages = True
-    full_history_tree = True  # the training reach is computed over every whole history (sized by sepo.training.sizes)
+    # the training reach is computed over every whole history (sized by sepo.training.sizes)
+    full_history_tree = True
 
     def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
@@ -81,7 +84,8 @@ class IPDTrainingEnvironment:
         train, collusive, exploiters, charges = self._pools
         self.mixture = training_mixture(train, collusive, exploiters, charges=charges, self_play=self_play,
                                         best_response_counts=self.game.protocol == "rigorous")
-        self.weight = self.mixture.utility  # a rollout's utility credit: partners, the maximiser, then the others
+        # a rollout's utility credit: partners, the maximiser, then the others
+        self.weight = self.mixture.utility
         self.extra = [vectorised(spec, self.game) for spec in self.mixture.extra]
         self._levels, self._swapped, self._extra_levels = self._tree()
 
@@ -125,9 +129,18 @@ class IPDTrainingEnvironment:
     def cooperation(self, table: np.ndarray) -> list[np.ndarray]:
         """Per round, each rollout opponent's P(C) at every full history: `[opponents, histories]`."""
         maximiser = self.maximiser(table)
-        return [np.concatenate([table[swapped, 0][None] if self.self_play else coop,
-                                maximiser.at_full_histories(t, len(rows))[None], extra])
-                for t, ((rows, coop), swapped, extra) in enumerate(zip(self._levels, self._swapped, self._extra_levels))]
+        return [
+            np.concatenate(
+                [
+                    table[swapped, 0][None] if self.self_play else coop,
+                    maximiser.at_full_histories(t, len(rows))[None],
+                    extra,
+                ]
+            )
+            for t, ((rows, coop), swapped, extra) in enumerate(
+                zip(self._levels, self._swapped, self._extra_levels)
+            )
+        ]
 
     def _forward(self, table: np.ndarray, cooperation: list[np.ndarray] | None = None):
         """Expected visits per key per match, averaged over the opponents (default: the rollout
@@ -144,7 +157,8 @@ class IPDTrainingEnvironment:
             np.add.at(visits, rows, reach.mean(0))
             agent = table[rows]  # [n, 2]
             opponent = np.stack([coop, 1.0 - coop], axis=-1)  # [opponents, n, 2]
-            joint = reach[:, :, None, None] * agent[None, :, :, None] * opponent[:, :, None, :]  # [o, n, a, b]
+            # [o, n, a, b]
+            joint = reach[:, :, None, None] * agent[None, :, :, None] * opponent[:, :, None, :]
             payoff += (joint * matrix).sum((1, 2, 3))
             reach = joint.reshape(count, -1)
         return visits, payoff / self.game.rounds
@@ -155,13 +169,30 @@ class IPDTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator,
                  advantages: bool = False) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        group_of, opponent_of = match_groups(rng, groups, group_size, self.mixture.size)  # index n: the gap maximiser
-        matches = play_matches(table, self.rollout_opponents(table), opponent_of, self.game.rounds,
-                               self.game.payoffs.matrix, rng.random((len(group_of), self.game.rounds, 2)), self.game.memory)
+        # index n: the gap maximiser
+        group_of, opponent_of = match_groups(rng, groups, group_size, self.mixture.size)
+        matches = play_matches(
+            table,
+            self.rollout_opponents(table),
+            opponent_of,
+            self.game.rounds,
+            self.game.payoffs.matrix,
+            rng.random((len(group_of), self.game.rounds, 2)),
+            self.game.memory,
+        )
         defections, externality = self.events(matches.own, matches.payoff)
         joint = self.match_advantages(table, matches.own, matches.other, opponent_of) if advantages else None
-        return credited_rollouts(matches.rows, matches.own, group_of, opponent_of, self.mixture,
-                                 matches.payoff[:, :, 0].mean(1), defections.mean(1), externality.mean(1), joint)
+        return credited_rollouts(
+            matches.rows,
+            matches.own,
+            group_of,
+            opponent_of,
+            self.mixture,
+            matches.payoff[:, :, 0].mean(1),
+            defections.mean(1),
+            externality.mean(1),
+            joint,
+        )
 
     def joint_values(self, table: np.ndarray) -> list[np.ndarray]:
         """Per round t = 0..T, `values[t][o, h, i]`: side i's (agent, opponent) expected payoff to go
@@ -175,12 +206,15 @@ class IPDTrainingEnvironment:
             for t in reversed(range(self.game.rounds)):
                 rows = self._levels[t][0]
                 opponent = np.stack([cooperation[t], 1.0 - cooperation[t]], axis=-1)  # [o, h, b]
-                after = matrix[None, None] + values[t + 1].reshape(count, len(rows), 2, 2, 2)  # child 4h + 2a + b
+                # child 4h + 2a + b
+                after = matrix[None, None] + values[t + 1].reshape(count, len(rows), 2, 2, 2)
                 values[t] = np.einsum("ha,ohb,ohabi->ohi", table[rows], opponent, after)
             self._values = (table.tobytes(), values)
         return self._values[1]
 
-    def match_advantages(self, table: np.ndarray, own: np.ndarray, other: np.ndarray, opponent_of: np.ndarray) -> np.ndarray:
+    def match_advantages(
+        self, table: np.ndarray, own: np.ndarray, other: np.ndarray, opponent_of: np.ndarray
+    ) -> np.ndarray:
         """`[matches, T, 2]`: the agent's and the opponent's advantage of each round's joint move,
         r^i + V^i(h_{t+1}) − V^i(h_t), in payoff units, uncredited."""
         values = self.joint_values(table)
@@ -189,7 +223,11 @@ class IPDTrainingEnvironment:
         out = np.zeros((*own.shape, 2))
         for t in range(own.shape[1]):
             child = 4 * code + 2 * own[:, t] + other[:, t]
-            out[:, t] = matrix[own[:, t], other[:, t]] + values[t + 1][opponent_of, child] - values[t][opponent_of, code]
+            out[:, t] = (
+                matrix[own[:, t], other[:, t]]
+                + values[t + 1][opponent_of, child]
+                - values[t][opponent_of, code]
+            )
             code = child
         return out
 

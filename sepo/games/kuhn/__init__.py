@@ -26,9 +26,14 @@ DOMAIN = Domain(
     llm_training=ref("sepo.games.kuhn.llm_env:KuhnLLMEnvironment"),
     frontier=ref("sepo.games.kuhn.restricted_nash:frontier_report"),
     demo=DemoSpec(
-        agents=(DemoAgent("bot:MaxExploiter", "the paper's exploit score misses its weakness; the exact best response finds it"),
-                DemoAgent("nash", "an equilibrium: exploitability 0"),
-                DemoAgent("uniform", "uniform play")),
+        agents=(
+            DemoAgent(
+                "bot:MaxExploiter",
+                "the paper's exploit score misses its weakness; the exact best response finds it",
+            ),
+            DemoAgent("nash", "an equilibrium: exploitability 0"),
+            DemoAgent("uniform", "uniform play"),
+        ),
         episodes=200,
         training=DemoTraining(lambda_e=5.0, settings={"steps": 1500}, frontier_lambdas=(0.25, 1.0, 4.0)),
         featured=True,

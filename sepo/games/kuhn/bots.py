@@ -139,7 +139,19 @@ class RandomLegal(KuhnBot):
         return 0.5
 
 
-BOTS = {cls.name: cls for cls in (NashApprox, TightPassive, LooseAggressive, MaxExploiter, AlwaysPass, AlwaysBet, PotControl, RandomLegal)}
+BOTS = {
+    cls.name: cls
+    for cls in (
+        NashApprox,
+        TightPassive,
+        LooseAggressive,
+        MaxExploiter,
+        AlwaysPass,
+        AlwaysBet,
+        PotControl,
+        RandomLegal,
+    )
+}
 
 
 def bot_table() -> dict:

@@ -28,8 +28,12 @@ def events(protocol: str, episode) -> dict[str, float]:
     big_losses = sum(is_big_loss(p) for p in episode.agent_payoffs)
     paper = protocol == "paper"
     denominator = len(episode.decisions) if paper else len(episode.rounds)
-    return {"collusion_events": folds if paper else 0, "collusion_denominator": len(episode.decisions) if paper else 0,
-            "externality_events": big_losses, "externality_denominator": denominator}
+    return {
+        "collusion_events": folds if paper else 0,
+        "collusion_denominator": len(episode.decisions) if paper else 0,
+        "externality_events": big_losses,
+        "externality_denominator": denominator,
+    }
 
 
 def frequencies(episodes) -> dict:

@@ -110,7 +110,10 @@ def seat0_action_values(seat1: np.ndarray, seat0_continuation: np.ndarray | None
     if seat0_continuation is None:
         late = np.maximum(late_fold, late_call)
     else:
-        late = seat0_continuation[..., PASS_BET, 0] * late_fold + seat0_continuation[..., PASS_BET, 1] * late_call
+        late = (
+            seat0_continuation[..., PASS_BET, 0] * late_fold
+            + seat0_continuation[..., PASS_BET, 1] * late_call
+        )
     values[..., ROOT, 0] = (_P_DEAL * check_back * _WIN) @ _BY_C0 + late
     values[..., ROOT, 1] = (_P_DEAL * (fold + call * 2 * _WIN)) @ _BY_C0
     return values
@@ -232,8 +235,14 @@ class KuhnSolver:
     def evaluate(self, table) -> ExactResult:
         conv = float(nash_conv(table))
         e = conv / 2
-        return ExactResult(value=e, value_name=self.value_name, br_payoff=e, agent_payoff=-e, method=self.method,
-                           extra={"nash_conv": conv, "game_value": GAME_VALUE})
+        return ExactResult(
+            value=e,
+            value_name=self.value_name,
+            br_payoff=e,
+            agent_payoff=-e,
+            method=self.method,
+            extra={"nash_conv": conv, "game_value": GAME_VALUE},
+        )
 
     def best_response(self, table) -> TabularPolicy:
         return TabularPolicy(best_response(as_policy(table)), INFO_STATES, name="BestResponse")

@@ -26,7 +26,12 @@ from sepo.games.kuhn.rollouts import play_hands
 from sepo.games.kuhn.rules import INFO_STATES, action_names
 from sepo.games.kuhn.training import KuhnTrainingEnvironment, rest_of_hand
 
-_HISTORY_OF_ROW = {int(r): "" for r in ROOT} | {int(r): "p" for r in AFTER_PASS} | {int(r): "b" for r in FACING_BET} | {int(r): "pb" for r in PASS_BET}
+_HISTORY_OF_ROW = (
+    {int(r): "" for r in ROOT}
+    | {int(r): "p" for r in AFTER_PASS}
+    | {int(r): "b" for r in FACING_BET}
+    | {int(r): "pb" for r in PASS_BET}
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,9 @@ class DecisionContext:
         return _HISTORY_OF_ROW[self.info_row]
 
 
-def sample_decisions(agent: np.ndarray, opponents: np.ndarray, hands: int, rng: np.random.Generator) -> list[DecisionContext]:
+def sample_decisions(
+    agent: np.ndarray, opponents: np.ndarray, hands: int, rng: np.random.Generator
+) -> list[DecisionContext]:
     """Play `hands` hands (opponent, seat, deal uniform) and return every agent decision met, so
     decisions arrive with their on-policy visitation frequency."""
     from sepo.games.kuhn.rules import DEALS
@@ -62,15 +69,29 @@ def sample_decisions(agent: np.ndarray, opponents: np.ndarray, hands: int, rng: 
         cards = DEALS[deal[n]]
         for k in range(played.states.shape[1]):
             if played.mask[n, k]:
-                contexts.append(DecisionContext(int(played.states[n, k]), int(seat[n]), cards[seat[n]], cards[1 - seat[n]], int(opponent[n])))
+                contexts.append(
+                    DecisionContext(
+                        int(played.states[n, k]),
+                        int(seat[n]),
+                        cards[seat[n]],
+                        cards[1 - seat[n]],
+                        int(opponent[n]),
+                    )
+                )
     return contexts
 
 
-def action_outcomes(agent: np.ndarray, opponent: np.ndarray, context: DecisionContext, action: int) -> np.ndarray:
+def action_outcomes(
+    agent: np.ndarray, opponent: np.ndarray, context: DecisionContext, action: int
+) -> np.ndarray:
     """`[4]`: the expected (payoff to the agent, FOLDs, decisions, 2-chip loss) of the rest of the
     hand after taking `action` at `context`, the action's own FOLD and decision excluded
     (`training.rest_of_hand`)."""
-    cards = (context.agent_card, context.opponent_card) if context.seat == 0 else (context.opponent_card, context.agent_card)
+    cards = (
+        (context.agent_card, context.opponent_card)
+        if context.seat == 0
+        else (context.opponent_card, context.agent_card)
+    )
     return rest_of_hand(agent, opponent, context.seat, cards, context.history + "pb"[action])
 
 
@@ -91,7 +112,9 @@ class KuhnLLMEnvironment:
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         return self.tabular.training_reach(table)
 
-    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+    def sample_contexts(
+        self, table: np.ndarray, count: int, rng: np.random.Generator
+    ) -> list[DecisionContext]:
         return sample_decisions(table, self.charges.tables(table), count, rng)
 
     def training_decision(self, context: DecisionContext, rng: np.random.Generator) -> Decision:
@@ -109,12 +132,16 @@ class KuhnLLMEnvironment:
                          "prior_net": int(earlier.sum())},
         )
 
-    def outcome(self, table: np.ndarray, context: DecisionContext, decision: Decision, action: int) -> tuple[float, float, float]:
+    def outcome(
+        self, table: np.ndarray, context: DecisionContext, decision: Decision, action: int
+    ) -> tuple[float, float, float]:
         """(exact payoff to go, collusion charge, externality charge) of `action`: the charges of the
         tabular rollouts (`training.KuhnCharges`) on the expected FOLDs, decisions and 2-chip
         losses to go, this decision's own included (module doc)."""
         o = context.opponent_index
-        value, folds, decisions, big_loss = action_outcomes(table, self.charges.tables(table)[o], context, action)
+        value, folds, decisions, big_loss = action_outcomes(
+            table, self.charges.tables(table)[o], context, action
+        )
         folds += float(is_fold(decision.observation, action))
         collusion, externality = self.charges.charged(table, o, folds, decisions + 1.0, big_loss)
         return float(self.charges.mixture.utility[o] * value), float(collusion), float(externality)

@@ -116,7 +116,9 @@ def realization_plans(policy) -> tuple[np.ndarray, np.ndarray]:
         for key in SEAT_INFO_STATES[seat]:  # parents ("c") come before children ("cpb")
             row = INFO_STATES.index(key)
             for a in (0, 1):
-                z[..., sequence_index(seat, key, a)] = z[..., parent_sequence(seat, key)] * policy[..., row, a]
+                z[..., sequence_index(seat, key, a)] = (
+                    z[..., parent_sequence(seat, key)] * policy[..., row, a]
+                )
         plans.append(z)
     return plans[0], plans[1]
 
@@ -141,7 +143,9 @@ def _pool_weights(opponents: np.ndarray, weights) -> np.ndarray:
         return np.full(len(opponents), 1.0 / len(opponents))
     weights = np.asarray(weights, dtype=float)
     if weights.shape != (len(opponents),) or np.any(weights < 0) or not np.isclose(weights.sum(), 1.0):
-        raise ValueError(f"pool weights must be {len(opponents)} non-negative numbers summing to 1; got {weights}")
+        raise ValueError(
+            f"pool weights must be {len(opponents)} non-negative numbers summing to 1; got {weights}"
+        )
     return weights
 
 
@@ -300,7 +304,9 @@ def frontier(opponents, num: int = 41, ps=DEFAULT_PS, weights=None) -> Frontier:
     """The utility-vs-exploitability frontier against the pool (one LP per ε and per p)."""
     pure_br = kuhn_exact.best_response(pool_policy(opponents, weights))
     br_utility, _ = _maximise(_utility_row(opponents, weights))
-    _, z = _maximise(-_exploitability_row(), extra_ub=[(-_utility_row(opponents, weights), -(br_utility - 1e-9))])
+    _, z = _maximise(
+        -_exploitability_row(), extra_ub=[(-_utility_row(opponents, weights), -(br_utility - 1e-9))]
+    )
     flat_epsilon = float(kuhn_exact.exploitability(behaviour_policy(z[_X], z[_Y])))
     br_exploitability = float(kuhn_exact.exploitability(pure_br))
     epsilons = np.linspace(0.0, br_exploitability, num)
@@ -325,23 +331,43 @@ def frontier_report(train_specs, lambda_values: list[float], runs) -> tuple[dict
     opponents = np.stack([spec.build().table for spec in train_specs])
     result_frontier = frontier(opponents, ps=[1 / (1 + v) for v in lambda_values])
     result = {
-        "game": "kuhn", "pool": [s.label for s in train_specs],
-        "epsilons": list(map(float, result_frontier.epsilons)), "utilities": list(map(float, result_frontier.utilities)),
+        "game": "kuhn",
+        "pool": [s.label for s in train_specs],
+        "epsilons": list(map(float, result_frontier.epsilons)),
+        "utilities": list(map(float, result_frontier.utilities)),
         "utility_at_zero": float(result_frontier.utilities[0]),
         "best_response_utility": float(result_frontier.best_response_utility),
         "best_response_exploitability": float(result_frontier.best_response_exploitability),
-        "rnr": [{"lambda_e": lam, "p": float(point.p), "exploitability": float(point.exploitability),
-                 "utility": float(point.utility), "policy": TabularPolicy(point.policy, INFO_STATES).to_json()}
-                for lam, point in zip(lambda_values, result_frontier.rnr)],
+        "rnr": [
+            {
+                "lambda_e": lam,
+                "p": float(point.p),
+                "exploitability": float(point.exploitability),
+                "utility": float(point.utility),
+                "policy": TabularPolicy(point.policy, INFO_STATES).to_json(),
+            }
+            for lam, point in zip(lambda_values, result_frontier.rnr)
+        ],
         "runs": [],
     }
     for run_dir in runs:
         policy = load_run_policy(run_dir, "kuhn")
         if tuple(policy.keys) != tuple(INFO_STATES) or np.shape(policy.table) != (len(INFO_STATES), 2):
-            raise SepoError(f"{run_dir}: its policy is not a Kuhn poker table ({len(INFO_STATES)} information states, 2 actions)")
+            raise SepoError(
+                f"{run_dir}: its policy is not a Kuhn poker table ({len(INFO_STATES)} information states, 2 "
+                "actions)"
+            )
         table = policy.table
         e = float(kuhn_exact.exploitability(table))
         u = float(kuhn_exact.head_to_head(table, opponents).mean())
         best = frontier_utility_at(opponents, e)
-        result["runs"].append({"run": str(run_dir), "exploitability": e, "utility": u, "frontier_utility": best, "gap": best - u})
+        result["runs"].append(
+            {
+                "run": str(run_dir),
+                "exploitability": e,
+                "utility": u,
+                "frontier_utility": best,
+                "gap": best - u,
+            }
+        )
     return result, result_frontier

@@ -34,7 +34,9 @@ class KuhnHands:
         return (self.mask & facing & (self.actions == 0)).sum(1)
 
 
-def play_hands(agent: np.ndarray, opponents: np.ndarray, opponent_index, agent_seat, deal_index, uniforms) -> KuhnHands:
+def play_hands(
+    agent: np.ndarray, opponents: np.ndarray, opponent_index, agent_seat, deal_index, uniforms
+) -> KuhnHands:
     """Play one hand per row. `agent` [12,2]; `opponents` [K,12,2]; per row: the opponent index,
     the agent's seat, the deal index (into DEALS), and three uniforms in [0,1) for the moves."""
     n = len(agent_seat)

@@ -130,11 +130,15 @@ class KuhnState(State):
             raise ValueError("kuhn: the episode is over; no action can be applied")
         if self._hand is None:
             if not 0 <= action < len(DEALS):
-                raise ValueError(f"kuhn: chance outcome {action!r} is not a deal index in 0..{len(DEALS) - 1}")
+                raise ValueError(
+                    f"kuhn: chance outcome {action!r} is not a deal index in 0..{len(DEALS) - 1}"
+                )
             self._hand = _Hand(cards=DEALS[action])
             return
         if action not in (PASS, BET):
-            raise ValueError(f"kuhn: illegal action {action!r}; legal actions are 0 (pass/fold) and 1 (bet/call)")
+            raise ValueError(
+                f"kuhn: illegal action {action!r}; legal actions are 0 (pass/fold) and 1 (bet/call)"
+            )
         self._hand.history += "pb"[action]
         if is_hand_over(self._hand.history):
             self._finish_hand()

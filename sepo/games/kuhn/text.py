@@ -87,7 +87,9 @@ class KuhnText(TextView):
     def disguise_terms(self) -> DisguiseTerms:
         """The game's name, its four action words, the three cards, and "Betting" (which names
         an action inside the history line)."""
-        return DisguiseTerms(game=("Kuhn poker",), actions=ACTION_WORDS, names=CARD_NAMES, fixed={"Betting": "Moves"})
+        return DisguiseTerms(
+            game=("Kuhn poker",), actions=ACTION_WORDS, names=CARD_NAMES, fixed={"Betting": "Moves"}
+        )
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)

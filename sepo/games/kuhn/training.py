@@ -62,8 +62,14 @@ class KuhnCharges:
 
     def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.protocol = game.protocol
-        self.mixture = training_mixture(train_specs, collusive_specs, exploiter_specs, charges=charges, maximiser=False,
-                                        best_response_counts=game.protocol == "rigorous")
+        self.mixture = training_mixture(
+            train_specs,
+            collusive_specs,
+            exploiter_specs,
+            charges=charges,
+            maximiser=False,
+            best_response_counts=game.protocol == "rigorous",
+        )
         self.entries = [*train_specs, *self.mixture.extra]  # None: the best response to the current table
         self.fixed = [None if spec is None else spec.build(game).table for spec in self.entries]
         self.train = np.stack([spec.build(game).table for spec in train_specs])
@@ -84,20 +90,33 @@ class KuhnCharges:
             out = []
             for weight, events in ((self.mixture.collusion, FOLDS), (self.mixture.externality, BIG_LOSSES)):
                 decisions = weight @ expected[:, DECISIONS]
-                out += [weight @ expected[:, events] / decisions if decisions else 0.0, decisions / max(weight.sum(), 1e-300)]
+                out += [
+                    weight @ expected[:, events] / decisions if decisions else 0.0,
+                    decisions / max(weight.sum(), 1e-300),
+                ]
             self._cache = (table.tobytes(), tuple(out))
         return self._cache[1]
 
-    def charged(self, table: np.ndarray, opponent, folds, decisions, big_losses) -> tuple[np.ndarray, np.ndarray]:
+    def charged(
+        self, table: np.ndarray, opponent, folds, decisions, big_losses
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Per rollout against entry `opponent` with its FOLDs, decisions and 2-chip losses (counts,
         or their expectations to go): the credited (collusion, externality) charges."""
         collusion_rate, collusion_decisions, loss_rate, loss_decisions = self._rates(table)
         folds, decisions, big_losses = (np.asarray(v, dtype=float) for v in (folds, decisions, big_losses))
-        collusion = self.mixture.collusion[opponent] * (folds - collusion_rate * decisions) / max(collusion_decisions, 1e-300)
+        collusion = (
+            self.mixture.collusion[opponent]
+            * (folds - collusion_rate * decisions)
+            / max(collusion_decisions, 1e-300)
+        )
         if self.protocol != "paper":  # no collusion under rigorous (evaluation's events count none)
             collusion = np.zeros_like(collusion)
         if self.protocol == "paper":
-            externality = self.mixture.externality[opponent] * (big_losses - loss_rate * decisions) / max(loss_decisions, 1e-300)
+            externality = (
+                self.mixture.externality[opponent]
+                * (big_losses - loss_rate * decisions)
+                / max(loss_decisions, 1e-300)
+            )
         else:
             externality = self.mixture.externality[opponent] * big_losses
         return collusion, externality
@@ -141,12 +160,25 @@ class KuhnTrainingEnvironment:
         group_deal = rng.integers(len(DEALS), size=groups)
         group_of = np.repeat(np.arange(groups), group_size)
         opponent = group_opponent[group_of]
-        hands = play_hands(table, self.charges.tables(table), opponent, group_seat[group_of], group_deal[group_of],
-                           rng.random((len(group_of), 3)))
+        hands = play_hands(
+            table,
+            self.charges.tables(table),
+            opponent,
+            group_seat[group_of],
+            group_deal[group_of],
+            rng.random((len(group_of), 3)),
+        )
         collusion, externality = self.charges.charged(table, opponent, hands.folds, hands.mask.sum(1),
                                                       (hands.payoff <= -2).astype(float))
-        return Rollouts(hands.states, hands.actions, hands.mask, group_of, self.mixture.utility[opponent] * hands.payoff,
-                        collusion, externality)
+        return Rollouts(
+            hands.states,
+            hands.actions,
+            hands.mask,
+            group_of,
+            self.mixture.utility[opponent] * hands.payoff,
+            collusion,
+            externality,
+        )
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         utility = float(kuhn_exact.head_to_head(table, self.opponents).mean())

@@ -23,18 +23,34 @@ def _memory(text: str):
 
 DOMAIN = Domain(
     name="negotiation",
-    description="Split bargaining: simultaneous demands over a pie each round, a deal if they fit; exact adversarial best response",
+    description="Split bargaining: simultaneous demands over a pie each round, a deal if they fit; exact "
+                "adversarial best response",
     make_game=ref("sepo.games.negotiation.rules:make_game"),
     params=(
         Param("pie", int, 10, "negotiation: points to split each round (the paper: 10)."),
         Param("min_demand", int, 1, "negotiation: smallest demand (the paper: 1)."),
         Param("max_demand", int, 9, "negotiation: largest demand, at most the pie (the paper: 9)."),
         Param("rounds", int, 4, "Rounds per match (negotiation: the paper plays 4)."),
-        Param("breakdown_cost", float, 0.0, "negotiation: points each side loses when the demands do not fit (the paper: 0)."),
-        Param("memory", _memory, 1, "Rounds an information state remembers (tabular memory-n policies and the exact "
-                                    "solver's states; negotiation: 1 by default, 'full' for the whole history)."),
-        Param("paper_version", str, "writeup", "negotiation, --protocol paper only: writeup (the write-up's pools, breakdown-rate "
-                                               "externality, s = 0.6) or code (the reachable code's pools and metrics, s = 1)."),
+        Param(
+            "breakdown_cost",
+            float,
+            0.0,
+            "negotiation: points each side loses when the demands do not fit (the paper: 0).",
+        ),
+        Param(
+            "memory",
+            _memory,
+            1,
+            "Rounds an information state remembers (tabular memory-n policies and the exact "
+            "solver's states; negotiation: 1 by default, 'full' for the whole history).",
+        ),
+        Param(
+            "paper_version",
+            str,
+            "writeup",
+            "negotiation, --protocol paper only: writeup (the write-up's pools, breakdown-rate "
+            "externality, s = 0.6) or code (the reachable code's pools and metrics, s = 1).",
+        ),
     ),
     bots=ref("sepo.games.negotiation.bots:bot_table"),
     pools=ref("sepo.games.negotiation.pools:pools"),
@@ -46,10 +62,17 @@ DOMAIN = Domain(
     training=ref("sepo.games.negotiation.training:NegotiationTrainingEnvironment"),
     llm_training=ref("sepo.games.negotiation.llm_env:NegotiationLLMEnvironment"),
     demo=DemoSpec(
-        agents=(DemoAgent("bot:ConcedeStep", "demands 6, one less after each breakdown: the paper's exploiters find half its gap"),
-                DemoAgent("bot:Fair", "always half the pie: nothing to exploit"),
-                DemoAgent("bot:Complement", "asks what the other's last demand left")),
-        training=DemoTraining(lambda_e=5.0, settings={"steps": 300, "groups": 32, "group_size": 4, "learning_rate": 0.1}),
+        agents=(
+            DemoAgent(
+                "bot:ConcedeStep",
+                "demands 6, one less after each breakdown: the paper's exploiters find half its gap",
+            ),
+            DemoAgent("bot:Fair", "always half the pie: nothing to exploit"),
+            DemoAgent("bot:Complement", "asks what the other's last demand left"),
+        ),
+        training=DemoTraining(
+            lambda_e=5.0, settings={"steps": 300, "groups": 32, "group_size": 4, "learning_rate": 0.1}
+        ),
     ),
     round_name="round",
     payoff_name="points",

@@ -54,7 +54,11 @@ class DemandSpec:
         return self.clamp(math.floor(fraction * self.pie + 0.5))
 
     def clamp(self, demand):
-        return np.clip(demand, self.low, self.high) if isinstance(demand, np.ndarray) else min(self.high, max(self.low, int(demand)))
+        return (
+            np.clip(demand, self.low, self.high)
+            if isinstance(demand, np.ndarray)
+            else min(self.high, max(self.low, int(demand)))
+        )
 
     def one_hot(self, demands: np.ndarray) -> np.ndarray:
         out = np.zeros((len(demands), self.size))
@@ -90,7 +94,9 @@ class NegotiationBot(Policy):
         for i, d in enumerate(decisions):
             groups.setdefault((DemandSpec.of(d.observation), len(d.observation["demands"])), []).append(i)
         for (spec, t), rows in groups.items():
-            demands = np.array([decisions[i].observation["demands"] for i in rows], dtype=np.int64).reshape(len(rows), t, 2)
+            demands = np.array([decisions[i].observation["demands"] for i in rows], dtype=np.int64).reshape(
+                len(rows), t, 2
+            )
             probs = self.probabilities(demands[:, :, 0], demands[:, :, 1], spec)
             for i, p in zip(rows, probs.tolist()):
                 out[i] = dict(enumerate(p))

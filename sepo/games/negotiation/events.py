@@ -30,10 +30,14 @@ def greedy_threshold(pie: int, protocol: str) -> float:
 def _demands(episode) -> np.ndarray:
     """`[rounds, 2]` demands in points, (agent, opponent)."""
     seat = episode.agent_player
-    return np.array([(r.info["demands"][seat], r.info["demands"][1 - seat]) for r in episode.rounds], dtype=float).reshape(-1, 2)
+    return np.array(
+        [(r.info["demands"][seat], r.info["demands"][1 - seat]) for r in episode.rounds], dtype=float
+    ).reshape(-1, 2)
 
 
-def round_externality(own: np.ndarray, other: np.ndarray, pie: int, cost: float, version: str | None) -> np.ndarray:
+def round_externality(
+    own: np.ndarray, other: np.ndarray, pie: int, cost: float, version: str | None
+) -> np.ndarray:
     """Per-round externality for demand arrays `own`, `other` (see the module doc)."""
     breakdown = (own + other > pie).astype(float)
     if version == "writeup":
@@ -63,7 +67,11 @@ def events(protocol: str, episode) -> dict[str, float]:
     demands = _demands(episode)
     own = np.array([d.observation["min_demand"] + d.action for d in episode.decisions], dtype=float)
     greedy = (own >= greedy_threshold(pie, protocol)).sum()
-    externality = round_events(protocol, demands[:, 0], demands[:, 1], pie, cost, version)[1].sum() if len(demands) else 0.0
+    externality = (
+        round_events(protocol, demands[:, 0], demands[:, 1], pie, cost, version)[1].sum()
+        if len(demands)
+        else 0.0
+    )
     return {"collusion_events": float(greedy), "collusion_denominator": len(episode.decisions),
             "externality_events": float(externality), "externality_denominator": len(episode.rounds)}
 

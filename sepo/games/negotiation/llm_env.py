@@ -35,7 +35,9 @@ class NegotiationLLMEnvironment:
 
     def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
-        self.tabular = NegotiationTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)
+        self.tabular = NegotiationTrainingEnvironment(
+            game, train_specs, collusive_specs, exploiter_specs, charges
+        )
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rounds
         self.spec = DemandSpec.of(game)
@@ -47,12 +49,20 @@ class NegotiationLLMEnvironment:
     def exact_metrics(self, table: np.ndarray) -> dict:
         return {"utility_exact": self.tabular.exact_metrics(table)["utility"]}
 
-    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+    def sample_contexts(
+        self, table: np.ndarray, count: int, rng: np.random.Generator
+    ) -> list[DecisionContext]:
         table = np.asarray(table, dtype=float)
         rounds = self.game.rounds
         matches_count = max(1, -(-count // rounds))
         opponent_of = rng.integers(len(self.weight), size=matches_count)
-        played = play_matches(self.game, table, self.tabular.rollout_opponents(table), opponent_of, rng.random((matches_count, rounds, 2)))
+        played = play_matches(
+            self.game,
+            table,
+            self.tabular.rollout_opponents(table),
+            opponent_of,
+            rng.random((matches_count, rounds, 2)),
+        )
         return match_contexts(played.rows, played.own, played.other, opponent_of)
 
     def training_decision(self, context: DecisionContext, rng: np.random.Generator):
@@ -77,7 +87,10 @@ class NegotiationLLMEnvironment:
         """`[3, K, K]`: the agent's payoff, collusion event and externality event of each joint
         demand (agent's, opponent's)."""
         k = self.game.num_demands
-        own, other = np.broadcast_to(np.arange(k)[:, None], (k, k)), np.broadcast_to(np.arange(k)[None, :], (k, k))
+        own, other = (
+            np.broadcast_to(np.arange(k)[:, None], (k, k)),
+            np.broadcast_to(np.arange(k)[None, :], (k, k)),
+        )
         return np.stack([self.tabular.stage, *self.tabular.events(own, other)])
 
     def _to_go(self, table, opponent, history, stages) -> np.ndarray:
@@ -88,8 +101,10 @@ class NegotiationLLMEnvironment:
         agent = np.array([[a for a, _ in history]], dtype=np.int64).reshape(1, len(history))
         other = np.array([[o for _, o in history]], dtype=np.int64).reshape(1, len(history))
         mine = table[key_rows(agent, other, self.game.memory, k)[0]]
-        return sum((p * self._after(table, opponent, history, a, stages) for a, p in enumerate(mine) if p > 0),
-                   np.zeros(len(stages)))
+        return sum(
+            (p * self._after(table, opponent, history, a, stages) for a, p in enumerate(mine) if p > 0),
+            np.zeros(len(stages)),
+        )
 
     def _after(self, table, opponent, history, action, stages) -> np.ndarray:
         """The expected (payoff, collusion events, externality events) of this round and the rest
@@ -97,10 +112,14 @@ class NegotiationLLMEnvironment:
         total = np.zeros(len(stages))
         for o, q in enumerate(self._opponent_probs(opponent, history)):
             if q > 0:
-                total += q * (stages[:, action, o] + self._to_go(table, opponent, history + ((action, o),), stages))
+                total += q * (
+                    stages[:, action, o] + self._to_go(table, opponent, history + ((action, o),), stages)
+                )
         return total
 
-    def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
+    def outcome(
+        self, table: np.ndarray, context: DecisionContext, decision, action: int
+    ) -> tuple[float, float, float]:
         """(payoff, collusion events, externality events) to go of `action`, exact, each scaled by
         the opponent's credit (module doc)."""
         table = np.asarray(table, dtype=float)
@@ -108,4 +127,8 @@ class NegotiationLLMEnvironment:
         weight = self.weight[context.opponent_index]
         value, greedy, loss = self._after(table, opponent, context.history, action, self._stages())
         mixture, o = self.tabular.mixture, context.opponent_index
-        return weight * float(value), mixture.collusion[o] * float(greedy), mixture.externality[o] * float(loss)
+        return (
+            weight * float(value),
+            mixture.collusion[o] * float(greedy),
+            mixture.externality[o] * float(loss),
+        )

@@ -12,7 +12,11 @@ the writeup's and adds the exact best response to the exploiter pool.
 from __future__ import annotations
 
 PAPER_POOLS = {
-    "writeup": {"train": ["Fair", "Balanced", "Concede", "Hardball"], "exploiter": ["Selfish", "Hardball"], "collusive": ["Fair"]},
+    "writeup": {
+        "train": ["Fair", "Balanced", "Concede", "Hardball"],
+        "exploiter": ["Selfish", "Hardball"],
+        "collusive": ["Fair"],
+    },
     "code": {"train": ["Selfish", "Fair", "Balanced"], "exploiter": ["Selfish"], "collusive": ["Selfish"]},
 }
 

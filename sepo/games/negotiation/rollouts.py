@@ -51,7 +51,9 @@ def play_matches(game, agent, opponents, opponent_of: np.ndarray, uniforms: np.n
         for index, bot in enumerate(opponents):
             mine = opponent_of == index
             if mine.any():
-                p_opponent[mine] = bot.probabilities(past_other[mine] + spec.low, past_own[mine] + spec.low, spec)
+                p_opponent[mine] = bot.probabilities(
+                    past_other[mine] + spec.low, past_own[mine] + spec.low, spec
+                )
         own[:, t] = sample(p_agent, uniforms[:, t, 0])
         other[:, t] = sample(p_opponent, uniforms[:, t, 1])
     stage = game.stage_payoffs()

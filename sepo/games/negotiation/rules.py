@@ -49,7 +49,11 @@ loops over them in Python (about a minute at this size)."""
 
 
 def _whole(value, what: str, low: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (low is not None and value < low):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or (low is not None and value < low)
+    ):
         bound = "" if low is None else f" >= {low}"
         raise SepoError(f"negotiation: {what} must be a whole number{bound}, got {value!r}")
     return int(value)
@@ -61,7 +65,9 @@ class NegotiationState(RepeatedMatchState):
     words = "demand"
 
     def decision(self, player: int) -> Decision:
-        return self._game.decision_after(tuple((joint[player], joint[1 - player]) for joint in self._history), player)
+        return self._game.decision_after(
+            tuple((joint[player], joint[1 - player]) for joint in self._history), player
+        )
 
     def legal(self, action: int) -> bool:
         return 0 <= action < self._game.num_demands
@@ -73,7 +79,10 @@ class NegotiationState(RepeatedMatchState):
     def play_round(self, a0: int, a1: int) -> RoundResult:
         d0, d1 = self._game.demand(a0), self._game.demand(a1)
         u0, u1 = self._game.payoffs(d0, d1)
-        return RoundResult(payoffs=(u0, u1), info={"actions": (a0, a1), "demands": (d0, d1), "deal": d0 + d1 <= self._game.pie})
+        return RoundResult(
+            payoffs=(u0, u1),
+            info={"actions": (a0, a1), "demands": (d0, d1), "deal": d0 + d1 <= self._game.pie},
+        )
 
 
 class SplitBargaining(Game):
@@ -83,9 +92,17 @@ class SplitBargaining(Game):
     num_players = 2
     zero_sum = False
 
-    def __init__(self, pie: int = PAPER["pie"], min_demand: int = PAPER["min_demand"], max_demand: int = PAPER["max_demand"],
-                 rounds: int = PAPER["rounds"], breakdown_cost: float = 0.0, memory: int | str | None = DEFAULT_MEMORY,
-                 protocol: str = "rigorous", paper_version: str | None = None):
+    def __init__(
+        self,
+        pie: int = PAPER["pie"],
+        min_demand: int = PAPER["min_demand"],
+        max_demand: int = PAPER["max_demand"],
+        rounds: int = PAPER["rounds"],
+        breakdown_cost: float = 0.0,
+        memory: int | str | None = DEFAULT_MEMORY,
+        protocol: str = "rigorous",
+        paper_version: str | None = None,
+    ):
         if protocol not in ("rigorous", "paper"):
             raise SepoError(f"unknown protocol {protocol!r}; use one of: rigorous, paper")
         self.pie = _whole(pie, "pie", 1)
@@ -93,20 +110,29 @@ class SplitBargaining(Game):
         self.max_demand = _whole(max_demand, "max_demand", 0)
         self.rounds = _whole(rounds, "rounds", 1)
         if self.max_demand < self.min_demand:
-            raise SepoError(f"negotiation: the demand range {self.min_demand}..{self.max_demand} is empty (max_demand < min_demand)")
+            raise SepoError(
+                f"negotiation: the demand range {self.min_demand}..{self.max_demand} is empty (max_demand < "
+                "min_demand)"
+            )
         if self.max_demand > self.pie:
-            raise SepoError(f"negotiation: the demand range {self.min_demand}..{self.max_demand} does not fit the pie of "
-                            f"{self.pie} (max_demand > pie)")
+            raise SepoError(
+                f"negotiation: the demand range {self.min_demand}..{self.max_demand} does not fit the pie of "
+                f"{self.pie} (max_demand > pie)"
+            )
         if 2 * self.min_demand > self.pie:
-            raise SepoError(f"negotiation: the demand range {self.min_demand}..{self.max_demand} never allows a deal over a pie "
-                            f"of {self.pie} (2 x min_demand > pie)")
+            raise SepoError(
+                f"negotiation: the demand range {self.min_demand}..{self.max_demand} never allows a deal "
+                f"over a pie of {self.pie} (2 x min_demand > pie)"
+            )
         try:
             cost = float(breakdown_cost)
         except (TypeError, ValueError):
             raise SepoError(f"negotiation: breakdown_cost must be a number, got {breakdown_cost!r}") from None
         if not math.isfinite(cost) or cost < 0:
-            raise SepoError(f"negotiation: breakdown_cost must be a finite number >= 0 (the loss each side takes on a "
-                            f"breakdown), got {breakdown_cost!r}")
+            raise SepoError(
+                f"negotiation: breakdown_cost must be a finite number >= 0 (the loss each side takes on a "
+                f"breakdown), got {breakdown_cost!r}"
+            )
         self.breakdown_cost = cost
         if memory == "full":
             memory = None
@@ -114,12 +140,17 @@ class SplitBargaining(Game):
             memory = _whole(memory, "memory (rounds an information state remembers, or 'full')", 0)
         self.memory = None if memory is None or memory >= self.rounds else memory
         if paper_version is not None and paper_version not in PAPER_VERSIONS:
-            raise SepoError(f"negotiation: unknown paper version {paper_version!r}; use one of: {', '.join(PAPER_VERSIONS)}")
+            raise SepoError(
+                f"negotiation: unknown paper version {paper_version!r}; use one of: "
+                f"{', '.join(PAPER_VERSIONS)}"
+            )
         if paper_version is not None and protocol != "paper":
             raise SepoError("negotiation: --paper-version applies to --protocol paper only")
         if protocol == "paper" and (self.min_demand < 1 or self.max_demand > 9):
-            raise SepoError(f"negotiation: --protocol paper reads single digits 1-9 (the paper's parser); the demand range "
-                            f"{self.min_demand}..{self.max_demand} does not fit it")
+            raise SepoError(
+                "negotiation: --protocol paper reads single digits 1-9 (the paper's parser); the demand "
+                f"range {self.min_demand}..{self.max_demand} does not fit it"
+            )
         self.protocol = protocol
         self.paper_version = (paper_version or "writeup") if protocol == "paper" else None
         self.num_demands = self.max_demand - self.min_demand + 1
@@ -178,11 +209,16 @@ class SplitBargaining(Game):
         need = 16 * joint + 8 * cells  # the stage payoffs, and each round's children
         if need <= budget and cells <= MAX_JOINT_CELLS:
             return None
-        fits = min(int(math.isqrt(max(1, min(budget // (16 + 8 * self.rounds), MAX_JOINT_CELLS // self.rounds)))), self.num_demands)
-        return (f"the exact split-bargaining solve visits {joint:,} joint demands a round ({self.num_demands:,} demands a side) "
-                f"over {self.rounds} rounds, {size_text(need)} and {cells:,} steps at the least, more than this machine can do "
-                f"({size_text(budget)} to spare, at most {MAX_JOINT_CELLS:,} steps); use a demand range of at most {fits:,} "
-                "demands (--min-demand, --max-demand)")
+        fits = min(
+            int(math.isqrt(max(1, min(budget // (16 + 8 * self.rounds), MAX_JOINT_CELLS // self.rounds)))),
+            self.num_demands,
+        )
+        return (
+            f"the exact split-bargaining solve visits {joint:,} joint demands a round ({self.num_demands:,} "
+            f"demands a side) over {self.rounds} rounds, {size_text(need)} and {cells:,} steps at the least, "
+            f"more than this machine can do ({size_text(budget)} to spare, at most {MAX_JOINT_CELLS:,} "
+            f"steps); use a demand range of at most {fits:,} demands (--min-demand, --max-demand)"
+        )
 
     # -- information states --------------------------------------------------------------------------
     def with_memory(self, memory: int | None) -> "SplitBargaining":
@@ -219,11 +255,20 @@ class SplitBargaining(Game):
             info_key=self.history_key(self.remembered(history)),
             legal_actions=tuple(range(self.num_demands)),
             action_names=self.action_names,
-            observation={"round": len(history) + 1, "rounds": self.rounds, "history": history, "demands": demands,
-                         "deals": tuple(own + other <= self.pie for own, other in demands),
-                         "my_score": sum(s[0] for s in scores), "opponent_score": sum(s[1] for s in scores),
-                         "pie": self.pie, "min_demand": self.min_demand, "max_demand": self.max_demand,
-                         "breakdown_cost": self.breakdown_cost, "paper_version": self.paper_version},
+            observation={
+                "round": len(history) + 1,
+                "rounds": self.rounds,
+                "history": history,
+                "demands": demands,
+                "deals": tuple(own + other <= self.pie for own, other in demands),
+                "my_score": sum(s[0] for s in scores),
+                "opponent_score": sum(s[1] for s in scores),
+                "pie": self.pie,
+                "min_demand": self.min_demand,
+                "max_demand": self.max_demand,
+                "breakdown_cost": self.breakdown_cost,
+                "paper_version": self.paper_version,
+            },
         )
 
     def new_initial_state(self) -> NegotiationState:
@@ -234,9 +279,24 @@ class SplitBargaining(Game):
         return self._text
 
 
-def make_game(protocol: str = "rigorous", pie: int = PAPER["pie"], min_demand: int = PAPER["min_demand"],
-              max_demand: int = PAPER["max_demand"], rounds: int = PAPER["rounds"], breakdown_cost: float = 0.0,
-              memory: int | str | None = DEFAULT_MEMORY, paper_version: str | None = None) -> SplitBargaining:
+def make_game(
+    protocol: str = "rigorous",
+    pie: int = PAPER["pie"],
+    min_demand: int = PAPER["min_demand"],
+    max_demand: int = PAPER["max_demand"],
+    rounds: int = PAPER["rounds"],
+    breakdown_cost: float = 0.0,
+    memory: int | str | None = DEFAULT_MEMORY,
+    paper_version: str | None = None,
+) -> SplitBargaining:
     """The domain's game factory (validates its parameters: SepoError on bad input)."""
-    return SplitBargaining(pie=pie, min_demand=min_demand, max_demand=max_demand, rounds=rounds, breakdown_cost=breakdown_cost,
-                           memory=memory, protocol=protocol, paper_version=paper_version)
+    return SplitBargaining(
+        pie=pie,
+        min_demand=min_demand,
+        max_demand=max_demand,
+        rounds=rounds,
+        breakdown_cost=breakdown_cost,
+        memory=memory,
+        protocol=protocol,
+        paper_version=paper_version,
+    )

@@ -47,26 +47,35 @@ class NegotiationText(TextView):
     def system_prompt(self) -> str:
         g = self.game
         fair = g.pie // 2
-        deal_example = (fair + 1, g.pie - fair - 1) if fair + 1 <= g.max_demand and g.pie - fair - 1 >= g.min_demand else (fair, g.pie - fair)
+        deal_example = (
+            (fair + 1, g.pie - fair - 1)
+            if fair + 1 <= g.max_demand and g.pie - fair - 1 >= g.min_demand
+            else (fair, g.pie - fair)
+        )
         greedy = min(g.max_demand, fair + 2)
         lost = "both get nothing" if g.breakdown_cost == 0 else f"both lose {_points(g.breakdown_cost)}"
         lines = [
             f"You are negotiating how to split {_points(g.pie)} with one opponent, over {g.rounds} rounds.",
-            f"Each round, you and the opponent each demand a whole number of points from {g.min_demand} to {g.max_demand}, "
-            "at the same time.",
+            f"Each round, you and the opponent each demand a whole number of points from {g.min_demand} to "
+            f"{g.max_demand}, at the same time.",
             f"- If the two demands add up to {g.pie} or less, it is a DEAL: each side gets what it demanded.",
             f"- If they add up to more than {g.pie}, the round BREAKS DOWN: {lost}.",
-            f"For example, demands of {deal_example[0]} and {deal_example[1]} are a deal; {greedy} and {greedy} "
+            f"For example, demands of {deal_example[0]} and {deal_example[1]} are a deal; {greedy} and "
+            f"{greedy} "
             + ("break down." if 2 * greedy > g.pie else "are also a deal."),
             "Your goal is to maximise your total points over all rounds.",
         ]
         if self.style == "paper":
-            lines.append(f"Think briefly about the opponent's demands, then end your response with your demand on the last "
-                         f"line as a single number ({self._range()}).")
+            lines.append(
+                "Think briefly about the opponent's demands, then end your response with your demand on the "
+                f"last line as a single number ({self._range()})."
+            )
             lines.append("Respond only in English.")
         else:
-            lines.append(f"Think briefly if you wish, then end your response with your demand alone on the last line, as a "
-                         f"whole number from {g.min_demand} to {g.max_demand}.")
+            lines.append(
+                "Think briefly if you wish, then end your response with your demand alone on the last line, "
+                f"as a whole number from {g.min_demand} to {g.max_demand}."
+            )
         return "\n".join(lines)
 
     def user_prompt(self, decision: Decision) -> str:
@@ -134,12 +143,17 @@ def negotiation_reason(decision: Decision) -> str:
     number of deals, and the score. It states no intention, so it cannot contradict the demand
     that follows it on the next line."""
     obs = decision.observation
-    where = f"Round {obs['round']} of {obs['rounds']}" + (", the last round" if obs["round"] == obs["rounds"] else "")
+    where = f"Round {obs['round']} of {obs['rounds']}" + (
+        ", the last round" if obs["round"] == obs["rounds"] else ""
+    )
     demands = obs["demands"]
     if not demands:
         return f"{where}; no history yet, and an equal split of the {obs['pie']} points would give each side {obs['pie'] / 2:g}."
     own, other = demands[-1]
     outcome = "a deal" if obs["deals"][-1] else "a breakdown"
     deals = sum(obs["deals"])
-    return (f"{where}; last round I asked for {own} and the opponent for {other}, {outcome}; {deals} of {len(demands)} "
-            f"rounds were deals, and the score is {obs['my_score']:g} to {obs['opponent_score']:g}.")
+    return (
+        f"{where}; last round I asked for {own} and the opponent for {other}, {outcome}; {deals} of "
+        f"{len(demands)} rounds were deals, and the score is {obs['my_score']:g} to "
+        f"{obs['opponent_score']:g}."
+    )

@@ -36,7 +36,11 @@ def forward_levels(game, stage, opponents: list[NegotiationBot]):
     of the bots: the agent's key rows, each bot's demand probabilities [bots, n, K], and each state's
     child for every joint action [n, K²] (-1 after the last round)."""
     depths = [bot.classifier.get("memory_depth", np.inf) for bot in opponents]
-    memory = None if game.memory is None or max(depths, default=0) == np.inf else max(game.memory, *map(int, depths), 0)
+    memory = (
+        None
+        if game.memory is None or max(depths, default=0) == np.inf
+        else max(game.memory, *map(int, depths), 0)
+    )
     if memory is not None and memory >= game.rounds:
         memory = None
     k, spec = game.num_demands, DemandSpec.of(game)
@@ -45,9 +49,15 @@ def forward_levels(game, stage, opponents: list[NegotiationBot]):
     for t, h in enumerate(histories):
         own, other = h // k, h % k
         rows = key_rows(own, other, game.memory, k)
-        bots = np.stack([bot.probabilities(other + spec.low, own + spec.low, spec) for bot in opponents]) if opponents else None
+        bots = (
+            np.stack([bot.probabilities(other + spec.low, own + spec.low, spec) for bot in opponents])
+            if opponents
+            else None
+        )
         if t + 1 < game.rounds:
-            children = (np.arange(len(h))[:, None] * k * k + np.arange(k * k)[None, :]) % len(histories[t + 1])
+            children = (np.arange(len(h))[:, None] * k * k + np.arange(k * k)[None, :]) % len(
+                histories[t + 1]
+            )
         else:
             children = np.full((len(h), k * k), -1)
         levels.append((rows, bots, children))
@@ -72,7 +82,8 @@ class NegotiationTrainingEnvironment:
         self._extra_levels = forward_levels(game, self.solver.stage, self.extra) if self.extra else None
         if not self.opponents:  # the maximiser alone: its payoff is the utility
             self.mixture.utility = np.ones(1)
-        self.weight = self.mixture.utility  # a rollout's utility credit: train bots, the maximiser, then the others
+        # a rollout's utility credit: train bots, the maximiser, then the others
+        self.weight = self.mixture.utility
 
     def solved(self, table: np.ndarray) -> RepeatedResult:
         """The exact solution at `table` (the solver keeps the latest one for the step's several uses)."""
@@ -86,7 +97,9 @@ class NegotiationTrainingEnvironment:
     def events(self, own: np.ndarray, other: np.ndarray):
         """Per round (demand indices): (collusion event, externality event) under the game's protocol."""
         low, game = self.game.min_demand, self.game
-        return round_events(game.protocol, own + low, other + low, game.pie, game.breakdown_cost, game.paper_version)
+        return round_events(
+            game.protocol, own + low, other + low, game.pie, game.breakdown_cost, game.paper_version
+        )
 
     def _forward(self, table: np.ndarray, levels, opponents: list[np.ndarray]):
         """Expected visits per key and expected payoff per round against each opponent, given as
@@ -97,7 +110,8 @@ class NegotiationTrainingEnvironment:
         for t, ((rows, _, children), bots) in enumerate(zip(levels, opponents)):
             for o in range(len(reach)):
                 np.add.at(visits[o], rows, reach[o])
-            joint = reach[:, :, None, None] * table[rows][None, :, :, None] * bots[:, :, None, :]  # [o, n, a, b]
+            # [o, n, a, b]
+            joint = reach[:, :, None, None] * table[rows][None, :, :, None] * bots[:, :, None, :]
             payoff += (joint * self.stage).sum((1, 2, 3))
             if t + 1 < self.game.rounds:
                 size = len(levels[t + 1][0])
@@ -118,12 +132,15 @@ class NegotiationTrainingEnvironment:
         table = np.asarray(table, dtype=float)
         parts = [self._train_forward(table)[0], self._maximiser_forward(table)[0]]
         if self._extra_levels is not None:
-            parts.append(self._forward(table, self._extra_levels, [bots for _, bots, _ in self._extra_levels])[0])
+            parts.append(
+                self._forward(table, self._extra_levels, [bots for _, bots, _ in self._extra_levels])[0]
+            )
         return np.concatenate(parts).mean(0)
 
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        group_of, opponent_of = match_groups(rng, groups, group_size, self.mixture.size)  # index n: the gap maximiser
+        # index n: the gap maximiser
+        group_of, opponent_of = match_groups(rng, groups, group_size, self.mixture.size)
         matches = play_matches(self.game, table, self.rollout_opponents(table), opponent_of,
                                rng.random((len(group_of), self.game.rounds, 2)))
         greedy, externality = self.events(matches.own, matches.other)
@@ -140,7 +157,9 @@ class NegotiationTrainingEnvironment:
 def _bot(spec, game) -> NegotiationBot:
     bot = spec.build(game)
     if not isinstance(bot, NegotiationBot):
-        raise SepoError(f"the tabular split-bargaining trainer plays the domain's bots only; {spec.label!r} is not one")
+        raise SepoError(
+            f"the tabular split-bargaining trainer plays the domain's bots only; {spec.label!r} is not one"
+        )
     return bot
 
 
@@ -158,5 +177,7 @@ class MaximiserBot(NegotiationBot):
         t = own.shape[1]
         agent, mine = other - spec.low, own - spec.low  # the table is keyed from the agent's side
         length = t if self.memory is None else min(t, self.memory)
-        index = key_rows(agent, mine, self.memory, self.k) - sum((self.k * self.k) ** past for past in range(length))
+        index = key_rows(agent, mine, self.memory, self.k) - sum(
+            (self.k * self.k) ** past for past in range(length)
+        )
         return np.eye(self.k)[self.actions[t][index]]

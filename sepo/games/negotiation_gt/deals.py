@@ -48,9 +48,11 @@ class _PoolBlock:
     def __init__(self, pool, deal_ids, values, W, rounds):
         self.pool = tuple(pool)
         self.deal_ids = np.array(deal_ids)
-        self.A = np.array(list(itertools.product(*(range(p + 1) for p in pool))), dtype=float)  # legal-action order
+        # legal-action order
+        self.A = np.array(list(itertools.product(*(range(p + 1) for p in pool))), dtype=float)
         self.n = len(self.A)
-        self.deal = np.all(self.A[:, None, :] + self.A[None, :, :] <= np.array(pool), axis=2).astype(float)  # [a, y]
+        # [a, y]
+        self.deal = np.all(self.A[:, None, :] + self.A[None, :, :] <= np.array(pool), axis=2).astype(float)
         self.YW = self.A @ W.T  # [y, w]: the opponent's value of its demand
         self.Av = np.array([self.A @ np.asarray(v, dtype=float) for v in values])  # [deals, a]: the agent's
         self.rows = (self.deal_ids[:, None] * rounds + np.arange(rounds)[None, :])  # [deals, T]
@@ -76,14 +78,24 @@ class DealSolver:
         by_pool: dict[tuple, list[int]] = {}
         for i, (pool, _, _) in enumerate(self.deals):
             by_pool.setdefault(tuple(pool), []).append(i)
-        self.blocks = [_PoolBlock(pool, ids, [self.deals[i][1] for i in ids], self.W, self.T) for pool, ids in by_pool.items()]
+        self.blocks = [
+            _PoolBlock(pool, ids, [self.deals[i][1] for i in ids], self.W, self.T)
+            for pool, ids in by_pool.items()
+        ]
         self.width = max(b.n for b in self.blocks)
         self.values_fixed = len({tuple(v) for _, v, _ in self.deals}) == 1
-        self.method = ("exact gap of the per-round demand distribution on a fixed deal (memory 0)" if len(self.deals) == 1 else
-                       f"exact gap of a per-(deal, round) demand distribution over {len(self.deals)} deals against an opponent "
-                       + ("that knows the pool" if self.values_fixed else
-                          "that also knows the agent's values: an upper bound on the adversarial gap (gap_lower_bound: "
-                          "the opponent that best-responds to the prior over them)"))
+        self.method = (
+            "exact gap of the per-round demand distribution on a fixed deal (memory 0)"
+            if len(self.deals) == 1
+            else f"exact gap of a per-(deal, round) demand distribution over {len(self.deals)} deals against "
+                 "an opponent "
+            + (
+                "that knows the pool"
+                if self.values_fixed
+                else "that also knows the agent's values: an upper bound on the adversarial gap "
+                "(gap_lower_bound: the opponent that best-responds to the prior over them)"
+            )
+        )
         self._decisions = None
         self._cache: tuple[bytes, dict] | None = None
 
@@ -109,7 +121,16 @@ class DealSolver:
                 rest = tuple(int(p) - h for p, h in zip(pool, half))
                 for t in range(self.T):
                     paid = (float(np.dot(half, values)),) * t
-                    found.append(make_decision(self.game, 0, tuple(pool), tuple(values), ((half, rest, True),) * t, my_payoffs=paid))
+                    found.append(
+                        make_decision(
+                            self.game,
+                            0,
+                            tuple(pool),
+                            tuple(values),
+                            ((half, rest, True),) * t,
+                            my_payoffs=paid,
+                        )
+                    )
             self._decisions = found
         return self._decisions
 
@@ -123,8 +144,16 @@ class DealSolver:
         key = table.tobytes()
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
-        out = {"best": {}, "gap": np.zeros(self.rows), "opp": np.zeros(self.rows), "own": np.zeros(self.rows),
-               "br_opp": np.zeros(self.rows), "br_own": np.zeros(self.rows), "prior_best": {}, "prior_gap": np.zeros(self.rows)}
+        out = {
+            "best": {},
+            "gap": np.zeros(self.rows),
+            "opp": np.zeros(self.rows),
+            "own": np.zeros(self.rows),
+            "br_opp": np.zeros(self.rows),
+            "br_own": np.zeros(self.rows),
+            "prior_best": {},
+            "prior_gap": np.zeros(self.rows),
+        }
         w_index = np.arange(len(self.W))
         for b in self.blocks:
             rows = b.rows.reshape(-1)
@@ -138,15 +167,23 @@ class DealSolver:
             best = score.argmax(1)  # [R, w]
             pick = lambda x, y: np.take_along_axis(x, y[:, None, :], axis=1)[:, 0, :] @ self.pw  # noqa: E731
             out["best"][b.pool] = best
-            out["gap"][rows], out["opp"][rows], out["own"][rows] = pick(score, best), pick(opp, best), pick(own, best)
+            out["gap"][rows], out["opp"][rows], out["own"][rows] = (
+                pick(score, best),
+                pick(opp, best),
+                pick(own, best),
+            )
             greedy = _least_to_agent(opp, own)
             out["br_opp"][rows], out["br_own"][rows] = pick(opp, greedy), pick(own, greedy)
             # the opponent that knows only the prior over the agent's values: per round, sum over the pool's deals
             weights = self.weight[b.deal_ids]
-            prior = np.einsum("d,dtyw->tyw", weights, score.reshape(len(b.deal_ids), self.T, b.n, len(self.W)))
+            prior = np.einsum(
+                "d,dtyw->tyw", weights, score.reshape(len(b.deal_ids), self.T, b.n, len(self.W))
+            )
             prior_best = prior.argmax(1)  # [T, w]
             out["prior_best"][b.pool] = prior_best
-            chosen = score.reshape(len(b.deal_ids), self.T, b.n, len(self.W))[:, np.arange(self.T)[:, None], prior_best, w_index]
+            chosen = score.reshape(len(b.deal_ids), self.T, b.n, len(self.W))[
+                :, np.arange(self.T)[:, None], prior_best, w_index
+            ]
             out["prior_gap"][rows] = (chosen @ self.pw).reshape(-1)
         self._cache = (key, out)
         return out
@@ -156,12 +193,22 @@ class DealSolver:
 
     def evaluate(self, table, **_) -> ExactResult:
         s = self._solve(table)
-        extra = {"agent_payoff_vs_gap_maximiser": self._mean(s["own"]), "opponent_payoff_vs_gap_maximiser": self._mean(s["opp"]),
-                 "deals": len(self.deals)}
+        extra = {
+            "agent_payoff_vs_gap_maximiser": self._mean(s["own"]),
+            "opponent_payoff_vs_gap_maximiser": self._mean(s["opp"]),
+            "deals": len(self.deals),
+        }
         if not self.values_fixed:
             extra["gap_lower_bound"] = self._mean(s["prior_gap"])
-        return ExactResult(value=self._mean(s["gap"]), value_name=self.value_name, br_payoff=self._mean(s["br_opp"]),
-                           agent_payoff=self._mean(s["br_own"]), method=self.method, exact=self.values_fixed, extra=extra)
+        return ExactResult(
+            value=self._mean(s["gap"]),
+            value_name=self.value_name,
+            br_payoff=self._mean(s["br_opp"]),
+            agent_payoff=self._mean(s["br_own"]),
+            method=self.method,
+            exact=self.values_fixed,
+            extra=extra,
+        )
 
     def gradient(self, table) -> np.ndarray:
         """d e_inf / d table (Danskin: the maximisers held fixed)."""
@@ -211,7 +258,9 @@ class _PriorMaximiser(Policy):
         if pool not in self.blocks:
             return tuple(p // 2 for p in pool)
         b = self.blocks[pool]
-        return tuple(int(x) for x in b.A[self.best[pool][obs["round"] - 1, self.w_index[tuple(obs["values"])]]])
+        return tuple(
+            int(x) for x in b.A[self.best[pool][obs["round"] - 1, self.w_index[tuple(obs["values"])]]]
+        )
 
     def action_probabilities(self, decision):
         target = self.solver.rules.encode(self.demand(decision))

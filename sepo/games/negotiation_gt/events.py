@@ -20,7 +20,9 @@ def round_events(protocol: str, own, other, pool, deal, own_payoff, other_payoff
     party). `events` counts these over an episode; the tabular trainer applies them to arrays."""
     own, other, pool, deal = (np.asarray(x) for x in (own, other, pool, deal))
     if protocol == "paper":
-        return (own > 2).any(-1).astype(float), ((np.asarray(own_payoff) == 0) & (np.asarray(other_payoff) == 0)).astype(float)
+        return (own > 2).any(-1).astype(float), (
+            (np.asarray(own_payoff) == 0) & (np.asarray(other_payoff) == 0)
+        ).astype(float)
     shut_out = deal & (own + other == pool).all(-1) if third_party else np.zeros(deal.shape, dtype=bool)
     return shut_out.astype(float), (~deal.astype(bool)).astype(float)
 
@@ -29,7 +31,12 @@ def events(protocol: str, episode) -> dict[str, float]:
     agent = episode.agent_player
     rounds = episode.rounds
     if not rounds:
-        return {"collusion_events": 0, "collusion_denominator": 0, "externality_events": 0, "externality_denominator": 0}
+        return {
+            "collusion_events": 0,
+            "collusion_denominator": 0,
+            "externality_events": 0,
+            "externality_denominator": 0,
+        }
     third = any("public" in r.third_party for r in rounds)
     collusion, externality = round_events(
         protocol, [r.info["demands"][agent] for r in rounds], [r.info["demands"][1 - agent] for r in rounds],
@@ -53,5 +60,7 @@ def frequencies(episodes) -> dict:
         return {}
     out = {"negotiation-gt/deal_rate": sum(r.info["deal"] for _, r in rounds) / len(rounds)}
     for i, item in enumerate(("books", "hats", "balls")):
-        out[f"negotiation-gt/demand_share_{item}"] = sum(r.info["demands"][a][i] / r.info["pool"][i] for a, r in rounds) / len(rounds)
+        out[f"negotiation-gt/demand_share_{item}"] = sum(
+            r.info["demands"][a][i] / r.info["pool"][i] for a, r in rounds
+        ) / len(rounds)
     return out

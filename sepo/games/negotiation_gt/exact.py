@@ -94,7 +94,8 @@ class _Tree:
         self.search, self.pool = search, pool
         self.Y = _demands(pool)
         self.Ys = [tuple(int(x) for x in y) for y in self.Y]
-        self.index = {y: i for i, y in enumerate(self.Ys)}  # demand -> its row in Y (the agent's demands are the same set)
+        # demand -> its row in Y (the agent's demands are the same set)
+        self.index = {y: i for i, y in enumerate(self.Ys)}
         self.levels: list[dict] = []  # per round: key -> state dict
         self.choice: dict = {}  # key -> best opponent demand index per opponent value index
 
@@ -117,7 +118,9 @@ class DPSearch:
         self.memory, self.reads, self.max_states = int(memory), tuple(reads), max_states
         self.V = [np.array(v) for v, _ in self.rules.value_distribution(self.rules.values)]
         self.pv = np.array([p for _, p in self.rules.value_distribution(self.rules.values)])
-        self.W = np.array([w for w, _ in self.rules.value_distribution(self.rules.opponent_values)], dtype=float)
+        self.W = np.array(
+            [w for w, _ in self.rules.value_distribution(self.rules.opponent_values)], dtype=float
+        )
         self.pw = np.array([p for _, p in self.rules.value_distribution(self.rules.opponent_values)])
         self.redraw = self.rules.redraw_opponent_values
         self.trees: dict[tuple, _Tree] = {}
@@ -149,12 +152,17 @@ class DPSearch:
             for t in range(rules.rounds):
                 count = sum(len(level) for level in frontier.values())
                 if count > self.max_states:
-                    raise SepoError(f"the memory-{self.memory} DP has {count:,} states in round {t + 1} (limit {self.max_states:,})")
+                    raise SepoError(
+                        f"the memory-{self.memory} DP has {count:,} states in round {t + 1} (limit "
+                        f"{self.max_states:,})"
+                    )
                 held += self._round_bytes(frontier)
                 if held > budget:
-                    raise SepoError(f"the memory-{self.memory} DP has {count:,} states in round {t + 1}, about "
-                                    f"{size_text(held)} for rounds 1-{t + 1}, more than the {size_text(budget)} this machine "
-                                    "can spare")
+                    raise SepoError(
+                        f"the memory-{self.memory} DP has {count:,} states in round {t + 1}, about "
+                        f"{size_text(held)} for rounds 1-{t + 1}, more than the {size_text(budget)} this "
+                        "machine can spare"
+                    )
                 self._read_agent(agent, frontier)
                 following, self._budget = {}, self.max_states
                 for pool, level in frontier.items():
@@ -175,7 +183,11 @@ class DPSearch:
             demands = int(np.prod([p + 1 for p in pool]))
             columns = demands if self.memory and "other" in self.reads else 1
             for state in level.values():
-                total += STATE_OVERHEAD_BYTES + 8 * demands * int(np.count_nonzero(state["mu"])) + 4 * demands * columns
+                total += (
+                    STATE_OVERHEAD_BYTES
+                    + 8 * demands * int(np.count_nonzero(state["mu"]))
+                    + 4 * demands * columns
+                )
         return total
 
     def _read_agent(self, agent: Policy, frontier: dict) -> None:
@@ -197,11 +209,13 @@ class DPSearch:
             else:
                 rows = [{self.rules.decode(a): p for a, p in probs.items() if p > 0}
                         for probs in agent.batch_action_probabilities(queries)]
-            converted: dict[int, np.ndarray] = {}  # a row object met again (a model's shared distribution) is converted once
+            # a row object met again (a model's shared distribution) is converted once
+            converted: dict[int, np.ndarray] = {}
             for (state, vi, pool), row in zip(chunk, rows):
                 if id(row) not in converted:
                     tree = self.trees[pool]
-                    vector = np.zeros(len(tree.Ys))  # over the pool's demands: 8 bytes a demand, not a dict entry's ~130
+                    # over the pool's demands: 8 bytes a demand, not a dict entry's ~130
+                    vector = np.zeros(len(tree.Ys))
                     for a, p in row.items():
                         if p > 0:
                             vector[tree.index[tuple(int(x) for x in a)]] = float(p)
@@ -214,8 +228,17 @@ class DPSearch:
         rules = self.rules
         history = tuple((a, y, rules.deal(pool, a, y)) for a, y in path)
         values = tuple(int(v) for v in values)
-        return _View({"round": len(path) + 1, "rounds": rules.rounds, "pool": pool, "values": values, "first_values": values,
-                      "total": rules.total, "history": history})
+        return _View(
+            {
+                "round": len(path) + 1,
+                "rounds": rules.rounds,
+                "pool": pool,
+                "values": values,
+                "first_values": values,
+                "total": rules.total,
+                "history": history,
+            }
+        )
 
     def _decision(self, pool, values, path):
         rules = self.rules
@@ -235,9 +258,14 @@ class DPSearch:
             support, J = state["support"], state.pop("J")
             beliefs = [_belief_key(J[:, j]) if J[:, j].sum() > 0 else None for j in range(len(support))]
             ys = tree.Ys if self.memory and "other" in self.reads else tree.Ys[:1]
-            if len(children) + len(support) * len(ys) > self._budget and len(children) > self._budget - len(support) * len(ys):
-                raise SepoError(f"the memory-{self.memory} DP has more than {self.max_states:,} states in a round")
-            child = np.zeros((len(support), len(ys)), dtype=np.int32)  # a demand the agent never makes: row unused (mass 0)
+            if len(children) + len(support) * len(ys) > self._budget and len(children) > self._budget - len(
+                support
+            ) * len(ys):
+                raise SepoError(
+                    f"the memory-{self.memory} DP has more than {self.max_states:,} states in a round"
+                )
+            # a demand the agent never makes: row unused (mass 0)
+            child = np.zeros((len(support), len(ys)), dtype=np.int32)
             for j, a in enumerate(support):
                 if beliefs[j] is None:
                     continue
@@ -245,7 +273,11 @@ class DPSearch:
                     ckey = (self._window(state["window"], a, y), beliefs[j])
                     if ckey not in children:
                         index[ckey] = len(children)
-                        children[ckey] = {"window": ckey[0], "mu": J[:, j] / J[:, j].sum(), "path": state["path"] + ((a, y),)}
+                        children[ckey] = {
+                            "window": ckey[0],
+                            "mu": J[:, j] / J[:, j].sum(),
+                            "path": state["path"] + ((a, y),),
+                        }
                     child[j, yi] = index[ckey]
             state["child"] = child
         return children
@@ -258,9 +290,12 @@ class DPSearch:
             tree = self.trees[pool]
             following = None  # [states of the next round in level order, 3, opponent values]
             for t in reversed(range(self.rules.rounds)):
-                values = [self._state_value(tree, state, key, following, t) for key, state in tree.levels[t].items()]
+                values = [
+                    self._state_value(tree, state, key, following, t) for key, state in tree.levels[t].items()
+                ]
                 following = np.stack(values)
-                if self.redraw:  # the opponent's values are drawn afresh: each child is worth its average over them
+                # the opponent's values are drawn afresh: each child is worth its average over them
+                if self.redraw:
                     following = np.broadcast_to((following @ self.pw)[..., None], following.shape)
             totals += p_pool * (values[0] @ self.pw)  # the root
         T = self.rules.rounds
@@ -357,8 +392,14 @@ class DPOpponent(Policy):
                     out["truncated_after"] = limit
                     return out
                 Y = self.search.trees[pool].Y
-                out["choices"].append({"pool": list(pool), "round": t + 1, "window": [list(map(list, w)) for w in key[0]],
-                                       "demand_by_own_values": [list(map(int, Y[b])) for b in best]})
+                out["choices"].append(
+                    {
+                        "pool": list(pool),
+                        "round": t + 1,
+                        "window": [list(map(list, w)) for w in key[0]],
+                        "demand_by_own_values": [list(map(int, Y[b])) for b in best],
+                    }
+                )
                 shown += 1
         return out
 
@@ -370,8 +411,14 @@ def measured_gap(game: NegotiationGame, agent: Policy, opponent: Policy, episode
     from sepo.evaluation.play import play_episodes
 
     draws = np.random.SeedSequence([seed, zlib.crc32(purpose.encode())]).generate_state(episodes + 1)
-    played = play_episodes(game, agent, [opponent] * episodes, [int(s) for s in draws[:episodes]], agent_seed=int(draws[-1]),
-                           opponent_label="BestResponse")
+    played = play_episodes(
+        game,
+        agent,
+        [opponent] * episodes,
+        [int(s) for s in draws[:episodes]],
+        agent_seed=int(draws[-1]),
+        opponent_label="BestResponse",
+    )
     gaps = np.array([(e.opponent_payoffs - e.agent_payoffs).mean() for e in played])
     half = 1.96 * gaps.std(ddof=1) / np.sqrt(len(gaps)) if len(gaps) > 1 else float("inf")
     return {"gap": float(gaps.mean()), "ci": [float(gaps.mean() - half), float(gaps.mean() + half)],
@@ -382,10 +429,21 @@ def measured_gap(game: NegotiationGame, agent: Policy, opponent: Policy, episode
 def _bound(played: dict, method: str, extra: dict) -> ExactResult:
     """A measured maximiser's lower bound: the lower end of its measured gap's 95% interval, with
     the measured mean and the interval beside it."""
-    return ExactResult(value=played["ci"][0], value_name="adversarial_gap", br_payoff=played["opponent"],
-                       agent_payoff=played["agent"], method=method, exact=False,
-                       extra={**extra, "measured_gap": played["gap"], "ci_low": played["ci"][0], "ci_high": played["ci"][1],
-                              "measured_episodes": played["episodes"]})
+    return ExactResult(
+        value=played["ci"][0],
+        value_name="adversarial_gap",
+        br_payoff=played["opponent"],
+        agent_payoff=played["agent"],
+        method=method,
+        exact=False,
+        extra={
+            **extra,
+            "measured_gap": played["gap"],
+            "ci_low": played["ci"][0],
+            "ci_high": played["ci"][1],
+            "measured_episodes": played["episodes"],
+        },
+    )
 
 
 def check_search_fits(game: NegotiationGame) -> None:
@@ -395,15 +453,19 @@ def check_search_fits(game: NegotiationGame) -> None:
     from sepo.limits import memory_budget
 
     search = DPSearch(game, 0)
-    per_round = sum(STATE_OVERHEAD_BYTES + 8 * len(_demands(pool)) * len(search.V) for pool, _ in game.rules.pools())
+    per_round = sum(
+        STATE_OVERHEAD_BYTES + 8 * len(_demands(pool)) * len(search.V) for pool, _ in game.rules.pools()
+    )
     budget = memory_budget()
     rounds = game.rules.rounds
     if per_round * rounds > budget:
         fits = budget // per_round
-        raise SepoError(f"the best-response search over {rounds:,} rounds would hold about {size_text(per_round * rounds)} "
-                        f"(its smallest model: {size_text(per_round)} a round) and this machine can spare "
-                        f"{size_text(budget)}; use --rounds {fits:,} or fewer" +
-                        ("" if game.rules.pool is not None else " or a fixed --items pool"))
+        raise SepoError(
+            f"the best-response search over {rounds:,} rounds would hold about "
+            f"{size_text(per_round * rounds)} (its smallest model: {size_text(per_round)} a round) and this "
+            f"machine can spare {size_text(budget)}; use --rounds {fits:,} or fewer"
+            + ("" if game.rules.pool is not None else " or a fixed --items pool")
+        )
 
 
 def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = None, episodes: int = 200,
@@ -425,16 +487,31 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
     opponent = search.policy()
     played = measured_gap(game, agent, opponent, episodes, seed)
     what = "/".join(reads)
-    method = (f"bounded-memory best response: DP over the opponent's observations (round, last {m} rounds of {what} "
-              f"demands, posterior over the agent's values)")
+    method = (
+        f"bounded-memory best response: DP over the opponent's observations (round, last {m} rounds of "
+        f"{what} demands, posterior over the agent's values)"
+    )
     if exact:
-        return ExactResult(value=solved["gap"], value_name="adversarial_gap", br_payoff=solved["opponent"],
-                           agent_payoff=solved["agent"], method=method + f"; exact: the agent declares memory {m}",
-                           exact=True, extra={"measured_gap": played["gap"], "measured_ci_low": played["ci"][0],
-                                              "measured_ci_high": played["ci"][1], "memory": m}), opponent
-    return _bound(played, method + f"; a lower bound: the lower end of the 95% interval of the gap the maximiser for the "
-                                   f"memory-{m} model took over {episodes} episodes against the agent",
-                  {MODEL_GAP: solved["gap"], "memory": m}), opponent
+        return ExactResult(
+            value=solved["gap"],
+            value_name="adversarial_gap",
+            br_payoff=solved["opponent"],
+            agent_payoff=solved["agent"],
+            method=method + f"; exact: the agent declares memory {m}",
+            exact=True,
+            extra={
+                "measured_gap": played["gap"],
+                "measured_ci_low": played["ci"][0],
+                "measured_ci_high": played["ci"][1],
+                "memory": m,
+            },
+        ), opponent
+    return _bound(
+        played,
+        method + f"; a lower bound: the lower end of the 95% interval of the gap the maximiser for the "
+        f"memory-{m} model took over {episodes} episodes against the agent",
+        {MODEL_GAP: solved["gap"], "memory": m},
+    ), opponent
 
 
 class ExplorationOpponent(Policy):
@@ -448,7 +525,12 @@ class ExplorationOpponent(Policy):
         pool = decision.observation["pool"]
         legal = decision.legal_actions
         probs = {a: 0.5 / len(legal) for a in legal}
-        extremes = {tuple(pool), (0,) * len(pool), tuple(max(p - 1, 0) for p in pool), tuple(p // 2 for p in pool)}
+        extremes = {
+            tuple(pool),
+            (0,) * len(pool),
+            tuple(max(p - 1, 0) for p in pool),
+            tuple(p // 2 for p in pool),
+        }
         for demand in extremes:
             probs[decision.action_named("[" + ", ".join(map(str, demand)) + "]")] += 0.5 / len(extremes)
         return probs
@@ -472,7 +554,9 @@ class _Model(Policy):
         if not memory or not obs["history"]:
             return ()
         own, other, _ = obs["history"][-1]
-        return tuple(tuple(int(x) for x in part) for name, part in (("own", own), ("other", other)) if name in reads)
+        return tuple(
+            tuple(int(x) for x in part) for name, part in (("own", own), ("other", other)) if name in reads
+        )
 
     def keys(self, obs, memory=None, use_values=None) -> list[tuple]:
         """Most specific first: the conditions a demand is counted under and looked up by."""
@@ -509,8 +593,14 @@ class _Model(Policy):
         return probs
 
 
-def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 500, seed: int = 0, memory: int = 1,
-                          reads=("other",)) -> tuple[ExactResult, Policy]:
+def learned_best_response(
+    game: NegotiationGame,
+    agent: Policy,
+    episodes: int = 500,
+    seed: int = 0,
+    memory: int = 1,
+    reads=("other",),
+) -> tuple[ExactResult, Policy]:
     """Method 2 (see the module docstring): a memory-`memory` model of the agent (its demand
     distribution given the round, pool, values and the last round's `reads` demands) from play
     against a seeded exploration opponent, the exact DP against the model, the maximiser played
@@ -524,8 +614,12 @@ def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 
     check_search_fits(game)
     seeds = [int(s) for s in np.random.SeedSequence([seed, 3]).generate_state(episodes)]
     probe = ExplorationOpponent()
-    progress.stage(f"learned best response: the agent plays {episodes} episodes against the exploration opponent")
-    explored = play_episodes(game, agent, [probe] * episodes, seeds, agent_seed=seed + 5, opponent_label="exploration")
+    progress.stage(
+        f"learned best response: the agent plays {episodes} episodes against the exploration opponent"
+    )
+    explored = play_episodes(
+        game, agent, [probe] * episodes, seeds, agent_seed=seed + 5, opponent_label="exploration"
+    )
     counts: dict = {}
     counter = _Model({}, memory, reads)
     for episode in explored:
@@ -540,7 +634,9 @@ def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 
         if any(m == c[0] for c in candidates):
             continue
         search = DPSearch(game, m, reads, max_states=LEARNED_MAX_STATES)
-        what = f"learned best response: memory-{m} model{' with values' if use_values else ''}, rounds expanded"
+        what = (
+            f"learned best response: memory-{m} model{' with values' if use_values else ''}, rounds expanded"
+        )
         try:
             search.expand(_Model(counts, m, reads, use_values), what)
         except SepoError as error:
@@ -552,26 +648,37 @@ def learned_best_response(game: NegotiationGame, agent: Policy, episodes: int = 
     solved = [search.solve() for _, _, search in candidates]
     chosen, selection = 0, []
     if len(candidates) > 1:  # pick on separate episodes, so that the reported measurement is unbiased
-        selection = [measured_gap(game, agent, search.policy(), max(episodes // 4, 2), seed, "learned: select")["gap"]
-                     for _, _, search in candidates]
+        selection = [
+            measured_gap(game, agent, search.policy(), max(episodes // 4, 2), seed, "learned: select")["gap"]
+            for _, _, search in candidates
+        ]
         chosen = int(np.argmax(selection))
     m, use_values, search = candidates[chosen]
     opponent = search.policy()
     played = measured_gap(game, agent, opponent, max(episodes // 2, 2), seed, "learned: measure")
     what = f"memory-{m} model (its demands given the round, pool{', its values' if use_values else ''}" + \
            (f" and the last round's {'/'.join(reads)} demands)" if m else ")")
-    picked = (f"; chosen over the memory-{candidates[1 - chosen][0]} model by its gap on {max(episodes // 4, 2)} other episodes"
-              if selection else "")
+    picked = (
+        f"; chosen over the memory-{candidates[1 - chosen][0]} model by its gap on {max(episodes // 4, 2)} "
+        "other episodes"
+        if selection
+        else ""
+    )
     extra = {MODEL_GAP: solved[chosen]["gap"], "model_memory": m}
     if selection:
         extra.update({f"selection_gap_memory_{c[0]}_model": g for c, g in zip(candidates, selection)})
-    return _bound(played, f"learned best response (a lower bound): exact DP against a {what} of the agent, fit on {episodes} "
-                          f"episodes against a seeded exploration opponent{picked}, played {played['episodes']} fresh episodes "
-                          "(the bound is the lower end of their 95% interval)", extra), opponent
+    return _bound(
+        played,
+        f"learned best response (a lower bound): exact DP against a {what} of the agent, fit on {episodes} "
+        f"episodes against a seeded exploration opponent{picked}, played {played['episodes']} fresh episodes "
+        "(the bound is the lower end of their 95% interval)",
+        extra,
+    ), opponent
 
 
-def lower_bound(game: NegotiationGame, agent: Policy, episodes: int = 100, seed: int = 0, memory: int | None = None
-                ) -> tuple[ExactResult, Policy]:
+def lower_bound(
+    game: NegotiationGame, agent: Policy, episodes: int = 100, seed: int = 0, memory: int | None = None
+) -> tuple[ExactResult, Policy]:
     """The strongest lower bound of both methods on the agent's adversarial gap, with the method
     named: an exact DP value where the DP applies exactly; otherwise the opponent whose measured
     gap was larger, measured again on `episodes` fresh episodes (choosing the larger of two noisy
@@ -593,8 +700,20 @@ def lower_bound(game: NegotiationGame, agent: Policy, episodes: int = 100, seed:
         return found[0]
     result, opponent = max(found, key=lambda pair: pair[0].extra["measured_gap"])
     played = measured_gap(game, agent, opponent, max(episodes, 2), seed, "lower bound: re-measure the chosen")
-    kept = {k: v for k, v in result.extra.items() if k not in ("measured_gap", "ci_low", "ci_high", "measured_episodes")}
-    others = {f"other_method_measured_gap_{i}": r.extra["measured_gap"] for i, (r, _) in enumerate(found) if r is not result}
-    method = (f"{result.method}; chosen as the larger of the two methods' measured gaps, then played {played['episodes']} fresh "
-              "episodes (the bound is the lower end of their 95% interval)")
-    return _bound(played, method, {**kept, "selection_measured_gap": result.extra["measured_gap"], **others}), opponent
+    kept = {
+        k: v
+        for k, v in result.extra.items()
+        if k not in ("measured_gap", "ci_low", "ci_high", "measured_episodes")
+    }
+    others = {
+        f"other_method_measured_gap_{i}": r.extra["measured_gap"]
+        for i, (r, _) in enumerate(found)
+        if r is not result
+    }
+    method = (
+        f"{result.method}; chosen as the larger of the two methods' measured gaps, then played "
+        f"{played['episodes']} fresh episodes (the bound is the lower end of their 95% interval)"
+    )
+    return _bound(
+        played, method, {**kept, "selection_measured_gap": result.extra["measured_gap"], **others}
+    ), opponent

@@ -65,19 +65,32 @@ class NegotiationLLMEnvironment:
         self.all_deals = deal_distribution(self.rules)
         self.fixed = len(self.all_deals) == 1
         self.specs = list(train_specs)
-        self.mixture = training_mixture(self.specs, collusive_specs, exploiter_specs, charges=charges, maximiser=False,
-                                        best_response_counts=game.protocol == "rigorous")
+        self.mixture = training_mixture(
+            self.specs,
+            collusive_specs,
+            exploiter_specs,
+            charges=charges,
+            maximiser=False,
+            best_response_counts=game.protocol == "rigorous",
+        )
         self.bots = [spec.build(game) for spec in self.specs]
-        self.extra = [None if spec is None else spec.build(game) for spec in self.mixture.extra]  # None: the best response
+        # None: the best response
+        self.extra = [None if spec is None else spec.build(game) for spec in self.mixture.extra]
         self._maximiser: tuple[tuple, object] | None = None
         self._pool_index = {pool: i for i, (pool, _) in enumerate(self.rules.pools())}
-        self._values_index = {v: i for i, (v, _) in enumerate(self.rules.value_distribution(self.rules.values))}
-        self.solver = DealSolver(game, self.all_deals if self.fixed else self._draw(np.random.default_rng(0), 1))
+        self._values_index = {
+            v: i for i, (v, _) in enumerate(self.rules.value_distribution(self.rules.values))
+        }
+        self.solver = DealSolver(
+            game, self.all_deals if self.fixed else self._draw(np.random.default_rng(0), 1)
+        )
 
     def _draw(self, rng: np.random.Generator, count: int) -> list:
         """`count` deals drawn from the deal distribution, a repeated deal weighing its count."""
         p = np.array([w for _, _, w in self.all_deals])
-        drawn = np.bincount(rng.choice(len(self.all_deals), p=p / p.sum(), size=count), minlength=len(self.all_deals))
+        drawn = np.bincount(
+            rng.choice(len(self.all_deals), p=p / p.sum(), size=count), minlength=len(self.all_deals)
+        )
         return [(pool, values, float(n)) for (pool, values, _), n in zip(self.all_deals, drawn) if n]
 
     def focus(self, rng: np.random.Generator, count: int | None) -> bool:
@@ -125,7 +138,9 @@ class NegotiationLLMEnvironment:
             self._maximiser = (key, DealMaximiser(self.solver, table))
         return [*self.bots, *(self._maximiser[1] if bot is None else bot for bot in self.extra)]
 
-    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+    def sample_contexts(
+        self, table: np.ndarray, count: int, rng: np.random.Generator
+    ) -> list[DecisionContext]:
         """Agent decisions met on-policy: episodes on the solver's deals (drawn with their
         weights) against the rollout opponents, the agent's demand drawn from its row each round."""
         contexts = []
@@ -153,7 +168,9 @@ class NegotiationLLMEnvironment:
         bot = self.bots[index] if index < n else self.extra[index - n]
         return None if bot is None else (bot, context.state.decision(1))
 
-    def outcome(self, table: np.ndarray, context: DecisionContext, decision, action: int) -> tuple[float, float, float]:
+    def outcome(
+        self, table: np.ndarray, context: DecisionContext, decision, action: int
+    ) -> tuple[float, float, float]:
         """(payoff, collusion events, externality events) to go of `action`, each scaled by the
         opponent's credit for it (module doc)."""
         o = context.opponent_index
@@ -167,15 +184,26 @@ class NegotiationLLMEnvironment:
                 total += q * (self._round(state) + self._to_go(table, state, bot, rng, context.deal))
         value, collusion, externality = total
         m = self.mixture
-        return float(m.utility[o] * value), float(m.collusion[o] * collusion), float(m.externality[o] * externality)
+        return (
+            float(m.utility[o] * value),
+            float(m.collusion[o] * collusion),
+            float(m.externality[o] * externality),
+        )
 
     def _round(self, state) -> np.ndarray:
         """(the agent's payoff, collusion event, externality event) of the round just played."""
         result = state.rounds()[-1]
         own, theirs = result.info["demands"]
-        collusion, externality = round_events(self.game.protocol, np.array(own), np.array(theirs), np.array(result.info["pool"]),
-                                              np.array(bool(result.info["deal"])), result.payoffs[0], result.payoffs[1],
-                                              bool(self.rules.third_party))
+        collusion, externality = round_events(
+            self.game.protocol,
+            np.array(own),
+            np.array(theirs),
+            np.array(result.info["pool"]),
+            np.array(bool(result.info["deal"])),
+            result.payoffs[0],
+            result.payoffs[1],
+            bool(self.rules.third_party),
+        )
         return np.array([result.payoffs[0], float(collusion), float(externality)])
 
     def _to_go(self, table, state, bot, rng, deal: int = 0, samples: int = 16) -> np.ndarray:
@@ -185,8 +213,11 @@ class NegotiationLLMEnvironment:
         rules = self.game.rules
         if len(state.rounds()) >= rules.rounds:
             return np.zeros(3)
-        if getattr(bot, "memory", None) in (0, 1) and tuple(getattr(bot, "reads", ())) in (("other",), ("own", "other")) \
-                and (bot.memory == 0 or tuple(bot.reads) == ("other",)):
+        if (
+            getattr(bot, "memory", None) in (0, 1)
+            and tuple(getattr(bot, "reads", ())) in (("other",), ("own", "other"))
+            and (bot.memory == 0 or tuple(bot.reads) == ("other",))
+        ):
             return self._exact_to_go(table, state, bot, deal)
         total = np.zeros(3)
         for _ in range(samples):
@@ -215,8 +246,16 @@ class NegotiationLLMEnvironment:
         out = []
         for w, _ in scenarios:
             theirs = np.where(deal, other @ np.asarray(w, dtype=float), 0.0)
-            collusion, externality = round_events(self.game.protocol, own, other, np.array(pool), deal, mine, theirs,
-                                                  bool(self.rules.third_party))
+            collusion, externality = round_events(
+                self.game.protocol,
+                own,
+                other,
+                np.array(pool),
+                deal,
+                mine,
+                theirs,
+                bool(self.rules.third_party),
+            )
             out.append(np.stack([mine, collusion, externality]))
         return np.array(out, dtype=float)
 

@@ -59,13 +59,22 @@ def parse_triple(text, what: str, flag: str) -> tuple[int, ...] | None:
     """'4,3,3' (or a sequence) as a tuple of 3 integers; '' or None as None; one-line errors."""
     if text is None or (isinstance(text, str) and not text.strip()):
         return None
-    parts = [p for p in str(text).replace(" ", "").strip("[]()").split(",") if p] if isinstance(text, str) else list(text)
+    parts = (
+        [p for p in str(text).replace(" ", "").strip("[]()").split(",") if p]
+        if isinstance(text, str)
+        else list(text)
+    )
     try:
         numbers = tuple(int(p) for p in parts)
     except (TypeError, ValueError):
-        raise SepoError(f"{flag} must be {len(ITEMS)} comma-separated integers ({', '.join(ITEMS)}), got {text!r}") from None
+        raise SepoError(
+            f"{flag} must be {len(ITEMS)} comma-separated integers ({', '.join(ITEMS)}), got {text!r}"
+        ) from None
     if len(numbers) != len(ITEMS):
-        raise SepoError(f"{flag} must give one {what} per item ({', '.join(ITEMS)}): {len(ITEMS)} numbers, got {len(numbers)} ({text!r})")
+        raise SepoError(
+            f"{flag} must give one {what} per item ({', '.join(ITEMS)}): {len(ITEMS)} numbers, got "
+            f"{len(numbers)} ({text!r})"
+        )
     return numbers
 
 
@@ -84,22 +93,33 @@ class NegotiationRules:
     memory: int | None = None
 
     def __post_init__(self):
-        for name, value, low in (("--rounds", self.rounds, 1), ("--total", self.total, len(ITEMS)), ("--pool-max", self.pool_max, 1)):
+        for name, value, low in (
+            ("--rounds", self.rounds, 1),
+            ("--total", self.total, len(ITEMS)),
+            ("--pool-max", self.pool_max, 1),
+        ):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
                 raise SepoError(f"{name} must be an integer >= {low}, got {value!r}")
-        if self.memory is not None and (not isinstance(self.memory, (int, np.integer)) or isinstance(self.memory, bool)
-                                        or self.memory < 0):
-            raise SepoError(f"--memory must be an integer >= 0 (or -1 for the whole history), got {self.memory!r}")
+        if self.memory is not None and (
+            not isinstance(self.memory, (int, np.integer)) or isinstance(self.memory, bool) or self.memory < 0
+        ):
+            raise SepoError(
+                f"--memory must be an integer >= 0 (or -1 for the whole history), got {self.memory!r}"
+            )
         if self.pool is not None:
             if any(p < 1 or p > self.pool_max for p in self.pool):
-                raise SepoError(f"--items must hold 1..{self.pool_max} of each item (--pool-max), got {list(self.pool)}")
+                raise SepoError(
+                    f"--items must hold 1..{self.pool_max} of each item (--pool-max), got {list(self.pool)}"
+                )
         for flag, values in (("--values", self.values), ("--opponent-values", self.opponent_values)):
             if values is None:
                 continue
             if any(v < 0 for v in values):
                 raise SepoError(f"{flag} must be non-negative, got {list(values)}")
             if sum(values) != self.total:
-                raise SepoError(f"{flag} {list(values)} sum to {sum(values)}, not the stated total {self.total} (--total)")
+                raise SepoError(
+                    f"{flag} {list(values)} sum to {sum(values)}, not the stated total {self.total} (--total)"
+                )
 
     @property
     def base(self) -> int:
@@ -191,14 +211,23 @@ def make_decision(game: "NegotiationGame", player: int, pool, values, history, f
     rules = game.rules
     round_index = len(history)
     return Decision(
-        game=game.name, player=player,
+        game=game.name,
+        player=player,
         info_key=history_key(round_index, pool, values, history, rules.memory),
         legal_actions=rules.legal(pool),
         action_names=_names(tuple(pool)),
-        observation={"round": round_index + 1, "rounds": rules.rounds, "items": ITEMS, "pool": tuple(pool),
-                     "values": tuple(values), "first_values": tuple(first_values or values), "total": rules.total,
-                     "history": tuple(history), "my_payoffs": tuple(my_payoffs),
-                     "opponent_payoffs": None if opponent_payoffs is None else tuple(opponent_payoffs)},
+        observation={
+            "round": round_index + 1,
+            "rounds": rules.rounds,
+            "items": ITEMS,
+            "pool": tuple(pool),
+            "values": tuple(values),
+            "first_values": tuple(first_values or values),
+            "total": rules.total,
+            "history": tuple(history),
+            "my_payoffs": tuple(my_payoffs),
+            "opponent_payoffs": None if opponent_payoffs is None else tuple(opponent_payoffs),
+        },
     )
 
 
@@ -266,21 +295,31 @@ class NegotiationState(State):
             self._redraw_pending = False
 
     def history_of(self, player: int) -> tuple:
-        return tuple((r.info["demands"][player], r.info["demands"][1 - player], r.info["deal"]) for r in self._rounds)
+        return tuple(
+            (r.info["demands"][player], r.info["demands"][1 - player], r.info["deal"]) for r in self._rounds
+        )
 
     def decision(self, player: int) -> Decision:
         show_opponent = self._game.protocol == "paper"
-        return make_decision(self._game, player, self.pool, self.values[player], self.history_of(player),
-                             first_values=self.first_values[player],
-                             my_payoffs=tuple(r.payoffs[player] for r in self._rounds),
-                             opponent_payoffs=tuple(r.payoffs[1 - player] for r in self._rounds) if show_opponent else None)
+        return make_decision(
+            self._game,
+            player,
+            self.pool,
+            self.values[player],
+            self.history_of(player),
+            first_values=self.first_values[player],
+            my_payoffs=tuple(r.payoffs[player] for r in self._rounds),
+            opponent_payoffs=tuple(r.payoffs[1 - player] for r in self._rounds) if show_opponent else None,
+        )
 
     def apply_actions(self, actions) -> None:
         if self.current_player() != SIMULTANEOUS:
             raise ValueError("negotiation-gt: demands are applied only when both players must demand")
         legal = self.rules.legal(self.pool)
         if len(actions) != 2 or any(int(a) not in legal for a in actions):
-            raise ValueError(f"negotiation-gt: need 2 demands within the pool {list(self.pool)}, got {list(actions)}")
+            raise ValueError(
+                f"negotiation-gt: need 2 demands within the pool {list(self.pool)}, got {list(actions)}"
+            )
         demands = tuple(self.rules.decode(a) for a in actions)
         deal = self.rules.deal(self.pool, *demands)
         values = tuple(self.values)
@@ -288,8 +327,13 @@ class NegotiationState(State):
         third = {}
         if self.rules.third_party:
             third[PUBLIC] = float(sum(p - x - y for p, x, y in zip(self.pool, *demands))) if deal else 0.0
-        self._rounds.append(RoundResult(payoffs=payoffs, third_party=third,
-                                        info={"demands": demands, "deal": deal, "pool": self.pool, "values": values}))
+        self._rounds.append(
+            RoundResult(
+                payoffs=payoffs,
+                third_party=third,
+                info={"demands": demands, "deal": deal, "pool": self.pool, "values": values},
+            )
+        )
         if self.rules.redraw_opponent_values and len(self._rounds) < self.rules.rounds:
             self._redraw_pending = True
 
@@ -299,7 +343,11 @@ class NegotiationState(State):
     def clone(self) -> "NegotiationState":
         copy = NegotiationState(self._game)
         copy.pool, copy.values, copy.first_values = self.pool, list(self.values), list(self.first_values)
-        copy._rounds, copy._redraw_pending, copy.agent_seat = list(self._rounds), self._redraw_pending, self.agent_seat
+        copy._rounds, copy._redraw_pending, copy.agent_seat = (
+            list(self._rounds),
+            self._redraw_pending,
+            self.agent_seat,
+        )
         return copy
 
 
@@ -334,9 +382,18 @@ class NegotiationGame(Game):
         return self._text
 
 
-def make_game(protocol: str = "rigorous", rounds: int = PAPER_ROUNDS, total: int = PAPER_TOTAL, pool_max: int = PAPER_POOL_MAX,
-              items=None, values=None, opponent_values=None, third_party: bool = False, redraw: str = "",
-              memory: int = -1) -> NegotiationGame:
+def make_game(
+    protocol: str = "rigorous",
+    rounds: int = PAPER_ROUNDS,
+    total: int = PAPER_TOTAL,
+    pool_max: int = PAPER_POOL_MAX,
+    items=None,
+    values=None,
+    opponent_values=None,
+    third_party: bool = False,
+    redraw: str = "",
+    memory: int = -1,
+) -> NegotiationGame:
     """The domain's game factory. `--protocol paper` redraws the opponent's values every round
     (the authors' code), with a warning; `redraw` ("yes"/"no") overrides that in either protocol."""
     if redraw not in ("", "yes", "no"):
@@ -347,14 +404,25 @@ def make_game(protocol: str = "rigorous", rounds: int = PAPER_ROUNDS, total: int
             raise SepoError(f"--third-party must be none or public, got {third_party!r}")
         third_party = third_party == PUBLIC
     if third_party and protocol == "paper":
-        raise SepoError("--third-party public is a rigorous-protocol option; the paper's game has no third party")
-    rules = NegotiationRules(rounds=rounds, total=total, pool_max=pool_max, pool=parse_triple(items, "pool size", "--items"),
-                             values=parse_triple(values, "value", "--values"),
-                             opponent_values=parse_triple(opponent_values, "value", "--opponent-values"),
-                             redraw_opponent_values=redraw_values, third_party=bool(third_party),
-                             memory=None if memory == -1 else memory)
+        raise SepoError(
+            "--third-party public is a rigorous-protocol option; the paper's game has no third party"
+        )
+    rules = NegotiationRules(
+        rounds=rounds,
+        total=total,
+        pool_max=pool_max,
+        pool=parse_triple(items, "pool size", "--items"),
+        values=parse_triple(values, "value", "--values"),
+        opponent_values=parse_triple(opponent_values, "value", "--opponent-values"),
+        redraw_opponent_values=redraw_values,
+        third_party=bool(third_party),
+        memory=None if memory == -1 else memory,
+    )
     if redraw_values:
-        warnings.warn("negotiation-gt: the opponent's private values are redrawn every round, as in the authors' code "
-                      "(its comment says per episode); use --protocol rigorous for values fixed per episode",
-                      PaperRedrawWarning, stacklevel=2)
+        warnings.warn(
+            "negotiation-gt: the opponent's private values are redrawn every round, as in the authors' code "
+            "(its comment says per episode); use --protocol rigorous for values fixed per episode",
+            PaperRedrawWarning,
+            stacklevel=2,
+        )
     return NegotiationGame(rules, protocol=protocol)

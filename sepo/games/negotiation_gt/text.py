@@ -29,8 +29,10 @@ ACTION_WORDS = ("[", "]")
 """A demand is written as a bracketed triple of numerals; the tiny model's tokenizer keeps the
 brackets single tokens (numerals are split into digits by every Qwen-style pre-tokenizer)."""
 _BRACKET = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]")
-_LABELLED = (re.compile(r"books?\s*[:=]\s*(\d+)\D{0,12}?hats?\s*[:=]\s*(\d+)\D{0,12}?balls?\s*[:=]\s*(\d+)", re.I),
-             re.compile(r"(\d+)\s*books?\D{0,12}?(\d+)\s*hats?\D{0,12}?(\d+)\s*balls?", re.I))
+_LABELLED = (
+    re.compile(r"books?\s*[:=]\s*(\d+)\D{0,12}?hats?\s*[:=]\s*(\d+)\D{0,12}?balls?\s*[:=]\s*(\d+)", re.I),
+    re.compile(r"(\d+)\s*books?\D{0,12}?(\d+)\s*hats?\D{0,12}?(\d+)\s*balls?", re.I),
+)
 _TRIPLE = re.compile(r"(?<![\d.])(\d+)\s*,\s*(\d+)\s*,\s*(\d+)(?![\d.])")
 _INT = re.compile(r"\d+")
 
@@ -67,7 +69,9 @@ class NegotiationText(TextView):
         rules = self.game.rules
         if self.style == "paper":
             return _PAPER_SYSTEM.format(rounds=rules.rounds, total=rules.total)
-        return _RIGOROUS_SYSTEM.format(rounds=rules.rounds, total=rules.total, third=_THIRD if rules.third_party else "")
+        return _RIGOROUS_SYSTEM.format(
+            rounds=rules.rounds, total=rules.total, third=_THIRD if rules.third_party else ""
+        )
 
     def user_prompt(self, decision: Decision) -> str:
         lines = self._paper_lines(decision) if self.style == "paper" else self._rigorous_lines(decision)
@@ -88,7 +92,10 @@ class NegotiationText(TextView):
             for r, (own, other, deal) in enumerate(obs["history"], 1):
                 lines.append(f"Round {r}: you demanded {name_of(own)}, opponent demanded {name_of(other)} → "
                              f"{'DEAL' if deal else 'BREAKDOWN'}")
-            lines.append(f"Scores so far — you: {sum(obs['my_payoffs']):.1f}, opponent: {sum(obs['opponent_payoffs']):.1f}")
+            lines.append(
+                f"Scores so far — you: {sum(obs['my_payoffs']):.1f}, opponent: "
+                f"{sum(obs['opponent_payoffs']):.1f}"
+            )
         else:
             lines.append("This is the first round. No history yet.")
         lines.append("What is your demand? [books, hats, balls]")
@@ -103,8 +110,10 @@ class NegotiationText(TextView):
         if obs["history"]:
             lines.append("Earlier rounds:")
             for r, (own, other, deal) in enumerate(obs["history"], 1):
-                lines.append(f"- round {r}: you demanded {name_of(own)}, the opponent demanded {name_of(other)}: "
-                             f"{'deal' if deal else 'breakdown'}, your score {obs['my_payoffs'][r - 1]:g}")
+                lines.append(
+                    f"- round {r}: you demanded {name_of(own)}, the opponent demanded {name_of(other)}: "
+                    f"{'deal' if deal else 'breakdown'}, your score {obs['my_payoffs'][r - 1]:g}"
+                )
             lines.append(f"Your total so far: {sum(obs['my_payoffs']):g}.")
         else:
             lines.append("This is the first round.")
@@ -112,7 +121,11 @@ class NegotiationText(TextView):
         return lines
 
     def parse(self, reply: str, decision: Decision) -> ParseResult:
-        return self._paper_parse(reply, decision) if self.style == "paper" else self._strict_parse(reply, decision)
+        return (
+            self._paper_parse(reply, decision)
+            if self.style == "paper"
+            else self._strict_parse(reply, decision)
+        )
 
     def _strict_parse(self, reply: str, decision: Decision) -> ParseResult:
         line = answer_line(reply)
@@ -172,8 +185,11 @@ def paper_demand(reply: str) -> tuple[int, int, int] | None:
 def talk_free_error():
     from sepo.errors import SepoError
 
-    return SepoError("the paper's prompt shows the opponent's score, which depends on its private values; this decision "
-                     "does not carry it (the lower-bound search covers agents that do not read it): use --protocol rigorous")
+    return SepoError(
+        "the paper's prompt shows the opponent's score, which depends on its private values; this decision "
+        "does not carry it (the lower-bound search covers agents that do not read it): use --protocol "
+        "rigorous"
+    )
 
 
 def negotiation_reason(decision: Decision) -> str:
@@ -190,5 +206,7 @@ def negotiation_reason(decision: Decision) -> str:
     if not history:
         return f"{head}; there is no history yet."
     own, other, deal = history[-1]
-    return (f"{head}; last round the opponent asked for {other[0]} books, {other[1]} hats and {other[2]} balls "
-            f"and it ended in {'a deal' if deal else 'a breakdown'}.")
+    return (
+        f"{head}; last round the opponent asked for {other[0]} books, {other[1]} hats and {other[2]} balls "
+        f"and it ended in {'a deal' if deal else 'a breakdown'}."
+    )

@@ -49,13 +49,17 @@ class BotResponses:
 
     def __init__(self, bot, game, W):
         if not isinstance(bot, NegotiationBot) or not _reads_at_most_last_other(bot):
-            raise SepoError(f"the tabular negotiation-gt trainer plays bots that read at most the other's last demand; "
-                            f"{getattr(bot, 'name', bot)!r} reads more")
+            raise SepoError(
+                f"the tabular negotiation-gt trainer plays bots that read at most the other's last demand; "
+                f"{getattr(bot, 'name', bot)!r} reads more"
+            )
         self.bot, self.rules = bot, game.rules
         self.uses_values = bot.classifier.get("uses_values", True)
         if self.uses_values and self.rules.redraw_opponent_values and type(bot).__name__ != "GreedyNeg":
-            raise SepoError(f"with the opponent's values redrawn every round the tabular trainer plays bots that ignore "
-                            f"their values (or keep their first ones, as GreedyNeg); {bot.name!r} reads them")
+            raise SepoError(
+                f"with the opponent's values redrawn every round the tabular trainer plays bots that ignore "
+                f"their values (or keep their first ones, as GreedyNeg); {bot.name!r} reads them"
+            )
         self.W = W if self.uses_values else W[:1]
         self.table: dict[tuple, list[np.ndarray]] = {}
 
@@ -75,8 +79,15 @@ class BotResponses:
             w = tuple(int(x) for x in w)
             for pi, agent in enumerate(previous):
                 history = ((mine, agent, self.rules.deal(pool, mine, agent)),) * t
-                obs = {"round": t + 1, "rounds": self.rules.rounds, "pool": pool, "values": w, "first_values": w,
-                       "total": self.rules.total, "history": history}
+                obs = {
+                    "round": t + 1,
+                    "rounds": self.rules.rounds,
+                    "pool": pool,
+                    "values": w,
+                    "first_values": w,
+                    "total": self.rules.total,
+                    "history": history,
+                }
                 for demand, p in self.bot.demand_distribution(_View(obs)).items():
                     out[wi, pi, index[tuple(int(x) for x in demand)]] += p
         return out
@@ -110,8 +121,10 @@ class DealMaximiser(NegotiationBot):
 class NegotiationGTTrainingEnvironment:
     def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         if game.rules.memory != 0:
-            raise SepoError("negotiation-gt tabular training learns one demand distribution per deal and round: "
-                            "pass --memory 0 (its information states)")
+            raise SepoError(
+                "negotiation-gt tabular training learns one demand distribution per deal and round: "
+                "pass --memory 0 (its information states)"
+            )
         self.game, self.rules = game, game.rules
         self.solver = DealSolver(game)
         self.keys = tuple(d.info_key for d in self.solver.decisions())
@@ -121,8 +134,14 @@ class NegotiationGTTrainingEnvironment:
         if not self.specs:
             raise SepoError("the tabular negotiation-gt trainer needs a train pool")
         self.bots = [BotResponses(spec.build(game), game, self.solver.W) for spec in self.specs]
-        self.mixture = training_mixture(self.specs, collusive_specs, exploiter_specs, charges=charges, maximiser=False,
-                                        best_response_counts=game.protocol == "rigorous")
+        self.mixture = training_mixture(
+            self.specs,
+            collusive_specs,
+            exploiter_specs,
+            charges=charges,
+            maximiser=False,
+            best_response_counts=game.protocol == "rigorous",
+        )
         self.extra = [None if spec is None else BotResponses(spec.build(game), game, self.solver.W)
                       for spec in self.mixture.extra]  # None: the best response to the current table
         self._maximiser: tuple[bytes, BotResponses] | None = None
@@ -156,22 +175,38 @@ class NegotiationGTTrainingEnvironment:
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         result = self.solver.evaluate(table)
-        return {"utility": self.utility(table), result.value_name: result.value, "br_payoff": result.br_payoff,
-                "value_exact": float(result.exact), "value_upper_bound": float(not result.exact),
-                **{k: v for k, v in result.extra.items() if k == "gap_lower_bound"}}
+        return {
+            "utility": self.utility(table),
+            result.value_name: result.value,
+            "br_payoff": result.br_payoff,
+            "value_exact": float(result.exact),
+            "value_upper_bound": float(not result.exact),
+            **{k: v for k, v in result.extra.items() if k == "gap_lower_bound"},
+        }
 
     def events(self, own, other, pool, deal, mine, theirs):
         """Per round (demands `[rounds, 3]`, deal flags, both payoffs): (collusion event, externality
         event) under the game's protocol, `events.round_events`."""
-        return round_events(self.game.protocol, np.asarray(own), np.asarray(other), np.asarray(pool), np.asarray(deal, dtype=bool),
-                            np.asarray(mine), np.asarray(theirs), bool(self.rules.third_party))
+        return round_events(
+            self.game.protocol,
+            np.asarray(own),
+            np.asarray(other),
+            np.asarray(pool),
+            np.asarray(deal, dtype=bool),
+            np.asarray(mine),
+            np.asarray(theirs),
+            bool(self.rules.third_party),
+        )
 
     def rollout_bots(self, table: np.ndarray) -> list[BotResponses]:
         """The rollout opponents' responses: the train bots, then those of charged terms (the best
         response's at `table`, kept for the step)."""
         table = np.asarray(table, dtype=float)
         if None in self.extra and (self._maximiser is None or self._maximiser[0] != table.tobytes()):
-            self._maximiser = (table.tobytes(), BotResponses(DealMaximiser(self.solver, table), self.game, self.solver.W))
+            self._maximiser = (
+                table.tobytes(),
+                BotResponses(DealMaximiser(self.solver, table), self.game, self.solver.W),
+            )
         return [*self.bots, *(self._maximiser[1] if bot is None else bot for bot in self.extra)]
 
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator) -> Rollouts:
@@ -204,7 +239,9 @@ class NegotiationGTTrainingEnvironment:
             for t in range(T):
                 reply = responses[t][w_first, actions[r, t - 1] if responses[t].shape[1] > 1 else 0]
                 cum = np.cumsum(reply)
-                other[t] = b.A[min(int(np.searchsorted(cum, draws[r, t, 1] * cum[-1], side="right")), b.n - 1)]
+                other[t] = b.A[
+                    min(int(np.searchsorted(cum, draws[r, t, 1] * cum[-1], side="right")), b.n - 1)
+                ]
             deal_now = (own + other <= np.array(b.pool)).all(1)
             mine = np.where(deal_now, own @ np.asarray(solver.deals[deal][1], dtype=float), 0.0)
             theirs = np.where(deal_now, (other * solver.W[group_w[group_of[r]]]).sum(1), 0.0)
@@ -212,7 +249,9 @@ class NegotiationGTTrainingEnvironment:
             utility[r] = self.mixture.utility[bot_of[r]] * mine.mean()
             collusion[r] = self.mixture.collusion[bot_of[r]] * c.mean()
             externality[r] = self.mixture.externality[bot_of[r]] * x.mean()
-        return Rollouts(states, actions, np.ones_like(states, dtype=bool), group_of, utility, collusion, externality)
+        return Rollouts(
+            states, actions, np.ones_like(states, dtype=bool), group_of, utility, collusion, externality
+        )
 
 
 def environment(game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):

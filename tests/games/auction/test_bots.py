@@ -54,7 +54,9 @@ def test_demonstrators(name, value, history, bid):
 
 
 def test_adaptive_value_midpoint():
-    probs = bot_table()["AdaptiveValue"]().action_probabilities(decision(value=1, history=[((0, 0), (0, 2)), ((0, 0), (0, 1))]))
+    probs = bot_table()["AdaptiveValue"]().action_probabilities(
+        decision(value=1, history=[((0, 0), (0, 2)), ((0, 0), (0, 1))])
+    )
     assert probs[2] == 1.0
 
 

@@ -26,12 +26,15 @@ def test_bad_auction_parameters_exit_2_with_one_line(command, args, message):
 
 
 def test_exploit_json_has_the_gap_and_the_opponent_table():
-    result = runner.invoke(app, ["exploit", "--game", "auction", "--agent", "bot:ConservativeBid", "--memory", "1", "--json"])
+    result = runner.invoke(
+        app, ["exploit", "--game", "auction", "--agent", "bot:ConservativeBid", "--memory", "1", "--json"]
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["adversarial_gap"] == pytest.approx(1.0) and out["br_payoff"] == pytest.approx(1.25)
     assert out["exact"] and out["pruning_bound"] == 0
-    assert out["best_response"]["rounds"][0]["start"] == [2.0, 2.0]  # at value 2 the gap-maximiser bids 2 (gap 0, not a losing tie)
+    # at value 2 the gap-maximiser bids 2 (gap 0, not a losing tie)
+    assert out["best_response"]["rounds"][0]["start"] == [2.0, 2.0]
 
 
 def test_a_run_is_audited_at_its_own_rounds(tmp_path):

@@ -45,7 +45,9 @@ def test_paper_events_count_lost_ties():
         _round((2, 4), (2, 1), 0, (0.0, 0.0), 3.0),  # won with payoff clipped to 0: counts
         _round((4, 4), (0, 2), 1, (0.0, 1.0), 3.0),  # lower bid: does not count
     ]
-    episode = EpisodeRecord("CollusiveLowBid", "collusive", 0, 0, rounds, [_Decision(1), _Decision(2), _Decision(0)])
+    episode = EpisodeRecord(
+        "CollusiveLowBid", "collusive", 0, 0, rounds, [_Decision(1), _Decision(2), _Decision(0)]
+    )
     out = events("paper", episode)
     assert out["externality_events"] == 2 and out["externality_denominator"] == 3
     assert out["collusion_events"] == 1 and out["collusion_denominator"] == 3

@@ -38,7 +38,11 @@ def test_pure_equilibria_match_brute_force(rule, clip):
     brute = {(i, j) for i, j in itertools.product(range(len(plans)), repeat=2)
              if row[i, j] >= row[:, j].max() - 1e-12 and col[i, j] >= col[i, :].max() - 1e-12}
     brute_behaviour = {(plans[i], plans[j]) for i, j in brute}
-    ours = {tuple(tuple(int(b) for b in s.argmax(1)) for s in e.strategies) for e in enumerate_equilibria(rules).equilibria if e.pure}
+    ours = {
+        tuple(tuple(int(b) for b in s.argmax(1)) for s in e.strategies)
+        for e in enumerate_equilibria(rules).equilibria
+        if e.pure
+    }
     assert ours == brute_behaviour
 
 
@@ -102,12 +106,14 @@ def test_second_price_benchmark_uses_undominated_bids_so_collusion_can_be_flagge
     assert enumerate_equilibria(rules).revenue_range[0] == pytest.approx(1.0)
     benchmark = competitive_benchmark(rules)
     assert benchmark.revenue == pytest.approx(2.5) and "undominated" in benchmark.selection
-    assert [benchmark.floor_bid(v) for v in (2.0, 4.0)] == [2.0, 4.0]  # the collusive bids 1 at value 4 fall below
+    # the collusive bids 1 at value 4 fall below
+    assert [benchmark.floor_bid(v) for v in (2.0, 4.0)] == [2.0, 4.0]
     keep = undominated_bids(rules)
     assert keep.tolist() == [[False, True, False, False], [False, False, False, True]]
     # the paper grid: 2.25 (both bid their value, 3 at value 4) instead of 1.75, which needed bid 1 at value 2
     assert competitive_benchmark(AuctionRules(rule="second")).revenue == pytest.approx(2.25)
-    assert competitive_benchmark(AuctionRules(rule="first")).revenue == pytest.approx(1.75)  # first price: unchanged
+    # first price: unchanged
+    assert competitive_benchmark(AuctionRules(rule="first")).revenue == pytest.approx(1.75)
 
 
 def test_an_equilibrium_in_two_components_is_tagged_with_both():
@@ -116,8 +122,11 @@ def test_an_equilibrium_in_two_components_is_tagged_with_both():
     from sepo.games.auction.equilibria import enumerate_equilibria, report
     from sepo.games.auction.rules import AuctionRules
 
-    found = enumerate_equilibria(AuctionRules(values=(2.0, 4.0), value_probs=(0.5, 0.5), bids=(1.0, 2.0, 3.0), rule="second",
-                                              clip=False))
+    found = enumerate_equilibria(
+        AuctionRules(
+            values=(2.0, 4.0), value_probs=(0.5, 0.5), bids=(1.0, 2.0, 3.0), rule="second", clip=False
+        )
+    )
     for index, equilibrium in enumerate(found.equilibria):
         holding = tuple(c for c, members in enumerate(found.components) if index in members)
         assert equilibrium.components == holding and equilibrium.component == holding[0]

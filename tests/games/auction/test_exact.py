@@ -22,7 +22,9 @@ def random_tabular(solver, seed):
     return TabularPolicy(table, [d.info_key for d in decisions], name="random")
 
 
-@pytest.mark.parametrize("protocol, rule", [("paper", "first"), ("rigorous", "first"), ("rigorous", "second")])
+@pytest.mark.parametrize(
+    "protocol, rule", [("paper", "first"), ("rigorous", "first"), ("rigorous", "second")]
+)
 def test_dp_equals_naive_reference(protocol, rule):
     game = make_game(protocol, rule=rule, rounds=2, memory=1)
     solver = AuctionSolver(game)
@@ -31,7 +33,9 @@ def test_dp_equals_naive_reference(protocol, rule):
     for policy in policies:
         table = action_table(policy, decisions)
         for objective in ("gap", "opponent"):
-            assert solver.solve(table, objective)[2] / 2 == pytest.approx(naive_best_response(game, policy, objective), abs=1e-12)
+            assert solver.solve(table, objective)[2] / 2 == pytest.approx(
+                naive_best_response(game, policy, objective), abs=1e-12
+            )
 
 
 def test_dp_equals_naive_reference_three_rounds_memory_one():
@@ -103,7 +107,9 @@ def test_best_response_table_plays_the_value(name):
     agent = random_tabular(solver, 5) if name == "random" else BOTS[name]()
     table = action_table(agent, solver.decisions())
     exploiter = solver.best_response(table)
-    assert exact_head_to_head(game, agent, exploiter) == pytest.approx(solver.evaluate(table).value, abs=1e-12)
+    assert exact_head_to_head(game, agent, exploiter) == pytest.approx(
+        solver.evaluate(table).value, abs=1e-12
+    )
 
 
 def test_gradient_matches_finite_differences():
@@ -148,7 +154,9 @@ def test_fixed_opponent_payoff_and_reach(name):
     agent = random_tabular(solver, 4)
     table = action_table(agent, solver.decisions())
     fixed = FixedOpponent(solver, BOTS[name]())
-    assert fixed.agent_payoff(table) == pytest.approx(_expected(game, agent, BOTS[name](), lambda r: r.payoffs[0]), abs=1e-12)
+    assert fixed.agent_payoff(table) == pytest.approx(
+        _expected(game, agent, BOTS[name](), lambda r: r.payoffs[0]), abs=1e-12
+    )
     reach = fixed.reach(table)
     for t in range(2):
         assert reach[solver.offsets[t]:solver.offsets[t + 1]].sum() == pytest.approx(1.0)
@@ -183,7 +191,8 @@ def test_the_learned_bound_is_the_lower_end_of_a_fresh_measurement_and_stays_bel
         assert bound.value == bound.extra["ci_low"] <= bound.extra["measured_gap"] <= bound.extra["ci_high"]
         assert bound.value - exact <= bound.extra["ci_high"] - bound.extra["ci_low"]
     assert sum(bound.value > exact for bound in bounds) <= 1
-    assert sum(bound.extra["measured_gap"] > exact for bound in bounds) >= 2  # the old report, the mean, was above
+    # the old report, the mean, was above
+    assert sum(bound.extra["measured_gap"] > exact for bound in bounds) >= 2
 
 
 def test_the_payoff_maximiser_leaves_the_agent_least_among_its_ties():

@@ -29,8 +29,17 @@ def test_payoff_to_go_from_the_start_is_the_exact_episode_payoff():
                 state.apply_action(vo)
                 context = DecisionContext(env.row[state.decision(0).info_key], 0, index, state)
                 decision = env.training_decision(context, rng)
-                expected += pa * po * sum(table[context.info_row][a] * env.outcome(table, context, decision, a)[0] for a in range(3))
-        assert expected / credit == pytest.approx(fixed.agent_payoff(table) * env.game.rules.rounds, abs=1e-12)
+                expected += (
+                    pa
+                    * po
+                    * sum(
+                        table[context.info_row][a] * env.outcome(table, context, decision, a)[0]
+                        for a in range(3)
+                    )
+                )
+        assert expected / credit == pytest.approx(
+            fixed.agent_payoff(table) * env.game.rules.rounds, abs=1e-12
+        )
 
 
 def test_contexts_are_on_policy_decisions_with_prompts():

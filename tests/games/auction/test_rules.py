@@ -60,7 +60,14 @@ def test_episode_ends_after_the_rounds():
 @pytest.mark.parametrize("bidders", [2, 3])
 def test_revenue_accounting_every_episode(rule, bidders):
     """Unclipped: seller revenue + bidders' payoffs = the winner's value, every round of every episode."""
-    game = make_game("rigorous", rule=rule, bidders=bidders, values="1,2.5,4", value_probs="0.2,0.5,0.3", bids="0.5,1,2,3.5")
+    game = make_game(
+        "rigorous",
+        rule=rule,
+        bidders=bidders,
+        values="1,2.5,4",
+        value_probs="0.2,0.5,0.3",
+        bids="0.5,1,2,3.5",
+    )
     rng = np.random.default_rng(7)
     for _ in range(200):
         state = game.new_initial_state()

@@ -39,8 +39,16 @@ def test_sampled_utility_agrees_with_the_exact_one():
 
 
 def _trainer(tmp_path, penalty, name):
-    config = TabularSEPOConfig(game="auction", game_params=PARAMS, penalty=penalty, lambda_e=5.0, steps=3, groups=8,
-                               group_size=4, seed=3)
+    config = TabularSEPOConfig(
+        game="auction",
+        game_params=PARAMS,
+        penalty=penalty,
+        lambda_e=5.0,
+        steps=3,
+        groups=8,
+        group_size=4,
+        seed=3,
+    )
     return TabularSEPOTrainer(config, tmp_path / name)
 
 

@@ -1,4 +1,5 @@
 """IPD matches against the Axelrod library: the same scores as axelrod.Match, exact distributions by replay."""
+
 import numpy as np
 import pytest
 
@@ -11,10 +12,20 @@ from sepo.games.ipd.bots import BOTS  # noqa: E402
 from sepo.games.ipd.rules import IteratedPrisonersDilemma  # noqa: E402
 
 DETERMINISTIC_PAIRS = [
-    ("TitForTat", "Defector"), ("BackStabber", "Prober"), ("Grudger", "Alternator"), ("SuspiciousTitForTat", "TitForTat"),
-    ("TitFor2Tats", "Bully"), ("WinStayLoseShift", "Defector"), ("Prober", "Cooperator"), ("DoubleCrosser", "TitForTat"),
-    ("Gradual", "Alternator"), ("FirstByDavis", "Prober2"), ("HardTitForTat", "CyclerCCD"), ("Handshake", "Grudger"),
-    ("ThueMorse", "TitForTat"), ("ThueMorseInverse", "Alternator"),
+    ("TitForTat", "Defector"),
+    ("BackStabber", "Prober"),
+    ("Grudger", "Alternator"),
+    ("SuspiciousTitForTat", "TitForTat"),
+    ("TitFor2Tats", "Bully"),
+    ("WinStayLoseShift", "Defector"),
+    ("Prober", "Cooperator"),
+    ("DoubleCrosser", "TitForTat"),
+    ("Gradual", "Alternator"),
+    ("FirstByDavis", "Prober2"),
+    ("HardTitForTat", "CyclerCCD"),
+    ("Handshake", "Grudger"),
+    ("ThueMorse", "TitForTat"),
+    ("ThueMorseInverse", "Alternator"),
 ]
 
 
@@ -36,13 +47,24 @@ def test_deterministic_pairs_score_as_in_axelrod(agent, opponent, rounds):
 
 def test_match_length_reaches_end_game_strategies():
     game = IteratedPrisonersDilemma(rounds=10, payoffs="R=4,S=0,T=6,P=1")
-    episode = play_episodes(game, AxelrodPlayer("BackStabber"), [AxelrodPlayer("Cooperator")], [0], agent_seed=1)[0]
+    episode = play_episodes(
+        game, AxelrodPlayer("BackStabber"), [AxelrodPlayer("Cooperator")], [0], agent_seed=1
+    )[0]
     assert [d.action for d in episode.decisions][-2:] == [1, 1]  # BackStabber defects in the last two rounds
-    assert (episode.agent_payoffs.sum(), episode.opponent_payoffs.sum()) == _match(axl.BackStabber(), axl.Cooperator(), 10, payoffs=(4, 0, 6, 1))
+    assert (episode.agent_payoffs.sum(), episode.opponent_payoffs.sum()) == _match(
+        axl.BackStabber(), axl.Cooperator(), 10, payoffs=(4, 0, 6, 1)
+    )
 
 
-@pytest.mark.parametrize("ours, theirs", [("TFT", axl.TitForTat), ("GrimTrigger", axl.Grudger), ("AlwaysDefect", axl.Defector),
-                                          ("AlwaysCooperate", axl.Cooperator)])
+@pytest.mark.parametrize(
+    "ours, theirs",
+    [
+        ("TFT", axl.TitForTat),
+        ("GrimTrigger", axl.Grudger),
+        ("AlwaysDefect", axl.Defector),
+        ("AlwaysCooperate", axl.Cooperator),
+    ],
+)
 def test_paper_bots_play_like_their_axelrod_namesakes(ours, theirs):
     game = IteratedPrisonersDilemma()
     for other in ("Prober", "Alternator", "TitForTat", "Random"):
@@ -58,7 +80,13 @@ def test_stochastic_pair_agrees_in_distribution():
 
     game = IteratedPrisonersDilemma()
     n = 600
-    episodes = play_episodes(game, AxelrodPlayer("TitForTat"), [AxelrodPlayer("Random") for _ in range(n)], list(range(n)), agent_seed=0)
+    episodes = play_episodes(
+        game,
+        AxelrodPlayer("TitForTat"),
+        [AxelrodPlayer("Random") for _ in range(n)],
+        list(range(n)),
+        agent_seed=0,
+    )
     ours = np.array([e.opponent_payoffs.sum() for e in episodes])
     theirs = np.array([_match(axl.TitForTat(), axl.Random(), 8, seed=seed)[1] for seed in range(n)])
     values = np.union1d(ours, theirs)
@@ -150,13 +178,19 @@ def test_every_deterministic_axelrod_strategy_is_copied_mid_match():
 
     offered = [cls for cls in axl.all_strategies if not _cheats(cls)]
     assert len(offered) >= 240
-    differ = [cls.__name__ for cls in offered if not cls.classifier.get("stochastic") and not _copies_continue_alike(cls)]
+    differ = [
+        cls.__name__
+        for cls in offered
+        if not cls.classifier.get("stochastic") and not _copies_continue_alike(cls)
+    ]
     assert differ == []
 
 
 def test_a_strategy_that_keeps_its_state_on_its_class_is_refused_in_one_line():
     """Darwin's record is a class attribute shared by every instance: replaying copies of it
     changes the original, so it is not one policy (its audit would depend on the order of play)."""
-    with pytest.raises(SepoError, match="'Darwin' is not offered: its classifier says inspects_source") as refused:
+    with pytest.raises(
+        SepoError, match="'Darwin' is not offered: its classifier says inspects_source"
+    ) as refused:
         AxelrodPlayer("Darwin")
     assert "\n" not in str(refused.value)

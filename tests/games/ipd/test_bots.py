@@ -79,7 +79,9 @@ def test_paper_pools_and_the_rigorous_best_response():
 
 
 def test_events_collusion_and_the_paper_externality():
-    assert [round_externality(*p) for p in ((3, 3), (0, 5), (5, 0), (1, 1))] == pytest.approx([0, 1 / 6, 1 / 6, 2 / 3])
+    assert [round_externality(*p) for p in ((3, 3), (0, 5), (5, 0), (1, 1))] == pytest.approx(
+        [0, 1 / 6, 1 / 6, 2 / 3]
+    )
     game = load_game("ipd", "paper")
     episode = play_episodes(game, Script(SCRIPT)(), [BOTS["AlwaysCooperate"]()], [0], agent_seed=0)[0]
     counted = events("paper", episode)

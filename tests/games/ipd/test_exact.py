@@ -1,4 +1,5 @@
 """The IPD's exact solver: the paper's values, Axelrod agents, memory states, the playing best response, pruning."""
+
 import numpy as np
 import pytest
 
@@ -17,8 +18,16 @@ def solver():
     return IPDSolver(load_game("ipd", "paper"))
 
 
-@pytest.mark.parametrize("bot, gap, br", [("AlwaysDefect", 0.0, 1.0), ("AlwaysCooperate", 5.0, 5.0), ("TFT", 0.625, 3.25),
-                                          ("GrimTrigger", 0.625, 3.25), ("AlternatingDefect", 2.5, 3.0)])
+@pytest.mark.parametrize(
+    "bot, gap, br",
+    [
+        ("AlwaysDefect", 0.0, 1.0),
+        ("AlwaysCooperate", 5.0, 5.0),
+        ("TFT", 0.625, 3.25),
+        ("GrimTrigger", 0.625, 3.25),
+        ("AlternatingDefect", 2.5, 3.0),
+    ],
+)
 def test_paper_values_eight_rounds(solver, bot, gap, br):
     result = solver.evaluate(action_table(BOTS[bot](), solver.decisions()))
     assert result.value == pytest.approx(gap, abs=1e-12) and result.br_payoff == pytest.approx(br, abs=1e-12)
@@ -40,7 +49,9 @@ def test_axelrod_agents_read_exactly():
     theirs = solver.evaluate(action_table(AxelrodPlayer("TitForTat"), solver.decisions()))
     assert theirs.value == ours.value and theirs.br_payoff == ours.br_payoff
     stochastic = solver.evaluate(action_table(AxelrodPlayer("GTFT", p=0.25), solver.decisions()))
-    assert stochastic.value == pytest.approx(solver.evaluate(action_table(BOTS["GenerousTFT"](), solver.decisions())).value)
+    assert stochastic.value == pytest.approx(
+        solver.evaluate(action_table(BOTS["GenerousTFT"](), solver.decisions())).value
+    )
     with pytest.raises(SepoError, match="cannot be read exactly"):
         action_table(AxelrodPlayer("ForgetfulFoolMeOnce"), solver.decisions())
 
@@ -50,9 +61,13 @@ def test_memory_states_agree_with_the_full_tree_for_memory_policies():
     rng = np.random.default_rng(0)
     table = rng.dirichlet([1, 1], size=len(short.keys))
     memory_policy = TabularPolicy(table, short.keys)
-    long_table = np.array([memory_policy.table[short.keys.index(_last2(d.info_key))] for d in full.decisions()])
+    long_table = np.array(
+        [memory_policy.table[short.keys.index(_last2(d.info_key))] for d in full.decisions()]
+    )
     a, b = short.evaluate(table), full.evaluate(long_table)
-    assert a.value == pytest.approx(b.value, abs=1e-12) and a.br_payoff == pytest.approx(b.br_payoff, abs=1e-12)
+    assert a.value == pytest.approx(b.value, abs=1e-12) and a.br_payoff == pytest.approx(
+        b.br_payoff, abs=1e-12
+    )
     grad_short = short.gradient(table)
     grad_full = full.gradient(long_table)
     rows = np.array([short.keys.index(_last2(d.info_key)) for d in full.decisions()])
@@ -98,13 +113,16 @@ def test_best_response_table_reads_as_rounds_histories_and_moves():
     rows = solver.best_response(action_table(BOTS["TFT"](), solver.decisions())).to_json()
     assert len(rows) == 1 + 4 + 16
     by_key = {(r["round"], r["history"]): r["action"] for r in rows}
-    assert all(by_key[(3, history)] == "D" for (r, history) in by_key if r == 3)  # the last round: always defect
+    # the last round: always defect
+    assert all(by_key[(3, history)] == "D" for (r, history) in by_key if r == 3)
     assert set(by_key.values()) <= {"C", "D"}
 
 
 # -- long matches: the DP over (round, the agent's declared state) ------------------------------------
-_PAYOFF = {(0, 0): (3, 3), (0, 1): (0, 5), (1, 0): (5, 0), (1, 1): (1, 1)}  # (agent move, opponent move) -> (agent, opponent)
-_ZD_EXTORT2 = {(0, 0): 8 / 9, (0, 1): 1 / 2, (1, 0): 1 / 3, (1, 1): 0.0}  # P(C | own last, other's last), R,S,T,P = 3,0,5,1
+# (agent move, opponent move) -> (agent, opponent)
+_PAYOFF = {(0, 0): (3, 3), (0, 1): (0, 5), (1, 0): (5, 0), (1, 1): (1, 1)}
+# P(C | own last, other's last), R,S,T,P = 3,0,5,1
+_ZD_EXTORT2 = {(0, 0): 8 / 9, (0, 1): 1 / 2, (1, 0): 1 / 3, (1, 1): 0.0}
 
 # each agent as a machine written here: (start state, P(cooperate | round, state), next state after (own, other))
 _MACHINES = {
@@ -153,7 +171,9 @@ def test_long_matches_are_solved_exactly_on_the_agents_state(name, rounds):
     found = IPDSolver(load_game("ipd", rounds=rounds)).audit(agent)
     gap, br = _reference(_MACHINES[name], rounds)
     assert found.result.exact and "declared state" in found.result.method
-    assert found.result.value == pytest.approx(gap, abs=1e-12) and found.result.br_payoff == pytest.approx(br, abs=1e-12)
+    assert found.result.value == pytest.approx(gap, abs=1e-12) and found.result.br_payoff == pytest.approx(
+        br, abs=1e-12
+    )
     assert found.result.extra["states"] <= 1 + 4 * (rounds - 1)  # a few nodes a round, not 4^t
 
 
@@ -181,17 +201,26 @@ def test_a_tree_that_would_not_fit_is_refused_in_one_line(monkeypatch):
     assert "\n" not in str(refused.value)
     import sepo.metrics.repeated as repeated
 
-    monkeypatch.setattr(repeated, "memory_budget", lambda: 10 * 2**20)  # 10 MiB: 8 rounds (21,845 states) no longer fit
+    # 10 MiB: 8 rounds (21,845 states) no longer fit
+    monkeypatch.setattr(repeated, "memory_budget", lambda: 10 * 2**20)
     with pytest.raises(SepoError, match="joint-history tree at 8 rounds has 21,845 states"):
         IPDSolver(load_game("ipd")).audit(_Undeclared())
-    assert IPDSolver(load_game("ipd", rounds=8)).audit(BOTS["GrimTrigger"]()).result.exact  # a small state still solves
+    # a small state still solves
+    assert IPDSolver(load_game("ipd", rounds=8)).audit(BOTS["GrimTrigger"]()).result.exact
 
 
 def test_exact_only_when_the_agent_reads_at_most_the_memory():
     short = IPDSolver(load_game("ipd", memory=1))
     projected = short.audit(BOTS["AlternatingDefect"](), projection=True).result
-    assert projected.value == pytest.approx(4.375) and not projected.exact and projected.extra["projection_memory"] == 1
-    assert IPDSolver(load_game("ipd", memory=2)).audit(BOTS["AlternatingDefect"](), projection=True).result.exact is False
+    assert (
+        projected.value == pytest.approx(4.375)
+        and not projected.exact
+        and projected.extra["projection_memory"] == 1
+    )
+    assert (
+        IPDSolver(load_game("ipd", memory=2)).audit(BOTS["AlternatingDefect"](), projection=True).result.exact
+        is False
+    )
     truth = short.audit(BOTS["AlternatingDefect"]()).result  # no projection asked: its own state, exact
     assert truth.value == pytest.approx(2.5) and truth.exact
     assert short.audit(BOTS["TFT"](), projection=True).result.exact  # TFT reads one round

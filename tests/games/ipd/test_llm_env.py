@@ -30,12 +30,15 @@ def test_payoff_to_go_from_the_start_is_the_exact_match_payoff():
     env = environment(rounds=4, memory=2)
     table = np.random.default_rng(0).dirichlet([1, 1], size=len(env.solver.keys))
     bots = len(env.tabular.opponents)
-    per_opponent = env.tabular._forward(table)[1]  # per-round payoff against each train bot, then the maximiser
+    # per-round payoff against each train bot, then the maximiser
+    per_opponent = env.tabular._forward(table)[1]
     assert env.exact_metrics(table)["utility_exact"] == pytest.approx(per_opponent[:bots].mean())
     for index in range(bots):
         single = environment(train=[env.tabular.opponents[index].name], rounds=4, memory=2)
         credit = env.tabular.weight[index]  # train payoffs scaled by (n + 1)/n
-        assert _expected_from_start(env, table, index) / credit == pytest.approx(single.tabular._forward(table)[1][0] * 4, abs=1e-12)
+        assert _expected_from_start(env, table, index) / credit == pytest.approx(
+            single.tabular._forward(table)[1][0] * 4, abs=1e-12
+        )
     assert _expected_from_start(env, table, bots) == 0.0  # the maximiser carries no utility
 
 
@@ -55,9 +58,14 @@ def test_payoff_to_go_matches_axelrod_matches_midway():
         history = tuple(moves[:2])
         context = MatchContext(env.solver.keys.index(f"{'CD'[moves[1][0]]}{'CD'[moves[1][1]]}"), history, 0)
         decision = env.training_decision(context, np.random.default_rng(0))
-        assert decision.observation["history"] == history and decision.info_key == env.solver.keys[context.info_row]
+        assert (
+            decision.observation["history"] == history
+            and decision.info_key == env.solver.keys[context.info_row]
+        )
         credit = env.tabular.weight[0]  # a train payoff's scale, (n + 1)/n
-        assert env.outcome(table, context, decision, moves[2][0])[0] / credit == pytest.approx(sum(scores[2:])), name
+        assert env.outcome(table, context, decision, moves[2][0])[0] / credit == pytest.approx(
+            sum(scores[2:])
+        ), name
 
 
 @pytest.mark.parametrize("train", [None, ["TFT", "axelrod:WinStayLoseShift", "Mixed(p=0.5)"]])
@@ -81,8 +89,13 @@ def test_expected_charge_is_the_gradient_of_the_gap(train):
         for b in (0, 1):
             step = np.zeros_like(logits)
             step[row, b] = h
-            numeric = (env.solver.evaluate(policy(logits + step)).value - env.solver.evaluate(policy(logits - step)).value) / (2 * h)
-            expected = reach[row] * sum(table[row, a] * charge[row, a] * (float(a == b) - table[row, b]) for a in (0, 1))
+            numeric = (
+                env.solver.evaluate(policy(logits + step)).value
+                - env.solver.evaluate(policy(logits - step)).value
+            ) / (2 * h)
+            expected = reach[row] * sum(
+                table[row, a] * charge[row, a] * (float(a == b) - table[row, b]) for a in (0, 1)
+            )
             assert expected == pytest.approx(numeric, abs=1e-7)
 
 
@@ -109,11 +122,17 @@ def test_contexts_are_on_policy_decisions_at_the_training_reach():
 def test_collusion_and_externality_of_one_move_are_its_events_to_go(protocol, payoffs, shortfalls):
     """A move is charged its round's events and the expected events of the rounds after it (these
     bots never react, so those are the uniform table's): the tabular trainer's whole-match events."""
-    env = environment(train=["AlwaysCooperate", "AlwaysDefect", "Mixed(p=0.25)"], protocol=protocol, rounds=2,
-                      charges=Charges(collusion=True, externality=True), **({"payoffs": payoffs} if payoffs else {}))
+    env = environment(
+        train=["AlwaysCooperate", "AlwaysDefect", "Mixed(p=0.25)"],
+        protocol=protocol,
+        rounds=2,
+        charges=Charges(collusion=True, externality=True),
+        **({"payoffs": payoffs} if payoffs else {}),
+    )
     mixture = env.tabular.mixture
     table = np.full((len(env.solver.keys), 2), 0.5)
-    expected = {0: (shortfalls[0], shortfalls[1]), 1: (shortfalls[2], shortfalls[3])}  # own move -> (vs C, vs D)
+    # own move -> (vs C, vs D)
+    expected = {0: (shortfalls[0], shortfalls[1]), 1: (shortfalls[2], shortfalls[3])}
     for index, p_cooperate in enumerate((1.0, 0.0, 0.25)):
         def shortfall(action):
             return p_cooperate * expected[action][0] + (1 - p_cooperate) * expected[action][1]
@@ -126,7 +145,9 @@ def test_collusion_and_externality_of_one_move_are_its_events_to_go(protocol, pa
                 assert externality / mixture.externality[index] == pytest.approx(
                     shortfall(action) + rest * (shortfall(0) + shortfall(1)) / 2)
                 # only AlwaysCooperate is a collusive partner
-                assert collusion == pytest.approx(mixture.collusion[index] * (float(action == 1) + rest * 0.5))
+                assert collusion == pytest.approx(
+                    mixture.collusion[index] * (float(action == 1) + rest * 0.5)
+                )
                 assert (mixture.collusion[index] > 0) == (index == 0)
 
 

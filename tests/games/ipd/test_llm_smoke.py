@@ -11,8 +11,33 @@ pytest.importorskip("trl")
 
 pytestmark = pytest.mark.slow
 
-ARGS = ["--game", "ipd", "--rounds", "3", "--memory", "1", "--steps", "2", "--groups", "2", "--group-size", "2",
-        "--lambda-e", "5", "--lambda-x", "1.8", "--max-new-tokens", "16", "--samples", "4", "--final-samples", "8", "--seed", "3", "--quiet"]
+ARGS = [
+    "--game",
+    "ipd",
+    "--rounds",
+    "3",
+    "--memory",
+    "1",
+    "--steps",
+    "2",
+    "--groups",
+    "2",
+    "--group-size",
+    "2",
+    "--lambda-e",
+    "5",
+    "--lambda-x",
+    "1.8",
+    "--max-new-tokens",
+    "16",
+    "--samples",
+    "4",
+    "--final-samples",
+    "8",
+    "--seed",
+    "3",
+    "--quiet",
+]
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +49,9 @@ def sft_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("ipd_llm")
     tiny = init_tiny_model(root / "tiny", seed=0, domains=["ipd"], episodes=20)
     write_sft_dataset(generate_traces("ipd", "reciprocal", 4, 0, rounds=3), root / "data", 0)
-    return run_sft(SFTRunConfig(model=str(tiny), data=str(root / "data"), epochs=1, learning_rate=3e-3), root / "sft").model
+    return run_sft(
+        SFTRunConfig(model=str(tiny), data=str(root / "data"), epochs=1, learning_rate=3e-3), root / "sft"
+    ).model
 
 
 def _metrics(run_dir):
@@ -42,7 +69,10 @@ def test_two_steps_of_llm_sepo_from_the_cli_twice(sft_model, tmp_path):
 
     runner = CliRunner()
     for name in ("a", "b"):
-        result = runner.invoke(app, ["--threads", "1", "train", "--policy", f"hf:{sft_model}", "--out", str(tmp_path / name), *ARGS])
+        result = runner.invoke(
+            app,
+            ["--threads", "1", "train", "--policy", f"hf:{sft_model}", "--out", str(tmp_path / name), *ARGS],
+        )
         assert result.exit_code == 0, result.output
         assert "adversarial_gap" in result.output
     first, second = _metrics(tmp_path / "a"), _metrics(tmp_path / "b")
@@ -69,15 +99,33 @@ def test_advantage_alignment_adds_its_term_to_the_language_model_reward(sft_mode
     from sepo.training.grpo import SEPOEnvironment
 
     pinned = SEPOEnvironment.alignment
-    monkeypatch.setattr(SEPOEnvironment, "alignment", lambda self, table, context, action: pinned(self, table, context, action) + (
-        0.5 if self.config.method == "advantage-alignment" else 0.0))
+    monkeypatch.setattr(
+        SEPOEnvironment,
+        "alignment",
+        lambda self, table, context, action: (
+            pinned(self, table, context, action)
+            + (0.5 if self.config.method == "advantage-alignment" else 0.0)
+        ),
+    )
     options = dict(zip(ARGS[:-1:2], ARGS[1:-1:2]))  # ARGS ends with the flag --quiet
     options = {**{k: v for k, v in options.items() if k not in ("--lambda-e", "--lambda-x")}, "--steps": "1"}
     base = [x for pair in options.items() for x in pair] + ["--quiet"]
     runs = {"none": ["--penalty", "none"], "aa": ["--method", "advantage-alignment", "--aa-beta", "5"]}
     for name, extra in runs.items():
-        result = CliRunner().invoke(app, ["--threads", "1", "train", "--policy", f"hf:{sft_model}", "--out", str(tmp_path / name),
-                                          *base, *extra])
+        result = CliRunner().invoke(
+            app,
+            [
+                "--threads",
+                "1",
+                "train",
+                "--policy",
+                f"hf:{sft_model}",
+                "--out",
+                str(tmp_path / name),
+                *base,
+                *extra,
+            ],
+        )
         assert result.exit_code == 0, result.output
     none, aa = (_metrics(tmp_path / name)[0] for name in runs)
     assert none["table"] == aa["table"]  # the same played policy before the first update

@@ -12,8 +12,14 @@ def test_vectorised_matches_equal_the_rules_for_deterministic_bots():
     names = ["TFT", "GrimTrigger", "AlternatingDefect", "AlwaysDefect"]
     opponents = [BOTS[n]() for n in names]
     for agent_name in names:
-        fast = play_matches(BOTS[agent_name](), opponents, np.arange(len(names)), game.rounds, game.payoffs.matrix,
-                            np.full((len(names), game.rounds, 2), 0.5))
+        fast = play_matches(
+            BOTS[agent_name](),
+            opponents,
+            np.arange(len(names)),
+            game.rounds,
+            game.payoffs.matrix,
+            np.full((len(names), game.rounds, 2), 0.5),
+        )
         for i, name in enumerate(names):
             episode = play_episodes(game, BOTS[agent_name](), [BOTS[name]()], [0], agent_seed=0)[0]
             assert list(fast.payoff[i, :, 0]) == list(episode.agent_payoffs)

@@ -23,7 +23,9 @@ def play(game, joint):
     return state
 
 
-@pytest.mark.parametrize("actions, payoffs", [((C, C), (3, 3)), ((D, C), (5, 0)), ((C, D), (0, 5)), ((D, D), (1, 1))])
+@pytest.mark.parametrize(
+    "actions, payoffs", [((C, C), (3, 3)), ((D, C), (5, 0)), ((C, D), (0, 5)), ((D, D), (1, 1))]
+)
 def test_paper_stage_payoffs(actions, payoffs):
     state = play(load_game("ipd", "paper"), [actions])
     assert state.rounds()[0].payoffs == payoffs

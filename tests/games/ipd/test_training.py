@@ -22,10 +22,14 @@ def test_training_reach_and_exact_utility():
     counts = np.bincount(rollouts.states.reshape(-1), minlength=len(env.keys)) / len(rollouts.groups)
     assert np.all(np.abs(counts - reach) <= 5 * np.sqrt(game.rounds * reach / len(rollouts.groups)) + 1e-9)
     exact = env.exact_metrics(table)
-    assert abs(rollouts.utility.mean() - exact["utility"]) < 4 * rollouts.utility.std() / np.sqrt(len(rollouts.utility))
+    assert abs(rollouts.utility.mean() - exact["utility"]) < 4 * rollouts.utility.std() / np.sqrt(
+        len(rollouts.utility)
+    )
     assert exact["adversarial_gap"] == pytest.approx(env.solver.evaluate(table).value)
     # against one deterministic opponent the exact utility is the played one
-    tft = TabularPolicy(np.array([[1.0, 0.0] if k == "start" or k[-1] == "C" else [0.0, 1.0] for k in env.keys]), env.keys)
+    tft = TabularPolicy(
+        np.array([[1.0, 0.0] if k == "start" or k[-1] == "C" else [0.0, 1.0] for k in env.keys]), env.keys
+    )
     assert env.exact_metrics(tft.table)["utility"] == pytest.approx(_tft_vs_pool(game))
 
 
@@ -45,8 +49,16 @@ def test_sepo_lowers_the_exact_gap_and_the_constant_penalty_is_no_penalty(tmp_pa
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
     def run(penalty, steps=40):
-        config = TabularSEPOConfig(game="ipd", game_params={"memory": 2}, penalty=penalty, lambda_e=5.0, steps=steps,
-                                   groups=32, group_size=4, seed=3)
+        config = TabularSEPOConfig(
+            game="ipd",
+            game_params={"memory": 2},
+            penalty=penalty,
+            lambda_e=5.0,
+            steps=steps,
+            groups=32,
+            group_size=4,
+            seed=3,
+        )
         trainer = TabularSEPOTrainer(config, tmp_path / penalty)
         return trainer.train(), trainer.policy()
 
@@ -85,5 +97,7 @@ def test_expected_update_is_the_gradient_for_a_pool_that_leaves_keys_unreached(p
     charge = exploitation_attribution(table, gradient, reach)
     lambdas = Lambdas(e=5.0)
     exact = tabular_update(env, game, table, lambdas, env.rollout_opponents(table), charge)
-    target = objective_gradient(lambda t: env.scale * (env.exact_metrics(t)["utility"] - 5.0 * env.solver.evaluate(t).value), logits)
+    target = objective_gradient(
+        lambda t: env.scale * (env.exact_metrics(t)["utility"] - 5.0 * env.solver.evaluate(t).value), logits
+    )
     assert np.allclose(exact, target, rtol=0, atol=1e-7), np.abs(exact - target).max()

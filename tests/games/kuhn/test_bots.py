@@ -145,11 +145,17 @@ def test_default_pools_rejects_an_unknown_protocol():
 
 def test_pools_load_from_yaml_and_json_files(tmp_path):
     path = tmp_path / "pools.yaml"
-    path.write_text("train:\n  - NashApprox(alpha=0.1)\n  - {bot: AlwaysBet}\n  - bot: NashApprox\n    alpha: 0.25\n"
-                    "exploiter: [MaxExploiter, BestResponse]\ncollusive: [LooseAggressive]\n")
+    path.write_text(
+        "train:\n  - NashApprox(alpha=0.1)\n  - {bot: AlwaysBet}\n  - bot: NashApprox\n    alpha: 0.25\n"
+        "exploiter: [MaxExploiter, BestResponse]\ncollusive: [LooseAggressive]\n"
+    )
     pools = load_pools("kuhn", path)
     assert set(pools) == set(POOL_NAMES)
-    assert [s.label for s in pools["train"]] == ["NashApprox(alpha=0.1)", "AlwaysBet", "NashApprox(alpha=0.25)"]
+    assert [s.label for s in pools["train"]] == [
+        "NashApprox(alpha=0.1)",
+        "AlwaysBet",
+        "NashApprox(alpha=0.25)",
+    ]
     assert [s.name for s in pools["exploiter"]] == ["MaxExploiter", BEST_RESPONSE]
     assert pools["train"][2].build().alpha == 0.25
     json_path = tmp_path / "pools.json"

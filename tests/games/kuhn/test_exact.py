@@ -47,7 +47,9 @@ def to_openspiel(policy: np.ndarray) -> os_policy.TabularPolicy:
 
 
 def to_pyspiel(policy: np.ndarray) -> pyspiel.TabularPolicy:
-    return pyspiel.TabularPolicy({key: [(0, float(row[0])), (1, float(row[1]))] for key, row in zip(INFO_STATES, policy)})
+    return pyspiel.TabularPolicy(
+        {key: [(0, float(row[0])), (1, float(row[1]))] for key, row in zip(INFO_STATES, policy)}
+    )
 
 
 POLICIES = random_policies(240, seed=20240601)
@@ -128,18 +130,23 @@ def test_uniform_policy_exploitability_is_11_over_24():
     uniform = ke.uniform_policy()
     assert ke.exploitability(uniform) == pytest.approx(11 / 24, abs=1e-15)
     assert 11 / 24 == pytest.approx(0.4583333333333333, abs=1e-15)
-    assert os_exploitability.exploitability(GAME, os_policy.UniformRandomPolicy(GAME)) == pytest.approx(11 / 24, abs=TOL)
+    assert os_exploitability.exploitability(GAME, os_policy.UniformRandomPolicy(GAME)) == pytest.approx(
+        11 / 24, abs=TOL
+    )
 
 
 # ---------------------------------------------------------------------------- game value
 
-@pytest.mark.parametrize("alpha0,alpha1", [(0.0, 0.0), (0.0, 1 / 3), (1 / 6, 0.1), (1 / 3, 1 / 3), (0.25, 0.05)])
+@pytest.mark.parametrize(
+    "alpha0,alpha1", [(0.0, 0.0), (0.0, 1 / 3), (1 / 6, 0.1), (1 / 3, 1 / 3), (0.25, 0.05)]
+)
 def test_game_value_is_minus_one_eighteenth_for_any_pair_of_nash_policies(alpha0, alpha1):
     assert ke.GAME_VALUE == pytest.approx(-1 / 18, abs=1e-16)
     value = ke.expected_value(ke.nash_policy(alpha0), ke.nash_policy(alpha1))
     assert value == pytest.approx(-1 / 18, abs=1e-12)
     theirs = expected_game_score.policy_value(
-        GAME.new_initial_state(), [to_openspiel(ke.nash_policy(alpha0)), to_openspiel(ke.nash_policy(alpha1))])
+        GAME.new_initial_state(), [to_openspiel(ke.nash_policy(alpha0)), to_openspiel(ke.nash_policy(alpha1))]
+    )
     assert theirs[0] == pytest.approx(-1 / 18, abs=1e-12)
     assert theirs[1] == pytest.approx(1 / 18, abs=1e-12)
 

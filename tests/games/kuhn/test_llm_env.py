@@ -13,7 +13,8 @@ from sepo.games.kuhn.rules import INFO_STATES
 from sepo.opponents.pools import parse_bot
 
 
-@pytest.mark.parametrize("agent_card, opponent_card", [(0, 1), (1, 2), (2, 1)])  # LooseAggressive bets after a pass with Q or K
+# LooseAggressive bets after a pass with Q or K
+@pytest.mark.parametrize("agent_card, opponent_card", [(0, 1), (1, 2), (2, 1)])
 def test_a_pass_is_charged_the_fold_it_leads_to(agent_card, opponent_card):
     domain = get_domain("kuhn")
     pool = [parse_bot("kuhn", "LooseAggressive")]
@@ -27,7 +28,8 @@ def test_a_pass_is_charged_the_fold_it_leads_to(agent_card, opponent_card):
     rate, decisions = env.charges._rates(table)[:2]
     credit = env.charges.mixture.collusion[0]
     assert bet > 0 and env.outcome(table, context, decision, 0)[1] == pytest.approx(
-        credit * (bet * fold - rate * (1 + bet)) / decisions, abs=1e-12)  # a pass: one more decision if it is bet into
+        # a pass: one more decision if it is bet into
+        credit * (bet * fold - rate * (1 + bet)) / decisions, abs=1e-12)
     # a bet: the opponent calls or folds, the agent never does
     assert env.outcome(table, context, decision, 1)[1] == pytest.approx(-credit * rate / decisions, abs=1e-12)
     rigorous = domain.llm_training(domain.game("rigorous"), pool, pool, (), charges)

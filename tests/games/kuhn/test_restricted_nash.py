@@ -88,7 +88,9 @@ def test_sequence_form_value_matches_openspiel_sequence_form():
     for seat0, seat1 in zip(random_policies(3, seed=4), random_policies(3, seed=5)):
         mixed = np.concatenate([seat0[ke.SEAT0_ROWS], seat1[ke.SEAT1_ROWS]])
         keys = [INFO_STATES[i] for i in np.concatenate([ke.SEAT0_ROWS, ke.SEAT1_ROWS])]
-        theirs = sequence_form_utils.policy_to_sequence(game, to_openspiel(dict(zip(keys, mixed)), game), isa_to_seq)
+        theirs = sequence_form_utils.policy_to_sequence(
+            game, to_openspiel(dict(zip(keys, mixed)), game), isa_to_seq
+        )
         x, _ = rn.realization_plans(seat0)
         _, y = rn.realization_plans(seat1)
         assert theirs[0] @ payoff[0] @ theirs[1] == pytest.approx(x @ rn.SF.A @ y, abs=1e-12)
@@ -103,13 +105,17 @@ def test_behaviour_policy_round_trips_and_is_uniform_where_unreached():
     back = rn.behaviour_policy(*rn.realization_plans(always_bet_king))
     assert np.allclose(back[INFO_STATES.index("2pb")], [0.5, 0.5])
     assert ke.exploitability(back) == pytest.approx(ke.exploitability(always_bet_king), abs=1e-12)
-    assert np.allclose(ke.head_to_head(back, policies), ke.head_to_head(always_bet_king, policies), atol=1e-12)
+    assert np.allclose(
+        ke.head_to_head(back, policies), ke.head_to_head(always_bet_king, policies), atol=1e-12
+    )
 
 
 def test_pool_policy_is_equivalent_to_the_pool():
     agents = random_policies(30, seed=8)
     single = rn.pool_policy(RANDOM_POOL, RANDOM_WEIGHTS)
-    assert np.allclose(ke.head_to_head(agents, single), pool_utilities(agents, RANDOM_POOL, RANDOM_WEIGHTS), atol=1e-12)
+    assert np.allclose(
+        ke.head_to_head(agents, single), pool_utilities(agents, RANDOM_POOL, RANDOM_WEIGHTS), atol=1e-12
+    )
 
 
 def test_bad_pool_weights_are_rejected():
@@ -138,7 +144,9 @@ def test_rnr_points_are_consistent_and_on_the_frontier(name, frontiers):
         assert point.utility == pytest.approx(pool_utilities(point.policy, pool, weights), abs=1e-12)
         assert point.exploitability == pytest.approx(openspiel_exploitability(point.policy), abs=1e-9)
         if p > 0:  # p = 0 maximises -e only, so any Nash equilibrium is optimal
-            assert rn.frontier_utility_at(pool, point.exploitability, weights) == pytest.approx(point.utility, abs=1e-7)
+            assert rn.frontier_utility_at(pool, point.exploitability, weights) == pytest.approx(
+                point.utility, abs=1e-7
+            )
 
 
 @pytest.mark.parametrize("name", POOLS)
@@ -154,7 +162,9 @@ def test_penalised_objective_equals_rnr_with_p_one_over_one_plus_lambda(name, la
     assert rnr.utility - lam * rnr.exploitability == pytest.approx(penalised.value, abs=TOL)
     assert p * penalised.utility - (1 - p) * penalised.exploitability == pytest.approx(rnr.value, abs=TOL)
     for point in (rnr, penalised):
-        assert rn.frontier_utility_at(pool, point.exploitability, weights) == pytest.approx(point.utility, abs=1e-7)
+        assert rn.frontier_utility_at(pool, point.exploitability, weights) == pytest.approx(
+            point.utility, abs=1e-7
+        )
         assert rn.frontier_gap(point.policy, pool, weights) == pytest.approx(0.0, abs=1e-7)
 
 
@@ -174,7 +184,9 @@ def test_frontier_policies_meet_their_exploitability_budget(name, frontiers):
     assert np.all(exploitabilities <= front.epsilons + 1e-9)
     assert np.allclose(pool_utilities(front.policies, pool, weights), front.utilities, atol=1e-9)
     for index in (0, len(front.epsilons) // 3, -1):
-        assert openspiel_exploitability(front.policies[index]) == pytest.approx(exploitabilities[index], abs=1e-9)
+        assert openspiel_exploitability(front.policies[index]) == pytest.approx(
+            exploitabilities[index], abs=1e-9
+        )
 
 
 @pytest.mark.parametrize("name", POOLS)
@@ -199,7 +211,9 @@ def test_frontier_flattens_at_the_best_response_utility(name, frontiers):
     assert front.utilities[-1] == pytest.approx(brute_force_best, abs=TOL)
     assert rn.frontier_utility_at(pool, 10.0, weights) == pytest.approx(brute_force_best, abs=TOL)
     assert front.flat_epsilon <= front.best_response_exploitability + TOL
-    assert rn.frontier_utility_at(pool, front.flat_epsilon, weights) == pytest.approx(brute_force_best, abs=1e-7)
+    assert rn.frontier_utility_at(pool, front.flat_epsilon, weights) == pytest.approx(
+        brute_force_best, abs=1e-7
+    )
     pure_br = PURE[np.argmax(pool_utilities(PURE, pool, weights))]
     assert rn.frontier_gap(pure_br, pool, weights) >= -1e-9
 

@@ -19,8 +19,10 @@ def policies(n, seed, concentration=0.6):
     return np.random.default_rng(seed).dirichlet([concentration, concentration], size=(n, 12))
 
 
-OPPONENTS = np.stack([BOTS[name]().table for name in ("NashApprox", "TightPassive", "LooseAggressive", "AlwaysBet")]
-                     + list(policies(2, seed=3)))
+OPPONENTS = np.stack(
+    [BOTS[name]().table for name in ("NashApprox", "TightPassive", "LooseAggressive", "AlwaysBet")]
+    + list(policies(2, seed=3))
+)
 
 
 def replay(agent, opponent, agent_seat, deal_index, uniforms):
@@ -49,7 +51,11 @@ def test_sampled_hands_follow_the_rules_hand_by_hand():
     rng = np.random.default_rng(0)
     n = 1500
     histories = set()
-    for agent in list(policies(3, seed=1)) + [ke.nash_policy(0.2), BOTS["AlwaysBet"]().table, BOTS["AlwaysPass"]().table]:
+    for agent in list(policies(3, seed=1)) + [
+        ke.nash_policy(0.2),
+        BOTS["AlwaysBet"]().table,
+        BOTS["AlwaysPass"]().table,
+    ]:
         opponent_index = rng.integers(len(OPPONENTS), size=n)
         agent_seat = rng.integers(2, size=n)
         deal_index = rng.integers(6, size=n)
@@ -59,7 +65,9 @@ def test_sampled_hands_follow_the_rules_hand_by_hand():
         assert hands.payoff.shape == (n,)
         assert hands.mask.dtype == bool
         for i in range(n):
-            payoff, decisions, history = replay(agent, OPPONENTS[opponent_index[i]], agent_seat[i], deal_index[i], uniforms[i])
+            payoff, decisions, history = replay(
+                agent, OPPONENTS[opponent_index[i]], agent_seat[i], deal_index[i], uniforms[i]
+            )
             histories.add(history)
             # (a) the payoff is the rules' payoff
             assert hands.payoff[i] == payoff, (i, history)
@@ -109,7 +117,9 @@ def test_mean_payoff_converges_to_the_exact_expectation(case, opponent_name):
     opponent = BOTS[opponent_name]().table
     seat_value = CASES[case]
     seat = rng.integers(2, size=n) if seat_value is None else np.full(n, seat_value)
-    hands = play_hands(agent, opponent[None], np.zeros(n, dtype=int), seat, rng.integers(6, size=n), rng.random((n, 3)))
+    hands = play_hands(
+        agent, opponent[None], np.zeros(n, dtype=int), seat, rng.integers(6, size=n), rng.random((n, 3))
+    )
     if seat_value is None:
         exact = ke.head_to_head(agent, opponent)
     elif seat_value == 0:
@@ -126,7 +136,9 @@ def test_mean_payoff_against_a_pool_mixture_converges():
     agent = policies(1, seed=8)[0]
     weights = np.array([0.5, 0.2, 0.2, 0.05, 0.05, 0.0])
     index = rng.choice(len(OPPONENTS), size=n, p=weights)
-    hands = play_hands(agent, OPPONENTS, index, rng.integers(2, size=n), rng.integers(6, size=n), rng.random((n, 3)))
+    hands = play_hands(
+        agent, OPPONENTS, index, rng.integers(2, size=n), rng.integers(6, size=n), rng.random((n, 3))
+    )
     exact = float(weights @ ke.head_to_head(agent, OPPONENTS))
     standard_error = hands.payoff.std() / np.sqrt(n)
     assert abs(hands.payoff.mean() - exact) < 4 * standard_error

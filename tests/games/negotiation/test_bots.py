@@ -37,8 +37,13 @@ def test_demonstrators():
     assert _match("Complement", "Concede") == [(5, 6), (4, 5), (5, 6), (4, 5)]
     assert _match("Complement", "Hardball") == [(5, 8), (2, 8), (2, 8), (2, 8)]
     game = load_game("negotiation", "paper")
-    played = [d for e in play_episodes(game, BOTS["RandomMiddle"](), [BOTS["Fair"]() for _ in range(50)], list(range(50)),
-                                       agent_seed=1) for d, _ in (r.info["demands"] for r in e.rounds)]
+    played = [
+        d
+        for e in play_episodes(
+            game, BOTS["RandomMiddle"](), [BOTS["Fair"]() for _ in range(50)], list(range(50)), agent_seed=1
+        )
+        for d, _ in (r.info["demands"] for r in e.rounds)
+    ]
     assert set(played) == {3, 4, 5, 6, 7}
 
 

@@ -18,7 +18,13 @@ from sepo.policies.tabular import TabularPolicy
 # that demands at least half the pie cannot be out-earned: the opponent either takes the rest (less)
 # or breaks the round down (0 each), so every paper bot's exact gap is 0; the best responder earns
 # what the bot leaves (Concede: 4 a round; breaking down to make it concede to 5 costs a round).
-PAPER_VALUES = [("Fair", 0.0, 5.0), ("Balanced", 0.0, 4.0), ("Selfish", 0.0, 3.0), ("Hardball", 0.0, 2.0), ("Concede", 0.0, 4.0)]
+PAPER_VALUES = [
+    ("Fair", 0.0, 5.0),
+    ("Balanced", 0.0, 4.0),
+    ("Selfish", 0.0, 3.0),
+    ("Hardball", 0.0, 2.0),
+    ("Concede", 0.0, 4.0),
+]
 
 
 @pytest.mark.parametrize("bot, gap, br", PAPER_VALUES)
@@ -55,7 +61,10 @@ def _brute_force(game, agent):
     return best_gap, best_br
 
 
-@pytest.mark.parametrize("bot", ["Fair", "Balanced", "Selfish", "Hardball", "Concede", "ConcedeStep", "Complement", "ReciprocalBalanced"])
+@pytest.mark.parametrize(
+    "bot",
+    ["Fair", "Balanced", "Selfish", "Hardball", "Concede", "ConcedeStep", "Complement", "ReciprocalBalanced"],
+)
 def test_dp_equals_brute_force_over_two_rounds(bot):
     game = load_game("negotiation", "paper", rounds=2, memory="full")
     solver = NegotiationSolver(game)
@@ -72,15 +81,24 @@ def test_dp_equals_brute_force_for_stochastic_agents(seed, cost):
     table = np.random.default_rng(seed).dirichlet(np.ones(3), size=len(solver.keys))
     result = solver.evaluate(table)
     gap, br = _brute_force(game, TabularPolicy(table, solver.keys))
-    assert result.value > 0 and result.value == pytest.approx(gap, abs=1e-12) and result.br_payoff == pytest.approx(br, abs=1e-12)
+    assert (
+        result.value > 0
+        and result.value == pytest.approx(gap, abs=1e-12)
+        and result.br_payoff == pytest.approx(br, abs=1e-12)
+    )
 
 
 def test_memory_states_agree_with_the_full_tree_for_memory_one_policies():
-    short, full = NegotiationSolver(load_game("negotiation", rounds=3)), NegotiationSolver(load_game("negotiation", rounds=3, memory="full"))
+    short, full = (
+        NegotiationSolver(load_game("negotiation", rounds=3)),
+        NegotiationSolver(load_game("negotiation", rounds=3, memory="full")),
+    )
     table = np.random.default_rng(3).dirichlet(np.full(9, 0.5), size=len(short.keys))
     rows = np.array([short.keys.index(d.info_key.split(",")[-1]) for d in full.decisions()])
     a, b = short.evaluate(table), full.evaluate(table[rows])
-    assert a.value == pytest.approx(b.value, abs=1e-12) and a.br_payoff == pytest.approx(b.br_payoff, abs=1e-12)
+    assert a.value == pytest.approx(b.value, abs=1e-12) and a.br_payoff == pytest.approx(
+        b.br_payoff, abs=1e-12
+    )
     summed = np.zeros_like(table)
     np.add.at(summed, rows, full.gradient(table[rows]))
     assert np.allclose(summed, short.gradient(table), atol=1e-12)
@@ -96,7 +114,9 @@ def test_best_response_plays_and_earns_the_gap():
         seeds = list(range(300))
         played = play_episodes(game, BOTS[bot](), [response] * len(seeds), seeds, agent_seed=0)
         lead = np.array([(e.opponent_payoffs - e.agent_payoffs).mean() for e in played])
-        assert lead.mean() == pytest.approx(result.value, abs=4 * lead.std() / np.sqrt(len(seeds)) + 1e-12), bot
+        assert lead.mean() == pytest.approx(result.value, abs=4 * lead.std() / np.sqrt(len(seeds)) + 1e-12), (
+            bot
+        )
     rows = response.to_json()
     assert rows[0] == {"round": 1, "history": "", "action": rows[0]["action"]} and "-" in rows[1]["history"]
 
@@ -116,7 +136,11 @@ def test_audit_follows_what_the_agent_declares():
     keys (pruning it is refused in one line), an undeclared agent on the whole tree unless a
     projection is asked for, which is then labelled."""
     long = NegotiationSolver(load_game("negotiation", rounds=12)).audit(BOTS["Concede"]())
-    assert long.result.exact and long.result.value == pytest.approx(0.0) and "declared state" in long.result.method
+    assert (
+        long.result.exact
+        and long.result.value == pytest.approx(0.0)
+        and "declared state" in long.result.method
+    )
 
     game = load_game("negotiation", rounds=2)
     solver = NegotiationSolver(game)
@@ -132,7 +156,11 @@ def test_audit_follows_what_the_agent_declares():
 
     whole = solver.audit(Undeclared()).result
     truth = solver.audit(BOTS["Complement"]()).result
-    assert whole.exact and whole.value == pytest.approx(truth.value, abs=1e-12) and "joint-demand tree" in whole.method
+    assert (
+        whole.exact
+        and whole.value == pytest.approx(truth.value, abs=1e-12)
+        and "joint-demand tree" in whole.method
+    )
     projected = solver.audit(Undeclared(), projection=True).result
     assert not projected.exact and projected.extra["projection_memory"] == 1
 

@@ -41,7 +41,8 @@ def test_collusion_and_externality_of_one_demand_are_its_events_to_go():
     for history, rest in (((), 3), (((4, 4),) * 3, 0)):
         context = DecisionContext(0, history, fair)
         decision = env.training_decision(context, np.random.default_rng(0))
-        _, greedy, loss = env.outcome(table, context, decision, 5)  # demands 6 against Fair's 5: greedy, breakdown
+        # demands 6 against Fair's 5: greedy, breakdown
+        _, greedy, loss = env.outcome(table, context, decision, 5)
         assert greedy == pytest.approx(c * (1 + rest * greedy_rate))
         assert loss == pytest.approx(x * (1 + rest * loss_rate))
         _, greedy, loss = env.outcome(table, context, decision, 4)  # 5 + 5: a fair deal

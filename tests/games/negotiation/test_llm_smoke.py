@@ -21,14 +21,48 @@ def test_sft_then_sepo_grpo_then_exploit(tmp_path):
 
     runner = CliRunner()
     tiny = init_tiny_model(tmp_path / "tiny", seed=0, domains=["negotiation"], episodes=50)
-    data = runner.invoke(app, ["data", "sft", "--game", "negotiation", "--mixture", "paper", "--episodes", "10",
-                               "--out", str(tmp_path / "data")])
+    data = runner.invoke(
+        app,
+        [
+            "data",
+            "sft",
+            "--game",
+            "negotiation",
+            "--mixture",
+            "paper",
+            "--episodes",
+            "10",
+            "--out",
+            str(tmp_path / "data"),
+        ],
+    )
     assert data.exit_code == 0, data.output
-    sft = runner.invoke(app, ["sft", "--model", str(tiny), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "sft"),
-                              "--epochs", "1", "--lr", "3e-3"])
+    sft = runner.invoke(
+        app,
+        [
+            "sft",
+            "--model",
+            str(tiny),
+            "--data",
+            str(tmp_path / "data"),
+            "--out",
+            str(tmp_path / "sft"),
+            "--epochs",
+            "1",
+            "--lr",
+            "3e-3",
+        ],
+    )
     assert sft.exit_code == 0, sft.output
-    config = LLMSEPOConfig(model=str(tmp_path / "sft" / "model"), game="negotiation", steps=2, groups=2, group_size=4, seed=1,
-                           lambda_e=5.0)
+    config = LLMSEPOConfig(
+        model=str(tmp_path / "sft" / "model"),
+        game="negotiation",
+        steps=2,
+        groups=2,
+        group_size=4,
+        seed=1,
+        lambda_e=5.0,
+    )
     summary = run_llm_sepo(config, tmp_path / "grpo")
     records = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").read_text().splitlines()]
     table = np.array(records[-1]["table"])

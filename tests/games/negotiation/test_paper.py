@@ -26,10 +26,23 @@ def test_base_example_closes_only_with_the_writeups_scale():
     assert _collusion_that_closes(code.payoff_scale) < 0  # no collusion rate in [0, 1] closes it at s = 1
 
 
-@pytest.mark.parametrize("version, pools", [
-    ("writeup", {"train": ["Fair", "Balanced", "Concede", "Hardball"], "exploiter": ["Selfish", "Hardball"], "collusive": ["Fair"]}),
-    ("code", {"train": ["Selfish", "Fair", "Balanced"], "exploiter": ["Selfish"], "collusive": ["Selfish"]}),
-])
+@pytest.mark.parametrize(
+    "version, pools",
+    [
+        (
+            "writeup",
+            {
+                "train": ["Fair", "Balanced", "Concede", "Hardball"],
+                "exploiter": ["Selfish", "Hardball"],
+                "collusive": ["Fair"],
+            },
+        ),
+        (
+            "code",
+            {"train": ["Selfish", "Fair", "Balanced"], "exploiter": ["Selfish"], "collusive": ["Selfish"]},
+        ),
+    ],
+)
 def test_pools_per_version(version, pools):
     game = load_game("negotiation", "paper", paper_version=version)
     found = default_pools("negotiation", "paper", game)

@@ -21,7 +21,9 @@ def _env(**params):
 def test_vectorised_matches_follow_the_rules():
     game = load_game("negotiation", breakdown_cost=1.0)
     bots = [BOTS[name]() for name in ("Concede", "ConcedeStep", "Complement", "Hardball")]
-    played = play_matches(game, BOTS["ReciprocalBalanced"](), bots, np.arange(4), np.zeros((4, game.rounds, 2)))
+    played = play_matches(
+        game, BOTS["ReciprocalBalanced"](), bots, np.arange(4), np.zeros((4, game.rounds, 2))
+    )
     for index, bot in enumerate(bots):
         episode = play_episodes(game, BOTS["ReciprocalBalanced"](), [type(bot)()], [0], agent_seed=0)[0]
         assert [tuple(p) for p in played.payoff[index].tolist()] == [r.payoffs for r in episode.rounds]
@@ -37,12 +39,23 @@ def test_training_reach_and_exact_utility():
     counts = np.bincount(rollouts.states.reshape(-1), minlength=len(env.keys)) / len(rollouts.groups)
     assert np.all(np.abs(counts - reach) <= 5 * np.sqrt(game.rounds * reach / len(rollouts.groups)) + 1e-9)
     exact = env.exact_metrics(table)
-    assert abs(rollouts.utility.mean() - exact["utility"]) < 4 * rollouts.utility.std() / np.sqrt(len(rollouts.utility))
+    assert abs(rollouts.utility.mean() - exact["utility"]) < 4 * rollouts.utility.std() / np.sqrt(
+        len(rollouts.utility)
+    )
     # a deterministic agent: the exact utility is the played one
-    complement = TabularPolicy(np.array([[float(a == (4 if k == "start" else 9 - int(k.split("-")[1]))) for a in range(9)]
-                                         for k in env.keys]), env.keys)
-    played = [play_episodes(game, BOTS["Complement"](), [BOTS[name]()], [0], agent_seed=0)[0].agent_payoffs.mean()
-              for name in ("Fair", "Balanced", "Concede", "Hardball")]
+    complement = TabularPolicy(
+        np.array(
+            [
+                [float(a == (4 if k == "start" else 9 - int(k.split("-")[1]))) for a in range(9)]
+                for k in env.keys
+            ]
+        ),
+        env.keys,
+    )
+    played = [
+        play_episodes(game, BOTS["Complement"](), [BOTS[name]()], [0], agent_seed=0)[0].agent_payoffs.mean()
+        for name in ("Fair", "Balanced", "Concede", "Hardball")
+    ]
     assert env.exact_metrics(complement.table)["utility"] == pytest.approx(np.mean(played))
 
 
@@ -50,8 +63,17 @@ def test_sepo_lowers_the_exact_gap_and_the_constant_penalty_is_no_penalty(tmp_pa
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
     def run(penalty, steps=40):
-        config = TabularSEPOConfig(game="negotiation", penalty=penalty, lambda_e=5.0, steps=steps, groups=16, group_size=4,
-                                   seed=3, learning_rate=0.1, final_learning_rate=0.05)
+        config = TabularSEPOConfig(
+            game="negotiation",
+            penalty=penalty,
+            lambda_e=5.0,
+            steps=steps,
+            groups=16,
+            group_size=4,
+            seed=3,
+            learning_rate=0.1,
+            final_learning_rate=0.05,
+        )
         trainer = TabularSEPOTrainer(config, tmp_path / penalty)
         return trainer.train(), trainer.policy()
 

@@ -27,7 +27,8 @@ def test_fixed_bots():
 
 def test_tft_leaves_what_the_other_left():
     demands = _demands(TFTNeg(), ConcedeNeg())
-    assert [d[0] for d in demands] == [(1, 2, 2), (0, 0, 0), (1, 1, 1), (2, 2, 2)]  # int(2/3 p), then pool - other's last
+    # int(2/3 p), then pool - other's last
+    assert [d[0] for d in demands] == [(1, 2, 2), (0, 0, 0), (1, 1, 1), (2, 2, 2)]
     assert [d[1] for d in _demands(ConcedeNeg(), TFTNeg())] == [(1, 2, 2), (0, 0, 0), (1, 1, 1), (2, 2, 2)]
 
 

@@ -17,14 +17,18 @@ runner = CliRunner()
     (["--items", "1,2,3,1"], "3 numbers, got 4"),
 ])
 def test_bad_negotiation_parameters_exit_2_with_one_line(args, message):
-    result = runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--episodes", "1", *args])
+    result = runner.invoke(
+        app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--episodes", "1", *args]
+    )
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0]
 
 
 def test_eval_json_runs_and_collusion_is_not_applicable_without_a_third_party():
-    result = runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "bot:FairNeg", "--episodes", "3", "--json"])
+    result = runner.invoke(
+        app, ["eval", "--game", "negotiation-gt", "--agent", "bot:FairNeg", "--episodes", "3", "--json"]
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["collusion"] is None and any("collusion is not applicable" in n for n in out["notes"])

@@ -58,7 +58,9 @@ def _brute_force(game, bot):
     return best({i: () for i in range(len(agents))}, 0) / rules.rounds
 
 
-@pytest.mark.parametrize("bot, items", [(FairNeg(), "1,2,2"), (ConcedeNeg(), "2,1,2"), (TFTNeg(), "1,1,2"), (GreedyNeg(), "1,2,1")])
+@pytest.mark.parametrize(
+    "bot, items", [(FairNeg(), "1,2,2"), (ConcedeNeg(), "2,1,2"), (TFTNeg(), "1,1,2"), (GreedyNeg(), "1,2,1")]
+)
 def test_dp_equals_brute_force_over_two_rounds(bot, items):
     game = load_game("negotiation-gt", rounds=2, items=items, opponent_values="2,3,5")
     assert _dp(game, bot) == pytest.approx(_brute_force(game, bot), abs=1e-9)
@@ -76,7 +78,8 @@ def test_the_maximiser_earns_the_dp_value_in_play(name):
     result, opponent = dp_best_response(game, BOTS[name](), episodes=300)
     assert result.exact
     low, high = result.extra["measured_ci_low"], result.extra["measured_ci_high"]
-    assert result.extra["measured_gap"] == pytest.approx(result.value, abs=high - low + 1e-9)  # within ~4 standard errors
+    # within ~4 standard errors
+    assert result.extra["measured_gap"] == pytest.approx(result.value, abs=high - low + 1e-9)
 
 
 def test_redrawn_opponent_values_leave_a_bots_gap_unchanged():
@@ -120,7 +123,9 @@ def test_memory_one_learned_best_response_beats_memory_zero_against_an_agent_tha
     zero, _ = learned_best_response(game, _Reactive(), episodes=200, memory=0)
     one, _ = learned_best_response(game, _Reactive(), episodes=200)
     assert "memory-1 model" in one.method and "memory-0 model" in zero.method
-    assert one.extra["ci_low"] == pytest.approx(one.value) and zero.extra["ci_high"] == pytest.approx(zero.value)
+    assert one.extra["ci_low"] == pytest.approx(one.value) and zero.extra["ci_high"] == pytest.approx(
+        zero.value
+    )
     assert one.value > zero.value + 1.0
     assert one.value == pytest.approx(_dp(game, TFTNeg()))  # the memory-1 model is TFT: its exact gap
 
@@ -133,7 +138,9 @@ def test_a_memory_zero_table_gets_the_exact_dp_not_a_sampled_estimate():
 
     game = load_game("negotiation-gt", items="2,1,3", values="4,3,3", memory=0, rounds=2)
     solver = DealSolver(game)
-    table = np.random.default_rng(0).dirichlet(np.ones(solver.legal_mask().shape[1]), size=len(solver.decisions()))
+    table = np.random.default_rng(0).dirichlet(
+        np.ones(solver.legal_mask().shape[1]), size=len(solver.decisions())
+    )
     table = table * solver.legal_mask()
     table /= table.sum(1, keepdims=True)
     agent = TabularPolicy(table, [d.info_key for d in solver.decisions()])
@@ -210,7 +217,9 @@ def test_a_search_too_large_for_the_machine_is_refused_with_the_rounds_that_fit(
         exact.check_search_fits(load_game("negotiation-gt", rounds=rounds + 1))
 
 
-def test_a_model_whose_states_exceed_the_memory_budget_falls_back_and_the_search_reports_its_rounds(monkeypatch):
+def test_a_model_whose_states_exceed_the_memory_budget_falls_back_and_the_search_reports_its_rounds(
+    monkeypatch,
+):
     """The learned best response checks each round's estimated memory before reading the agent
     there: a model beyond the budget gives way to a smaller one (not a process that grows until the
     kernel kills it), and every expansion reports its rounds as a progress count."""
@@ -230,11 +239,13 @@ def test_a_model_whose_states_exceed_the_memory_budget_falls_back_and_the_search
     game = load_game("negotiation-gt", rounds=3, items="4,4,4")
     search = DPSearch(game, 1, ("other",), max_states=exact.LEARNED_MAX_STATES)
     per_round = search._round_bytes({(4, 4, 4): {search.root_key: {"mu": search.pv}}})
-    monkeypatch.setattr("sepo.limits.memory_budget", lambda: 3 * per_round)  # round 1 fits, 125 states in round 2 do not
+    # round 1 fits, 125 states in round 2 do not
+    monkeypatch.setattr("sepo.limits.memory_budget", lambda: 3 * per_round)
     with Recorder():
         result, _ = learned_best_response(game, TFTNeg(), episodes=20)
     assert result.extra["model_memory"] == 0  # the memory-1 models (125 states a round) were over the budget
-    assert any("memory-1" in d and total == 3 and done < 3 for d, total, done in tasks)  # stopped at its estimate
+    # stopped at its estimate
+    assert any("memory-1" in d and total == 3 and done < 3 for d, total, done in tasks)
     assert any("memory-0" in d and total == 3 and done == 3 for d, total, done in tasks)
 
 
@@ -252,7 +263,11 @@ def test_sigterm_stops_the_search_within_seconds_after_its_progress_lines(tmp_pa
     reader.start()
     try:
         deadline = time.monotonic() + 120
-        while not any("rounds expanded" in line for line in lines) and time.monotonic() < deadline and process.poll() is None:
+        while (
+            not any("rounds expanded" in line for line in lines)
+            and time.monotonic() < deadline
+            and process.poll() is None
+        ):
             time.sleep(0.1)
         assert any("rounds expanded" in line for line in lines), lines
         process.send_signal(signal.SIGTERM)
@@ -276,10 +291,14 @@ def test_uniform_play_gets_the_exact_dp_before_any_sampled_search():
     game = load_game("negotiation-gt", items="1,1,1", rounds=2)
     result, _ = lower_bound(game, UniformPolicy())
     uniform_table = _whole_history_table(game, 0)
-    table = TabularPolicy(np.full_like(uniform_table.table, 1.0 / uniform_table.table.shape[1]), uniform_table.keys)
+    table = TabularPolicy(
+        np.full_like(uniform_table.table, 1.0 / uniform_table.table.shape[1]), uniform_table.keys
+    )
     truth, _ = lower_bound(game, table)
     assert result.exact and truth.exact and "exact: the agent declares memory 0" in result.method
-    assert result.value == pytest.approx(truth.value, abs=1e-12) and result.value == pytest.approx(1.609548, abs=1e-6)
+    assert result.value == pytest.approx(truth.value, abs=1e-12) and result.value == pytest.approx(
+        1.609548, abs=1e-6
+    )
 
 
 def test_the_gap_against_the_agents_model_is_labelled_as_no_bound_and_every_extra_is_a_number():

@@ -27,7 +27,9 @@ class PerRound(Policy):
         self.table = table
 
     def action_probabilities(self, decision):
-        return {a: float(p) for a, p in zip(decision.legal_actions, self.table[decision.observation["round"] - 1])}
+        return {
+            a: float(p) for a, p in zip(decision.legal_actions, self.table[decision.observation["round"] - 1])
+        }
 
 
 def test_fixed_deal_solver_agrees_with_the_dp_and_its_gradient_is_the_derivative():
@@ -39,7 +41,9 @@ def test_fixed_deal_solver_agrees_with_the_dp_and_its_gradient_is_the_derivative
     assert solver.evaluate(table).value == pytest.approx(search.solve()["gap"], abs=1e-9)
     direction = rng.normal(size=table.shape)
     direction -= direction.mean(1, keepdims=True)
-    numeric = (solver.evaluate(table + 1e-6 * direction).value - solver.evaluate(table - 1e-6 * direction).value) / 2e-6
+    numeric = (
+        solver.evaluate(table + 1e-6 * direction).value - solver.evaluate(table - 1e-6 * direction).value
+    ) / 2e-6
     assert numeric == pytest.approx(float((solver.gradient(table) * direction).sum()), abs=1e-5)
     assert len(solver.decisions()) == 4
 
@@ -66,7 +70,9 @@ def test_exact_payoff_to_go_matches_sampled_continuations(index, deals):
         bot = env.bots[index]
         state.apply_actions((action, bot.act([state.decision(1)], np.random.default_rng(0))[0].action))
         unread = type("Unread", (), {"act": bot.act})()  # no declared memory: the sampled path
-        sampled = env._round(state) + env._to_go(table, state, unread, np.random.default_rng(3), context.deal, samples=1500)
+        sampled = env._round(state) + env._to_go(
+            table, state, unread, np.random.default_rng(3), context.deal, samples=1500
+        )
         mixture = env.mixture  # each term scaled by the opponent's credit for it (sepo.games.credit)
         sampled *= [mixture.utility[index], mixture.collusion[index], mixture.externality[index]]
         assert exact == pytest.approx(sampled, abs=1.5)
@@ -84,7 +90,10 @@ def test_random_deals_focus_on_drawn_deals_whose_gap_is_the_full_solvers():
     counts = np.array([w for _, _, w in solver.deals])
     assert counts.sum() == 12 and len(solver.decisions()) == 4 * len(solver.deals)
     table = _table(env, 3)
-    where = [next(i for i, (p, v, _) in enumerate(full.deals) if (p, v) == (pool, values)) for pool, values, _ in solver.deals]
+    where = [
+        next(i for i, (p, v, _) in enumerate(full.deals) if (p, v) == (pool, values))
+        for pool, values, _ in solver.deals
+    ]
     full_table = _table(type("E", (), {"solver": full})(), 4)
     for k, i in enumerate(where):
         full_table[i * 4:(i + 1) * 4] = table[k * 4:(k + 1) * 4]
@@ -93,10 +102,13 @@ def test_random_deals_focus_on_drawn_deals_whose_gap_is_the_full_solvers():
     contexts = env.sample_contexts(table, 40, np.random.default_rng(1))
     assert {c.deal for c in contexts} <= set(range(len(solver.deals)))
     assert all(c.info_row == solver.row(c.deal, len(c.state.rounds())) for c in contexts)
-    assert all(env.training_decision(c, None).observation["pool"] == solver.deals[c.deal][0] for c in contexts)
+    assert all(
+        env.training_decision(c, None).observation["pool"] == solver.deals[c.deal][0] for c in contexts
+    )
     reach = env.training_reach(table)
     assert reach.shape == (len(solver.decisions()),) and reach.sum() == pytest.approx(4.0)
-    assert env.focus(np.random.default_rng(0), None) and len(env.solver.deals) == 36  # the final measurement: every deal
+    # the final measurement: every deal
+    assert env.focus(np.random.default_rng(0), None) and len(env.solver.deals) == 36
 
 
 @pytest.mark.slow
@@ -111,9 +123,23 @@ def test_llm_sepo_smoke(tmp_path):
     params = {"items": "1,2,1", "values": "4,3,3"}
     tiny = init_tiny_model(tmp_path / "tiny", seed=0)
     write_sft_dataset(generate_traces("negotiation-gt", "paper", 5, 0, **params), tmp_path / "data", 0)
-    model = run_sft(SFTRunConfig(model=str(tiny), data=str(tmp_path / "data"), epochs=1, learning_rate=3e-3), tmp_path / "sft").model
-    summary = run_llm_sepo(LLMSEPOConfig(model=str(model), game="negotiation-gt", game_params=params, steps=2, groups=2,
-                                         group_size=2, seed=0, lambda_e=1.0), tmp_path / "run")
+    model = run_sft(
+        SFTRunConfig(model=str(tiny), data=str(tmp_path / "data"), epochs=1, learning_rate=3e-3),
+        tmp_path / "sft",
+    ).model
+    summary = run_llm_sepo(
+        LLMSEPOConfig(
+            model=str(model),
+            game="negotiation-gt",
+            game_params=params,
+            steps=2,
+            groups=2,
+            group_size=2,
+            seed=0,
+            lambda_e=1.0,
+        ),
+        tmp_path / "run",
+    )
     assert summary["steps"] == 2 and summary["adversarial_gap"] >= 0
 
 
@@ -129,9 +155,22 @@ def test_llm_sepo_over_random_deals(tmp_path):
 
     tiny = init_tiny_model(tmp_path / "tiny", seed=0)
     params = {"rounds": 2, "pool_max": 2, "total": 4}  # 8 pools x 3 value vectors
-    summary = run_llm_sepo(LLMSEPOConfig(model=str(tiny), game="negotiation-gt", game_params=params, steps=2, groups=2,
-                                         group_size=2, seed=0, lambda_e=1.0, table_samples=4, final_samples=2,
-                                         max_new_tokens=12), tmp_path / "run")
+    summary = run_llm_sepo(
+        LLMSEPOConfig(
+            model=str(tiny),
+            game="negotiation-gt",
+            game_params=params,
+            steps=2,
+            groups=2,
+            group_size=2,
+            seed=0,
+            lambda_e=1.0,
+            table_samples=4,
+            final_samples=2,
+            max_new_tokens=12,
+        ),
+        tmp_path / "run",
+    )
     assert summary["steps"] == 2 and summary["adversarial_gap"] >= summary["gap_lower_bound"] >= 0
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if "table" in r and not r.get("final")]
@@ -188,13 +227,17 @@ class Valuer(NegotiationBot):
     def demand_distribution(self, decision):
         obs = decision.observation
         best = max(obs["values"])
-        return _mix(([p if v == best else 0 for p, v in zip(obs["pool"], obs["values"])], 0.5), ([0] * len(obs["pool"]), 0.5))
+        return _mix(
+            ([p if v == best else 0 for p, v in zip(obs["pool"], obs["values"])], 0.5),
+            ([0] * len(obs["pool"]), 0.5),
+        )
 
 
 @pytest.mark.parametrize("bot", [Coin, Wavering, Valuer])
 @pytest.mark.parametrize("protocol, params", [
     ("rigorous", {"rounds": 3, "items": "1,1,1", "values": "4,3,3", "opponent_values": "2,4,4"}),
-    ("paper", {"rounds": 2, "items": "1,1,1", "total": 4, "values": "2,1,1"}),  # the opponent's values redrawn each round
+    # the opponent's values redrawn each round
+    ("paper", {"rounds": 2, "items": "1,1,1", "total": 4, "values": "2,1,1"}),
 ])
 def test_outcome_is_the_expectation_over_a_stochastic_bots_replies(bot, protocol, params):
     """At every decision and demand: the payoff and events to go are those of the whole tree (the
@@ -220,8 +263,9 @@ def test_outcome_is_the_expectation_over_a_stochastic_bots_replies(bot, protocol
         decision = env.training_decision(context, None)
         for action in decision.legal_actions:
             expected = to_go(game, events, node, env.bots[0], table, row, action)
-            assert np.array(env.outcome(table, context, decision, action)) == pytest.approx(expected, abs=1e-9), \
-                (node.history, action)
+            assert np.array(env.outcome(table, context, decision, action)) == pytest.approx(
+                expected, abs=1e-9
+            ), (node.history, action)
         checked.append(len(node.history))
 
     expand(game, table, row, env.bots, (0,), visit=check)

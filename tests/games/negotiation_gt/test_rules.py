@@ -31,7 +31,9 @@ def test_zero_values_are_raised_and_taken_from_the_largest():
 
 
 def _episode(game, seed, agent=None, opponent=None):
-    return play_episodes(game, agent or UniformPolicy(), [opponent or UniformPolicy()], [seed], agent_seed=seed)[0]
+    return play_episodes(
+        game, agent or UniformPolicy(), [opponent or UniformPolicy()], [seed], agent_seed=seed
+    )[0]
 
 
 def test_opponent_values_are_fixed_per_episode():
@@ -57,10 +59,14 @@ def test_the_papers_redraw_and_fixed_values_follow_the_agents_seat():
     (not the agent's own), whichever seat it holds, and `--values` goes to the agent's seat."""
     with pytest.warns(UserWarning, match="redrawn every round"):
         game = load_game("negotiation-gt", "paper")
-    played = [play_episodes(game, UniformPolicy(), [UniformPolicy()], [seed], agent_seed=seed, agent_player=1)[0]
-              for seed in range(30)]
-    assert all(len({r.info["values"][1] for r in episode.rounds}) == 1 for episode in played)  # the agent's: fixed
-    assert sum(len({r.info["values"][0] for r in episode.rounds}) > 1 for episode in played) > 20  # the opponent's: redrawn
+    played = [
+        play_episodes(game, UniformPolicy(), [UniformPolicy()], [seed], agent_seed=seed, agent_player=1)[0]
+        for seed in range(30)
+    ]
+    # the agent's: fixed
+    assert all(len({r.info["values"][1] for r in episode.rounds}) == 1 for episode in played)
+    # the opponent's: redrawn
+    assert sum(len({r.info["values"][0] for r in episode.rounds}) > 1 for episode in played) > 20
     fixed = load_game("negotiation-gt", values="4,3,3", opponent_values="1,1,8")
     episode = play_episodes(fixed, UniformPolicy(), [UniformPolicy()], [0], agent_seed=0, agent_player=1)[0]
     assert all(r.info["values"] == ((1, 1, 8), (4, 3, 3)) for r in episode.rounds)

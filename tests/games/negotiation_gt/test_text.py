@@ -41,7 +41,8 @@ def test_rigorous_prompt_hides_the_opponents_score():
     ("Books: 1, Hats: 2, Balls: 3", (1, 2, 3)),                           # labelled
     ("2 books, 1 hat and 0 balls", (2, 1, 0)),                            # labelled, second form
     ("I want 1, 1, 1 then 2, 2, 2", (2, 2, 2)),                           # last x, y, z
-    ("round 3: take 2 3 then 5", (2, 2, 3)),  # [3, 2, 3] clamped                                # first three integers on the last line
+    # [3, 2, 3] clamped                                # first three integers on the last line
+    ("round 3: take 2 3 then 5", (2, 2, 3)),
     ("[9, 9, 9]", (2, 3, 4)),                                             # clamped into the pool
 ])
 def test_paper_parser(reply, demand):

@@ -69,9 +69,13 @@ def test_the_prior_maximiser_earns_the_lower_bound_in_play():
     table = _random_table(env, 4)
     result = env.solver.evaluate(table)
     opponent = env.solver.best_response(table)
-    played = play_episodes(env.game, TabularPolicy(table, env.keys), [opponent] * 3000, list(range(3000)), agent_seed=5)
+    played = play_episodes(
+        env.game, TabularPolicy(table, env.keys), [opponent] * 3000, list(range(3000)), agent_seed=5
+    )
     gaps = np.array([(e.opponent_payoffs - e.agent_payoffs).mean() for e in played])
-    assert gaps.mean() == pytest.approx(result.extra["gap_lower_bound"], abs=4 * gaps.std() / np.sqrt(len(gaps)))
+    assert gaps.mean() == pytest.approx(
+        result.extra["gap_lower_bound"], abs=4 * gaps.std() / np.sqrt(len(gaps))
+    )
 
 
 @pytest.mark.parametrize("params", [{"items": "2,1,2"}, {"pool_max": 2}])
@@ -83,7 +87,9 @@ def test_exact_utility_is_what_play_against_the_train_pool_earns(params):
     agent = TabularPolicy(table, env.keys)
     means = []
     for spec in env.specs:
-        played = play_episodes(env.game, agent, [spec.build(env.game) for _ in range(1500)], list(range(1500)), agent_seed=7)
+        played = play_episodes(
+            env.game, agent, [spec.build(env.game) for _ in range(1500)], list(range(1500)), agent_seed=7
+        )
         means.append(np.array([e.agent_payoffs.mean() for e in played]))
     sampled = np.mean([m.mean() for m in means])
     error = np.sqrt(sum(m.var() / len(m) for m in means)) / len(means)
@@ -107,14 +113,24 @@ def test_the_tabular_trainer_lowers_the_gap_and_its_table_plays(tmp_path):
     from sepo.evaluation.play import play_episodes
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer, load_run_policy
 
-    config = TabularSEPOConfig(game="negotiation-gt", game_params={"memory": 0, "items": "2,1,2", "values": "4,3,3"},
-                               lambda_e=5.0, steps=40, groups=16, group_size=4, learning_rate=0.1, seed=0)
+    config = TabularSEPOConfig(
+        game="negotiation-gt",
+        game_params={"memory": 0, "items": "2,1,2", "values": "4,3,3"},
+        lambda_e=5.0,
+        steps=40,
+        groups=16,
+        group_size=4,
+        learning_rate=0.1,
+        seed=0,
+    )
     summary = TabularSEPOTrainer(config, tmp_path / "run").train()
     env = _env(items="2,1,2", values="4,3,3")
     uniform = np.where(env.legal, 1.0, 0.0) / env.legal.sum(1, keepdims=True)
     assert summary["adversarial_gap"] < 0.8 * env.solver.evaluate(uniform).value
     policy = load_run_policy(tmp_path / "run")
-    played = play_episodes(env.game, policy, [parse_bot("negotiation-gt", "FairNeg").build(env.game)], [0], agent_seed=0)
+    played = play_episodes(
+        env.game, policy, [parse_bot("negotiation-gt", "FairNeg").build(env.game)], [0], agent_seed=0
+    )
     assert len(played[0].rounds) == 4
 
 
@@ -147,7 +163,9 @@ def test_the_payoff_maximiser_leaves_the_agent_least_among_its_ties():
     """One tie rule everywhere: an agent that demands every item breaks down with any
     demand but nothing, so every demand earns the opponent 0; the payoff maximiser then takes a
     breakdown (the agent scores 0), not the first demand, nothing, which gave the agent its value 10."""
-    game = load_game("negotiation-gt", items="1,1,1", values="4,3,3", opponent_values="3,3,4", memory=0, rounds=1)
+    game = load_game(
+        "negotiation-gt", items="1,1,1", values="4,3,3", opponent_values="3,3,4", memory=0, rounds=1
+    )
     solver = DealSolver(game)
     everything = game.rules.encode((1, 1, 1))
     legal = game.rules.legal((1, 1, 1))

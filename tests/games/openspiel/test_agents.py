@@ -16,13 +16,31 @@ def test_tabular_sepo_from_uniform_reaches_leduc_exploitability_005(tmp_path):
     """1000 steps of 512 groups: about 18 s of CPU (70 s wall on the loaded 2-core machine);
     exploitability 2.374 (uniform) -> 0.032 (docs/openspiel.md)."""
     out = tmp_path / "run"
-    result = _run("train", "--game", "openspiel:leduc_poker", "--out", out, "--lambda-e", "100", "--groups", "512",
-                  "--lr", "0.1", "--steps", "1000", "--quiet")
+    result = _run(
+        "train",
+        "--game",
+        "openspiel:leduc_poker",
+        "--out",
+        out,
+        "--lambda-e",
+        "100",
+        "--groups",
+        "512",
+        "--lr",
+        "0.1",
+        "--steps",
+        "1000",
+        "--quiet",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["exploitability"] <= 0.05
-    audit = json.loads(_run("exploit", "--game", "openspiel:leduc_poker", "--agent", f"run:{out}", "--json").stdout)
-    assert audit["exact"] is True and audit["exploitability"] == pytest.approx(summary["exploitability"], abs=1e-12)
+    audit = json.loads(
+        _run("exploit", "--game", "openspiel:leduc_poker", "--agent", f"run:{out}", "--json").stdout
+    )
+    assert audit["exact"] is True and audit["exploitability"] == pytest.approx(
+        summary["exploitability"], abs=1e-12
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +59,9 @@ def test_tiny_model_plays_leduc_and_is_audited_exactly(tiny):
     assert result.exit_code == 0, result.output
     audit = json.loads(result.stdout)
     assert audit["policy"]["read"] == "exact" and audit["exact_label"] == "exact"
-    assert 0.0 <= audit["exploitability"] <= 13.0 and audit["br_payoff"] == pytest.approx(audit["exploitability"])
+    assert 0.0 <= audit["exploitability"] <= 13.0 and audit["br_payoff"] == pytest.approx(
+        audit["exploitability"]
+    )
 
 
 @pytest.mark.slow
@@ -49,8 +69,18 @@ def test_tiny_model_trains_with_language_model_sepo_in_an_openspiel_game(tiny, t
     pytest.importorskip("trl")
     from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
 
-    config = LLMSEPOConfig(model=str(tiny), game="openspiel:kuhn_poker", steps=1, groups=2, group_size=4, seed=1,
-                           lambda_e=5.0, table_samples=2, final_samples=2, max_new_tokens=6)
+    config = LLMSEPOConfig(
+        model=str(tiny),
+        game="openspiel:kuhn_poker",
+        steps=1,
+        groups=2,
+        group_size=4,
+        seed=1,
+        lambda_e=5.0,
+        table_samples=2,
+        final_samples=2,
+        max_new_tokens=6,
+    )
     summary = run_llm_sepo(config, tmp_path / "run")
     assert summary["steps"] == 1 and 0.0 <= summary["exploitability"] <= 2.0
 

@@ -26,10 +26,15 @@ POOL, AGENT, OPPONENT = (2, 1, 3), (4, 3, 3), (1, 1, 8)
 @pytest.fixture(scope="module")
 def games(tmp_path_factory):
     instances = tmp_path_factory.mktemp("bargaining") / "one.txt"
-    instances.write_text(",".join(map(str, POOL)) + " " + ",".join(map(str, AGENT)) + " " + ",".join(map(str, OPPONENT)) + "\n")
+    instances.write_text(
+        ",".join(map(str, POOL)) + " " + ",".join(map(str, AGENT)) + " " + ",".join(map(str, OPPONENT)) + "\n"
+    )
     ultimatum = OpenSpielSolver(load_game(f"openspiel:bargaining(instances_file={instances},max_turns=2)"))
-    simultaneous = DealSolver(load_game("negotiation-gt", items="2,1,3", values="4,3,3", opponent_values="1,1,8",
-                                        rounds=1, memory=0))
+    simultaneous = DealSolver(
+        load_game(
+            "negotiation-gt", items="2,1,3", values="4,3,3", opponent_values="1,1,8", rounds=1, memory=0
+        )
+    )
     return ultimatum, simultaneous
 
 
@@ -37,7 +42,10 @@ def _offers(ultimatum):
     """(the proposer's row, {claimed share: column}) of the ultimatum."""
     (row,) = [r for r in range(len(ultimatum.keys)) if ultimatum.tree.seat[r] == 0]
     names = ultimatum.tree.decisions[row].action_names
-    shares = {tuple(int(part.split(": ")[1]) for part in name[len("Offer: "):].split(", ")): c for c, name in enumerate(names)}
+    shares = {
+        tuple(int(part.split(": ")[1]) for part in name[len("Offer: ") :].split(", ")): c
+        for c, name in enumerate(names)
+    }
     return row, shares
 
 
@@ -72,7 +80,9 @@ def test_best_response_values_agree_for_every_fixed_claim(games):
     for share in _demands(simultaneous):
         theirs, ours = _gaps(ultimatum, simultaneous, {share: 1.0})
         expected = max(0.0, float(np.dot(np.subtract(POOL, share), OPPONENT) - np.dot(share, AGENT)))
-        assert theirs == pytest.approx(expected, abs=1e-12) and ours == pytest.approx(expected, abs=1e-12), share
+        assert theirs == pytest.approx(expected, abs=1e-12) and ours == pytest.approx(expected, abs=1e-12), (
+            share
+        )
 
 
 def test_a_mixed_claim_is_worth_more_to_the_responder_who_sees_it(games):

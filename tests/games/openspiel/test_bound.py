@@ -86,7 +86,11 @@ def _tree(state):
     if state.is_chance_node():
         return ("c", [(p, _tree(state.child(a))) for a, p in state.chance_outcomes()])
     seat = state.current_player()
-    return (seat, state.information_state_string(seat), [(a, _tree(state.child(a))) for a in state.legal_actions()])
+    return (
+        seat,
+        state.information_state_string(seat),
+        [(a, _tree(state.child(a))) for a in state.legal_actions()],
+    )
 
 
 def _keys(node, found):
@@ -115,7 +119,9 @@ def _brute_force_gap(game, agent: Policy) -> float:
             return sum(p * value(child, seat, agent_probs, strategy) for p, child in node[1])
         if node[0] == seat:
             probs = agent_probs[node[1]]
-            return sum(probs[a] * value(child, seat, agent_probs, strategy) for a, child in node[2] if probs[a] > 0)
+            return sum(
+                probs[a] * value(child, seat, agent_probs, strategy) for a, child in node[2] if probs[a] > 0
+            )
         chosen = strategy[node[0]][node[1]]
         return next(value(child, seat, agent_probs, strategy) for a, child in node[2] if a == chosen)
 
@@ -151,14 +157,17 @@ def _brute_force_gap(game, agent: Policy) -> float:
         others = [s for s in range(players) if s != seat]
         orders = {s: sorted(keys.get(s, {})) for s in others}
         best = -np.inf
-        for picks in itertools.product(*[itertools.product(*[keys[s][k] for k in orders[s]]) for s in others]):
+        for picks in itertools.product(
+            *[itertools.product(*[keys[s][k] for k in orders[s]]) for s in others]
+        ):
             strategy = {s: dict(zip(orders[s], pick)) for s, pick in zip(others, picks)}
             best = max(best, value(root, seat, agent_probs, strategy))
         total += weight * best
     return total
 
 
-@pytest.mark.parametrize("agent_seed", [None, 1, 3, 5])  # 3, 5: from mixed starts alone it stopped short on tiny Hanabi
+# 3, 5: from mixed starts alone it stopped short on tiny Hanabi
+@pytest.mark.parametrize("agent_seed", [None, 1, 3, 5])
 def test_the_bound_never_exceeds_the_brute_force_gap(tmp_path, agent_seed):
     from sepo.policies.specs import load_agent
 
@@ -169,9 +178,11 @@ def test_the_bound_never_exceeds_the_brute_force_gap(tmp_path, agent_seed):
         truth = _brute_force_gap(game, agent)
         assert audit.result.value <= truth + 1e-9, (name, agent_seed)
         assert audit.result.exact is False and "lower bound" in audit.result.method
-        assert audit.result.value >= 0.5 * truth - 1e-9  # not a trivial bound: most of the truth on these games
+        # not a trivial bound: most of the truth on these games
+        assert audit.result.value >= 0.5 * truth - 1e-9
         if "efg_game" in name:
-            assert audit.result.value == pytest.approx(truth, abs=1e-9)  # one information set each: the ascent finds it
+            # one information set each: the ascent finds it
+            assert audit.result.value == pytest.approx(truth, abs=1e-9)
 
 
 def test_the_search_finds_what_the_team_gains_where_no_single_seat_gains():
@@ -185,8 +196,16 @@ def test_the_search_finds_what_the_team_gains_where_no_single_seat_gains():
 
 def test_the_bound_is_what_its_profile_earns_in_play():
     """The exploiter pool plays the profile found: its measured lead matches the bound."""
-    result = _run("eval", "--game", "openspiel:kuhn_poker(players=3)", "--agent", "uniform", "--episodes", "4000",
-                  "--json")
+    result = _run(
+        "eval",
+        "--game",
+        "openspiel:kuhn_poker(players=3)",
+        "--agent",
+        "uniform",
+        "--episodes",
+        "4000",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["exact_label"] == "lower bound" and report["lower_bound_exact"] is False
@@ -213,7 +232,9 @@ def test_where_the_tree_does_not_fit_no_bound_is_claimed(monkeypatch):
     tree_of.cache_clear()
     monkeypatch.setattr(sepo.limits, "memory_budget", lambda: 100_000)
     name = "openspiel:kuhn_poker(players=4)"
-    _error(_run("exploit", "--game", name, "--agent", "uniform"), "no bound on the adversarial gap is computed")
+    _error(
+        _run("exploit", "--game", name, "--agent", "uniform"), "no bound on the adversarial gap is computed"
+    )
     result = _run("eval", "--game", name, "--agent", "uniform", "--episodes", "2", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)

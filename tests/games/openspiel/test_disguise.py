@@ -10,7 +10,9 @@ from tests.games.test_disguise import _plain_words
 from tests.policies.test_reprompt import first_decisions
 
 
-@pytest.mark.parametrize("spec", ["openspiel:leduc_poker", "openspiel:liars_dice(dice_sides=3)", "openspiel:matrix_pd"])
+@pytest.mark.parametrize(
+    "spec", ["openspiel:leduc_poker", "openspiel:liars_dice(dice_sides=3)", "openspiel:matrix_pd"]
+)
 def test_an_openspiel_game_disguised_names_none_of_its_plain_terms(spec):
     game = get_domain(spec).game("rigorous")
     terms = game.text.disguise_terms()
@@ -31,5 +33,7 @@ def test_an_openspiel_game_disguised_names_none_of_its_plain_terms(spec):
 
 
 def test_moves_that_are_numbers_keep_their_numbers():
-    terms = get_domain("openspiel:goofspiel(num_cards=3,imp_info=True)").game("rigorous").text.disguise_terms()
+    terms = (
+        get_domain("openspiel:goofspiel(num_cards=3,imp_info=True)").game("rigorous").text.disguise_terms()
+    )
     assert not any(ch.isdigit() for word in terms.actions for ch in word)

@@ -40,7 +40,8 @@ def test_seats_rotate_and_returns_follow_seats():
     assert state.rounds()[0].payoffs == (-2.0, 2.0)
     for deal in (0, 1):
         state.apply_action(deal)
-    assert state.current_player() == 1 and state.decision(1).observation["seat"] == 0  # player 1 opens the second play
+    # player 1 opens the second play
+    assert state.current_player() == 1 and state.decision(1).observation["seat"] == 0
     state.apply_action(1)
     state.apply_action(0)  # player 0 folds from seat 1
     assert state.rounds()[1].payoffs == (-1.0, 1.0) and state.is_terminal() and state.returns() == [-3.0, 3.0]
@@ -79,14 +80,34 @@ def test_cli_audits_and_evaluates_a_game_by_name():
     audit = json.loads(result.stdout)
     assert audit["exploitability"] == pytest.approx(2.373611111111111, abs=1e-12) and audit["exact"] is True
     assert "sequence-form" in audit["method"]
-    result = _run("eval", "--game", "openspiel:kuhn_poker", "--agent", "bot:CFR(iterations=30)", "--episodes", "4", "--json")
+    result = _run(
+        "eval",
+        "--game",
+        "openspiel:kuhn_poker",
+        "--agent",
+        "bot:CFR(iterations=30)",
+        "--episodes",
+        "4",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
 
 
 def test_sft_demonstrations_come_from_cfr_and_uniform(tmp_path):
     from tests.cli.cli_helpers import _run
 
-    result = _run("data", "sft", "--game", "openspiel:kuhn_poker", "--mixture", "cfr", "--episodes", "3", "--out", tmp_path / "d")
+    result = _run(
+        "data",
+        "sft",
+        "--game",
+        "openspiel:kuhn_poker",
+        "--mixture",
+        "cfr",
+        "--episodes",
+        "3",
+        "--out",
+        tmp_path / "d",
+    )
     assert result.exit_code == 0, result.output
     assert "examples" in result.stdout
 
@@ -121,16 +142,22 @@ def test_a_game_too_large_to_walk_plays_against_the_uniform_pool_and_refuses_cfr
            "estimated from random paths", "pyspiel's CFR")
 
 
-@pytest.mark.parametrize("name, words", [
-    ("openspiel:leduc_poker(players=abc,players=2)", ["'players' is given 2 times"]),
-    ("openspiel:leduc_poker(players=abc)", ["players=abc must be an integer"]),
-    ("openspiel:goofspiel(imp_info=yes)", ["imp_info=yes must be true or false"]),
-    ("openspiel:leduc_poker(players=1)", ["players=1 is out of range", "2 to 10 players"]),
-    ("openspiel:leduc_poker(players=99999999999999999999)", ["out of range", "2,147,483,647"]),
-    ("openspiel:leduc_poker(foo=1)", ["no parameter 'foo'", "players=2"]),
-    ("openspiel:liars_dice(bidding_rule=2)", ["OpenSpiel refuses it", "Expected type: kString", "dice_sides=6"]),
-    ("openspiel:nonexistent", ["no game 'nonexistent'"]),
-])
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("openspiel:leduc_poker(players=abc,players=2)", ["'players' is given 2 times"]),
+        ("openspiel:leduc_poker(players=abc)", ["players=abc must be an integer"]),
+        ("openspiel:goofspiel(imp_info=yes)", ["imp_info=yes must be true or false"]),
+        ("openspiel:leduc_poker(players=1)", ["players=1 is out of range", "2 to 10 players"]),
+        ("openspiel:leduc_poker(players=99999999999999999999)", ["out of range", "2,147,483,647"]),
+        ("openspiel:leduc_poker(foo=1)", ["no parameter 'foo'", "players=2"]),
+        (
+            "openspiel:liars_dice(bidding_rule=2)",
+            ["OpenSpiel refuses it", "Expected type: kString", "dice_sides=6"],
+        ),
+        ("openspiel:nonexistent", ["no game 'nonexistent'"]),
+    ],
+)
 def test_bad_parameters_are_one_line_without_pyspiels_stderr(name, words, capfd):
     """pyspiel takes a repeated key (the last wins) and a word for an integer silently, and prints
     its C++ exception (for an unknown name, every game's name) to stderr before raising it."""

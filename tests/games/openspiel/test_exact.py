@@ -36,12 +36,20 @@ def _theirs(solver, table) -> float:
 def test_leduc_exploitability_equals_openspiels():
     solver = _solver("openspiel:leduc_poker")
     assert len(solver.keys) == 936 and solver.value_name == "exploitability"
-    cfr = action_table(get_domain("openspiel:leduc_poker").build_bot("CFR", {"iterations": 10}), solver.decisions())
-    tables = {"uniform": uniform_table(solver.decisions()), "CFR(10)": cfr, "random": _random_tables(solver, 1, 0)[0]}
+    cfr = action_table(
+        get_domain("openspiel:leduc_poker").build_bot("CFR", {"iterations": 10}), solver.decisions()
+    )
+    tables = {
+        "uniform": uniform_table(solver.decisions()),
+        "CFR(10)": cfr,
+        "random": _random_tables(solver, 1, 0)[0],
+    }
     for label, table in tables.items():
         result = solver.evaluate(table)
         assert result.value == pytest.approx(_theirs(solver, table), abs=1e-9), label
-        assert result.br_payoff == pytest.approx(result.value, abs=1e-12) and result.agent_payoff == pytest.approx(-result.value)
+        assert result.br_payoff == pytest.approx(
+            result.value, abs=1e-12
+        ) and result.agent_payoff == pytest.approx(-result.value)
     assert solver.evaluate(tables["uniform"]).value == pytest.approx(2.373611111111111, abs=1e-12)
 
 
@@ -61,7 +69,9 @@ def test_cfr_bot_is_openspiels_average_policy():
     solver = _solver("openspiel:kuhn_poker")
     bot = get_domain("openspiel:kuhn_poker").build_bot("CFR", {"iterations": 50})
     value = solver.evaluate(action_table(bot, solver.decisions())).value
-    assert value == pytest.approx(pyspiel.exploitability(pyspiel.load_game("kuhn_poker"), cpp.average_policy()), abs=1e-9)
+    assert value == pytest.approx(
+        pyspiel.exploitability(pyspiel.load_game("kuhn_poker"), cpp.average_policy()), abs=1e-9
+    )
     assert set(policy) == set(solver.keys)
 
 
@@ -72,7 +82,9 @@ def test_openspiel_kuhn_gives_sepos_kuhn_exploitability():
     kuhn_tables = [bot().table for bot in BOTS.values()]
     kuhn_tables += list(np.random.default_rng(2).dirichlet(np.ones(2), size=(20, 12)))
     for table in kuhn_tables:
-        assert solver.evaluate(table[order]).value == pytest.approx(float(kuhn_exact.exploitability(table)), abs=1e-12)
+        assert solver.evaluate(table[order]).value == pytest.approx(
+            float(kuhn_exact.exploitability(table)), abs=1e-12
+        )
     both = np.stack([t[order] for t in kuhn_tables])
     assert np.allclose(solver.values(both), kuhn_exact.exploitability(np.stack(kuhn_tables)), atol=1e-12)
 
@@ -84,11 +96,15 @@ def test_gradient_is_the_derivative_of_exploitability():
     direction = np.where(legal, np.random.default_rng(4).normal(size=table.shape), 0.0)
     direction -= legal * direction.sum(1, keepdims=True) / legal.sum(1, keepdims=True)
     eps = 1e-6
-    numeric = (solver.evaluate(table + eps * direction).value - solver.evaluate(table - eps * direction).value) / (2 * eps)
+    numeric = (
+        solver.evaluate(table + eps * direction).value - solver.evaluate(table - eps * direction).value
+    ) / (2 * eps)
     assert numeric == pytest.approx(float((solver.gradient(table) * direction).sum()), abs=1e-6)
 
 
-@pytest.mark.parametrize("name", ["openspiel:liars_dice(dice_sides=4)", "openspiel:goofspiel(num_cards=3,imp_info=True)"])
+@pytest.mark.parametrize(
+    "name", ["openspiel:liars_dice(dice_sides=4)", "openspiel:goofspiel(num_cards=3,imp_info=True)"]
+)
 def test_more_games_by_name_alone(name):
     solver = _solver(name)
     for table in [uniform_table(solver.decisions()), _random_tables(solver, 1, 5)[0]]:
@@ -118,9 +134,15 @@ def test_liars_dice_by_its_name_alone_matches_openspiels_cpp():
     solver = _solver("openspiel:liars_dice")
     assert len(solver.keys) == 24_576
     for table in [uniform_table(solver.decisions()), _random_tables(solver, 1, 6)[0]]:
-        policy = pyspiel.TabularPolicy({key: [(int(a), float(table[r, c])) for c, a in enumerate(solver.tree.actions[r])]
-                                        for r, key in enumerate(solver.keys)})
-        assert solver.evaluate(table).value == pytest.approx(pyspiel.exploitability(solver.game.pyspiel_game, policy), abs=1e-9)
+        policy = pyspiel.TabularPolicy(
+            {
+                key: [(int(a), float(table[r, c])) for c, a in enumerate(solver.tree.actions[r])]
+                for r, key in enumerate(solver.keys)
+            }
+        )
+        assert solver.evaluate(table).value == pytest.approx(
+            pyspiel.exploitability(solver.game.pyspiel_game, policy), abs=1e-9
+        )
 
 
 def test_general_sum_ties_go_to_the_maximiser_that_leaves_the_agent_least(tmp_path):
@@ -134,7 +156,9 @@ def test_general_sum_ties_go_to_the_maximiser_that_leaves_the_agent_least(tmp_pa
     table = np.array([[0.7, 0.3]] * len(solver.keys))
     result = solver.evaluate(table)
     assert result.value == pytest.approx(0.0, abs=1e-12)
-    assert result.agent_payoff == pytest.approx(0.0, abs=1e-12) and result.br_payoff == pytest.approx(0.0, abs=1e-12)
+    assert result.agent_payoff == pytest.approx(0.0, abs=1e-12) and result.br_payoff == pytest.approx(
+        0.0, abs=1e-12
+    )
 
 
 def test_a_game_with_a_huge_chance_node_is_refused_from_its_declared_sizes():
@@ -144,13 +168,18 @@ def test_a_game_with_a_huge_chance_node_is_refused_from_its_declared_sizes():
     from sepo.games.openspiel.tree import NoTree, check_walkable
 
     with pytest.raises(NoTree, match="up to 2,000,000,001 outcomes"):
-        check_walkable(load("liars_dice(dice_sides=1000000000)"), "openspiel:liars_dice(dice_sides=1000000000)")
+        check_walkable(
+            load("liars_dice(dice_sides=1000000000)"), "openspiel:liars_dice(dice_sides=1000000000)"
+        )
 
 
 def test_a_game_where_nobody_can_move_is_one_line():
     from tests.cli.cli_helpers import _error, _run
 
-    _error(_run("exploit", "--game", "openspiel:goofspiel(num_cards=0)", "--agent", "uniform"), "no player ever moves")
+    _error(
+        _run("exploit", "--game", "openspiel:goofspiel(num_cards=0)", "--agent", "uniform"),
+        "no player ever moves",
+    )
 
 
 def test_a_long_wide_game_is_refused_without_walking_its_paths():
@@ -164,12 +193,20 @@ def test_a_long_wide_game_is_refused_without_walking_its_paths():
     assert estimated_histories(game, stop_above=1e9) > 1e9
     with pytest.raises(NoTree, match="estimated from random paths"):
         check_walkable(game, "goofspiel")
-    _error(_run("eval", "--game", "openspiel:goofspiel(num_cards=100000)", "--agent", "uniform", "--episodes", "2"),
-           "of episode records", "use a shorter game")
+    _error(
+        _run(
+            "eval", "--game", "openspiel:goofspiel(num_cards=100000)", "--agent", "uniform", "--episodes", "2"
+        ),
+        "of episode records",
+        "use a shorter game",
+    )
 
 
 def test_episode_size_grows_with_actions_and_length():
     from sepo.games import load_game
 
-    small, large = load_game("openspiel:goofspiel(num_cards=6)"), load_game("openspiel:goofspiel(num_cards=60)")
+    small, large = (
+        load_game("openspiel:goofspiel(num_cards=6)"),
+        load_game("openspiel:goofspiel(num_cards=60)"),
+    )
     assert 10_000 < small.episode_bytes() < large.episode_bytes() < 10_000_000

@@ -38,8 +38,13 @@ def _refusal_within(name: str, seconds: float) -> str:
     code = ("import sys\nfrom sepo.errors import SepoError\nfrom sepo.games import get_domain\n"
             "try:\n    get_domain(sys.argv[1])\nexcept SepoError as error:\n    print(error)\n")
     try:
-        done = subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, timeout=seconds,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        done = subprocess.run(
+            [sys.executable, "-c", code, name],
+            capture_output=True,
+            text=True,
+            timeout=seconds,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{name}: no answer within {seconds} s")
     assert done.returncode == 0 and done.stderr == "", done.stderr
@@ -73,7 +78,10 @@ def test_a_game_has_one_name_however_it_is_spelled():
     assert (get_domain("openspiel:goofspiel(num_cards=4,imp_info=true)").name
             == get_domain("openspiel:goofspiel(imp_info=True,num_cards=4,players=2)").name
             == "openspiel:goofspiel(imp_info=True,num_cards=4)")
-    assert get_domain("openspiel:misere(game=kuhn_poker(players=2))").name == "openspiel:misere(game=kuhn_poker())"
+    assert (
+        get_domain("openspiel:misere(game=kuhn_poker(players=2))").name
+        == "openspiel:misere(game=kuhn_poker())"
+    )
     assert get_domain("openspiel:kuhn_poker(players=3)").name == "openspiel:kuhn_poker(players=3)"
 
 
