@@ -19,8 +19,10 @@ What it measures
    against the memory-1 default (82 decisions).
 
 Timings are wall clock (`time.perf_counter`), best of `--repeats`.
-Run: `.venv/bin/python benchmarks/bench_negotiation.py [--full-max-rounds 4] [--openspiel-max-rounds 2] [--skip-reading]`
-Absolute numbers depend on the machine; compare ratios measured in the same run.
+Absolute numbers depend on the machine; compare ratios measured in the same run. Run:
+
+    .venv/bin/python benchmarks/bench_negotiation.py [--full-max-rounds 4] [--openspiel-max-rounds 2] \\
+        [--skip-reading]
 """
 from __future__ import annotations
 
@@ -89,7 +91,8 @@ def openspiel(args, reference):
 
 
 def brute_force(game, agent):
-    """Every opponent plan (round-1 demand, round-2 demand after the agent's round-1 demand) played through the rules."""
+    """Every opponent plan (round-1 demand, round-2 demand after the agent's round-1 demand) played through
+    the rules."""
     first = agent.action_probabilities(game.new_initial_state().decision(0))
     support = [a for a, p in first.items() if p > 0]
     best_gap = best_br = -np.inf

@@ -1,4 +1,5 @@
-"""sepo: train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization."""
+"""sepo: train and audit language-model agents in strategic games with Safe Equilibrium Policy
+Optimization."""
 
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version

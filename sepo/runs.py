@@ -2,17 +2,17 @@
 
 A folder output (`train`, `sft`, `data sft`, `model init`, `demo`, `report`, `experiment run`):
 
-    config = validated_settings()                        # everything checked before the first byte
+    config = validated_settings()                  # everything checked before the first byte
     with open_run(out, "train", config, overwrite=overwrite) as run:
-        if run.finished:                                 # a finished run re-run is read, never rewritten
+        if run.finished:                           # a finished run re-run is read, never rewritten
             return run.result
-        run.write_json("config.json", config)            # atomic; recorded in the manifest
-        log = run.path("metrics.jsonl")                  # a path the command fills itself (recorded)
-        with run.staged("model") as tmp:                 # a library writes into tmp; moved into place on success
+        run.write_json("config.json", config)      # atomic; recorded in the manifest
+        log = run.path("metrics.jsonl")            # a path the command fills itself (recorded)
+        with run.staged("model") as tmp:           # a library writes into tmp; moved in place on success
             model.save_pretrained(tmp)
-        run.adopt("trainer/checkpoint-10")               # a tree a library wrote in place: recorded file by file
-        run.commit()                                     # progress worth keeping exists (a checkpoint)
-        run.complete({"steps": 10})                      # the command finished; what a rerun reads back
+        run.adopt("trainer/checkpoint-10")         # a tree a library wrote in place: recorded file by file
+        run.commit()                               # progress worth keeping exists (a checkpoint)
+        run.complete({"steps": 10})                # the command finished; what a rerun reads back
 
 One-file outputs (`plot --out X.png`, `frontier --plot`, `analyze dynamics --plot`) use
 `output_file(path, command, config, overwrite)`; the file carries the same stamp as a manifest.
@@ -345,7 +345,8 @@ class RunDir:
         self.extended = extended
         """Fields that grew on this resume: {name: (old value, new value)}."""
         self.stale: list[str] = []
-        """The `derived` fields that differed from the replaced run's (empty unless it was replaced as stale)."""
+        """The `derived` fields that differed from the replaced run's (empty unless it was replaced as
+        stale)."""
         self.part_of = part_of
         self.result = result
         """What the command recorded when it finished (`complete(result)`); read back by a rerun."""
@@ -703,7 +704,8 @@ def _stale(manifest: dict, command: str, config: dict, derived: tuple[str, ...])
 
 
 def _foreign(root: Path) -> list[str]:
-    """What a folder without a manifest holds, besides an empty lock file of a start killed before its manifest."""
+    """What a folder without a manifest holds, besides an empty lock file of a start killed before its
+    manifest."""
     names = sorted(p.name for p in root.iterdir())
     if (
         names == [LOCK]

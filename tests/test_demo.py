@@ -55,7 +55,8 @@ def _with_demo() -> list[str]:
 
 
 def test_every_demo_loads_and_the_papers_five_domains_have_one():
-    """A spec typo (an unknown bot, a trainer setting that does not exist) fails here, not in front of a newcomer."""
+    """A spec typo (an unknown bot, a trainer setting that does not exist) fails here, not in front of a
+    newcomer."""
     from sepo.policies.specs import load_agent
 
     assert set(PAPER_DOMAINS) <= set(_with_demo())

@@ -19,7 +19,8 @@ ARGS = {"episodes": 1, "replicates": 20, "max_tokens": 4, "samples": 2, "game_pa
 
 
 def _audit(server, tmp_path, **options) -> tuple[object, dict]:
-    """`inspect eval sepo/kuhn --model openai/tiny --model-base-url URL -M responses_api=false`, in process."""
+    """`inspect eval sepo/kuhn --model openai/tiny --model-base-url URL -M responses_api=false`, in
+    process."""
     log = inspect_eval(
         "sepo/kuhn",
         model="openai/tiny",

@@ -169,7 +169,8 @@ def test_a_second_writer_is_refused_and_a_dead_writers_lock_does_not_block(tmp_p
 
 
 def test_json_files_take_numpy_scalars(tmp_path):
-    """Found by the fuzz sandbox: an audit's numpy boolean (`exact`) made an experiment cell fail to write its audit."""
+    """Found by the fuzz sandbox: an audit's numpy boolean (`exact`) made an experiment cell fail to write its
+    audit."""
     import numpy as np
 
     with open_run(tmp_path / "run", "sft", {}) as run:

@@ -81,8 +81,8 @@ def build_meta_game(
     game_name: str, specs: Sequence[str], *, episodes: int = 200, seed: int = 0, progress=None
 ) -> MetaGame:
     """Load each agent spec in `game_name` and fill the payoff matrix: exact where the domain's
-    solver has a head-to-head and every agent gives a table, otherwise sampled play (`episodes` per pair of agents, half in each starting
-    seat; `progress(done, total)` after each pair)."""
+    solver has a head-to-head and every agent gives a table, otherwise sampled play (`episodes` per pair of
+    agents, half in each starting seat; `progress(done, total)` after each pair)."""
     from sepo.errors import SepoError
     from sepo.games import load_game
     from sepo.metrics.exact import solver_for

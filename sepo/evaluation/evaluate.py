@@ -357,7 +357,8 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
                 f"branches below agent reach {config.threshold:g} pruned{read})"
             )
         elif label == "lower bound" and exact.get("point_estimate"):
-            source = f"{value_name} (a point estimate of a lower bound, from the {policy['read']} policy; no interval)"
+            source = (f"{value_name} (a point estimate of a lower bound, from the {policy['read']} policy; "
+                      "no interval)")
         elif label == "lower bound":
             whose = f"the {policy['read']} policy's" if estimated else "the agent's"
             source = f"{value_name} (a lower bound on {whose} value)"

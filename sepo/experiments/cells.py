@@ -72,7 +72,8 @@ def _why_not(domain: DomainConfig, agent: AgentConfig, stage: str) -> str | None
     if stage in TRAINED and agent.kind == "hf" and spec.llm_training is None:
         return f"{domain.name} has no language-model training environment"
     if stage == "aa" and not _gives_advantages(spec, agent):
-        return f"{domain.name}'s training environment gives no per-round advantages of both players (Advantage Alignment)"
+        return (f"{domain.name}'s training environment gives no per-round advantages of both players "
+                "(Advantage Alignment)")
     return None
 
 

@@ -17,7 +17,7 @@ the code here never does.
       - {name: qwen, kind: hf, model: Qwen/Qwen3-4B}   # any local folder or hub id
       - {name: ref, kind: fixed, spec: "bot:TFT"}      # any agent spec `sepo eval` takes (base only)
       - {name: api, kind: endpoint, spec: "openai:m@http://host/v1"}   # base only
-    stages: [base, sft, grpo, sepo, shuffled]   # and constant (= grpo by construction), aa (Advantage Alignment)
+    stages: [base, sft, grpo, sepo, shuffled]   # also constant (= grpo by construction), aa
     seeds: [0, 1, 2]
     episodes: {validation: 20, test: 50}
     training: {...}; sft: {...}; decoding: {...}
@@ -175,7 +175,8 @@ class AgentConfig(_Strict):
     model: Optional[str] = None
     spec: Optional[str] = None
     stages: Optional[list[Literal["base", "sft", "grpo", "sepo", "shuffled", "constant", "aa"]]] = None
-    """This agent's stages (default: the experiment's); a language model may run fewer than a tabular agent."""
+    """This agent's stages (default: the experiment's); a language model may run fewer than a tabular
+    agent."""
     seeds: Optional[list[int]] = None
     """This agent's training seeds (default: the experiment's)."""
     episodes: Optional["Episodes"] = None

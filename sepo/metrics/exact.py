@@ -272,7 +272,8 @@ class ExactSolver(Protocol):
 
 class NoExactSolver(SepoError):
     """The domain has an exact solver, but not for this game: its settings rule one out (more
-    players than the solver handles), or it would not fit the machine. The message says why, and what would."""
+    players than the solver handles), or it would not fit the machine. The message says why, and what
+    would."""
 
 
 def check_exact_size(game: Game) -> None:

@@ -54,7 +54,8 @@ def utility(sample: StratifiedSample, protocol: str):
 
 def exploit_pool(sample: StratifiedSample, protocol: str, pooled_in_paper: bool):
     """The paper's exploit score: how much exploiter opponents out-earn the agent, per round.
-    `pooled_in_paper`: the domain's paper accounting pools exploiter episodes (Domain.paper_pooled_exploit)."""
+    `pooled_in_paper`: the domain's paper accounting pools exploiter episodes
+    (Domain.paper_pooled_exploit)."""
     keys = sample.keys("exploiter")
     if not keys:
         return np.full(sample.replicates + 1, np.nan)

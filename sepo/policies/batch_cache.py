@@ -7,9 +7,9 @@ seed draws a whole call's batches in turn from the torch generator, so a reply d
 batch drawn before it. `BatchCache` keeps each batch's output together with the generator's state
 after it, keyed by everything that determines that output (a digest of the model's weights, the
 prompts' token ids, the decoding, the call's seed, the batches drawn before it in the call, torch's
-version, the device, the attention kernel and the thread count). A re-run reads the kept batches, restores the generator after each, and computes
-the rest: its numbers equal those of a run never interrupted. Deterministic calls (forced decoding)
-are kept the same way, without a generator state.
+version, the device, the attention kernel and the thread count). A re-run reads the kept batches, restores the
+generator after each, and computes the rest: its numbers equal those of a run never interrupted. Deterministic
+calls (forced decoding) are kept the same way, without a generator state.
 
 Records are JSON lines appended atomically by `ReplyCache`, one file per model in the folder.
 """

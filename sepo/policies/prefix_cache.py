@@ -16,9 +16,9 @@ Why hand-written: transformers' `generate` shares a prompt's cache only along on
 the serving engines that share prefix trees (vLLM, SGLang) do not run here. The cache of a node
 is its own tokens' keys and values; a batch's past is its rows' ancestor chains, left-padded, with
 a 4-D mask that hides the padding; siblings share a row (each masked to the chain and its own
-tokens), so a prompt followed by many answers lays the prompt's cache out once. Nodes are encoded deepest first and freed once their whole
-subtree is done, so memory stays near a batch of chains, not the whole tree; a batch holds nodes of
-similar length, so padding wastes little.
+tokens), so a prompt followed by many answers lays the prompt's cache out once. Nodes are encoded deepest
+first and freed once their whole subtree is done, so memory stays near a batch of chains, not the whole tree;
+a batch holds nodes of similar length, so padding wastes little.
 
 Only for decoder-only models whose logits are `lm_head(final hidden state)` over full attention
 (Llama, Qwen2, Mistral, ...); `supports(model)` says whether a model qualifies, and callers fall

@@ -1,4 +1,5 @@
-"""Entry point for `accelerate launch` (or torchrun): LLM SEPO-GRPO in any domain with an LLM training environment.
+"""Entry point for `accelerate launch` (or torchrun): LLM SEPO-GRPO in any domain with an LLM training
+environment.
 
 `accelerate launch` needs a script or a module to start once per process; `sepo train` is a
 console script, so this module is that entry. Every process builds the same `LLMSEPOConfig` and

@@ -76,7 +76,8 @@ class SFTRunConfig:
         return self
 
     def settings(self) -> dict:
-        """The run's manifest config: local paths made absolute, so a resume from another folder still matches."""
+        """The run's manifest config: local paths made absolute, so a resume from another folder still
+        matches."""
         settings = asdict(self)
         if not self.legal_weight:  # runs made before the term existed resume under the same settings
             del settings["legal_weight"]
@@ -189,10 +190,15 @@ def check_same_model(run, out: Path, model: str, option: str = "--model") -> Non
         if changed:
             raise SepoError(
                 f"{option} {brief(model, 200)} changed since this run started ({brief(changed[0], 80)} "
-                f"{'is new' if changed[0] not in before else 'was removed' if changed[0] not in stamp['files'] else 'differs'}); "
+                f"{_change_word(changed[0], before, stamp['files'])}); "
                 "resuming would continue from other weights: use another --out, or --overwrite to start over"
             )
     run.write_json(MODEL_IDENTITY, stamp)
+
+
+def _change_word(name: str, before, now) -> str:
+    """How a file of a model folder changed: it is new, it was removed, or it differs."""
+    return "is new" if name not in before else "was removed" if name not in now else "differs"
 
 
 def _check_inputs(config: SFTRunConfig, out: Path, overwrite: bool) -> None:
@@ -476,8 +482,9 @@ def checkpoint_note(step: int) -> None:
 
 def run_files_callback(run, folder: str = "trainer", every_seconds: float | None = None, on_checkpoint=None):
     """A `transformers.TrainerCallback` that records what the trainer writes in the run folder (each
-    checkpoint, the README.md TRL writes beside them) as the run's, and asks for a checkpoint whenever `every_seconds`
-    (default `CHECKPOINT_SECONDS`) passed since the last one; `on_checkpoint(step)` follows the saves."""
+    checkpoint, the README.md TRL writes beside them) as the run's, and asks for a checkpoint whenever
+    `every_seconds` (default `CHECKPOINT_SECONDS`) passed since the last one; `on_checkpoint(step)` follows
+    the saves."""
     import time
 
     from transformers import TrainerCallback

@@ -1,4 +1,5 @@
-"""The institution search's choice rule and intervals (the search itself: tests/games/pricing/test_institutions.py)."""
+"""The institution search's choice rule and intervals (the search itself:
+tests/games/pricing/test_institutions.py)."""
 
 import pytest
 

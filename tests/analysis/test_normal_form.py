@@ -126,12 +126,14 @@ BAD_GAMES = {
         "unknown player",
     ),
     "probabilities not summing to one": (
-        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: {x: 0.5, y: 0.4}, b: [0.5, 0.5]}\n",
+        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\n"
+        "profile: {a: {x: 0.5, y: 0.4}, b: [0.5, 0.5]}\n",
         "profile.a",
         "sum to 0.9",
     ),
     "unknown action in profile": (
-        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\nprofile: {a: {x: 0.5, z: 0.5}, b: [0.5, 0.5]}\n",
+        "payoffs: {a: [[1, 2], [3, 4]], b: [[1, 2], [3, 4]]}\n"
+        "profile: {a: {x: 0.5, z: 0.5}, b: [0.5, 0.5]}\n",
         "profile.a.z",
         "unknown action 'z'",
     ),

@@ -288,7 +288,8 @@ def _is_output(param) -> bool:
 
 
 def _type_of(param) -> tuple[str, list]:
-    """("integer" | "float" | "text", fixed choices) of a parameter, from click's type or typer's annotation."""
+    """("integer" | "float" | "text", fixed choices) of a parameter, from click's type or typer's
+    annotation."""
     if getattr(param, "type", None) is not None:
         return getattr(param.type, "name", ""), list(getattr(param.type, "choices", None) or [])
     annotation = param.type_descriptor.annotation
@@ -436,7 +437,8 @@ def _made_parent(rel: str, root: Path, written: list[str], before: dict, after: 
 
 
 def _foreign(rel: str) -> bool:
-    """Files sepo never wrote: the user's folder, the hand-made inputs, the user's files inside run folders."""
+    """Files sepo never wrote: the user's folder, the hand-made inputs, the user's files inside run
+    folders."""
     return (
         rel.startswith("user_folder")
         or "/" not in rel
@@ -446,7 +448,8 @@ def _foreign(rel: str) -> bool:
 
 
 def _owners(root: Path) -> dict[str, str]:
-    """Run folder (relative) -> the command whose output it is (a run inside another's output: its owner's)."""
+    """Run folder (relative) -> the command whose output it is (a run inside another's output: its
+    owner's)."""
     owners = {}
     for manifest in root.glob("**/sepo-run.json"):
         try:

@@ -95,7 +95,8 @@ def _stats(url: str, **wait) -> dict:
 
 
 def _answered(url: str) -> int:
-    """Requests answered so far, once none is in flight (a killed client's last request may still be running)."""
+    """Requests answered so far, once none is in flight (a killed client's last request may still be
+    running)."""
     stats = _stats(url, idle=1)
     assert stats["in_flight"] == 0
     return stats["answered"]

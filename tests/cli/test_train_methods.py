@@ -1,4 +1,5 @@
-"""`sepo train --method advantage-alignment` and `--self-play`: a run, and one line for what does not apply."""
+"""`sepo train --method advantage-alignment` and `--self-play`: a run, and one line for what does not
+apply."""
 
 import json
 

@@ -327,7 +327,8 @@ def test_a_text_agent_too_large_to_read_is_refused_before_any_play(monkeypatch):
 
 
 def test_a_pool_file_without_a_train_pool_audits_with_utility_and_welfare_not_applicable():
-    """Utility and welfare are not divided by the train pool's empty episode count: they are not applicable."""
+    """Utility and welfare are not divided by the train pool's empty episode count: they are not
+    applicable."""
     from sepo.opponents.pools import default_pools
     from sepo.policies.specs import load_agent
 

@@ -184,7 +184,8 @@ def test_an_agents_own_episode_counts_are_checked_for_shared_seeds_too():
 
 
 def test_overwrite_keeps_the_users_files_inside_cells(tmp_path):
-    """Found: `experiment run --overwrite` deleted a file of the user's in E/cells/ (the whole folder went)."""
+    """Found: `experiment run --overwrite` deleted a file of the user's in E/cells/ (the whole folder
+    went)."""
     config = tmp_path / "small.yaml"
     config.write_text(
         tiny_config(

@@ -26,8 +26,8 @@ SMALL = {"kuhn": {"hands": 2}, "ipd": {"rounds": 2}, "auction": {"rounds": 1}, "
 
 
 REQUIRED = {"kuhn", "ipd", "auction", "negotiation", "negotiation-gt", "pricing", "pennies"}
-"""The paper's five domains, the pricing market and the plug-in must be disguisable; a domain added later is checked
-once its text view opts in (`disguise_terms`)."""
+"""The paper's five domains, the pricing market and the plug-in must be disguisable; a domain added later is
+checked once its text view opts in (`disguise_terms`)."""
 
 
 @pytest.fixture(params=DOMAINS)

@@ -1,6 +1,7 @@
 """Generic layers never name a game: no module outside the domain packages mentions a registered
 domain's name, a registered family's member (`PREFIX:...`), Kuhn's vocabulary or the built-in games'
-names in prose: bargaining, the prisoner's dilemma, bidders, a market (code, docstrings and comments alike)."""
+names in prose: bargaining, the prisoner's dilemma, bidders, a market (code, docstrings and comments
+alike)."""
 
 from __future__ import annotations
 

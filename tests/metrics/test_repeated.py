@@ -1,4 +1,5 @@
-"""The repeated-game DP against closed forms, OpenSpiel's best response, brute force and finite differences."""
+"""The repeated-game DP against closed forms, OpenSpiel's best response, brute force and finite
+differences."""
 
 import itertools
 

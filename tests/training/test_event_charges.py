@@ -432,7 +432,8 @@ def test_zero_collusion_and_externality_weights_train_as_before(tmp_path):
     env = TabularSEPOTrainer(charged, tmp_path / "charged").env
     assert env.mixture.labels == [*charged.train_pool, "BestResponse", "AlwaysDefect", "AlternatingDefect",
                                   "AlwaysCooperate"]
-    # each term's expected credit is the evaluated pool's mean: train (u), collusive (c), train + exploiters + BR (x)
+    # each term's expected credit is the evaluated pool's mean: train (u), collusive (c), train + exploiters +
+    # BR (x)
     k = env.mixture.size
     assert np.allclose(env.mixture.utility, [k / 4] * 4 + [0] * 4)
     assert np.allclose(env.mixture.collusion, [0] * 7 + [k])

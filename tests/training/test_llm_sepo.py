@@ -293,7 +293,8 @@ def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_the
     assert saved["answer_rest"] == 0.05
     # runs made before the option resume
     assert "answer_rest" not in LLMSEPOConfig(model=str(sft_model)).settings()
-    # found: the answer_rest branch took over the talk record (a talk run lost agent_messages_trained, an answer_rest run gained it)
+    # found: the answer_rest branch took over the talk record (a talk run lost agent_messages_trained, an
+    # answer_rest run gained it)
     assert "agent_messages_trained" not in saved
     tighter = _train(sft_model, tmp_path / "tight", penalty="per-rollout", steps=1, answer_rest=0.02)
     # more than the allowed share left: sampled

@@ -476,7 +476,7 @@ def test_an_sft_run_refuses_to_resume_from_a_model_replaced_since_it_started(inp
     assert run_sft(config, tmp_path / "s").already_complete
 
 
-# ------------------------------------- finished runs that lost an output; checkpoints whose weights do not read
+# ------------------------ finished runs that lost an output; checkpoints whose weights do not read
 
 HF_TRAIN = ["--game", "kuhn", "--groups", "2", "--group-size", "2", "--samples", "4", "--final-samples", "4",
             "--max-new-tokens", "8", "--quiet"]

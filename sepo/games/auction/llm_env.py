@@ -12,8 +12,8 @@ rest. Its collusion and externality are the expected events to go, by the same e
 the rest of the episode): an opponent's reaction to
 the bid in later rounds is charged to it, as the tabular trainer's whole-episode rollouts charge
 it. The opponents and each one's credits for payoff, collusion and externality are the tabular
-environment's (`sepo.games.credit`), so the charged c and x are evaluation's. The prompts show whole histories,
-so the solver's keys must too: train models with `--memory rounds-1` (few rounds).
+environment's (`sepo.games.credit`), so the charged c and x are evaluation's. The prompts show whole
+histories, so the solver's keys must too: train models with `--memory rounds-1` (few rounds).
 """
 from __future__ import annotations
 

@@ -282,7 +282,8 @@ class AuctionGame(Game):
         self._text = AuctionText(self, style=protocol)
 
     def episode_bytes(self) -> int:
-        """Each decision's observation holds every bidder's bids so far: quadratic in the rounds (measured)."""
+        """Each decision's observation holds every bidder's bids so far: quadratic in the rounds
+        (measured)."""
         return episode_record_bytes(self.rules.rounds, 6000, 130 * self.rules.bidders)
 
     def episode_size_hint(self, per_episode: int) -> str | None:

@@ -26,21 +26,32 @@ ACTION_WORDS = ("LOW", "MEDIUM", "HIGH")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
 _PAPER_WORDS = (("high", 2), ("medium", 1), ("low", 0))
 
-_PAPER_SYSTEM = """You take part in a sealed-bid auction against one opponent, repeated for {rounds} rounds.
-Each round you and the opponent each get a private item value of 2 or 4 points, equally likely, drawn anew every round. You see only your own value.
-You both bid at the same time: LOW (1 point), MEDIUM (2 points) or HIGH (3 points). The higher bid wins the item; a tie is settled by a coin flip.
-The winner scores its value minus its bid; the loser scores 0. A bid above your value can cost you points.
-Your goal is to score as many points as possible over all rounds.
-Think briefly about the opponent's bidding pattern and your current value, then end your response with your bid on the last line: LOW, MEDIUM, or HIGH.
-Respond only in English."""
+_PAPER_SYSTEM = (
+    "You take part in a sealed-bid auction against one opponent, repeated for {rounds} rounds.\n"
+    "Each round you and the opponent each get a private item value of 2 or 4 points, equally likely, drawn "
+    "anew every round. You see only your own value.\n"
+    "You both bid at the same time: LOW (1 point), MEDIUM (2 points) or HIGH (3 points). The higher bid "
+    "wins the item; a tie is settled by a coin flip.\n"
+    "The winner scores its value minus its bid; the loser scores 0. A bid above your value can cost you "
+    "points.\n"
+    "Your goal is to score as many points as possible over all rounds.\n"
+    "Think briefly about the opponent's bidding pattern and your current value, then end your response "
+    "with your bid on the last line: LOW, MEDIUM, or HIGH.\n"
+    "Respond only in English."
+)
 
-_RIGOROUS_SYSTEM = """You are one of {bidders} bidders in a sealed-bid auction repeated for {rounds} rounds.
-Each round every bidder gets a private item value, drawn anew every round: {values}. You see only your own value.
-All bidders bid at the same time, choosing one of these amounts: {bids}. The highest bid wins the item; a tie is settled by a fair random draw among the tied bidders.
-{price} The winner scores its value minus the price, which is negative if the price is above its value; the others score 0. The price goes to the seller.
-After each round every bid and the winner are announced.
-Your goal is to score as many points as possible over all rounds.
-Think briefly if you wish, then end your response with your bid amount alone on the last line."""
+_RIGOROUS_SYSTEM = (
+    "You are one of {bidders} bidders in a sealed-bid auction repeated for {rounds} rounds.\n"
+    "Each round every bidder gets a private item value, drawn anew every round: {values}. You see only "
+    "your own value.\n"
+    "All bidders bid at the same time, choosing one of these amounts: {bids}. The highest bid wins the "
+    "item; a tie is settled by a fair random draw among the tied bidders.\n"
+    "{price} The winner scores its value minus the price, which is negative if the price is above its "
+    "value; the others score 0. The price goes to the seller.\n"
+    "After each round every bid and the winner are announced.\n"
+    "Your goal is to score as many points as possible over all rounds.\n"
+    "Think briefly if you wish, then end your response with your bid amount alone on the last line."
+)
 
 _PRICE = {
     "first": "The winner pays its own bid (first price).",
@@ -193,4 +204,5 @@ def auction_reason(decision: Decision, rules) -> str:
         return f"{head}; there is no bidding history yet."
     other_bids = [max(h[2]) for h in history]
     mean = sum(other_bids) / len(other_bids)
-    return f"{head}; the highest other bid has averaged {mean:.1f} over {len(history)} rounds, last {other_bids[-1]:g}."
+    return (f"{head}; the highest other bid has averaged {mean:.1f} over {len(history)} rounds, "
+            f"last {other_bids[-1]:g}.")

@@ -10,17 +10,17 @@ read from the model every step, so train language models with `--memory 1` or `2
 treated as the memory-m policy it plays at the training prompts.
 
 The matches' opponents are the tabular environment's rollout opponents: the train pool and the
-current gap maximiser (and the opponents of charged terms), drawn uniformly (`training.py`: the maximiser reaches every key the gap's
-gradient charges, whatever the pool). A completion's payoff to go is the exact expectation of
-the rest of the match given its action: the opponent's move this round, then the agent's table
+current gap maximiser (and the opponents of charged terms), drawn uniformly (`training.py`: the maximiser
+reaches every key the gap's gradient charges, whatever the pool). A completion's payoff to go is the exact
+expectation of the rest of the match given its action: the opponent's move this round, then the agent's table
 and the opponent for the remaining rounds (backward induction over the full-history tree,
 `sepo.games.matches.action_values`), a variance-free stand-in for sampling the rest; exact for
 every opponent the pool accepts. Its collusion and externality are the events to go, by the same
-backward induction: the expected DEFECTs (against a collusive partner) and the expected shortfalls from mutual cooperation (`events.py`, with the paper's R
-under `--protocol paper`, the game's R otherwise) over this round and the rest of the match, so
-an opponent's reaction (TFT defecting after a DEFECT, the agent answering) is charged to the move
-that caused it, as the tabular trainer's whole-match rollouts charge it. The matches' opponents
-and each one's credits for payoff, collusion and externality are the tabular environment's
+backward induction: the expected DEFECTs (against a collusive partner) and the expected shortfalls from mutual
+cooperation (`events.py`, with the paper's R under `--protocol paper`, the game's R otherwise) over this round
+and the rest of the match, so an opponent's reaction (TFT defecting after a DEFECT, the agent answering) is
+charged to the move that caused it, as the tabular trainer's whole-match rollouts charge it. The matches'
+opponents and each one's credits for payoff, collusion and externality are the tabular environment's
 (`sepo.games.credit`: the collusive partners and exploiters join when λc or λx is charged), so the
 charged c and x are evaluation's.
 """

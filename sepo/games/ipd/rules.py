@@ -76,7 +76,8 @@ class Payoffs:
 
     @classmethod
     def parse(cls, spec) -> "Payoffs":
-        """From "R=3,S=0,T=5,P=1", "paper", a mapping with R, S, T, P, or a 2x2x2 matrix (JSON text or list)."""
+        """From "R=3,S=0,T=5,P=1", "paper", a mapping with R, S, T, P, or a 2x2x2 matrix (JSON text or
+        list)."""
         if isinstance(spec, Payoffs):
             return spec
         if spec is None or spec == "paper":

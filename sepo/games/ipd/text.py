@@ -68,7 +68,8 @@ class IPDText(TextView):
                 "last line: COOPERATE or DEFECT.\nRespond only in English."
             )
         else:
-            ending = "Think briefly if you wish, then end your response with your action alone on the last line: COOPERATE or DEFECT."
+            ending = ("Think briefly if you wish, then end your response with your action alone on the "
+                      "last line: COOPERATE or DEFECT.")
         return "\n".join(
             [
                 "You are playing the iterated Prisoner's Dilemma against one opponent for "

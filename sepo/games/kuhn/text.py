@@ -1,10 +1,10 @@
 """Kuhn poker as text: the prompts an LLM reads and the strict parser of its reply.
 
 Parsing rule (strict, documented in docs/parsing.md): drop anything up to a closing `</think>`
-(a reply still inside an open `<think>` block has no answer: "truncated"); take the last non-empty line; find the whole words PASS, BET, CALL, FOLD in it (any case).
-Exactly one distinct word that is legal here is an action. No word is "no_action", two or more
-distinct words are "ambiguous", one word that is not legal here (CALL when nobody bet) is
-"illegal". Reasoning on earlier lines never becomes an action.
+(a reply still inside an open `<think>` block has no answer: "truncated"); take the last non-empty line; find
+the whole words PASS, BET, CALL, FOLD in it (any case). Exactly one distinct word that is legal here is an
+action. No word is "no_action", two or more distinct words are "ambiguous", one word that is not legal here
+(CALL when nobody bet) is "illegal". Reasoning on earlier lines never becomes an action.
 """
 from __future__ import annotations
 
@@ -18,14 +18,20 @@ from sepo.policies.replies import answer_line
 ACTION_WORDS = ("PASS", "BET", "CALL", "FOLD")
 _WORD = re.compile(r"\b(PASS|BET|CALL|FOLD)\b", re.IGNORECASE)
 
-_SYSTEM = """You are playing Kuhn poker, a two-player card game, over several hands.
-The deck has three cards: J (lowest), Q and K (highest). Each hand, both players put 1 chip in the pot and get one private card.
-The first player may PASS or BET 1 chip.
-- If the first player PASSES, the second player may PASS (the higher card wins the 2-chip pot, a gain of 1) or BET 1 chip.
-- Facing a BET, a player may CALL (match it; the higher card wins the 4-chip pot, a gain of 2) or FOLD (give up the pot, a loss of 1).
-You alternate between acting first and second from one hand to the next.
-Your goal is to win as many chips as possible over all hands.
-Think briefly if you wish, then end your response with your action alone on the last line: PASS, BET, CALL or FOLD."""
+_SYSTEM = (
+    "You are playing Kuhn poker, a two-player card game, over several hands.\n"
+    "The deck has three cards: J (lowest), Q and K (highest). Each hand, both players put 1 chip in the "
+    "pot and get one private card.\n"
+    "The first player may PASS or BET 1 chip.\n"
+    "- If the first player PASSES, the second player may PASS (the higher card wins the 2-chip pot, a gain "
+    "of 1) or BET 1 chip.\n"
+    "- Facing a BET, a player may CALL (match it; the higher card wins the 4-chip pot, a gain of 2) or "
+    "FOLD (give up the pot, a loss of 1).\n"
+    "You alternate between acting first and second from one hand to the next.\n"
+    "Your goal is to win as many chips as possible over all hands.\n"
+    "Think briefly if you wish, then end your response with your action alone on the last line: PASS, BET, "
+    "CALL or FOLD."
+)
 
 
 def _history_words(history: str, seat: int, name_actors: bool) -> list[str]:

@@ -11,9 +11,9 @@ sampling the rest. Its collusion and externality are the events to go, by the sa
 the greedy demands and the externality over this round and the rest of the match
 (`events.round_events` under the game's protocol, as evaluation counts them); each is scaled by
 the opponent's credit for it, as in the tabular environment (`sepo.games.credit`: the collusive
-partners and exploiters join the opponents when λc or λx is charged), so the events an opponent's reaction causes in later rounds are
-charged to the demand that caused them, as the tabular trainer's whole-match rollouts charge
-them. The table is keyed by the game's
+partners and exploiters join the opponents when λc or λx is charged), so the events an opponent's reaction
+causes in later rounds are charged to the demand that caused them, as the tabular trainer's whole-match
+rollouts charge them. The table is keyed by the game's
 `memory` (1 by default), so the continuation treats the model as the memory-m policy it plays at
 the canonical prompts.
 """

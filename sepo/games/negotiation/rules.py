@@ -190,7 +190,8 @@ class SplitBargaining(Game):
 
     # -- sizes ---------------------------------------------------------------------------------------
     def episode_bytes(self) -> int:
-        """Each decision's observation holds the history so far, twice (actions and demands): quadratic in the rounds."""
+        """Each decision's observation holds the history so far, twice (actions and demands): quadratic in the
+        rounds."""
         return episode_record_bytes(self.rounds, 6000, 200)
 
     def episode_size_hint(self, per_episode: int) -> str | None:

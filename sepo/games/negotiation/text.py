@@ -148,7 +148,8 @@ def negotiation_reason(decision: Decision) -> str:
     )
     demands = obs["demands"]
     if not demands:
-        return f"{where}; no history yet, and an equal split of the {obs['pie']} points would give each side {obs['pie'] / 2:g}."
+        return (f"{where}; no history yet, and an equal split of the {obs['pie']} points would give each "
+                f"side {obs['pie'] / 2:g}.")
     own, other = demands[-1]
     outcome = "a deal" if obs["deals"][-1] else "a breakdown"
     deals = sum(obs["deals"])

@@ -13,8 +13,8 @@ so the expected update is that of s·u − λe·s·e − λc·c − λx·x with 
 greedy-demand rate) against the collusive pool and x (the per-round externality) against the
 train and exploiter pools, the maximiser among them under rigorous (`events.round_events` under
 the game's protocol: the definitions evaluation uses). The training reach ρ(I) is the expected
-number of visits to key I per rollout under that mixture, computed exactly by forward passes over (round, last m rounds)
-states (m covers the agent's memory and every bot's), so the per-rollout charge (g − Σπg)/ρ
+number of visits to key I per rollout under that mixture, computed exactly by forward passes over (round, last
+m rounds) states (m covers the agent's memory and every bot's), so the per-rollout charge (g − Σπg)/ρ
 makes E[E_r ∇log P(r)] the exact gradient of the adversarial gap.
 """
 from __future__ import annotations

@@ -174,7 +174,8 @@ class DealSolver:
             )
             greedy = _least_to_agent(opp, own)
             out["br_opp"][rows], out["br_own"][rows] = pick(opp, greedy), pick(own, greedy)
-            # the opponent that knows only the prior over the agent's values: per round, sum over the pool's deals
+            # the opponent that knows only the prior over the agent's values: per round, sum over the pool's
+            # deals
             weights = self.weight[b.deal_ids]
             prior = np.einsum(
                 "d,dtyw->tyw", weights, score.reshape(len(b.deal_ids), self.T, b.n, len(self.W))

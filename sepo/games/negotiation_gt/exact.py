@@ -20,9 +20,9 @@ with the method that found it:
    state, in one batched call per round. For the paper's bots, which declare the rounds and
    parts they read (`memory`, `reads`), for any agent that declares its memory otherwise (uniform
    play reads none), and for tables (a memory-m table reads m rounds, a whole-history table
-   rounds − 1), the value is exact, and `lower_bound` reports it before any sampled search. For any other agent it is the value
-   against the memory-m agent that plays like it at those decisions, and the maximiser found is
-   then *played against the real agent*: the lower end of its measured gap's 95% interval is
+   rounds − 1), the value is exact, and `lower_bound` reports it before any sampled search. For any other
+   agent it is the value against the memory-m agent that plays like it at those decisions, and the maximiser
+   found is then *played against the real agent*: the lower end of its measured gap's 95% interval is
    the lower bound. The DP's own value against the model is reported as
    `gap_vs_agent_model_not_a_bound`: it is no bound on the agent's gap (it may exceed it).
 2. **Best response learned against the frozen agent** (`learned_best_response`): the agent plays
@@ -44,9 +44,10 @@ interval (`measured_gap` and the interval are beside it). The mean of the chosen
 own selection episodes, or the larger of two noisy means, would be biased upward: on `--items
 1,1,1 --rounds 2` five of six seeds reported more than the exact gap. `lower_bound` runs both
 methods (an exact DP value where it applies and nothing else is needed), picks the larger of their
-measurements and measures that opponent again on fresh episodes, naming the method. The table interface of exact solvers (`sepo.metrics.exact`) does not fit this game (an
-agent table over every information state would have ~10^8 rows), so the domain exposes these
-searches as `Domain.lower_bound(game, agent)` for `sepo exploit` and the rigorous exploiter pool.
+measurements and measures that opponent again on fresh episodes, naming the method. The table interface of
+exact solvers (`sepo.metrics.exact`) does not fit this game (an agent table over every information state would
+have ~10^8 rows), so the domain exposes these searches as `Domain.lower_bound(game, agent)` for `sepo exploit`
+and the rigorous exploiter pool.
 """
 from __future__ import annotations
 

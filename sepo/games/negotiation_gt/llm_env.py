@@ -21,11 +21,11 @@ Two modes:
 Contexts are agent decisions met on-policy against the rollout opponents of the tabular trainer
 (the train pool, and the collusive partners and exploiters of charged terms, `sepo.games.credit`;
 the table's demand drawn per round, the bot answering). A completion's outcome is its payoff,
-collusion events and externality events to go, each scaled by the opponent's credit for it (`events.round_events` under the game's protocol,
-as evaluation counts them), over its own round and the rest of the episode, as the tabular
-trainer's whole-episode rollouts count them: an opponent's reaction to the demand in later rounds
-is charged to it. Its round is the expectation over the bot's whole reply distribution (the most
-likely reply alone was exact for deterministic bots only); the rest is exact for bots that read
+collusion events and externality events to go, each scaled by the opponent's credit for it
+(`events.round_events` under the game's protocol, as evaluation counts them), over its own round and the rest
+of the episode, as the tabular trainer's whole-episode rollouts count them: an opponent's reaction to the
+demand in later rounds is charged to it. Its round is the expectation over the bot's whole reply distribution
+(the most likely reply alone was exact for deterministic bots only); the rest is exact for bots that read
 at most the agent's last demand (the paper's): a forward pass over that demand, with the bot's
 whole reply distribution and, where the game redraws the opponent's values, their distribution;
 for other bots a mean over 16 sampled continuations (unbiased, not exact).

@@ -36,22 +36,33 @@ _LABELLED = (
 _TRIPLE = re.compile(r"(?<![\d.])(\d+)\s*,\s*(\d+)\s*,\s*(\d+)(?![\d.])")
 _INT = re.compile(r"\d+")
 
-_PAPER_SYSTEM = """You are negotiating over a pool of items with one opponent for {rounds} rounds.
-The items are Books, Hats and Balls. The pool is the same in every round.
-You have private values for each item type; your values sum to {total}. The opponent has its own private values, hidden from you.
-Each round you and the opponent each demand a number of each item at the same time.
-If for every item the two demands together do not exceed the pool, it is a DEAL and each of you scores the sum of your demanded items times your own values.
-Otherwise it is a BREAKDOWN and both of you score 0 that round.
-Your goal is to maximise your total score over all rounds.
-Think briefly about the opponent's demands, then end your response with your demand on the last line as: [books, hats, balls]
-Respond only in English."""
+_PAPER_SYSTEM = (
+    "You are negotiating over a pool of items with one opponent for {rounds} rounds.\n"
+    "The items are Books, Hats and Balls. The pool is the same in every round.\n"
+    "You have private values for each item type; your values sum to {total}. The opponent has its own "
+    "private values, hidden from you.\n"
+    "Each round you and the opponent each demand a number of each item at the same time.\n"
+    "If for every item the two demands together do not exceed the pool, it is a DEAL and each of you "
+    "scores the sum of your demanded items times your own values.\n"
+    "Otherwise it is a BREAKDOWN and both of you score 0 that round.\n"
+    "Your goal is to maximise your total score over all rounds.\n"
+    "Think briefly about the opponent's demands, then end your response with your demand on the last line "
+    "as: [books, hats, balls]\n"
+    "Respond only in English."
+)
 
-_RIGOROUS_SYSTEM = """You negotiate with one opponent over a pool of books, hats and balls for {rounds} rounds.
-At the start both of you learn the pool (the same every round) and your own values per item; each player's values sum to {total} and stay fixed for the whole game. You never see the opponent's values.
-Each round both of you demand, at the same time, how many of each item you want (0 up to the pool).
-If for every item the two demands fit into the pool, the round is a deal and each of you scores its demanded items times its own values; otherwise both score 0.{third}
-After each round both demands are shown. Your goal is to score as much as possible over all rounds.
-Think briefly if you wish, then end your response with your demand alone on the last line as [books, hats, balls]."""
+_RIGOROUS_SYSTEM = (
+    "You negotiate with one opponent over a pool of books, hats and balls for {rounds} rounds.\n"
+    "At the start both of you learn the pool (the same every round) and your own values per item; each "
+    "player's values sum to {total} and stay fixed for the whole game. You never see the opponent's "
+    "values.\n"
+    "Each round both of you demand, at the same time, how many of each item you want (0 up to the pool).\n"
+    "If for every item the two demands fit into the pool, the round is a deal and each of you scores its "
+    "demanded items times its own values; otherwise both score 0.{third}\n"
+    "After each round both demands are shown. Your goal is to score as much as possible over all rounds.\n"
+    "Think briefly if you wish, then end your response with your demand alone on the last line as [books, "
+    "hats, balls]."
+)
 
 _THIRD = " Items a deal leaves unclaimed go to the public."
 

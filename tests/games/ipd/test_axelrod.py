@@ -1,4 +1,5 @@
-"""IPD matches against the Axelrod library: the same scores as axelrod.Match, exact distributions by replay."""
+"""IPD matches against the Axelrod library: the same scores as axelrod.Match, exact distributions by
+replay."""
 
 import numpy as np
 import pytest

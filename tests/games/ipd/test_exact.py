@@ -1,4 +1,5 @@
-"""The IPD's exact solver: the paper's values, Axelrod agents, memory states, the playing best response, pruning."""
+"""The IPD's exact solver: the paper's values, Axelrod agents, memory states, the playing best response,
+pruning."""
 
 import numpy as np
 import pytest
@@ -124,7 +125,8 @@ _PAYOFF = {(0, 0): (3, 3), (0, 1): (0, 5), (1, 0): (5, 0), (1, 1): (1, 1)}
 # P(C | own last, other's last), R,S,T,P = 3,0,5,1
 _ZD_EXTORT2 = {(0, 0): 8 / 9, (0, 1): 1 / 2, (1, 0): 1 / 3, (1, 1): 0.0}
 
-# each agent as a machine written here: (start state, P(cooperate | round, state), next state after (own, other))
+# each agent as a machine written here: (start state, P(cooperate | round, state), next state after (own,
+# other))
 _MACHINES = {
     "AlwaysCooperate": (None, lambda t, s: 1.0, lambda s, a, o: None),
     "AlwaysDefect": (None, lambda t, s: 0.0, lambda s, a, o: None),

@@ -34,13 +34,15 @@ def test_training_reach_and_exact_utility():
 
 
 def _tft_vs_pool(game):
-    """TFT against the train pool, by playing (exact for the deterministic ones) and in closed form for the others."""
+    """TFT against the train pool, by playing (exact for the deterministic ones) and in closed form for the
+    others."""
     values = []
     for name in ("TFT", "GrimTrigger"):
         episode = play_episodes(game, BOTS["TFT"](), [BOTS[name]()], [0], agent_seed=0)[0]
         values.append(episode.agent_payoffs.mean())
     values.append(3.0)  # GenerousTFT never defects first against TFT: all rounds CC
-    # Mixed(0.5): round 1 TFT cooperates (1.5); later TFT copies a fair coin, the Mixed bot flips another: mean 2.25
+    # Mixed(0.5): round 1 TFT cooperates (1.5); later TFT copies a fair coin, the Mixed bot flips another:
+    # mean 2.25
     values.append((1.5 + 7 * 2.25) / 8)
     return float(np.mean(values))
 

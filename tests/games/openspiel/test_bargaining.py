@@ -55,7 +55,8 @@ def _demands(simultaneous):
 
 
 def _gaps(ultimatum, simultaneous, probabilities: dict):
-    """The responder's gap against a proposer claiming each share with the given probability, in both games."""
+    """The responder's gap against a proposer claiming each share with the given probability, in both
+    games."""
     row, shares = _offers(ultimatum)
     table = ultimatum.tree.legal / ultimatum.tree.legal.sum(1, keepdims=True)
     table[row] = 0.0
