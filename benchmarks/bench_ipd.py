@@ -108,17 +108,19 @@ def dp(args):
 def llm(args):
     from sepo.metrics.exact import action_table
     from sepo.models.tiny import init_tiny_model
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     game = load_game("ipd", rounds=args.llm_rounds)
     solver = IPDSolver(game)
     decisions = solver.decisions()
     with tempfile.TemporaryDirectory() as workdir:
         path = init_tiny_model(Path(workdir) / "tiny", seed=0)
-        policy = HFPolicy(str(path), game.text, mode="score", score_prefix=game.text.reason, batch_size=args.batch)
+        scoring = HFDecoding(score_prefix=game.text.reason)
+        policy = HFPolicy(str(path), game.text, mode="score", decoding=scoring, batch_size=args.batch)
         policy.batch_action_probabilities(decisions[:8])  # warm up
         t_batched, table = best_of(args.repeats, lambda: action_table(policy, decisions))
-        single = HFPolicy(policy.model, game.text, mode="score", tokenizer=policy.tokenizer, score_prefix=game.text.reason, batch_size=1)
+        single = HFPolicy(policy.model, game.text, mode="score", tokenizer=policy.tokenizer, decoding=scoring,
+                          batch_size=1)
         subset = decisions[: args.single]
         t_single, table_single = best_of(1, lambda: action_table(single, subset))
         assert np.allclose(table[: len(subset)], table_single, atol=1e-4)

@@ -299,7 +299,7 @@ def bench_play(model_dir: Path, server: Server, args, check_prompt) -> None:
     from sepo.games import load_game
     from sepo.games.kuhn.exact import canonical_decisions
     from sepo.policies.endpoint import EndpointAgent
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
     from sepo.policies.replies import Decoding
 
     game = load_game("kuhn")
@@ -307,8 +307,8 @@ def bench_play(model_dir: Path, server: Server, args, check_prompt) -> None:
     decisions = [states[i % len(states)] for i in range(args.decisions)]
     decoding = Decoding(temperature=0, max_new_tokens=args.max_new_tokens)
     name = server.models["data"][0]["id"] if server.models.get("data") else "gguf"
-    policy = HFPolicy(str(model_dir), game.text, mode="sample", decoding=decoding, failure_rule=args.failure_rule,
-                      seed=args.seed, batch_size=max(64, args.decisions))
+    policy = HFPolicy(str(model_dir), game.text, mode="sample", batch_size=max(64, args.decisions),
+                      decoding=HFDecoding.of(decoding, failure_rule=args.failure_rule, seed=args.seed))
 
     def agent(fields: dict | None = None):
         endpoint = EndpointAgent(name, server.url, game.text, decoding, failure_rule=args.failure_rule, seed=args.seed,
@@ -374,13 +374,13 @@ def bench_score(model_dir: Path, server: Server, args) -> None:
     `--score-states` information states; the largest log-probability difference."""
     from sepo.games import load_game
     from sepo.games.kuhn.exact import canonical_decisions
-    from sepo.policies.hf import HFPolicy
-    from sepo.policies.replies import Decoding
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     game = load_game("kuhn")
     states = list(canonical_decisions(game.hands).values())[: args.score_states]
-    policy = HFPolicy(str(model_dir), game.text, decoding=Decoding(temperature=1, max_new_tokens=args.max_new_tokens),
-                      failure_rule="fallback", exact_tolerance=1.0, seed=args.seed)
+    policy = HFPolicy(str(model_dir), game.text,
+                      decoding=HFDecoding(temperature=1, max_new_tokens=args.max_new_tokens,
+                                          failure_rule="fallback", exact_tolerance=1.0, seed=args.seed))
     policy.answer_probabilities(states[:1])  # warm-up
     started = time.perf_counter()
     rows, _ = policy.answer_probabilities(states)

@@ -76,7 +76,7 @@ from sepo.evaluation.play import play_episodes
 from sepo.games import load_game
 from sepo.games.kuhn.bots import BOTS
 from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
-from sepo.policies.hf import HFPolicy
+from sepo.policies.hf import HFDecoding, HFPolicy
 
 OPPONENT = "NashApprox"
 MODEL_CALLS = ("generate", "next_token_logprobs", "sequence_logprobs")
@@ -300,8 +300,9 @@ def main() -> None:
             model_dir = build_model(Path(tmp), args.seed, args.threads)
             print(f"built the tiny SFT'd model in {time.perf_counter() - t0:.0f} s (init, nash data 40 episodes, SFT 1 epoch)")
         game = load_game("kuhn")
-        policy = HFPolicy(str(model_dir), game.text, mode="sample", failure_rule="forced",
-                          max_new_tokens=args.max_new_tokens, device=args.device, seed=args.seed)
+        policy = HFPolicy(str(model_dir), game.text, mode="sample", device=args.device,
+                          decoding=HFDecoding(failure_rule="forced", max_new_tokens=args.max_new_tokens,
+                                              seed=args.seed))
         model = policy.model
         print(f"Kuhn ({game.hands} hands per episode) vs {OPPONENT}: {model.config.model_type}, "
               f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, config use_cache="
@@ -327,8 +328,8 @@ def main() -> None:
               f"(0: a call costs the same whatever its batch; 1: no gain from batching)")
 
         if not args.no_score:
-            scorer = HFPolicy(model, game.text, mode="score", tokenizer=policy.tokenizer, max_new_tokens=args.max_new_tokens,
-                              seed=args.seed)
+            scorer = HFPolicy(model, game.text, mode="score", tokenizer=policy.tokenizer,
+                              decoding=HFDecoding(max_new_tokens=args.max_new_tokens, seed=args.seed))
             decisions = list(kuhn_canonical_decisions(game.hands).values())
             together = scorer.batch_action_probabilities(decisions)
             alone = [scorer.batch_action_probabilities([d])[0] for d in decisions]

@@ -134,14 +134,15 @@ class Clock:
 def bench_play(model_dir: Path, args) -> None:
     from sepo.games import load_game
     from sepo.games.kuhn.exact import canonical_decisions
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     game = load_game("kuhn")
     states = list(canonical_decisions(game.hands).values())
     decisions = [states[i % len(states)] for i in range(args.decisions)]
     reference = decisions[: args.reference_decisions]
-    policy = HFPolicy(str(model_dir), game.text, mode="sample", failure_rule="forced", max_new_tokens=args.max_new_tokens,
-                      seed=args.seed, batch_size=max(64, args.decisions))
+    policy = HFPolicy(str(model_dir), game.text, mode="sample", batch_size=max(64, args.decisions),
+                      decoding=HFDecoding(failure_rule="forced", max_new_tokens=args.max_new_tokens,
+                                          seed=args.seed))
     clock = Clock()
     clock.wrap(policy, "generate")
     clock.wrap(policy, "forced_actions")
@@ -175,10 +176,12 @@ def bench_play(model_dir: Path, args) -> None:
     sharing = f"; prefix sharing in the batched call: {rows[2][2] / rows[1][2]:.2f}x" if len(rows) > 2 else ""
     print(f"batched / one at a time: {rows[1][1] / rows[1][2] / rate_one:.1f}x (the issue aims for >= 20x){sharing}")
 
-    exact = HFPolicy(policy.model, game.text, tokenizer=policy.tokenizer, failure_rule="fallback", exact_tolerance=1.0,
-                     max_new_tokens=args.max_new_tokens, seed=args.seed)
-    sampled = HFPolicy(policy.model, game.text, tokenizer=policy.tokenizer, failure_rule="fallback",
-                       samples=args.table_samples, max_new_tokens=args.max_new_tokens, seed=args.seed)
+    exact = HFPolicy(policy.model, game.text, tokenizer=policy.tokenizer,
+                     decoding=HFDecoding(failure_rule="fallback", exact_tolerance=1.0,
+                                         max_new_tokens=args.max_new_tokens, seed=args.seed))
+    sampled = HFPolicy(policy.model, game.text, tokenizer=policy.tokenizer,
+                       decoding=HFDecoding(failure_rule="fallback", samples=args.table_samples,
+                                           max_new_tokens=args.max_new_tokens, seed=args.seed))
     t_exact, estimate = best_of(args.repeats, lambda: exact.estimate(states))
     when_exact = load()
     t_sampled, sampled_estimate = best_of(args.repeats, lambda: (sampled.forget(), sampled.estimate(states))[1])
@@ -193,12 +196,13 @@ def bench_play(model_dir: Path, args) -> None:
 def bench_audit(model_dir: Path, args) -> None:
     from sepo.games import load_game
     from sepo.games.ipd.exact import IPDSolver
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     game = load_game("ipd", rounds=args.ipd_rounds)
     solver = IPDSolver(game)
-    policy = HFPolicy(str(model_dir), game.text, mode="sample", failure_rule="forced", exact_tolerance=1.0,
-                      max_new_tokens=args.max_new_tokens, seed=args.seed)
+    policy = HFPolicy(str(model_dir), game.text, mode="sample",
+                      decoding=HFDecoding(failure_rule="forced", exact_tolerance=1.0,
+                                          max_new_tokens=args.max_new_tokens, seed=args.seed))
     decisions = solver.decisions()
     sequences = sum(len(d.legal_actions) for d in decisions)
     results, cpu_seconds = {}, {}
@@ -330,12 +334,12 @@ def bench_loss(model_dir: Path, args) -> None:
 
     from sepo.games import load_game
     from sepo.games.kuhn.exact import canonical_decisions
-    from sepo.policies.hf import HFPolicy, load_hf_model
+    from sepo.policies.hf import HFDecoding, HFPolicy, load_hf_model
     from sepo.training.shared_prompt import logps_and_entropies
 
     game = load_game("kuhn")
     states = list(canonical_decisions(game.hands).values())
-    policy = HFPolicy(str(model_dir), game.text, mode="sample", seed=args.seed)
+    policy = HFPolicy(str(model_dir), game.text, mode="sample", decoding=HFDecoding(seed=args.seed))
     prompts = [policy.prompt_ids(states[(3 * g) % len(states)]) for g in range(args.groups)]  # distinct states
     end = policy._template_turn_end()
     picked = [states[(3 * g) % len(states)] for g in range(args.groups)]
@@ -402,8 +406,7 @@ def bench_forced(model_dir: Path, args) -> None:
     from sepo.games import load_game
     from sepo.opponents.pools import default_pools
     from sepo.policies.base import Policy
-    from sepo.policies.hf import HFPolicy
-    from sepo.policies.replies import Decoding
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     class Recorder(Policy):
         """A uniform player that keeps every decision it meets."""
@@ -422,7 +425,7 @@ def bench_forced(model_dir: Path, args) -> None:
     opponent = default_pools(game.name, "rigorous", game)["train"][0].build(game)
     play_episodes(game, recorder, [opponent], [args.seed], agent_seed=args.seed)
     decisions = recorder.seen[: args.forced_decisions]
-    policy = HFPolicy(str(model_dir), game.text, decoding=Decoding(temperature=0.0), seed=args.seed)
+    policy = HFPolicy(str(model_dir), game.text, decoding=HFDecoding(temperature=0.0, seed=args.seed))
     replies = ["I think we should split the items fairly, and I would like to"] * len(decisions)
     results = {}
     for sharing in (True, False):
@@ -449,11 +452,11 @@ def _thread_work(model_dir: str, threads: int, share: int, parts: int, sequences
     torch.set_num_threads(threads)
     from sepo.games import load_game
     from sepo.games.kuhn.exact import canonical_decisions
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     game = load_game("kuhn")
     states = list(canonical_decisions(game.hands).values())
-    policy = HFPolicy(model_dir, game.text, max_new_tokens=16, seed=0)
+    policy = HFPolicy(model_dir, game.text, decoding=HFDecoding(max_new_tokens=16, seed=0))
     prompts = [policy.prompt_ids(states[i % len(states)]) for i in range(sequences)]
     policy._forward(prompts[:1], 1)  # warm-up
     barrier.wait()

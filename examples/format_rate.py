@@ -42,7 +42,7 @@ from sepo.inputs import read_text
 from sepo.games.registry import get_domain
 from sepo.opponents.pools import BEST_RESPONSE, default_pools
 from sepo.policies.base import Policy
-from sepo.policies.hf import HFPolicy
+from sepo.policies.hf import HFDecoding, HFPolicy
 from sepo.policies.replies import decoding_for, parse_reply
 from sepo.training.checkpoint import atomic_write_text
 
@@ -91,8 +91,8 @@ def measure(model, game_name: str, states: int, replies: int, max_new_tokens: in
     pool = met_decisions(game, episodes=8, seed=seed)
     rng = np.random.default_rng(seed)
     chosen = [pool[i] for i in sorted(rng.choice(len(pool), size=min(states, len(pool)), replace=False))]
-    policy = HFPolicy(model, game.text, mode="sample", seed=seed,
-                      decoding=decoding_for("rigorous", temperature=temperature, max_new_tokens=max_new_tokens))
+    decoding = decoding_for("rigorous", temperature=temperature, max_new_tokens=max_new_tokens)
+    policy = HFPolicy(model, game.text, mode="sample", decoding=HFDecoding.of(decoding, seed=seed))
     start = time.perf_counter()
     groups = policy.replies(chosen, replies, seed=seed)
     seconds = time.perf_counter() - start
@@ -114,8 +114,8 @@ def measure_exact(model, game_name: str, max_new_tokens: int, temperature: float
     models SFT'd to answer with the action line alone."""
     game = load_game(game_name)
     pool = met_decisions(game, episodes=8, seed=seed)
-    policy = HFPolicy(model, game.text, mode="sample", seed=seed,
-                      decoding=decoding_for("rigorous", temperature=temperature, max_new_tokens=max_new_tokens))
+    decoding = decoding_for("rigorous", temperature=temperature, max_new_tokens=max_new_tokens)
+    policy = HFPolicy(model, game.text, mode="sample", decoding=HFDecoding.of(decoding, seed=seed))
     start = time.perf_counter()
     _, rest = policy.answer_probabilities(pool)
     seconds = time.perf_counter() - start

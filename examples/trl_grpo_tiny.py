@@ -42,7 +42,7 @@ def make_rollout_func(tokenizer, max_new_tokens: int):
     per prompt (duplicates included: TRL has already repeated each prompt num_generations times)."""
     from sepo.games.kuhn.rules import KuhnPoker
     from sepo.games.kuhn.text import KuhnText
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     text = KuhnText()
 
@@ -51,10 +51,9 @@ def make_rollout_func(tokenizer, max_new_tokens: int):
             with open(os.environ["SEPO_DEBUG_ROLLOUT"] + f".{trainer.accelerator.process_index}", "a") as log:
                 log.write(f"step {trainer.state.global_step} prompts {prompts}\n")
         model = trainer.accelerator.unwrap_model(trainer.model)
-        policy = HFPolicy(
-            model, text, mode="sample", tokenizer=tokenizer, failure_rule="fallback",
-            temperature=trainer.args.temperature, max_new_tokens=max_new_tokens,
-        )
+        decoding = HFDecoding(failure_rule="fallback", temperature=trainer.args.temperature,
+                              max_new_tokens=max_new_tokens)
+        policy = HFPolicy(model, text, mode="sample", tokenizer=tokenizer, decoding=decoding)
         game = KuhnPoker(hands=1)
         states = []
         for prompt in prompts:

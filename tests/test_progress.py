@@ -128,11 +128,12 @@ def test_a_model_batch_counts_its_decoding_steps(monkeypatch, tmp_path):
     from sepo.games.kuhn.exact import canonical_decisions
     from sepo.games.kuhn.text import KuhnText
     from sepo.models.tiny import init_tiny_model
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     monkeypatch.setattr(progress, "LINE_SECONDS", 0.0)
     folder = init_tiny_model(tmp_path / "tiny", seed=0, episodes=2, num_hidden_layers=1)
-    policy = HFPolicy(folder, KuhnText(), device="cpu", max_new_tokens=5, temperature=0.0)
+    policy = HFPolicy(folder, KuhnText(), device="cpu",
+                      decoding=HFDecoding(max_new_tokens=5, temperature=0.0))
     decisions = list(canonical_decisions().values())[:2]
     stream = io.StringIO()
     with LineReporter(stream):

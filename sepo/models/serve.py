@@ -231,9 +231,10 @@ class ChatModel:
         """Set on shutdown: a generation under way stops at its next token."""
 
     def _defuser(self):
-        from sepo.policies.hf import HFPolicy
+        from sepo.policies.hf import HFDecoding, HFPolicy
 
-        return HFPolicy(self.model, None, mode="sample", tokenizer=self.tokenizer, max_new_tokens=1, name=self.name)
+        return HFPolicy(self.model, None, mode="sample", decoding=HFDecoding(max_new_tokens=1), tokenizer=self.tokenizer,
+                        name=self.name)
 
     def prompt_ids(self, request: ChatRequest) -> list[int]:
         """The request's chat rendered and tokenized (outside the model lock: a long prompt costs
@@ -292,7 +293,7 @@ class ChatModel:
         token ids when the caller rendered them already."""
         from transformers import StoppingCriteria, StoppingCriteriaList
 
-        from sepo.policies.hf import HFPolicy
+        from sepo.policies.hf import HFDecoding, HFPolicy
 
         if prompt is None:
             prompt = self.prompt_ids(request)
@@ -311,9 +312,10 @@ class ChatModel:
                 raise ShuttingDown()
             seed = request.seed if request.seed is not None else int(self._seeds.integers(2**31 - 1))
             # a policy object per request carries this request's decoding; model and tokenizer are shared
-            policy = HFPolicy(self.model, None, mode="sample", tokenizer=self.tokenizer, temperature=request.temperature,
-                              top_p=request.top_p, top_k=request.top_k, repetition_penalty=request.repetition_penalty,
-                              max_new_tokens=max_tokens, batch_size=request.n, name=self.name,
+            decoding = HFDecoding(temperature=request.temperature, top_p=request.top_p, top_k=request.top_k,
+                                  repetition_penalty=request.repetition_penalty, max_new_tokens=max_tokens)
+            policy = HFPolicy(self.model, None, mode="sample", decoding=decoding, tokenizer=self.tokenizer,
+                              batch_size=request.n, name=self.name,
                               generation_kwargs={"stopping_criteria": StoppingCriteriaList([_Stop()])})
             greedy = request.temperature == 0
             # greedy decoding has one reply; transformers refuses num_return_sequences > 1 for it

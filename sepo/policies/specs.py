@@ -158,7 +158,7 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
     """A language model that plays by writing replies under the given decoding (default:
     temperature 1, 48 new tokens), parsed strictly, failures resolved by the named rule (default
     forced decoding) and counted; its policy is the distribution of the played action."""
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
 
     text = text or TextAgentOptions()
     if text.max_tokens_total is not None:
@@ -166,8 +166,8 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
                         "from a provider)")
     if isinstance(path, str):
         check_not_run_folder(path)
-    return HFPolicy(path, view or game.text, mode="sample", decoding=text.decoding, reply_cache=text.reply_cache,
-                    **text.agent_kwargs())
+    decoding = HFDecoding.of(text.decoding, **text.agent_kwargs())
+    return HFPolicy(path, view or game.text, mode="sample", decoding=decoding, reply_cache=text.reply_cache)
 
 
 def _unfinished_model_run(run_dir: Path) -> None:

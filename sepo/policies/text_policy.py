@@ -11,7 +11,7 @@ included, under the decoding it is evaluated with, at the prompts it meets:
   source that computes the distribution of its replies exactly (`exact_distribution`, e.g. a
   local model whose replies are the action line alone, scored with the turn's real end token);
 - **answer lines read exactly** when such a source is allowed to leave a share of its replies
-  unscored (`HFPolicy(exact_tolerance=...)`, the trainer's `answer_rest`): that share is played
+  unscored (`HFDecoding(exact_tolerance=...)`, the trainer's `answer_rest`): that share is played
   by the failure rule, each action's probability is within it of the truth, and the label says
   how much it was (`PolicyEstimate.rest`);
 - **estimated** otherwise, from `samples` replies per state (batched in one call, cached by

@@ -289,12 +289,13 @@ class SEPOEnvironment:
         return rows
 
     def policy(self, model, samples: int | None = None):
-        from sepo.policies.hf import HFPolicy
+        from sepo.policies.hf import HFDecoding, HFPolicy
 
         c = self.config
-        return HFPolicy(model, self.game.text, mode="sample", tokenizer=self.tokenizer, failure_rule="fallback",
-                        decoding=c.decoding(), samples=samples or c.table_samples, seed=c.seed, device=None,
-                        exact_tolerance=max(EXACT_REST, c.answer_rest))
+        decoding = HFDecoding.of(c.decoding(), failure_rule="fallback", samples=samples or c.table_samples,
+                                 seed=c.seed, exact_tolerance=max(EXACT_REST, c.answer_rest))
+        return HFPolicy(model, self.game.text, mode="sample", decoding=decoding, tokenizer=self.tokenizer,
+                        device=None)
 
     def played_policy(self, policy, samples: int, rng: np.random.Generator) -> PolicyEstimate:
         """The policy the model plays in training: at each information state, the distribution of

@@ -50,7 +50,7 @@ def test_an_sft_model_writes_messages_the_opponent_reads(tmp_path):
     from sepo.games import load_game
     from sepo.games.talk import TalkChannel, special_tokens_of
     from sepo.models.tiny import init_tiny_model
-    from sepo.policies.hf import HFPolicy
+    from sepo.policies.hf import HFDecoding, HFPolicy
     from tests.games.test_talk import Recorder
 
     tiny = init_tiny_model(tmp_path / "tiny", seed=0, domains=["negotiation"], episodes=20)
@@ -61,7 +61,8 @@ def test_an_sft_model_writes_messages_the_opponent_reads(tmp_path):
                               "--epochs", "8", "--lr", "3e-3", "--quiet"])
     assert sft.exit_code == 0, sft.output
     game = load_game("negotiation", rounds=2)
-    model = HFPolicy(tmp_path / "sft" / "model", game.text, temperature=0, max_new_tokens=96, failure_rule="fallback")
+    decoding = HFDecoding(temperature=0, max_new_tokens=96, failure_rule="fallback")
+    model = HFPolicy(tmp_path / "sft" / "model", game.text, decoding=decoding)
     listener = Recorder()
     play_episodes(game, model, [listener] * 4, [0, 1, 2, 3], agent_seed=0, talk=TalkChannel(special_tokens=special_tokens_of(model)))
     heard = [d.observation["talk"][0] for d in listener.seen if d.observation.get("talk")]

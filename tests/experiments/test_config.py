@@ -145,7 +145,7 @@ def test_language_models_are_audited_and_trained_under_the_protocols_decoding(pr
     built = {}
     monkeypatch.setattr(hf, "HFPolicy", lambda *args, **kwargs: built.update(kwargs))
     execute._hf_policy(config, "model", type("G", (), {"text": None})())
-    assert built["decoding"] == decoding
+    assert built["decoding"].generation == decoding
 
 
 def test_decoding_the_config_leaves_out_is_the_protocols():

@@ -12,12 +12,13 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from sepo.games.kuhn.text import KuhnText  # noqa: E402
-from sepo.policies.hf import HFPolicy  # noqa: E402
+from sepo.policies.hf import HFDecoding, HFPolicy  # noqa: E402
 from tests.serving import chat, decisions, get, post, running_server, server  # noqa: E402,F401 (fixtures)
 
 
 def _local(chat, **decoding):
-    return HFPolicy(chat.model, KuhnText(), mode="sample", tokenizer=chat.tokenizer, **decoding)
+    return HFPolicy(chat.model, KuhnText(), mode="sample", tokenizer=chat.tokenizer,
+                    decoding=HFDecoding(**decoding))
 
 
 def _ask(server, messages, **fields):

@@ -14,7 +14,7 @@ from sepo.games.kuhn.rules import INFO_STATES  # noqa: E402
 from sepo.games.kuhn.text import KuhnText  # noqa: E402
 from sepo.models.tiny import init_tiny_model  # noqa: E402
 from sepo.policies.batch_cache import weights_digest  # noqa: E402
-from sepo.policies.hf import HFPolicy  # noqa: E402
+from sepo.policies.hf import HFDecoding, HFPolicy  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,8 @@ def decisions():
 
 def _agent(tiny, cache=None, **kwargs):
     """Another sampling agent on the loaded model: at 2 replies a prompt, 4 prompts a batch (12 states: 3 batches)."""
-    return HFPolicy(tiny.model, KuhnText(), tokenizer=tiny.tokenizer, batch_size=8, max_new_tokens=12,
-                    reply_cache=cache, **kwargs)
+    return HFPolicy(tiny.model, KuhnText(), tokenizer=tiny.tokenizer, batch_size=8,
+                    decoding=HFDecoding(max_new_tokens=12, **kwargs), reply_cache=cache)
 
 
 def _texts(groups):
@@ -229,10 +229,12 @@ def test_a_model_moved_to_another_path_reads_what_it_kept(tiny, decisions, tmp_p
     tiny.model.save_pretrained(tmp_path / "here")
     tiny.tokenizer.save_pretrained(tmp_path / "here")
     kept = tmp_path / "cache"
-    first = HFPolicy(tmp_path / "here", KuhnText(), batch_size=8, max_new_tokens=12, reply_cache=kept)
+    first = HFPolicy(tmp_path / "here", KuhnText(), batch_size=8, decoding=HFDecoding(max_new_tokens=12),
+                     reply_cache=kept)
     expected = _texts(first.generate(_prompts(first, decisions), 2, seed=4))
     shutil.move(tmp_path / "here", tmp_path / "there")
-    moved = HFPolicy(tmp_path / "there", KuhnText(), batch_size=8, max_new_tokens=12, reply_cache=kept)
+    moved = HFPolicy(tmp_path / "there", KuhnText(), batch_size=8, decoding=HFDecoding(max_new_tokens=12),
+                     reply_cache=kept)
     assert _texts(moved.generate(_prompts(moved, decisions), 2, seed=4)) == expected
     assert moved.batch_cache.record()["batches_read"] == 3 and moved.batch_cache.record()["batches_stored"] == 0
     assert len(list(kept.glob("*.jsonl"))) == 1

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 from sepo.errors import SepoError  # noqa: E402
 from sepo.games.kuhn.text import KuhnText  # noqa: E402
 from sepo.policies.endpoint import EndpointAgent, parse_endpoint_spec  # noqa: E402
-from sepo.policies.hf import HFPolicy  # noqa: E402
+from sepo.policies.hf import HFDecoding, HFPolicy  # noqa: E402
 from sepo.policies.replies import Decoding  # noqa: E402
 from tests.serving import chat, decisions, running_server, server  # noqa: E402,F401 (fixtures)
 
@@ -56,7 +56,7 @@ def test_a_remote_endpoint_needs_a_key(monkeypatch, tmp_path):
 
 def test_greedy_replies_equal_the_local_model(chat, server, decisions, tmp_path):
     agent = _agent(server, tmp_path, GREEDY)
-    local = HFPolicy(chat.model, KuhnText(), mode="sample", tokenizer=chat.tokenizer, temperature=0, max_new_tokens=24)
+    local = HFPolicy(chat.model, KuhnText(), mode="sample", tokenizer=chat.tokenizer, decoding=GREEDY)
     expected = local.generate([local.prompt_ids(d) for d in decisions], 1, greedy=True)
     got = agent.replies(decisions, 1, seed=3)
     assert [g[0].text for g in got] == [e[0].text for e in expected]
@@ -273,7 +273,8 @@ def test_greedy_audit_equals_the_local_hf_agent(chat, server, tmp_path):
              "collusive": [parse_bot("kuhn", "LooseAggressive")]}
     game, config = load_game("kuhn", "rigorous"), EvalConfig(episodes=2, replicates=200, seed=4, pools=pools)
     greedy = Decoding(temperature=0, max_new_tokens=8)
-    local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer, decoding=greedy, failure_rule="forced")
+    local = HFPolicy(chat.model, KuhnText(), tokenizer=chat.tokenizer,
+                     decoding=HFDecoding.of(greedy, failure_rule="forced"))
     remote = _agent(server, tmp_path, greedy, failure_rule="forced")
     here, there = evaluate(game, local, config), evaluate(game, remote, config)
     assert there["policy"]["read"] == "exact" and there["exploitability"] is not None
@@ -332,7 +333,7 @@ def test_message_requests_go_through_the_endpoint_and_its_cache_apart_from_actio
     records = [json.loads(line) for line in agent.cache.path.read_text().splitlines()]
     asked = [r["request"]["messages"][-1]["content"] for r in records]
     assert sum(MESSAGE_INSTRUCTION.split(" (")[0] in text for text in asked) == len(decisions)
-    local = HFPolicy(chat.model, game.text, mode="sample", tokenizer=chat.tokenizer, temperature=0, max_new_tokens=24)
+    local = HFPolicy(chat.model, game.text, mode="sample", tokenizer=chat.tokenizer, decoding=GREEDY)
     expected = local.generate([local.render(message_chat(game.text, d)) for d in decisions], 1, greedy=True)
     assert [w.reply for w in written] == [e[0].text for e in expected]
     again = EndpointAgent("tiny", server.url, game.text, GREEDY, cache_dir=tmp_path / "cache", failure_rule="fallback")

@@ -11,7 +11,7 @@ from sepo.games import load_game  # noqa: E402
 from sepo.games.ipd.exact import IPDSolver  # noqa: E402
 from sepo.models.tiny import init_tiny_model  # noqa: E402
 from sepo.policies import prefix_cache  # noqa: E402
-from sepo.policies.hf import HFPolicy  # noqa: E402
+from sepo.policies.hf import HFDecoding, HFPolicy  # noqa: E402
 from sepo.policies.replies import Decoding  # noqa: E402
 
 
@@ -62,7 +62,8 @@ def _both(policy, decisions):
 def test_a_full_history_read_shares_prefixes_and_equals_reencoding(tiny_dir, decoding):
     game = load_game("ipd", rounds=3)
     decisions = IPDSolver(game).decisions()
-    policy = HFPolicy(tiny_dir, game.text, decoding=decoding, exact_tolerance=1.0, batch_size=8)
+    policy = HFPolicy(tiny_dir, game.text, decoding=HFDecoding.of(decoding, exact_tolerance=1.0),
+                      batch_size=8)
     assert prefix_cache.supports(policy.model)
     shared, whole, tokens, reencoded = _both(policy, decisions)
     assert (shared > 0).all()
@@ -96,7 +97,7 @@ def test_scoring_many_actions_after_one_prompt_encodes_the_prompt_once(tiny_dir)
 def test_the_audit_reads_the_same_table_either_way(tiny_dir):
     game = load_game("ipd", rounds=3)
     solver = IPDSolver(game)
-    policy = HFPolicy(tiny_dir, game.text, exact_tolerance=1.0)
+    policy = HFPolicy(tiny_dir, game.text, decoding=HFDecoding(exact_tolerance=1.0))
     shared = solver.evaluate_agent(policy)
     policy.prefix_sharing = False
     whole = solver.evaluate_agent(policy)
@@ -141,7 +142,8 @@ def test_smollm2_full_history_read_and_group_sampling_equal_the_plain_paths(tmp_
 
     real.get_model("smollm2-135m", tmp_path / "smollm2")
     game = load_game("ipd", rounds=3)
-    policy = HFPolicy(tmp_path / "smollm2", game.text, exact_tolerance=1.0, batch_size=16, dtype=torch.float64)
+    policy = HFPolicy(tmp_path / "smollm2", game.text, decoding=HFDecoding(exact_tolerance=1.0),
+                      batch_size=16, dtype=torch.float64)
     assert prefix_cache.supports(policy.model)
     shared, whole, tokens, reencoded = _both(policy, IPDSolver(game).decisions())
     np.testing.assert_allclose(np.log(shared), np.log(whole), atol=1e-5, rtol=0)
