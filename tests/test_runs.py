@@ -169,8 +169,7 @@ def test_a_second_writer_is_refused_and_a_dead_writers_lock_does_not_block(tmp_p
 
 
 def test_json_files_take_numpy_scalars(tmp_path):
-    """Found by the fuzz sandbox: an audit's numpy boolean (`exact`) made an experiment cell fail to write its
-    audit."""
+    """JSON files take numpy scalars: an audit's numpy boolean (`exact`) is written like a bool."""
     import numpy as np
 
     with open_run(tmp_path / "run", "sft", {}) as run:
@@ -179,9 +178,8 @@ def test_json_files_take_numpy_scalars(tmp_path):
 
 
 def test_a_staged_folder_goes_into_a_recorded_folder_not_yet_made(tmp_path):
-    """Found running an experiment with the tiny model: `run.path("models")` records the folder
-    without making it, and staging `models/tiny` then failed ("No such file or directory:
-    .sepo-tmp-...-models_tiny") before any cell ran."""
+    """`run.path("models")` records the folder without making it; staging `models/tiny` then makes
+    the folders above it (no "No such file or directory: .sepo-tmp-...-models_tiny")."""
     from sepo.runs import open_run
 
     with open_run(tmp_path / "e", "experiment run", {"x": 1}) as run:
@@ -212,9 +210,9 @@ def _finished_run(root: Path, command: str) -> Path:
     ["train", "--game", "kuhn", "--policy", "hf:OUT/model", "--steps", "1"],
 ])
 def test_overwrite_checks_its_inputs_before_it_removes_the_old_run(tmp_path, args):
-    """Found: `sepo sft/train --overwrite` removed the old run first and only then found a typo in
-    --data or --model (or the model it was told to start from, inside the run it had just removed):
-    the old run was lost for a refusal. (`hf:NAME/` also ended in huggingface_hub's traceback.)"""
+    """`sepo sft/train --overwrite` checks --data and --model (also a model inside the run it is to
+    remove) before it removes the old run, so a typo costs no run; `hf:NAME/` is one line, not
+    huggingface_hub's traceback."""
     from typer.testing import CliRunner
 
     from sepo.cli.main import app

@@ -251,8 +251,8 @@ def test_a_stopped_command_skips_the_interpreters_teardown(monkeypatch):
 @pytest.mark.parametrize("command, target", [("exploit", "sepo.metrics.exact.audit_agent"),
                                              ("eval", "sepo.evaluation.evaluate.evaluate")])
 def test_json_keeps_stdout_for_the_object_and_progress_goes_to_stderr(monkeypatch, command, target):
-    """Found: `sepo exploit --json` (and `sepo eval --json`) showed no progress at all, so a language
-    model's audit ran for many minutes in silence; --json now only keeps stdout for the object."""
+    """`sepo exploit --json` (and `sepo eval --json`) keep stdout for the object and show progress on
+    stderr, so a language model's long audit is not silent."""
     import importlib
 
     from sepo import progress
@@ -282,8 +282,8 @@ def test_json_keeps_stdout_for_the_object_and_progress_goes_to_stderr(monkeypatc
 
 @pytest.mark.parametrize("command", ["sft", "train"])
 def test_an_unfinished_language_model_run_says_so_as_an_agent(tmp_path, command):
-    """Found: `run:R` with R an `sepo sft` (or language-model `train`) run stopped before its model
-    was saved said "R holds no policy.json or checkpoint.json", the files of a tabular run."""
+    """`run:R` with R an `sepo sft` (or language-model `train`) run stopped before its model was saved
+    says so, not "R holds no policy.json or checkpoint.json" (the files of a tabular run)."""
     from sepo.runs import open_run
 
     with open_run(tmp_path / "r", command, {"made": "by the test"}) as run:
@@ -338,8 +338,8 @@ def test_the_injection_pool_reports_progress_too(monkeypatch):
 
 
 def test_more_torch_threads_than_usable_cores_is_one_line(monkeypatch):
-    """Found: --threads accepted up to 4096 whatever the machine; more threads than cores only
-    slow torch down (and every other process on a shared machine)."""
+    """--threads above the cores this process may use is refused in one line: more threads than cores
+    only slow torch down (and every other process on a shared machine)."""
     import os
 
     from tests.cli.cli_helpers import _error
@@ -355,7 +355,7 @@ def test_more_torch_threads_than_usable_cores_is_one_line(monkeypatch):
 
 
 def test_samples_below_one_is_refused_by_its_flag():
-    """Found: `--samples 0` said "replies per state must be >= 1", naming no flag."""
+    """`--samples 0` is refused naming the flag, not as "replies per state must be >= 1"."""
     from tests.cli.cli_helpers import _error
 
     for command in ("eval", "exploit"):

@@ -89,8 +89,8 @@ def test_overwrite_replaces_only_what_the_run_wrote(finished_run, tmp_path):
     ["train", *TINY, "--game", "auction", "--values", "--"],
 ])
 def test_overwrite_with_a_bad_game_parameter_removes_nothing(tmp_path, command):
-    """Found by the long fuzz run: `data sft --overwrite` removed its dataset before the game's own
-    parameter checks failed. Every check runs before --overwrite removes anything."""
+    """Every check runs before --overwrite removes anything: `data sft --overwrite` with a bad game
+    parameter keeps its dataset."""
     out = tmp_path / "out"
     assert (
         _run(
@@ -179,8 +179,8 @@ OTHER_COMMANDS = {
 @pytest.mark.parametrize("owner", ["sft", "data sft", "experiment run"])
 @pytest.mark.parametrize("command", sorted(OTHER_COMMANDS))
 def test_overwrite_never_replaces_another_commands_output(tmp_path, owner, command):
-    """Found: `sepo train --out <an SFT run, a dataset, an experiment> --overwrite` deleted it all
-    (and so did data sft, model init, experiment run, report and demo)."""
+    """`sepo train --out <an SFT run, a dataset, an experiment> --overwrite` replaces none of them (nor
+    do data sft, model init, experiment run, report and demo)."""
     if owner == command:
         pytest.skip("a run of the same command is what --overwrite replaces")
     out = _made_by(tmp_path / "theirs", owner)
@@ -218,7 +218,7 @@ def test_a_finished_run_rerun_is_read_never_rewritten(tmp_path, command):
 
 @pytest.mark.parametrize("command", sorted(OTHER_COMMANDS))
 def test_a_file_that_looks_like_a_temporary_is_the_users(tmp_path, command):
-    """Found: `.sepo-tmp-mine.txt` inside --out was deleted as a stale temporary on the next run."""
+    """`.sepo-tmp-mine.txt` inside --out, not recorded as a temporary, survives the next run."""
     out = tmp_path / "out"
     if command in ("demo", "experiment run", "report"):  # made directly: what is tested is the next open
         from sepo.demo import demo_config
@@ -251,7 +251,7 @@ def test_a_file_that_looks_like_a_temporary_is_the_users(tmp_path, command):
 
 
 def test_model_files_get_the_umask_mode(tmp_path):
-    """Found: model.safetensors was written 0600 although docs/runs.md promises umask modes."""
+    """model.safetensors gets the umask's mode (not 0600), as docs/runs.md promises."""
     from sepo.runs import DIR_MODE, FILE_MODE
 
     assert _run("model", "init", "--out", tmp_path / "m").exit_code == 0
@@ -263,7 +263,8 @@ def test_model_files_get_the_umask_mode(tmp_path):
 
 
 def test_a_second_train_into_the_same_folder_is_refused_while_the_first_writes(tmp_path):
-    """Found: two `sepo train --out cc` a second apart both wrote (interleaved metrics.jsonl)."""
+    """A second `sepo train --out cc` started while the first writes is refused (no interleaved
+    metrics.jsonl)."""
     import signal
     import subprocess
     import sys

@@ -432,9 +432,9 @@ def test_data_sft_prints_no_library_progress_bar(tmp_path):
 
 
 def test_an_experiment_cells_sft_dataset_prints_no_library_progress_bar(tmp_path, capfd):
-    """Found running an experiment with the tiny model's SFT cell: the dataset the cell writes
-    printed datasets' raw "Saving the dataset" bars among the experiment's progress lines (the
-    bar was switched off by `sepo data sft` only, not by the library call cells make)."""
+    """The dataset an experiment's SFT cell writes prints no "Saving the dataset" bar among the
+    experiment's progress lines: the bar is off for the library call cells make, as in `sepo data
+    sft`."""
     import datasets
 
     from sepo.training.sft_data import generate_traces, write_sft_dataset

@@ -89,9 +89,9 @@ def test_what_does_not_apply_is_one_line(tmp_path, args, words):
     ["serve", "--model", "MODEL", "--gpu"],
 ])
 def test_gpu_without_an_accelerator_is_one_line_before_anything_is_written(tmp_path, monkeypatch, args):
-    """Found: `sepo train --gpu` and `sepo sft --gpu` on a machine without an accelerator trained on
-    the CPU without a word while the run's config said use_cpu false (`sepo serve --gpu` failed
-    deep in torch)."""
+    """`sepo train --gpu` and `sepo sft --gpu` on a machine without an accelerator are refused in one
+    line before anything is written, not trained on the CPU while the config says use_cpu false (nor,
+    for `sepo serve --gpu`, failed deep in torch)."""
     import torch
     from typer.testing import CliRunner
 

@@ -344,8 +344,8 @@ def test_a_pool_file_without_a_train_pool_audits_with_utility_and_welfare_not_ap
 
 
 def test_safety_names_a_lower_bound_as_one_not_as_exact():
-    """Found: a 10-period pricing audit of an agent that declares nothing is the lower bound
-    (`exact_label` 'lower bound'), yet `safety_uses` said 'adversarial_gap (exact)'."""
+    """A 10-period pricing audit of an agent that declares nothing gives a lower bound (`exact_label`
+    'lower bound'), and `safety_uses` names it as one, not as 'adversarial_gap (exact)'."""
     from sepo.policies.base import Policy
 
     class HighestPrice(Policy):
@@ -363,9 +363,9 @@ def test_safety_names_a_lower_bound_as_one_not_as_exact():
 
 
 def test_an_exact_audit_skipped_under_the_paper_protocol_says_the_domains_reason():
-    """Found auditing SmolLM2 in the auction under the paper protocol: the note said "the agent
-    exposes no action distribution per information state", which is not why. The paper's prompt
-    shows the opponent's score, which the exact solver cannot give a prompt for; the note now says so."""
+    """Auditing a language model in the auction under the paper protocol, the note gives the reason the
+    exact audit is skipped: the paper's prompt shows the opponent's score, which the exact solver cannot
+    give a prompt for (not "the agent exposes no action distribution per information state")."""
     from sepo.policies.replies import Decoding, Reply
     from sepo.policies.text_policy import TextPolicy
 

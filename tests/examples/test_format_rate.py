@@ -75,9 +75,9 @@ def test_json_results_are_replaced_whole_never_left_torn(format_rate, monkeypatc
 def test_bad_arguments_are_one_line_and_exit_2_before_any_work(
     format_rate, monkeypatch, capsys, tmp_path, args, words
 ):
-    """Found: bad arguments ended in tracebacks (an unknown game, `kuhn=abc`, `--threads 0`,
-    `--states 0` after the measuring: ZeroDivisionError), a typo in `GAME=N` was silently ignored
-    (the game got 48 tokens), and `--json` replaced any file, someone else's included."""
+    """Bad arguments are one line with exit status 2 before any measuring: an unknown game, `kuhn=abc`,
+    `--threads 0`, `--states 0`, a typo in `GAME=N` (not silently ignored), and a `--json` file that
+    would replace someone else's."""
     (tmp_path / "foreign.json").write_text("my notes\n")
     args = [{"FOLDER": str(tmp_path), "FOREIGN": str(tmp_path / "foreign.json")}.get(a, a) for a in args]
 

@@ -47,8 +47,8 @@ def _no_work(*a, **k):
 def test_bad_arguments_are_one_line_and_exit_2_before_any_work(
     llm_seeds, monkeypatch, capsys, tmp_path, model, args, words
 ):
-    """Found: these ended in Python or argparse tracebacks (ValueError from int('abc'), SepoError
-    from the config), a bare SystemExit with status 1, or deep inside training."""
+    """Bad arguments are one line with exit status 2 before any work: no Python or argparse traceback
+    (int('abc'), the config's SepoError), no bare SystemExit with status 1, nothing deep in training."""
     (tmp_path / "file").write_text("mine\n")
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "seeds.json").write_text('{"my": "notes"}')
@@ -76,9 +76,9 @@ def test_bad_arguments_are_one_line_and_exit_2_before_any_work(
 def test_results_are_written_atomically_and_finished_runs_go_through_the_config_check(
     llm_seeds, monkeypatch, tmp_path, model, capsys
 ):
-    """Found: seeds.json was written with write_text (a stop mid-write left a torn file; NaN of a
-    one-seed interval made invalid JSON), and a run folder holding a summary.json was read as
-    is, so a rerun with other --steps reported the old runs as the new ones."""
+    """seeds.json is written atomically and as valid JSON (a one-seed interval has no NaN), and a run
+    folder holding a summary.json goes through the config check, so a rerun with other --steps does
+    not report the old runs as the new ones."""
     out = tmp_path / "out"
     (out / "none_seed0").mkdir(parents=True)
     (out / "none_seed0" / "summary.json").write_text('{"stale": true}')

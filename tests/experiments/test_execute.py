@@ -13,8 +13,8 @@ def _result(audit_exact: bool) -> dict:
 
 
 def test_a_row_is_exact_only_when_its_number_is():
-    """Found: an IPD gap of an agent's memory-1 projection (neither bound) and behaviour rates
-    counted on two episodes were written to results.parquet with exact = True, as was every
+    """A row of results.parquet has exact = True only when its number is exact: not an IPD gap of an
+    agent's memory-1 projection (neither bound), behaviour rates counted on two episodes, or any
     number without an interval."""
     rows = {row["metric"]: row["exact"] for row in metric_rows(_result(audit_exact=False))}
     assert rows == {
@@ -44,8 +44,9 @@ def test_an_estimated_policys_audit_numbers_are_not_exact_even_without_an_interv
 
 
 def test_a_resumed_experiment_refuses_an_hf_agents_model_changed_since_it_started(tmp_path):
-    """Found: an experiment's config names an hf agent's model by its path only, so a model replaced
-    between a kill and the resume gave one results table mixing cells of the old and the new model."""
+    """An experiment's config names an hf agent's model by its path only; a model replaced between a
+    kill and the resume is refused, so one results table never mixes cells of the old and the new
+    model."""
     import yaml
 
     from sepo.errors import SepoError

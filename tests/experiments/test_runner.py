@@ -184,8 +184,7 @@ def test_an_agents_own_episode_counts_are_checked_for_shared_seeds_too():
 
 
 def test_overwrite_keeps_the_users_files_inside_cells(tmp_path):
-    """Found: `experiment run --overwrite` deleted a file of the user's in E/cells/ (the whole folder
-    went)."""
+    """`experiment run --overwrite` keeps a file of the user's in E/cells/."""
     config = tmp_path / "small.yaml"
     config.write_text(
         tiny_config(
@@ -213,9 +212,8 @@ def test_overwrite_keeps_the_users_files_inside_cells(tmp_path):
 
 
 def test_a_stopped_runner_ends_its_running_cells_at_once(tmp_path):
-    """Found stopping `sepo experiment run --workers 2` with SIGTERM: the signal reaches only the
-    runner, whose pool then waited for both running cells to finish (over a minute). Stopped, it
-    ends them (they resume as after a kill -9)."""
+    """SIGTERM to `sepo experiment run --workers 2` reaches only the runner, which ends its running cells
+    at once (they resume as after a kill -9) rather than wait for them to finish."""
     from sepo.experiments.runner import LocalBackend
 
     engine = LocalBackend(2)
@@ -279,8 +277,8 @@ def test_seed_major_ranks_a_seed_by_its_place_in_its_own_agents_seeds(tmp_path):
 
 @pytest.mark.parametrize("backend", ["local", "ray"])
 def test_more_workers_than_usable_cores_is_one_line_before_the_folder_is_made(tmp_path, monkeypatch, backend):
-    """Found: --workers accepted up to 1024 on a 2-core machine (1024 spawned interpreters, each
-    loading torch, before the first cell ran); the limit is the cores this process may use."""
+    """--workers above the cores this process may use is refused in one line before the folder is made
+    (on a 2-core machine, 1024 workers would spawn 1024 interpreters, each loading torch)."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = tmp_path / "x.yaml"

@@ -290,9 +290,9 @@ def test_smollm2_converts_to_the_same_logits_as_the_gguf_read_directly(tmp_path)
 def test_import_shows_sepo_progress_not_the_loaders_bar_and_a_pipe_is_named_as_one(
     tiny, tmp_path, monkeypatch
 ):
-    """Found: `sepo model import` (and `get`) printed transformers' raw tqdm bar ("Converting and
-    de-quantizing GGUF tensors...", carriage returns in a log) and no progress of its own; and a
-    named pipe or device was "no such file". Now the stages go through sepo's progress lines."""
+    """`sepo model import` (and `get`) show their stages as sepo's progress lines, not transformers'
+    raw tqdm bar ("Converting and de-quantizing GGUF tensors...", carriage returns in a log); a named
+    pipe or device is refused as what it is, not as "no such file"."""
     import os
 
     from sepo import progress

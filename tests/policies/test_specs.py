@@ -8,9 +8,9 @@ from sepo.policies.specs import check_model_source
 
 
 def test_a_run_folder_given_as_a_model_names_its_model(tmp_path):
-    """Found: `--agent hf:RUN` (the run folder of `sepo sft` or `sepo train`, not its model/) said
-    only that RUN is not a model folder, or (a train run has a config.json of its own) failed in
-    transformers ("Unrecognized model ... model_type"); the line now names RUN/model and run:RUN."""
+    """`--agent hf:RUN` (the run folder of `sepo sft` or `sepo train`, not its model/) is refused with
+    a line naming RUN/model and run:RUN, not only "not a model folder" or an error inside transformers
+    ("Unrecognized model ... model_type", from a train run's own config.json)."""
     (tmp_path / "run" / "model").mkdir(parents=True)
     (tmp_path / "run" / "model" / "config.json").write_text('{"model_type": "qwen2"}')
     run = str(tmp_path / "run")

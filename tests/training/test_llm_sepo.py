@@ -111,9 +111,9 @@ def test_killed_run_resumes_from_its_checkpoint(sft_model, tmp_path):
 def test_an_extension_killed_before_its_first_checkpoint_resumes_to_its_own_last_step(
     sft_model, tmp_path, monkeypatch
 ):
-    """Found in the real-model experiment: a cell's 10-step run, extended to 20 and killed at step 13,
-    resumed from checkpoint-10, which had recorded the 10-step run's end; the resume took it for a
-    finished run and saved the step-10 model as the 20-step one."""
+    """A 10-step run extended to 20 and killed at step 13 resumes from checkpoint-10, which recorded
+    the 10-step run's end, and trains on to step 20: the resume does not take it for a finished run
+    and save the step-10 model as the 20-step one."""
     import sepo.training.grpo as grpo
 
     for name in ("whole", "killed"):
@@ -235,9 +235,9 @@ def test_training_with_talk_runs_records_it_and_refuses_other_talk_settings_on_r
 
 
 def test_a_sample_count_too_large_to_draw_is_refused_before_anything_is_written(tmp_path):
-    """Found: `sepo train --policy hf:M --samples 100000000` was accepted, made the run folder,
-    loaded the model and then spent its time (and memory) building 1.2 billion prompts for the
-    first step's played policy; --final-samples waited for the end of training to do the same."""
+    """`sepo train --policy hf:M --samples 100000000` is refused before the run folder is made or the
+    model loaded (it would build 1.2 billion prompts for the first step's played policy), and so is
+    --final-samples, before training rather than at its end."""
     from typer.testing import CliRunner
 
     from sepo.cli.main import app
@@ -293,8 +293,7 @@ def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_the
     assert saved["answer_rest"] == 0.05
     # runs made before the option resume
     assert "answer_rest" not in LLMSEPOConfig(model=str(sft_model)).settings()
-    # found: the answer_rest branch took over the talk record (a talk run lost agent_messages_trained, an
-    # answer_rest run gained it)
+    # the answer_rest branch keeps to its own record: only a talk run has agent_messages_trained
     assert "agent_messages_trained" not in saved
     tighter = _train(sft_model, tmp_path / "tight", penalty="per-rollout", steps=1, answer_rest=0.02)
     # more than the allowed share left: sampled

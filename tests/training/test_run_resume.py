@@ -85,9 +85,8 @@ def test_sft_killed_after_a_checkpoint_resumes_to_the_same_weights(inputs, tmp_p
 def test_a_checkpoint_cut_off_while_saving_is_removed_and_the_run_resumes_from_the_one_before(
     inputs, tmp_path
 ):
-    """Found when a full disk stopped `torch.save` of the optimizer state: the checkpoint folder was
-    left without its trainer state, and resuming picked it (the latest) and failed, so the run
-    could not go on. The torn folder is now removed and the run resumes from the complete one."""
+    """A checkpoint folder left without its trainer state (a full disk stopped `torch.save` of the
+    optimizer state) is removed, and the run resumes from the complete checkpoint before it."""
     from safetensors.numpy import load_file
 
     from sepo.training.sft import SFTRunConfig, run_sft
@@ -140,8 +139,8 @@ def _stamp(root: Path) -> dict:
 
 
 def test_sft_leaves_the_data_folder_untouched(inputs, tmp_path):
-    """Found: `sepo sft --data D` wrote 3.4 MB of datasets cache-*.arrow files into D/train/, a
-    folder `sepo data sft` owns."""
+    """`sepo sft --data D` writes no datasets cache-*.arrow files into D/train/, a folder `sepo data
+    sft` owns."""
     tiny, data = inputs
     before = _files(data)
     result = _run(
@@ -164,8 +163,8 @@ def test_sft_leaves_the_data_folder_untouched(inputs, tmp_path):
 
 @pytest.mark.parametrize("length", [["--max-steps", "2"], ["--epochs", "1"]], ids=["max-steps", "epochs"])
 def test_a_finished_sft_run_rerun_is_read_never_trained_further(inputs, tmp_path, length):
-    """Found: three runs of `sepo sft --max-steps 2` said 2, 3, then 4 steps and rewrote metrics.jsonl
-    and the model; with --epochs a rerun appended a line and said 'final train loss 0.0000'."""
+    """Rerunning a finished `sepo sft --max-steps 2` reads it: the same step count, metrics.jsonl and
+    model untouched; with --epochs a rerun appends no line and reports the run's own final loss."""
     tiny, data = inputs
     command = [
         "sft",
@@ -195,8 +194,8 @@ def test_a_finished_sft_run_rerun_is_read_never_trained_further(inputs, tmp_path
 def test_sft_killed_after_its_last_step_saves_that_model_without_training_further(
     inputs, tmp_path, monkeypatch
 ):
-    """Found after a kill -9 of the smoke experiment: an SFT folder with `max_steps: 2` held checkpoint-3
-    (resuming from the last checkpoint trained one step past the end)."""
+    """An SFT run killed after its last step (`max_steps: 2`) resumes to save that model, without
+    training a step past the end (no checkpoint-3)."""
     from safetensors.numpy import load_file
 
     import sepo.training.sft as sft
@@ -225,7 +224,8 @@ def test_sft_killed_after_its_last_step_saves_that_model_without_training_furthe
 
 
 def test_sft_overwrite_and_resume_keep_the_users_files_and_write_umask_modes(inputs, tmp_path):
-    """Found: a file of the user's in S/model/ was deleted by a rerun; model.safetensors was 0600."""
+    """A rerun keeps a file of the user's in S/model/, and model.safetensors gets the umask's mode
+    (not 0600)."""
     from sepo.runs import FILE_MODE
 
     tiny, data = inputs
@@ -254,7 +254,8 @@ def test_sft_overwrite_and_resume_keep_the_users_files_and_write_umask_modes(inp
 
 
 def test_sft_without_a_terminal_prints_its_stages_and_steps_with_an_eta(inputs, tmp_path, monkeypatch):
-    """Found: long commands showed nothing but FutureWarnings without a terminal for minutes."""
+    """Without a terminal, a long SFT run prints its stages and steps with an ETA, not only library
+    warnings."""
     from sepo import progress
 
     monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
@@ -296,8 +297,8 @@ def test_a_checkpoint_is_saved_once_enough_time_passed_so_a_stop_loses_little(in
 
 
 def test_llm_training_and_its_audit_without_a_terminal_print_stages_and_counts(inputs, tmp_path, monkeypatch):
-    """Found: `sepo train --policy hf:...` and `sepo eval --agent run:<LLM run>` ran for minutes without a
-    terminal showing nothing but FutureWarnings."""
+    """Without a terminal, `sepo train --policy hf:...` and `sepo eval --agent run:<LLM run>` print their
+    stages and counts, not only library warnings."""
     from sepo import progress
 
     monkeypatch.setattr(progress, "STAGE_SECONDS", 0.0)
@@ -431,9 +432,9 @@ def test_a_stop_before_a_run_wrote_anything_removes_its_folder_and_says_so(tmp_p
 
 
 def test_an_sft_run_refuses_to_resume_on_data_replaced_since_it_started(inputs, tmp_path):
-    """Found: the run's config names its --data folder only, so a dataset replaced in place
-    (`sepo data sft --overwrite` with other episodes) after a kill was trained on by the resumed
-    run without a word. Its files' sha256 are recorded at the start and checked on resume."""
+    """The run's config names its --data folder only, so the files' sha256 are recorded at the start
+    and checked on resume: a dataset replaced in place (`sepo data sft --overwrite` with other episodes)
+    after a kill is refused, not trained on."""
     from sepo.training.sft import SFTRunConfig, run_sft
 
     tiny, _ = inputs
@@ -451,10 +452,10 @@ def test_an_sft_run_refuses_to_resume_on_data_replaced_since_it_started(inputs, 
 
 
 def test_an_sft_run_refuses_to_resume_from_a_model_replaced_since_it_started(inputs, tmp_path):
-    """Found: the run's config names its --model folder only, so a model replaced in place (`sepo
-    sft --overwrite` of the run that made it, `sepo model init --overwrite`) after a kill was resumed
-    from without a word (a LoRA checkpoint, an adapter alone, then sits on other base weights).
-    The model's files (size, modification time) are recorded at the start and checked on resume."""
+    """The run's config names its --model folder only, so the model's files (size, modification time)
+    are recorded at the start and checked on resume: a model replaced in place (`sepo sft --overwrite`
+    of the run that made it, `sepo model init --overwrite`) after a kill is refused (a LoRA checkpoint,
+    an adapter alone, would otherwise sit on other base weights)."""
     import shutil
 
     from sepo.training.sft import MODEL_IDENTITY, SFTRunConfig, run_sft

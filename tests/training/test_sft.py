@@ -211,7 +211,7 @@ def test_the_reply_end_carries_loss_when_the_pad_token_is_the_end_of_turn(tmp_pa
 
 
 def test_the_same_dataset_twice_is_refused(tmp_path):
-    """Found: `sepo sft --data d --data ./d/` trained on every example twice without a word."""
+    """`sepo sft --data d --data ./d/` is refused: it would train on every example twice."""
     from typer.testing import CliRunner
 
     from sepo.cli.main import app

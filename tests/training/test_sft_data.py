@@ -36,9 +36,9 @@ def test_answer_only_is_recorded_and_a_rerun_without_it_is_refused(tmp_path):
 
 
 def test_without_mixture_each_game_uses_its_own_default_and_a_missing_named_one_is_one_line(tmp_path):
-    """Found: `sepo data sft` defaulted to --mixture paper, which a game the paper does not have
-    lacks, so the command without --mixture failed there; it now uses the game's own default (the
-    first mixture its domain lists) and records it. Naming a mixture the game lacks is still refused."""
+    """`sepo data sft` without --mixture uses the game's own default (the first mixture its domain
+    lists) and records it, so a game without the paper's mixture works too; naming a mixture the game
+    lacks is refused in one line."""
     runner = CliRunner()
     for name in domain_names():
         domain = get_domain(name)
