@@ -192,7 +192,7 @@ def test_thinking_for_a_template_without_the_switch_is_refused_not_ignored(tiny)
 def test_eval_calls_an_audit_number_without_an_interval_exact_only_when_it_is(tiny):
     """Found: `sepo eval` printed "exact" in the interval column of every number without one: the
     best-response payoff of a sampled policy, and a pricing lower bound (and its payoffs) too."""
-    from sepo.cli.main import _no_interval_text
+    from sepo.cli.audit import _no_interval_text
 
     human = " ".join(_run("eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--episodes", "1", "--samples", "3",
                           *SHORT).stdout.split())
