@@ -45,8 +45,7 @@ rounds (reference, then each N) of which each measurement keeps its fastest, so 
 load hits both sides. torch runs on one CPU thread by default (`--threads`): on a busy machine
 (load above the core count) two OpenMP threads wait on each other in every matrix product, which
 slows all play and batched play most, so the ratio then measures the machine's scheduling rather
-than batching (with torch's default of 2 threads at load 5 on 2 cores: 421 ms per decision one at
-a time, 2.3x at N = 64; with 1 thread in the same conditions: 53 ms and 7.7x). The load average is
+than batching (benchmarks/README.md gives both, measured on one machine). The load average is
 printed before and after. The whole run takes about 1 to 3 minutes on 2 CPU cores with the tiny
 model, most of it building the model.
 

@@ -1,4 +1,4 @@
-"""Proof that TRL's GRPOTrainer trains the tiny local model on CPU, in both ways issue 3 allows.
+"""Proof that TRL's GRPOTrainer trains the tiny local model on CPU, in both ways TRL allows.
 
     .venv/bin/python examples/trl_grpo_tiny.py --mode multi-turn  [--steps 2] [--beta 0.0]
     .venv/bin/python examples/trl_grpo_tiny.py --mode per-decision [--steps 2]

@@ -30,7 +30,7 @@ Two modes:
   `score_normalization="mean"` divides by the answer's token count.
 
 Failure rules (a reply that names no action, two actions or an illegal one, or is truncated):
-- "forced": the paper's forced decoding (paper-protocol §1), batched: the model is asked for its
+- "forced": the paper's forced decoding (docs/paper-protocol.md §1), batched: the model is asked for its
   final action among the legal ones after its reply, and the legal action it ranks first plays
   (`sepo.policies.hf_forced`).
 - "fallback": a fixed action, `fallback_action(decision)` if given, else the domain's

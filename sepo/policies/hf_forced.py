@@ -1,6 +1,6 @@
 """Forced decoding for `HFPolicy`: the action of a reply that does not parse, asked of the model.
 
-The paper's rule (paper-protocol §1), batched: the failed reply is appended as an assistant turn,
+The paper's rule (docs/paper-protocol.md §1), batched: the failed reply is appended as an assistant turn,
 then a user turn `FORCED_QUESTION` ("State your final action (PASS/BET):") listing the *legal*
 actions only; one forward pass; the next-token logits are masked to the first token of each legal
 action name (tokenised with and without a leading space); argmax. If two legal names share a first

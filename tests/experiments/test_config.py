@@ -33,7 +33,7 @@ def test_a_good_config_validates():
     ({"tabular: {steps: 8": "tabular: {steps: 0"}, "training.tabular.steps"),
     ({"validation: 4": "validation: 0"}, "episodes.validation"),
     ({"lambdas:": "params: {no_such_param: 3}\n    lambdas:"}, "unknown game parameter no_such_param"),
-    # found: a checkpoint no training cell reaches was dropped without a word (the run showed `final` only)
+    # a checkpoint no training cell reaches is named, not dropped without a word
     ({"checkpoints: [4]": "checkpoints: [4, 40]"}, "training.checkpoints: step 40 is not before the last step of any "
                                                      "training cell (the longest trains 8 steps"),
     ({"checkpoints: [4]": "checkpoints: [8]"}, "training.checkpoints: step 8"),
@@ -149,8 +149,8 @@ def test_language_models_are_audited_and_trained_under_the_protocols_decoding(pr
 
 
 def test_decoding_the_config_leaves_out_is_the_protocols():
-    """Found by a hostile user: a `paper` experiment without a `decoding` section audited at the rigorous
-    defaults (temperature 1.0, 48 tokens) instead of the paper's 0.8 and 256, under the paper's name."""
+    """A `paper` experiment without a `decoding` section audits at the paper's temperature 0.8 and 256
+    tokens, not at the rigorous defaults (1.0, 48 tokens) under the paper's name."""
     from sepo.experiments import execute
 
     data = {k: v for k, v in _data().items() if k != "decoding"}
@@ -164,9 +164,9 @@ def test_decoding_the_config_leaves_out_is_the_protocols():
 
 
 def test_an_experiment_may_audit_greedily_and_set_the_sampling_filters():
-    """Found by a hostile user: an experiment refused temperature 0 (which `sepo eval` takes as greedy)
-    and had no top-p, top-k or repetition penalty; unset, the filters are the protocol's and stay out
-    of the recorded config, so experiments run before them keep their hash."""
+    """An experiment takes temperature 0 (greedy, as in `sepo eval`) and a top-p, top-k and repetition
+    penalty; unset, the filters are the protocol's and stay out of the recorded config, so experiments
+    run before they existed keep their hash."""
     from sepo.experiments import execute
 
     data = _data()
@@ -185,8 +185,8 @@ def test_an_experiment_may_audit_greedily_and_set_the_sampling_filters():
 
 
 def test_a_tabular_agent_is_skipped_with_its_reason_where_the_domain_has_no_tabular_environment():
-    """Found running the smoke slice of negotiation-gt (then without a tabular environment): its
-    tabular cells were planned and then crashed the runner. Every shipped domain has one now, so
+    """A tabular agent's cells in a domain without a tabular training environment are skipped with the
+    reason at planning, not planned and then crashed in the runner. Every shipped domain has one, so
     the test plugs in a domain without one (the test game, its trainer removed)."""
     from dataclasses import replace
 
@@ -206,7 +206,7 @@ def test_a_tabular_agent_is_skipped_with_its_reason_where_the_domain_has_no_tabu
     assert all("no tabular training environment" in s["reason"] for s in plan.skipped if s["agent"] == "tab")
 
 
-# ------------------------------------------ issue 17: every field is checked before anything is written
+# ------------------------------------------------ every field is checked before anything is written
 
 AGENTS_CONFIG = """
 domains: [{name: ipd, params: {rounds: 2, memory: 1}}, {name: kuhn}]
@@ -229,10 +229,10 @@ replicates: 50
     ("uniform", "MFILE", "agents[2].model: model 'MFILE' is a file, not a model folder; convert a GGUF file first"),
 ])
 def test_plan_and_run_check_every_agent_before_anything_is_written(tmp_path, spec, model, field):
-    """Found: `spec: bot:TFT` under kuhn and `model: /nonexistent` passed `experiment plan`; `run` failed
-    after writing the folder, and the corrected config was then refused as a different config."""
+    """`spec: bot:TFT` under kuhn and `model: /nonexistent` are refused by `experiment plan` and by `run`
+    before the folder is written (else the corrected config would be refused as a different one)."""
     config = tmp_path / "bad.yaml"
-    if model == "MFILE":  # found: a GGUF file named as the model was "no such folder"
+    if model == "MFILE":  # a GGUF file named as the model is named as a file, not "no such folder"
         (tmp_path / "m.gguf").write_bytes(b"GGUF")
         model, field = str(tmp_path / "m.gguf"), field.replace("MFILE", str(tmp_path / "m.gguf"))
     config.write_text(AGENTS_CONFIG.replace("SPEC", spec).replace("MODEL", model))
@@ -255,7 +255,7 @@ def test_another_config_names_the_differing_agent_field_by_path(tmp_path):
 
 
 def test_the_documented_smoke_cell_count_is_the_plans():
-    """Found: docs/experiments.md said the smoke was 70 cells while `experiment plan` listed 85."""
+    """The smoke's cell count the docs state is the one `experiment plan` lists."""
     import re
     from pathlib import Path
 

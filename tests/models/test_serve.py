@@ -151,9 +151,9 @@ def test_stats_wait_for_answers_without_polling(chat):
 
 
 def test_a_prompt_beyond_the_context_is_refused_400_and_the_queue_is_bounded(chat):
-    """Issue 17: a 1 MB prompt was accepted and held the server for minutes. Now a prompt that with
-    its reply does not fit the context is 400 `context_length_exceeded` (OpenAI's answer); a
-    request without max_tokens gets what the context leaves; one over the queue is 503."""
+    """A prompt that with its reply does not fit the context (a 1 MB prompt) is 400
+    `context_length_exceeded` (OpenAI's answer), not held for minutes; a request without max_tokens
+    gets what the context leaves; one over the queue is 503."""
     with running_server(chat, max_queue=1) as server:
         url = server.url + "/chat/completions"
         huge = {"model": "tiny", "temperature": 0, "messages": [{"role": "user", "content": "BET " * 250_000}]}

@@ -148,7 +148,7 @@ EDITS = {  # name: (how a kept record is changed, whether its checksum is rewrit
     "a row short": (lambda r: {**r, "rows": r["rows"][:1]}, True, "is not a batch of 4 replies"),
     "a row reversed": (lambda r: {**r, "rows": [r["rows"][0][::-1], *r["rows"][1:]]}, False, "its checksum differs"),
     "no checksum (an older sepo)": (lambda r: {k: v for k, v in r.items() if k != "check"}, False, "has no checksum"),
-    # found by a hostile review: each of these crashed with a traceback or was read as it was
+    # each of these is dropped with a warning, neither a traceback nor read as it is
     "a short generator state": (lambda r: {**r, "generator": {"cpu": "AAAA"}}, True, "is not a batch of 4 replies"),
     "a generator state not base64": (lambda r: {**r, "generator": {"cpu": "!!!notbase64"}}, True, "is not a batch"),
     "a negative token id": (lambda r: {**r, "rows": [[-5] * len(r["rows"][0]), *r["rows"][1:]]}, True, "is not a batch"),
@@ -221,9 +221,8 @@ def test_exploit_with_a_reply_cache_says_what_it_read(tiny, tmp_path):
 
 
 def test_a_model_moved_to_another_path_reads_what_it_kept(tiny, decisions, tmp_path):
-    """Found by a hostile review: the file was named after the model's path, so an interrupted
-    experiment folder moved elsewhere (its models with it) read nothing back; it is found by the
-    weights' digest now."""
+    """The cache file is found by the weights' digest, not the model's path, so an interrupted
+    experiment folder moved elsewhere (its models with it) reads back what it kept."""
     import shutil
 
     tiny.model.save_pretrained(tmp_path / "here")

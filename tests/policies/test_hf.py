@@ -307,8 +307,8 @@ def test_unloadable_path_is_one_clear_line(tmp_path):
 
 
 def test_a_file_or_an_empty_name_is_not_read_as_a_model_folder(tmp_path):
-    """Found: `hf:model.gguf` (the file a newcomer downloads) said "no such directory" of a file
-    that exists, and `hf:` (nothing after the colon) loaded the current folder."""
+    """`hf:model.gguf` (the file a newcomer downloads) is named as a file to convert, not "no such
+    directory", and `hf:` (nothing after the colon) is refused rather than loading the current folder."""
     gguf_file = tmp_path / "model.gguf"
     gguf_file.write_bytes(b"GGUF")
     with pytest.raises(SepoError, match="it is a file, not a model folder; convert a GGUF file first: `sepo model import"):
@@ -337,9 +337,9 @@ def test_tokenizer_without_chat_template_is_a_clear_error(scorer):
 
 
 def test_a_model_folder_without_its_tokenizer_json_is_refused_in_one_line(tiny_dir, tmp_path):
-    """Found by a hostile user: without tokenizer.json transformers builds a 2-token tokenizer from
-    tokenizer_config.json, which encodes every prompt to nothing; eval crashed in forced decoding,
-    and sft and train ran (and saved a model) without the model ever reading a prompt."""
+    """Without tokenizer.json transformers builds a 2-token tokenizer from tokenizer_config.json, which
+    encodes every prompt to nothing: the folder is refused in one line, before eval, sft or train
+    would run (and save a model) without the model ever reading a prompt."""
     import shutil
 
     broken = tmp_path / "no-tokenizer"
@@ -594,7 +594,7 @@ def test_a_models_message_is_cut_and_cleaned_by_the_channel(scorer):
 def test_an_answer_that_does_not_fit_the_token_limit_is_never_a_played_reply(scorer, decisions):
     """Generation stops at `max_new_tokens`, so an answer line whose tokens and the end token do not
     fit is always cut off (`truncated`): its exact probability is 0 and the model is not read
-    exactly (before, the limit was ignored and a model was read as playing answers it cannot write)."""
+    exactly (the limit holds: a model is not read as playing answers it cannot write)."""
     from sepo.policies.replies import Decoding
 
     d = decisions[INFO_STATES.index("1")]
@@ -613,9 +613,9 @@ def test_an_answer_that_does_not_fit_the_token_limit_is_never_a_played_reply(sco
 
 
 def test_a_prompt_that_leaves_too_little_context_for_the_reply_is_one_line(scorer, decisions, monkeypatch):
-    """Found: --max-new-tokens was checked against the context alone, so a prompt near the context
-    limit (a long history) failed deep inside transformers, or ran past the positions the model
-    was trained on. Where the prompt is known the check names its length, the limit and the flag."""
+    """--max-new-tokens is checked against the context left after the prompt, not the context alone,
+    so a prompt near the limit (a long history) neither fails deep inside transformers nor runs past
+    the positions the model was trained on; the line names the prompt's length, the limit and the flag."""
     policy = _policy(scorer, mode="sample", temperature=1.0, max_new_tokens=48)
     prompt = policy.prompt_ids(decisions[0])
     longest = max(len(policy.prompt_ids(d)) for d in decisions)
