@@ -26,7 +26,7 @@ def domain_for(spec: str) -> Domain:
     return Domain(
         name=f"openspiel:{spec}",
         description=f"OpenSpiel's {kind.long_name} ({game.num_players()} players"
-                    f"{', zero-sum' if zero_sum else ''}); exact solver for two players, a lower bound for more",
+        f"{', zero-sum' if zero_sum else ''}); exact solver for two players, a lower bound for more",
         make_game=partial(ref("sepo.games.openspiel.rules:make_game"), spec),
         params=(Param("rounds", int, 2, "openspiel: plays of the game per episode (players rotate seats)."),),
         bots=partial(ref("sepo.games.openspiel.bots:bot_table"), spec),
@@ -36,8 +36,12 @@ def domain_for(spec: str) -> Domain:
         demo_opponents=("Uniform", "CFR") if game.num_players() == 2 else (),
         solver=ref("sepo.games.openspiel.exact:solver") if game.num_players() == 2 else None,
         lower_bound=ref("sepo.games.openspiel.bound:lower_bound") if game.num_players() > 2 else None,
-        training=ref("sepo.games.openspiel.training:OpenSpielTrainingEnvironment") if game.num_players() == 2 else None,
-        llm_training=ref("sepo.games.openspiel.llm_env:OpenSpielLLMEnvironment") if game.num_players() == 2 else None,
+        training=ref("sepo.games.openspiel.training:OpenSpielTrainingEnvironment")
+        if game.num_players() == 2
+        else None,
+        llm_training=ref("sepo.games.openspiel.llm_env:OpenSpielLLMEnvironment")
+        if game.num_players() == 2
+        else None,
         round_name="play",
         payoff_name="return",
         chance=kind.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC,

@@ -49,8 +49,14 @@ class AveragePolicy(Policy):
     def __init__(self, spec: str, solver: str, iterations: int = 100):
         if isinstance(iterations, float) and iterations.is_integer():  # pool specs read numbers as floats
             iterations = int(iterations)
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or not 1 <= iterations <= MAX_ITERATIONS:
-            raise SepoError(f"{solver}: iterations must be an integer in 1..{MAX_ITERATIONS:,}, got {iterations!r}")
+        if (
+            isinstance(iterations, bool)
+            or not isinstance(iterations, int)
+            or not 1 <= iterations <= MAX_ITERATIONS
+        ):
+            raise SepoError(
+                f"{solver}: iterations must be an integer in 1..{MAX_ITERATIONS:,}, got {iterations!r}"
+            )
         self.table = average_policy(spec, solver, iterations)
         self.name = f"{solver}(iterations={iterations})"
 

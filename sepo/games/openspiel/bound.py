@@ -8,9 +8,9 @@ information); sepo does not. Instead, for each seat of the agent, a coordinate a
 best responses: every other seat starts at the agent's own policy (other starts: the uniform
 policy, and `PURE_STARTS` seeded random pure profiles), then each in turn plays its exact best
 response (a tree walk, `Tree.respond`) for the team's lead, the agent and the other seats held
-fixed, until a sweep over the seats gains nothing; the best of the starts is kept. Every step plays a real profile of policies, so the value found is at most the gap: a
-lower bound, labelled as one, the search named. Its first step alone is what a single seat can
-gain by deviating; the later ones only add.
+fixed, until a sweep over the seats gains nothing; the best of the starts is kept. Every step plays a real
+profile of policies, so the value found is at most the gap: a lower bound, labelled as one, the search named.
+Its first step alone is what a single seat can gain by deviating; the later ones only add.
 
 The profile found is `CoalitionResponse`, the rigorous exploiter pool's `BestResponse` for these
 games: it plays every other seat, reading the agent's seat from its decision (the agent is player
@@ -133,14 +133,27 @@ def lower_bound(game, agent: Policy):
         sweeps = max(sweeps, used)
     seats = ", ".join(str(s) for s in np.flatnonzero(weights))
     sampled = not estimate.exact
-    method = (f"lower bound: for each seat of the agent ({seats}, weighted as its {game.rounds} plays rotate it), the "
-              f"other {players - 1} seats' exact best responses for their lead (tree walk), each in turn with the agent and "
-              f"the rest held fixed, from the agent's own policy, from uniform play and from {PURE_STARTS} random pure "
-              f"profiles (seed {SEED}), until a sweep gains nothing (at most {sweeps} sweeps), the best start kept; the "
-              "others cannot do worse than this profile, so the gap is at least its lead"
-              + ("; the agent's policy is estimated from sampled replies, so this is a point estimate of the bound" if sampled
-                 else ""))
-    result = ExactResult(value=float(totals[0]), value_name="adversarial_gap", br_payoff=float(totals[1]),
-                         agent_payoff=float(totals[2]), method=method, exact=False, pruning_bound=0.0,
-                         extra={**extra, "sweeps": float(sweeps), **({"point_estimate": True} if sampled else {})})
+    method = (
+        f"lower bound: for each seat of the agent ({seats}, weighted as its {game.rounds} plays rotate it), "
+        f"the other {players - 1} seats' exact best responses for their lead (tree walk), each in turn with "
+        "the agent and the rest held fixed, from the agent's own policy, from uniform play and from "
+        f"{PURE_STARTS} random pure profiles (seed {SEED}), until a sweep gains nothing (at most {sweeps} "
+        "sweeps), the best start kept; the others cannot do worse than this profile, so the gap is at least "
+        "its lead"
+        + (
+            "; the agent's policy is estimated from sampled replies, so this is a point estimate of the bound"
+            if sampled
+            else ""
+        )
+    )
+    result = ExactResult(
+        value=float(totals[0]),
+        value_name="adversarial_gap",
+        br_payoff=float(totals[1]),
+        agent_payoff=float(totals[2]),
+        method=method,
+        exact=False,
+        pruning_bound=0.0,
+        extra={**extra, "sweeps": float(sweeps), **({"point_estimate": True} if sampled else {})},
+    )
     return Audit(result, CoalitionResponse(tree.keys, profiles, players), estimate.record())

@@ -5,4 +5,9 @@ from __future__ import annotations
 
 
 def events(protocol: str, episode) -> dict[str, float]:
-    return {"collusion_events": 0, "collusion_denominator": 0, "externality_events": 0, "externality_denominator": 0}
+    return {
+        "collusion_events": 0,
+        "collusion_denominator": 0,
+        "externality_events": 0,
+        "externality_denominator": 0,
+    }

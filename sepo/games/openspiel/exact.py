@@ -37,7 +37,9 @@ def block_size(tree: Tree) -> int:
 
     per_policy = ARRAYS_PER_POLICY * 8 * (tree.empty + 1)
     try:
-        check_fits(tree.game_name, f"one policy's sequence-form arrays ({tree.empty + 1:,} sequences)", per_policy)
+        check_fits(
+            tree.game_name, f"one policy's sequence-form arrays ({tree.empty + 1:,} sequences)", per_policy
+        )
     except NoTree as error:
         raise NoExactSolver(str(error)) from None
     return int(max(1, min(BLOCK, memory_budget() // per_policy)))
@@ -62,8 +64,10 @@ class OpenSpielSolver:
 
     def __init__(self, game):
         if game.num_players != 2:
-            raise NoExactSolver(f"{game.name} has {game.num_players} players; sepo's exact best response is for two "
-                                "(`sepo.games.openspiel.bound` gives a lower bound)")
+            raise NoExactSolver(
+                f"{game.name} has {game.num_players} players; sepo's exact best response is for two "
+                "(`sepo.games.openspiel.bound` gives a lower bound)"
+            )
         self.game = game
         self.tree = tree_of(game.spec)
         self.zero_sum = game.zero_sum
@@ -125,7 +129,9 @@ class OpenSpielSolver:
         """The agent's expected return per play against each opponent table, seats equally likely.
         `table` and `opponents` broadcast against each other over their leading axes (a population's
         `[k, 1, R, W]` against `[1, k, R, W]` gives `[k, k]`)."""
-        agent, opponents = np.broadcast_arrays(np.asarray(table, dtype=float), np.asarray(opponents, dtype=float))
+        agent, opponents = np.broadcast_arrays(
+            np.asarray(table, dtype=float), np.asarray(opponents, dtype=float)
+        )
         shape = agent.shape[:-2]
         agent, opponents = agent.reshape(-1, *agent.shape[-2:]), opponents.reshape(-1, *opponents.shape[-2:])
         as0 = self.expected_returns(agent, opponents)[:, 0]
@@ -141,8 +147,14 @@ class OpenSpielSolver:
         agent_payoff = float(0.5 * (as0[0] + as1[1]))
         br_payoff = float(0.5 * (as0[1] + as1[0]))
         extra = {"nash_conv": 2 * value} if self.zero_sum else {}
-        return ExactResult(value=value, value_name=self.value_name, br_payoff=br_payoff, agent_payoff=agent_payoff,
-                           method=METHOD, extra=extra)
+        return ExactResult(
+            value=value,
+            value_name=self.value_name,
+            br_payoff=br_payoff,
+            agent_payoff=agent_payoff,
+            method=METHOD,
+            extra=extra,
+        )
 
     def best_response(self, table) -> TabularPolicy:
         return TabularPolicy(self.best_responses(table)[1][0], self.keys, name="BestResponse")

@@ -48,12 +48,15 @@ class OpenSpielLLMEnvironment:
     def training_reach(self, table: np.ndarray) -> np.ndarray:
         return self.solver.own_reach(table) * self.reach_external
 
-    def sample_contexts(self, table: np.ndarray, count: int, rng: np.random.Generator) -> list[DecisionContext]:
+    def sample_contexts(
+        self, table: np.ndarray, count: int, rng: np.random.Generator
+    ) -> list[DecisionContext]:
         opponent = rng.integers(len(self.opponents), size=count)
         seat = rng.integers(2, size=count)
         chance = rng.random((count, int(self.tree.node_depth.max()) + 1))
-        states, _, mask, _, nodes = sample_plays(self.tree, table, self.opponents, opponent, seat, chance, rng,
-                                                 record_nodes=True)
+        states, _, mask, _, nodes = sample_plays(
+            self.tree, table, self.opponents, opponent, seat, chance, rng, record_nodes=True
+        )
         return [DecisionContext(int(states[n, k]), int(nodes[n, k]), int(seat[n]), int(opponent[n]))
                 for n in range(count) for k in range(states.shape[1]) if mask[n, k]]
 
@@ -63,7 +66,11 @@ class OpenSpielLLMEnvironment:
 
     def node_values(self, table: np.ndarray, opponent_index: int, seat: int) -> np.ndarray:
         """The agent's expected return from every node, the agent in `seat` (cached per table)."""
-        key = (hashlib.sha1(np.ascontiguousarray(table, dtype=float).tobytes()).hexdigest(), opponent_index, seat)
+        key = (
+            hashlib.sha1(np.ascontiguousarray(table, dtype=float).tobytes()).hexdigest(),
+            opponent_index,
+            seat,
+        )
         if key not in self._values:
             if len(self._values) > 64:
                 self._values.clear()
@@ -72,7 +79,9 @@ class OpenSpielLLMEnvironment:
             self._values[key] = self.tree.node_values(self.tree.move_probabilities(tables), seat)
         return self._values[key]
 
-    def outcome(self, table: np.ndarray, context: DecisionContext, decision: Decision, action: int) -> tuple[float, float, float]:
+    def outcome(
+        self, table: np.ndarray, context: DecisionContext, decision: Decision, action: int
+    ) -> tuple[float, float, float]:
         """(exact payoff to go of `action`, collusion 0, externality 0): the events do not apply."""
         values = self.node_values(np.asarray(table, dtype=float), context.opponent_index, context.seat)
         child = self.tree.children[context.node, decision.legal_actions.index(action)]

@@ -28,7 +28,12 @@ _NAME = re.compile(r"^[A-Za-z0-9_]+(\(.*\))?$")
 _INT = re.compile(r"^[+-]?[0-9]+$")
 _FLOAT = re.compile(r"^[+-]?([0-9]+\.[0-9]*|\.[0-9]+)$")
 """OpenSpiel reads a number as a double only with a decimal point (`1` is an integer, `1e2` a string)."""
-_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number with a decimal point", str: "a string"}
+_TYPE_NAMES = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number with a decimal point",
+    str: "a string",
+}
 INT_LIMIT = 2**31 - 1
 """OpenSpiel's integer parameters are C++ ints: a larger value fails inside pyspiel with only
 `CHECK_TRUE(success)`."""
@@ -90,11 +95,15 @@ def check_file(name: str, key: str, path: str) -> None:
     except OSError as error:
         raise SepoError(f"{where}: {error.strerror or 'cannot be read'}") from None
     if not stat.S_ISREG(info.st_mode):
-        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a pipe, device or socket)"
+        kind = (
+            "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file (a pipe, device or socket)"
+        )
         raise SepoError(f"{where} is {kind}; give the path of a file")
     if info.st_size > MAX_GAME_FILE_BYTES:
-        raise SepoError(f"{where} holds {info.st_size:,} bytes, more than the {MAX_GAME_FILE_BYTES:,} sepo reads as a "
-                        "game's rules")
+        raise SepoError(
+            f"{where} holds {info.st_size:,} bytes, more than the {MAX_GAME_FILE_BYTES:,} sepo reads as a "
+            "game's rules"
+        )
     if not os.access(path, os.R_OK):
         raise SepoError(f"{where}: permission denied")
 
@@ -114,13 +123,17 @@ def unsupported(kind, players: int | None = None) -> str | None:
     import pyspiel
 
     if kind.dynamics == pyspiel.GameType.Dynamics.MEAN_FIELD:
-        return ("is a mean-field game (one representative player against the distribution of a population), not a game "
-                "between players; sepo plays an agent against opponents")
+        return (
+            "is a mean-field game (one representative player against the distribution of a population), not "
+            "a game between players; sepo plays an agent against opponents"
+        )
     if (players if players is not None else kind.max_num_players) < 2:
         return "is a one-player game; sepo plays an agent against opponents (two or more players)"
     if kind.chance_mode == pyspiel.GameType.ChanceMode.SAMPLED_STOCHASTIC:
-        return ("draws its chance outcomes inside OpenSpiel (chance mode SAMPLED_STOCHASTIC), from a generator sepo's "
-                "seeds do not control and that no game tree can list; sepo needs explicit chance outcomes")
+        return (
+            "draws its chance outcomes inside OpenSpiel (chance mode SAMPLED_STOCHASTIC), from a generator "
+            "sepo's seeds do not control and that no game tree can list; sepo needs explicit chance outcomes"
+        )
     return None
 
 
@@ -147,7 +160,8 @@ def check_spec(spec: str, depth: int = 0) -> None:
         key, what = FILES_REQUIRED[name]
         if not given.get(key):
             raise SepoError(f"openspiel game {name!r} reads its rules from {what}: write {name}({key}=PATH)")
-    if kind.dynamics.name == "MEAN_FIELD" or kind.max_num_players < 2:  # the rest of the type once it is loaded
+    # the rest of the type once it is loaded
+    if kind.dynamics.name == "MEAN_FIELD" or kind.max_num_players < 2:
         raise SepoError(f"openspiel game {spec!r} {unsupported(kind)}")
 
 
@@ -160,15 +174,22 @@ def check_parameters(name: str, text: str, kind, depth: int = 0) -> list[tuple[s
     keys = [key for key, _ in pairs]
     for key in keys:
         if keys.count(key) > 1:
-            raise SepoError(f"openspiel game {name!r}: parameter {key!r} is given {keys.count(key)} times; give it once")
+            raise SepoError(
+                f"openspiel game {name!r}: parameter {key!r} is given {keys.count(key)} times; give it once"
+            )
     for key, value in pairs:
         if key not in spec:
-            raise SepoError(f"openspiel game {name!r} has no parameter {key!r}; its parameters (defaults): {spec_text(kind)}")
+            raise SepoError(
+                f"openspiel game {name!r} has no parameter {key!r}; its parameters (defaults): "
+                f"{spec_text(kind)}"
+            )
         expected = type(spec[key])
         if expected is dict:
             if not value.endswith(")"):
-                raise SepoError(f"openspiel game {name!r}: parameter {key}={value} must be a game, written with "
-                                f"parentheses: {key}={value.split('(')[0]}()")
+                raise SepoError(
+                    f"openspiel game {name!r}: parameter {key}={value} must be a game, written with "
+                    f"parentheses: {key}={value.split('(')[0]}()"
+                )
             check_spec(value, depth + 1)
             continue
         if expected not in _TYPE_NAMES:
@@ -176,14 +197,20 @@ def check_parameters(name: str, text: str, kind, depth: int = 0) -> list[tuple[s
         ok = {bool: value.lower() in ("true", "false"), int: bool(_INT.match(value)),
               float: bool(_FLOAT.match(value)), str: True}[expected]
         if not ok:
-            raise SepoError(f"openspiel game {name!r}: parameter {key}={value} must be {_TYPE_NAMES[expected]} "
-                            f"(its default: {key}={spec[key]})")
+            raise SepoError(
+                f"openspiel game {name!r}: parameter {key}={value} must be {_TYPE_NAMES[expected]} "
+                f"(its default: {key}={spec[key]})"
+            )
         if expected is int and abs(int(value)) > INT_LIMIT:
-            raise SepoError(f"openspiel game {name!r}: parameter {key}={value} is out of range (OpenSpiel's integers "
-                            f"are at most {INT_LIMIT:,})")
+            raise SepoError(
+                f"openspiel game {name!r}: parameter {key}={value} is out of range (OpenSpiel's integers "
+                f"are at most {INT_LIMIT:,})"
+            )
         if key == "players" and not kind.min_num_players <= int(value) <= kind.max_num_players:
-            raise SepoError(f"openspiel game {name!r}: parameter players={value} is out of range; {name} is for "
-                            f"{kind.min_num_players} to {kind.max_num_players} players")
+            raise SepoError(
+                f"openspiel game {name!r}: parameter players={value} is out of range; {name} is for "
+                f"{kind.min_num_players} to {kind.max_num_players} players"
+            )
         if expected is str and value and is_file_parameter(key):
             check_file(name, key, value)
     return pairs
@@ -246,16 +273,30 @@ def load(spec: str):
             game = pyspiel.load_game(spec)
             game.new_initial_state()  # some games check their parameters only here (clobber's board size)
     except MemoryError:
-        raise SepoError(f"openspiel game {spec!r}: too large to load on this machine (pyspiel ran out of memory); "
-                        f"{defaults}") from None
-    except (pyspiel.SpielError, RuntimeError, ValueError, IndexError, KeyError, OverflowError, TypeError) as error:
-        raise SepoError(f"openspiel game {spec!r}: OpenSpiel refuses it ({refusal_text(spec, error)}); {defaults}") from None
+        raise SepoError(
+            f"openspiel game {spec!r}: too large to load on this machine (pyspiel ran out of memory); "
+            f"{defaults}"
+        ) from None
+    except (
+        pyspiel.SpielError,
+        RuntimeError,
+        ValueError,
+        IndexError,
+        KeyError,
+        OverflowError,
+        TypeError,
+    ) as error:
+        raise SepoError(
+            f"openspiel game {spec!r}: OpenSpiel refuses it ({refusal_text(spec, error)}); {defaults}"
+        ) from None
     kind = game.get_type()
     why = unsupported(kind, game.num_players())
     if why is not None:
         raise SepoError(f"openspiel game {spec!r} {why}")
     if not kind.provides_information_state_string:
-        raise SepoError(f"openspiel game {spec!r} gives no information-state string, which sepo's decisions are keyed by")
+        raise SepoError(
+            f"openspiel game {spec!r} gives no information-state string, which sepo's decisions are keyed by"
+        )
     if kind.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
         game = pyspiel.convert_to_turn_based(game)
     return game
@@ -350,7 +391,9 @@ class OpenSpielState(State):
         return [(int(a), float(p)) for a, p in self._state.chance_outcomes()]
 
     def decision(self, player: int) -> Decision:
-        return decision_of(self._game.name, self._state, self.seat_of(player), player, self._play, self._game.rounds)
+        return decision_of(
+            self._game.name, self._state, self.seat_of(player), player, self._play, self._game.rounds
+        )
 
     def apply_action(self, action: int) -> None:
         if self.is_terminal():
@@ -373,7 +416,12 @@ class OpenSpielState(State):
 
     def clone(self) -> "OpenSpielState":
         copy = OpenSpielState.__new__(OpenSpielState)
-        copy._game, copy._play, copy._state, copy._rounds = self._game, self._play, self._state.clone(), list(self._rounds)
+        copy._game, copy._play, copy._state, copy._rounds = (
+            self._game,
+            self._play,
+            self._state.clone(),
+            list(self._rounds),
+        )
         return copy
 
 
@@ -391,7 +439,9 @@ class OpenSpielGame(Game):
         self.num_players = self.pyspiel_game.num_players()
         kind = self.pyspiel_game.get_type()
         self.zero_sum = kind.utility == pyspiel.GameType.Utility.ZERO_SUM
-        self.max_payoff = max(abs(self.pyspiel_game.max_utility()), abs(self.pyspiel_game.min_utility())) or 1.0
+        self.max_payoff = (
+            max(abs(self.pyspiel_game.max_utility()), abs(self.pyspiel_game.min_utility())) or 1.0
+        )
         from sepo.games.openspiel.text import OpenSpielText
 
         self._text = OpenSpielText(self)

@@ -41,13 +41,15 @@ class OpenSpielText(TextView):
     def system_prompt(self) -> str:
         pg = self.game.pyspiel_game
         kind = pg.get_type()
-        return (f"You are playing {kind.long_name} (OpenSpiel's `{self.game.spec}`), a game for {self.game.num_players} "
-                f"players, several times in a row; you take a different seat each time.\n"
-                "Each turn you see your information state as OpenSpiel writes it and the moves that are legal now.\n"
-                f"Your goal is the highest total return over all plays (returns per play lie between "
-                f"{pg.min_utility():g} and {pg.max_utility():g}).\n"
-                "Think briefly if you wish, then end your response with one legal move, exactly as it is written, "
-                "alone on the last line.")
+        return (
+            f"You are playing {kind.long_name} (OpenSpiel's `{self.game.spec}`), a game for "
+            f"{self.game.num_players} players, several times in a row; you take a different seat each time.\n"
+            "Each turn you see your information state as OpenSpiel writes it and the moves that are legal "
+            "now.\nYour goal is the highest total return over all plays (returns per play lie between "
+            f"{pg.min_utility():g} and {pg.max_utility():g}).\n"
+            "Think briefly if you wish, then end your response with one legal move, exactly as it is "
+            "written, alone on the last line."
+        )
 
     def user_prompt(self, decision: Decision) -> str:
         obs = decision.observation
@@ -66,7 +68,11 @@ class OpenSpielText(TextView):
             if line == _normal(name):
                 return ParseResult("ok", action, (name,))
         found = [name for name in decision.action_names if _phrase(name).search(line)]
-        found = [name for name in found if not any(name != other and _normal(name) in _normal(other) for other in found)]
+        found = [
+            name
+            for name in found
+            if not any(name != other and _normal(name) in _normal(other) for other in found)
+        ]
         if len(found) == 1:
             return ParseResult("ok", decision.action_named(found[0]), tuple(found))
         if found:
@@ -102,11 +108,15 @@ class OpenSpielText(TextView):
         of (`Raise`, `Liar`, `Bid`), when there are few enough to rename one to one; numbers are
         never renamed, so a game whose moves are numbers keeps them and changes only its name."""
         kind = self.game.pyspiel_game.get_type()
-        words = sorted({w for name in self.move_names() for w in re.findall(r"[A-Za-z]{2,}", name)}, key=str.lower)
+        words = sorted(
+            {w for name in self.move_names() for w in re.findall(r"[A-Za-z]{2,}", name)}, key=str.lower
+        )
         if len({w.lower() for w in words}) != len(words) or len(words) > len(ACTION_WORDS):
             words = []
         names = (kind.long_name, kind.short_name, self.game.spec.split("(")[0].strip())
-        return DisguiseTerms(game=tuple(dict.fromkeys(names)), actions=tuple(words), fixed={"OpenSpiel": "Gamebox"})
+        return DisguiseTerms(
+            game=tuple(dict.fromkeys(names)), actions=tuple(words), fixed={"OpenSpiel": "Gamebox"}
+        )
 
     def answer_text(self, decision: Decision, action: int) -> str:
         return decision.name_of(action)

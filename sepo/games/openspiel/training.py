@@ -96,8 +96,15 @@ class OpenSpielTrainingEnvironment:
         steps = int(self.tree.node_depth.max()) + 1
         group_chance = rng.random((groups, steps))
         group_of = np.repeat(np.arange(groups), group_size)
-        states, actions, mask, utility = sample_plays(self.tree, table, self.opponents, group_opponent[group_of],
-                                                      group_seat[group_of], group_chance[group_of], rng)
+        states, actions, mask, utility = sample_plays(
+            self.tree,
+            table,
+            self.opponents,
+            group_opponent[group_of],
+            group_seat[group_of],
+            group_chance[group_of],
+            rng,
+        )
         zeros = np.zeros(len(group_of))
         return Rollouts(states, actions, mask, group_of, utility, zeros, zeros.copy())
 

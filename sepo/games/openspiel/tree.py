@@ -73,8 +73,12 @@ class Tree:
         """`children` and `chance_prob`, after checking that they fit (`check_fits`): a game with one
         wide chance node (bargaining's 1,000 instances) makes them [N, 1,000], gigabytes where the
         sequence-form arrays of the exact solver are megabytes."""
-        check_fits(self.game_name, f"the [histories x moves] arrays the trainers walk ({len(self.node_kind):,} "
-                   f"histories x {self.fanout:,} moves, three arrays of 8 bytes an entry)", self.dense_bytes())
+        check_fits(
+            self.game_name,
+            f"the [histories x moves] arrays the trainers walk ({len(self.node_kind):,} "
+            f"histories x {self.fanout:,} moves, three arrays of 8 bytes an entry)",
+            self.dense_bytes(),
+        )
         children = np.full((len(self.node_kind), self.fanout), -1, dtype=np.int64)
         chance_prob = np.zeros((len(self.node_kind), self.fanout))
         children[self.edges[:, 0], self.edges[:, 1]] = self.edges[:, 2]
@@ -107,7 +111,9 @@ class Tree:
         """`M[s_other, s_rows_seat] = Σ_z chance(z)·weights(z)` over terminals by their last sequences."""
         size = self.empty + 1
         values = self.term_chance * weights
-        return sp.csr_matrix((values, (self.term_last[:, 1 - rows_seat], self.term_last[:, rows_seat])), shape=(size, size))
+        return sp.csr_matrix(
+            (values, (self.term_last[:, 1 - rows_seat], self.term_last[:, rows_seat])), shape=(size, size)
+        )
 
     def realization(self, table: np.ndarray) -> np.ndarray:
         """`[B, EMPTY + 1]` realization plan of tables `[B, R, W]` (both seats' rows)."""
@@ -123,7 +129,9 @@ class Tree:
         return sp.csr_matrix((np.ones(len(rows)), (np.arange(len(rows)), self.parent[rows])),
                              shape=(len(rows), self.empty + 1))
 
-    def best_response(self, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int, least: sp.csr_matrix | None = None):
+    def best_response(
+        self, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int, least: sp.csr_matrix | None = None
+    ):
         """(value `[B]`, one-hot choice `[B, R, W]` on `seat`'s rows) of `seat`'s best response to
         the other seat's realization plans, maximising Σ chance·gain; with `least` (Σ chance·the
         other seat's payoff, same layout), moves that tie on the gain go to the one that leaves
@@ -143,7 +151,9 @@ class Tree:
                 top = q.max(-1, keepdims=True)
                 tied = q >= top - 1e-12 * np.maximum(1.0, np.abs(top))
                 best = np.where(tied, left[:, idx] + left_below[:, idx], np.inf).argmin(-1)
-                chosen_left = np.take_along_axis(left[:, idx] + left_below[:, idx], best[..., None], -1)[..., 0]
+                chosen_left = np.take_along_axis(left[:, idx] + left_below[:, idx], best[..., None], -1)[
+                    ..., 0
+                ]
                 left_below += np.asarray((self._scatter_of(seat, rows).T @ chosen_left.T).T)
             value = np.take_along_axis(q, best[..., None], -1)[..., 0]
             choice[:, rows, :] = np.eye(self.width)[best]
@@ -176,7 +186,9 @@ class Tree:
             np.add.at(below, self.parent[rows], q[np.arange(len(rows)), best])
         return float(weights[self.empty] + below[self.empty]), choice
 
-    def counterfactual(self, table: np.ndarray, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int) -> np.ndarray:
+    def counterfactual(
+        self, table: np.ndarray, plan_other: np.ndarray, gain: sp.csr_matrix, seat: int
+    ) -> np.ndarray:
         """`[B, R, W]`: on `seat`'s rows, Σ over terminals below (row, column) of chance × gain ×
         the other seat's plan × `seat`'s own probabilities after that column."""
         weights = np.asarray((gain.T @ plan_other.T).T)
@@ -252,7 +264,9 @@ def estimated_histories(pgame, probes: int = 200, seed: int = 0, stop_above: flo
             return total / probes
         state, weight, count = pgame.new_initial_state(), 1.0, 1.0
         while not state.is_terminal():
-            moves = [a for a, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
+            moves = (
+                [a for a, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
+            )
             if not moves:  # a game whose parameters leave a player nothing to do (goofspiel with no cards)
                 break
             weight *= len(moves)
@@ -264,7 +278,9 @@ def estimated_histories(pgame, probes: int = 200, seed: int = 0, stop_above: flo
     return total / probes
 
 
-def check_walkable(pgame, game_name: str, what: str = "the exact solver", max_histories: int = MAX_HISTORIES) -> None:
+def check_walkable(
+    pgame, game_name: str, what: str = "the exact solver", max_histories: int = MAX_HISTORIES
+) -> None:
     """`NoTree` (one line) when the estimated tree is ten times `max_histories`: too large for
     anything that walks the whole game (the exact solver, pyspiel's CFR). A chance node or a
     decision with more outcomes than ten times the limit is refused from the game's declared
@@ -272,16 +288,22 @@ def check_walkable(pgame, game_name: str, what: str = "the exact solver", max_hi
     (liars_dice with a billion-sided die runs out of memory listing one roll)."""
     widest = max(int(pgame.max_chance_outcomes()), int(pgame.num_distinct_actions()))
     if widest > 10 * max_histories:
-        raise NoTree(f"{game_name}: a single move has up to {widest:,} outcomes (OpenSpiel's max_chance_outcomes and "
-                     f"num_distinct_actions), beyond the {max_histories:,} histories {what} walks")
+        raise NoTree(
+            f"{game_name}: a single move has up to {widest:,} outcomes (OpenSpiel's max_chance_outcomes and "
+            f"num_distinct_actions), beyond the {max_histories:,} histories {what} walks"
+        )
     try:
         estimate = estimated_histories(pgame, stop_above=10 * max_histories)
     except MemoryError:
-        raise NoTree(f"{game_name}: too large to estimate (pyspiel ran out of memory listing one node's moves, of up to "
-                     f"{widest:,}); {what} walks at most {max_histories:,} histories") from None
+        raise NoTree(
+            f"{game_name}: too large to estimate (pyspiel ran out of memory listing one node's moves, of up "
+            f"to {widest:,}); {what} walks at most {max_histories:,} histories"
+        ) from None
     if estimate > 10 * max_histories:
-        raise NoTree(f"{game_name}: about {estimate:.1e} histories (estimated from random paths), more than the "
-                     f"{max_histories:,} {what} walks")
+        raise NoTree(
+            f"{game_name}: about {estimate:.1e} histories (estimated from random paths), more than the "
+            f"{max_histories:,} {what} walks"
+        )
 
 
 HISTORY_BYTES = 700
@@ -303,8 +325,10 @@ def check_fits(game_name: str, what: str, needed: int) -> None:
 
     budget = memory_budget()
     if needed > budget:
-        raise NoTree(f"{game_name}: {what} would take about {size_text(needed)}, {size_text(needed - budget)} more than "
-                     f"the {size_text(budget)} this machine can spare")
+        raise NoTree(
+            f"{game_name}: {what} would take about {size_text(needed)}, {size_text(needed - budget)} more "
+            f"than the {size_text(budget)} this machine can spare"
+        )
 
 
 def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES, what: str = "the exact solver") -> Tree:
@@ -332,7 +356,9 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES, what: str =
         state, parent_node, col, chance, p_edge, last, depth = stack.pop()
         node = len(kinds)
         if node >= max_histories:
-            raise NoTree(f"{game_name}: more than {max_histories:,} histories; {what} enumerates the whole game tree")
+            raise NoTree(
+                f"{game_name}: more than {max_histories:,} histories; {what} enumerates the whole game tree"
+            )
         held += HISTORY_BYTES
         if held > budget:
             check_fits(game_name, f"enumerating the game tree (more than {node:,} histories so far)", held)
@@ -367,9 +393,11 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES, what: str =
             held += decision_bytes(len(legal)) + len(key)
         row = keys[key]
         if seats[row] != seat or actions[row] != tuple(int(a) for a in legal) or parents[row] != last[seat]:
-            raise NoTree(f"{game_name}: information state {' '.join(key.split())[:80]!r} is met by two seats, with other "
-                         f"moves or after other own moves (OpenSpiel's string forgets them: no perfect recall); {what} "
-                         "needs perfect recall")
+            raise NoTree(
+                f"{game_name}: information state {' '.join(key.split())[:80]!r} is met by two seats, with "
+                "other moves or after other own moves (OpenSpiel's string forgets them: no perfect recall); "
+                f"{what} needs perfect recall"
+            )
         kinds.append(seat)
         rows.append(row)
         for c, action in reversed(list(enumerate(legal))):
@@ -380,7 +408,8 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES, what: str =
         raise SepoError(f"{game_name}: no player ever moves")
     W = max(len(a) for a in actions)
     N, Z = len(kinds), len(term)
-    # the arrays below: [R, W] legal, the sequence-form vectors of a policy, [N] node and [Z, n] terminal arrays
+    # the arrays below: [R, W] legal, the sequence-form vectors of a policy, [N] node and [Z, n] terminal
+    # arrays
     check_fits(game_name, f"the game tree's arrays ({N:,} histories, {R:,} information states x {W:,} moves)",
                held + R * W * 9 + N * (8 * 3 + 8 * n + 32) + Z * 8 * (1 + 2 * n))
     empty = R * W
@@ -394,7 +423,10 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES, what: str =
         p = parents[r]
         own_depth[r] = 0 if p is None else own_depth[p[0]] + 1
     seat_arr = np.array(seats)
-    levels = [[np.flatnonzero((seat_arr == s) & (own_depth == d)) for d in range(int(own_depth.max()) + 1)] for s in range(n)]
+    levels = [
+        [np.flatnonzero((seat_arr == s) & (own_depth == d)) for d in range(int(own_depth.max()) + 1)]
+        for s in range(n)
+    ]
     levels = [[rows_ for rows_ in seat_levels if len(rows_)] for seat_levels in levels]
     legal = np.zeros((R, W), dtype=bool)
     for r, a in enumerate(actions):
@@ -403,11 +435,24 @@ def build(pgame, game_name: str, max_histories: int = MAX_HISTORIES, what: str =
     fanout = max(W, int(edge_array[:, 1].max()) + 1 if len(edge_array) else 1)
     zeros = (0.0,) * n
     return Tree(
-        keys=tuple(keys), seat=seat_arr, legal=legal, actions=actions, decisions=decisions, parent=parent, levels=levels,
-        node_kind=np.array(kinds), node_row=np.array(rows), node_depth=np.array(node_depth), edges=edge_array,
-        edge_prob=np.array(edge_prob, dtype=float), fanout=fanout,
-        node_returns=np.array([r if r is not None else zeros for r in node_returns], dtype=float).reshape(N, n),
-        term_chance=np.array([t[0] for t in term]), term_returns=np.array([t[1] for t in term], dtype=float).reshape(Z, n),
+        keys=tuple(keys),
+        seat=seat_arr,
+        legal=legal,
+        actions=actions,
+        decisions=decisions,
+        parent=parent,
+        levels=levels,
+        node_kind=np.array(kinds),
+        node_row=np.array(rows),
+        node_depth=np.array(node_depth),
+        edges=edge_array,
+        edge_prob=np.array(edge_prob, dtype=float),
+        fanout=fanout,
+        node_returns=np.array([r if r is not None else zeros for r in node_returns], dtype=float).reshape(
+            N, n
+        ),
+        term_chance=np.array([t[0] for t in term]),
+        term_returns=np.array([t[1] for t in term], dtype=float).reshape(Z, n),
         term_last=np.array([[flat(seq) for seq in t[2]] for t in term], dtype=np.int64).reshape(Z, n),
         game_name=game_name,
     )
