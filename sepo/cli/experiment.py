@@ -21,12 +21,14 @@ def run_command(
     backend: Backend = typer.Option("local", "--backend", help="local (a process pool) or ray (cells as Ray tasks)."),
     workers: int = typer.Option(1, "--workers", min=1, help="Cells run at once (local processes, or the CPUs of a local "
                                 "Ray instance); at most the CPU cores this process may use, since each cell is a CPU-bound "
-                                "process and more only add memory and contention (a Ray cluster, --address or RAY_ADDRESS, counts its own)."),
+                                "process and more only add memory and contention (a Ray cluster, --address "
+                                "or RAY_ADDRESS, counts its own)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an experiment in --out (removes only what it wrote)."),
-    address: Optional[str] = typer.Option(None, "--address", help="With --backend ray: the Ray cluster to run on, its head "
-                                          "node's host:port (what `ray start --head` prints), or auto; default $RAY_ADDRESS, "
-                                          "else a local Ray instance. --out must then be on a filesystem every node mounts "
-                                          "at the same path. A cell lost with its node is run again (3 times at most)."),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="With --backend ray: the Ray cluster to run on, its head node's host:port "
+        "(what `ray start --head` prints), or auto; default $RAY_ADDRESS, else a local Ray instance. --out "
+        "must then be on a filesystem every node mounts at the same path. A cell lost with its node is run "
+        "again (3 times at most)."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ):
     """Run every cell (train, select on validation episodes, audit on test episodes); resumes after a kill."""
@@ -39,8 +41,8 @@ def run_command(
         task = bar.add_task("cells", total=None)
         summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite,
                                  address=address,
-                                 on_notice=lambda line: err_console.print(f"note: {escape(line)}", highlight=False,
-                                                                          soft_wrap=True),
+                                 on_notice=lambda line: err_console.print(f"note: {escape(line)}",
+                                                                          highlight=False, soft_wrap=True),
                                  on_progress=lambda p: bar.update(task, completed=p.done, total=p.total,
                                                                   description=f"cells ({p.running} running)"))
     if summary.get("repaired"):

@@ -319,8 +319,8 @@ class _Auditor:
 
 
 def read_result(path: Path) -> dict:
-    """A finished cell's `result.json`, checked: a damaged one is one line naming it (before, a traceback
-    in `sepo report` and in the results table's rebuild)."""
+    """A finished cell's `result.json`, checked: a damaged one is one line naming it (not a traceback in
+    `sepo report` or in the results table's rebuild)."""
     import json
 
     from sepo.inputs import read_text

@@ -126,7 +126,7 @@ def read_results(out: str | Path):
 def check_finished(config: ExperimentConfig, plan: Plan, out: Path, run) -> str | None:
     """A finished experiment given again: check every cell's result (a damaged one is one line naming it)
     and rebuild a results table found damaged or missing from them; returns what was wrong with the table,
-    or None. Before, the rerun pointed at a results file that could not be read. A table the run never
+    or None, so that a rerun never points at a results file that cannot be read. A table the run never
     wrote is not its to rebuild (a folder left so by hand): left as it is."""
     for cell in plan.cells:
         if (out / "cells" / cell.id / RESULT).exists():
@@ -186,8 +186,9 @@ def _run_cell_on_node(config_data: dict, cell: Cell, out: str) -> str:
     cell that attempt finished."""
     folder = Path(out)
     if not (folder / "plan.json").is_file():
-        raise SepoError(f"the experiment folder {out} is not on the cluster node {socket.gethostname()} that was to run "
-                        f"cell {cell.id}: --out must be a folder every node mounts at the same path (a shared filesystem)")
+        raise SepoError(f"the experiment folder {out} is not on the cluster node {socket.gethostname()} that "
+                        f"was to run cell {cell.id}: --out must be a folder every node mounts at the same "
+                        "path (a shared filesystem)")
     work = folder / "cells" / cell.id
     wait_for_cell(work)
     if (work / RESULT).is_file():
@@ -245,7 +246,7 @@ class LocalBackend:
 
 
 RETRIES = 3
-"""How many more times a cell lost with its node or worker process is run (a cell's own error is not retried)."""
+"""How many more times a cell lost with its node or worker process is run (its own error is not retried)."""
 WAIT_SECONDS = 30.0
 """How often a Ray runner waiting for cells checks that the cluster still has a node that can run them."""
 
@@ -258,14 +259,14 @@ def check_address(address: str) -> str:
         return address
     match = re.fullmatch(r"(ray://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})", address)
     if not match or not 0 < int(match.group(3)) < 65536:
-        raise SepoError(f"--address {address[:200]!r} is not a Ray address: give the head node's host:port (what "
-                        "`ray start --head` prints), ray://host:port, or auto")
+        raise SepoError(f"--address {address[:200]!r} is not a Ray address: give the head node's host:port "
+                        "(what `ray start --head` prints), ray://host:port, or auto")
     host, port = match.group(2).strip("[]"), int(match.group(3))
     try:
         socket.create_connection((host, port), timeout=10).close()
     except OSError as error:
-        raise SepoError(f"no Ray cluster answers at {address} ({error.strerror or error}): start its head with "
-                        "`ray start --head`, or check the address") from None
+        raise SepoError(f"no Ray cluster answers at {address} ({error.strerror or error}): start its head "
+                        "with `ray start --head`, or check the address") from None
     return address
 
 
@@ -306,7 +307,8 @@ class RayBackend:
                          log_to_driver=False, configure_logging=False)
             except (ConnectionError, ray.exceptions.RayError) as error:
                 line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                raise SepoError(f"cannot join the Ray cluster at {address or 'a local instance'}: {line[:300]}") from None
+                where = address or "a local instance"
+                raise SepoError(f"cannot join the Ray cluster at {where}: {line[:300]}") from None
             self.started = True
         self.config = config
         self.notice = notice
@@ -326,10 +328,12 @@ class RayBackend:
         """Say once when no live node offers what a waiting cell needs (every such node died):
         the cells wait for one to join."""
         resources = self.ray.cluster_resources()
-        wanted = sorted({self.needs.get(f, "CPU") for f in futures} - {k for k, v in resources.items() if v >= 1})
+        offered = {k for k, v in resources.items() if v >= 1}
+        wanted = sorted({self.needs.get(f, "CPU") for f in futures} - offered)
         if wanted and not self.starved:
-            self.notice(f"no live node of the cluster offers a {' or '.join(wanted)}: {len(futures)} cell(s) wait "
-                        "for one to join (`ray status` lists the nodes); Ctrl-C stops, the same command resumes")
+            self.notice(f"no live node of the cluster offers a {' or '.join(wanted)}: {len(futures)} cell(s) "
+                        "wait for one to join (`ray status` lists the nodes); Ctrl-C stops, the same command "
+                        "resumes")
         self.starved = bool(wanted)
 
     def wait(self, futures):
@@ -446,7 +450,10 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
         already = len(finished)
         pending = sorted((c for c in plan.cells if c.id not in finished), key=seed_major(config, plan))
         durations: list[float] = []
-        engine = (LocalBackend(workers) if backend == "local" else RayBackend(config, workers, address, notice)) if pending else None
+        engine = None
+        if pending:
+            engine = (LocalBackend(workers) if backend == "local"
+                      else RayBackend(config, workers, address, notice))
         running: dict = {}
         attempts: dict[str, int] = {}
         new = 0
@@ -475,10 +482,11 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
                     if lost is not None:
                         attempts[cell.id] = attempts.get(cell.id, 1) + 1
                         if attempts[cell.id] > 1 + RETRIES:
-                            raise SepoError(f"cell {cell.id} was lost {1 + RETRIES} times, the last because {lost}; the "
-                                            "finished cells are kept, and the same command resumes the rest")
-                        notice(f"cell {cell.id}: {lost}; running it again (attempt {attempts[cell.id]} of {1 + RETRIES}), "
-                               "on a live node, from what the lost attempt left")
+                            raise SepoError(f"cell {cell.id} was lost {1 + RETRIES} times, the last because "
+                                            f"{lost}; the finished cells are kept, and the same command "
+                                            "resumes the rest")
+                        notice(f"cell {cell.id}: {lost}; running it again (attempt {attempts[cell.id]} of "
+                               f"{1 + RETRIES}), on a live node, from what the lost attempt left")
                         pending.insert(0, cell)
                         continue
                     durations.append(time.time() - t0)
@@ -501,4 +509,5 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
             run.complete()
     return {"cells": len(plan.cells), "finished": len(finished), "already_finished": already, "ran": new,
             "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),
-            "config_hash": config.hash(), "retried": {cell: n - 1 for cell, n in attempts.items()}, "notices": notices}
+            "config_hash": config.hash(), "retried": {cell: n - 1 for cell, n in attempts.items()},
+            "notices": notices}
