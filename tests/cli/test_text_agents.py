@@ -45,7 +45,7 @@ def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
 
     human = _run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3", *SHORT).stdout
     assert "estimated (3 replies per state)" in human and "policy table" in human
-    title = " ".join(human.split())  # found: the title said "exact values" of a sampled policy's table
+    title = " ".join(human.split())  # a sampled policy's table is not titled "exact values"
     assert "in kuhn: the solver's exact values for the estimated (3 replies per state) policy" in title
     assert "in kuhn: exact values" not in title
     bot = _run("exploit", "--game", "kuhn", "--agent", "bot:NashApprox").stdout
@@ -140,10 +140,10 @@ def test_a_language_model_agent_writes_messages_in_eval_with_talk(tiny):
 
 
 def test_a_sample_count_too_large_to_read_is_refused_before_any_episode(tiny, monkeypatch):
-    """Found: `sepo eval --agent hf:M --samples 100000` played every pool first (minutes to hours
-    with a real model) and only then refused the count, because a model that might answer with
-    the action line alone (read exactly, no samples) skipped the early check. It now asks the
-    model first (a short probe), only when the count would be refused."""
+    """`sepo eval --agent hf:M --samples 100000` is refused before any pool is played (minutes to
+    hours with a real model), also for a model that might answer with the action line alone (read
+    exactly, no samples): the model is asked first (a short probe), only when the count would be
+    refused."""
     import sepo.evaluation.evaluate as evaluate
 
     def no_play(*args, **kwargs):
@@ -157,8 +157,8 @@ def test_a_sample_count_too_large_to_read_is_refused_before_any_episode(tiny, mo
 
 
 def test_a_language_model_run_is_audited_in_its_own_game(tiny, tmp_path):
-    """Found: `sepo exploit --game ipd --agent run:R` with R a Kuhn language-model run audited the
-    model in the IPD without a word (a tabular run is refused there); `hf:R/model` plays it anywhere."""
+    """`sepo exploit --game ipd --agent run:R` with R a Kuhn language-model run is refused, as a tabular
+    run is, not audited in the IPD without a word; `hf:R/model` plays the model anywhere."""
     import os
 
     run = tmp_path / "run"
@@ -172,8 +172,8 @@ def test_a_language_model_run_is_audited_in_its_own_game(tiny, tmp_path):
 
 
 def test_samples_under_greedy_decoding_is_refused_not_ignored(tiny):
-    """Found: `--temperature 0 --samples 5` ran and reported an exact policy read from one reply
-    per prompt, the --samples the user gave silently unused."""
+    """`--temperature 0 --samples 5` is refused: greedy decoding reads one reply per prompt, so the
+    --samples given would be silently unused."""
     result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0",
                                       "--samples", "5", *SHORT])
     assert result.exit_code == 2 and "--samples 5 applies to sampled replies" in result.stderr, result.output
@@ -181,8 +181,8 @@ def test_samples_under_greedy_decoding_is_refused_not_ignored(tiny):
 
 
 def test_thinking_for_a_template_without_the_switch_is_refused_not_ignored(tiny):
-    """Found: `--thinking` (or `--no-thinking`) with a model whose chat template has no
-    enable_thinking switch ran as if it were not given, and the result recorded it as set."""
+    """`--thinking` (or `--no-thinking`) with a model whose chat template has no enable_thinking
+    switch is refused, not run as if it were not given while the result records it as set."""
     for flag in ("--thinking", "--no-thinking"):
         result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0",
                                           flag, *SHORT])
@@ -190,8 +190,8 @@ def test_thinking_for_a_template_without_the_switch_is_refused_not_ignored(tiny)
 
 
 def test_eval_calls_an_audit_number_without_an_interval_exact_only_when_it_is(tiny):
-    """Found: `sepo eval` printed "exact" in the interval column of every number without one: the
-    best-response payoff of a sampled policy, and a pricing lower bound (and its payoffs) too."""
+    """`sepo eval` prints "exact" in the interval column only for exact numbers: not for the
+    best-response payoff of a sampled policy, nor for a pricing lower bound (and its payoffs)."""
     from sepo.cli.audit import _no_interval_text
 
     human = " ".join(_run("eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--episodes", "1", "--samples", "3",

@@ -137,9 +137,9 @@ class _Sampled(_Undeclared):
 
 
 def test_a_sampled_policys_lower_bound_is_labelled_a_point_estimate_without_an_interval():
-    """Found: the lower bound of an estimated policy was printed as "a lower bound" with no
-    interval and no word that it is itself an estimate (the rival is chosen on the same sampled
-    replies it is measured on, so neither the value nor a resampling interval bounds the truth)."""
+    """The lower bound of an estimated policy is labelled a point estimate without an interval: the
+    rival is chosen on the same sampled replies it is measured on, so neither the value nor a
+    resampling interval bounds the truth."""
     from sepo.cli.audit import _exact_notes
     from sepo.metrics.exact import POINT_ESTIMATE_NOTE, SAMPLED_NOTE, exact_label
 
