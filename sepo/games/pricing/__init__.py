@@ -27,29 +27,76 @@ def _optional_number(text: str):
 
 DOMAIN = Domain(
     name="pricing",
-    description="Repeated pricing with logit demand (Calvano et al. 2020) and institutions against collusion; exact adversarial best response",
+    description="Repeated pricing with logit demand (Calvano et al. 2020) and institutions against "
+                "collusion; exact adversarial best response",
     make_game=ref("sepo.games.pricing.rules:make_game"),
     params=(
         Param("firms", int, 2, "pricing: number of firms (exact values and training: 2)."),
-        Param("prices", int, 15, "pricing: grid points from a bit below the Nash price to a bit above the monopoly price "
-                                 "(Calvano et al.: 15)."),
-        Param("grid", str, None, "pricing: explicit comma-separated price grid instead of --prices (not with it), e.g. "
-                                 "1.5,1.6,1.7."),
+        Param(
+            "prices",
+            int,
+            15,
+            "pricing: grid points from a bit below the Nash price to a bit above the monopoly price "
+            "(Calvano et al.: 15).",
+        ),
+        Param(
+            "grid",
+            str,
+            None,
+            "pricing: explicit comma-separated price grid instead of --prices (not with it), e.g. "
+            "1.5,1.6,1.7.",
+        ),
         Param("rounds", int, 10, "Rounds per match (pricing: periods, 10 by default)."),
-        Param("memory", _memory, 1, "Rounds an information state remembers (pricing: 1 by default, 'full' for the whole "
-                                    "history)."),
-        Param("quality", str, "2", "pricing: product quality a_i, one number or one per firm (Calvano et al.: 2)."),
+        Param(
+            "memory",
+            _memory,
+            1,
+            "Rounds an information state remembers (pricing: 1 by default, 'full' for the whole history).",
+        ),
+        Param(
+            "quality",
+            str,
+            "2",
+            "pricing: product quality a_i, one number or one per firm (Calvano et al.: 2).",
+        ),
         Param("outside", float, 0.0, "pricing: the outside good's quality a_0 (Calvano et al.: 0)."),
         Param("mu", float, 0.25, "pricing: logit differentiation mu (Calvano et al.: 0.25)."),
-        Param("cost", str, "1", "pricing: marginal cost c_i, one number or one per firm (Calvano et al.: 1)."),
-        Param("cap", _optional_number, None, "pricing institution: price cap (grid prices above it are not offered)."),
-        Param("sanction_threshold", _optional_number, None, "pricing institution: prices above this are sanctioned."),
-        Param("fine", float, 0.0, "pricing institution: the fine per period for a detected price above the threshold "
-                                  "(needs --sanction-threshold)."),
-        Param("detection", float, 1.0, "pricing institution: probability that a price above the threshold is detected "
-                                       "(needs --sanction-threshold and a --fine)."),
-        Param("leniency", float, 0.0, "pricing institution: leniency, the fine cut for the reporting firm (0: off; needs "
-                                      "--sanction-threshold and a --fine; see docs/pricing.md)."),
+        Param(
+            "cost", str, "1", "pricing: marginal cost c_i, one number or one per firm (Calvano et al.: 1)."
+        ),
+        Param(
+            "cap",
+            _optional_number,
+            None,
+            "pricing institution: price cap (grid prices above it are not offered).",
+        ),
+        Param(
+            "sanction_threshold",
+            _optional_number,
+            None,
+            "pricing institution: prices above this are sanctioned.",
+        ),
+        Param(
+            "fine",
+            float,
+            0.0,
+            "pricing institution: the fine per period for a detected price above the threshold "
+            "(needs --sanction-threshold).",
+        ),
+        Param(
+            "detection",
+            float,
+            1.0,
+            "pricing institution: probability that a price above the threshold is detected "
+            "(needs --sanction-threshold and a --fine).",
+        ),
+        Param(
+            "leniency",
+            float,
+            0.0,
+            "pricing institution: leniency, the fine cut for the reporting firm (0: off; needs "
+            "--sanction-threshold and a --fine; see docs/pricing.md).",
+        ),
     ),
     bots=ref("sepo.games.pricing.bots:bot_table"),
     pools=ref("sepo.games.pricing.pools:pools"),

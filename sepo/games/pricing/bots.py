@@ -37,7 +37,9 @@ class PriceSpec:
     @classmethod
     def of(cls, grid, nash_price: float, monopoly_price: float) -> "PriceSpec":
         grid = np.asarray([float(p) for p in grid])
-        return cls(len(grid), int(np.abs(grid - nash_price).argmin()), int(np.abs(grid - monopoly_price).argmin()))
+        return cls(
+            len(grid), int(np.abs(grid - nash_price).argmin()), int(np.abs(grid - monopoly_price).argmin())
+        )
 
     @classmethod
     def of_game(cls, game, seat: int) -> "PriceSpec":
@@ -48,7 +50,9 @@ class PriceSpec:
     def of_decision(cls, decision: Decision) -> "PriceSpec":
         obs = decision.observation
         b = obs["benchmarks"]
-        return _spec(tuple(obs["grid"]), b["nash_prices"][decision.player], b["monopoly_prices"][decision.player])
+        return _spec(
+            tuple(obs["grid"]), b["nash_prices"][decision.player], b["monopoly_prices"][decision.player]
+        )
 
 
 @functools.lru_cache(maxsize=256)
@@ -116,7 +120,8 @@ class Competitive(PricingBot):
 
 
 class Monopoly(PricingBot):
-    """Always the collusive price (the grid price nearest the joint-monopoly price), whatever the rival does."""
+    """Always the collusive price (the grid price nearest the joint-monopoly price), whatever the rival
+    does."""
 
     name = "Monopoly"
     classifier = {"memory_depth": 0, "stochastic": False}
@@ -159,7 +164,8 @@ class TitForTat(PricingBot):
 
     def machine(self, spec):
         k = spec.k
-        probs = np.concatenate([_one_hot(k, spec.monopoly)[None], np.eye(k)])  # state 1 + j: the rival last charged j
+        # state 1 + j: the rival last charged j
+        probs = np.concatenate([_one_hot(k, spec.monopoly)[None], np.eye(k)])
         following = np.broadcast_to(1 + np.arange(k)[None, None, :], (k + 1, k, k)).copy()
         return Machine(probs, following)
 

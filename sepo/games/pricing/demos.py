@@ -11,8 +11,13 @@ from __future__ import annotations
 from sepo.games.pricing.bots import BOTS
 
 MIXTURES = {
-    "mixed": [(BOTS["Competitive"], 0.3), (BOTS["TitForTat"], 0.3), (BOTS["GrimTrigger"], 0.2), (BOTS["Undercut"], 0.1),
-              (BOTS["Uniform"], 0.1)],
+    "mixed": [
+        (BOTS["Competitive"], 0.3),
+        (BOTS["TitForTat"], 0.3),
+        (BOTS["GrimTrigger"], 0.2),
+        (BOTS["Undercut"], 0.1),
+        (BOTS["Uniform"], 0.1),
+    ],
     "competitive": [(BOTS["Competitive"], 0.7), (BOTS["Undercut"], 0.3)],
 }
 

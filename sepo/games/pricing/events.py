@@ -20,7 +20,9 @@ import numpy as np
 def round_events(delta, surplus_loss):
     """Per period (numbers or arrays): (collusion event, externality event) from the raw Δ and the
     raw consumer-surplus loss share."""
-    return np.maximum(0.0, np.asarray(delta, dtype=float)), np.maximum(0.0, np.asarray(surplus_loss, dtype=float))
+    return np.maximum(0.0, np.asarray(delta, dtype=float)), np.maximum(
+        0.0, np.asarray(surplus_loss, dtype=float)
+    )
 
 
 def events(protocol: str, episode) -> dict[str, float]:
@@ -42,10 +44,16 @@ def frequencies(episodes) -> dict:
     if first is not None:
         b = first.observation["benchmarks"]
         seat = first.observation.get("player", 0)
-        out.update({"pricing/nash_price": b["nash_prices"][seat], "pricing/monopoly_price": b["monopoly_prices"][seat],
-                    "pricing/nash_profit": b["nash_profit"], "pricing/monopoly_profit": b["monopoly_profit"],
-                    "pricing/nash_consumer_surplus": b["nash_consumer_surplus"],
-                    "pricing/monopoly_consumer_surplus": b["monopoly_consumer_surplus"]})
+        out.update(
+            {
+                "pricing/nash_price": b["nash_prices"][seat],
+                "pricing/monopoly_price": b["monopoly_prices"][seat],
+                "pricing/nash_profit": b["nash_profit"],
+                "pricing/monopoly_profit": b["monopoly_profit"],
+                "pricing/nash_consumer_surplus": b["nash_consumer_surplus"],
+                "pricing/monopoly_consumer_surplus": b["monopoly_consumer_surplus"],
+            }
+        )
     for pool in ("all", "train", "collusive", "exploiter"):
         chosen = [e for e in episodes if pool == "all" or e.pool == pool]
         rounds = [(e.agent_player, r) for e in chosen for r in e.rounds]
@@ -53,9 +61,15 @@ def frequencies(episodes) -> dict:
             continue
         own = [r.info["prices"][seat] for seat, r in rounds]
         rivals = [p for seat, r in rounds for i, p in enumerate(r.info["prices"]) if i != seat]
-        out.update({f"pricing/{pool}/delta": float(np.mean([r.info["delta"] for _, r in rounds])),
-                    f"pricing/{pool}/mean_price": float(np.mean(own)),
-                    f"pricing/{pool}/mean_rival_price": float(np.mean(rivals)),
-                    f"pricing/{pool}/consumer_surplus": float(np.mean([r.third_party["consumers"] for _, r in rounds])),
-                    f"pricing/{pool}/fines": float(np.mean([r.info["fines"][seat] for seat, r in rounds]))})
+        out.update(
+            {
+                f"pricing/{pool}/delta": float(np.mean([r.info["delta"] for _, r in rounds])),
+                f"pricing/{pool}/mean_price": float(np.mean(own)),
+                f"pricing/{pool}/mean_rival_price": float(np.mean(rivals)),
+                f"pricing/{pool}/consumer_surplus": float(
+                    np.mean([r.third_party["consumers"] for _, r in rounds])
+                ),
+                f"pricing/{pool}/fines": float(np.mean([r.info["fines"][seat] for seat, r in rounds])),
+            }
+        )
     return out

@@ -29,8 +29,8 @@ the histories that rival and the agent's own positive-probability prices reach (
 deterministic agent); on branches it reaches with probability below `LOWER_BOUND_REACH` the rival
 switches to its maximin price, whose lead max_b min_a (u_R − u_A) a period the agent cannot lower,
 and they are counted at that. The rival so defined is one fixed strategy, and any fixed rival's
-expected lead is at most the best rival's, so the value is a lower bound on the agent's true gap (labelled `lower bound`), equal to it when the agent in fact
-reads at most m periods.
+expected lead is at most the best rival's, so the value is a lower bound on the agent's true gap (labelled
+`lower bound`), equal to it when the agent in fact reads at most m periods.
 
 For a policy estimated from sampled replies (a language model at temperature > 0) the value is a
 point estimate of that bound (`extra["point_estimate"]`, said in the method and in every output),
@@ -45,7 +45,8 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.pricing.rules import PricingMarket
-from sepo.metrics.joint_history import JointHistorySolver, joint_key_rows as key_rows
+from sepo.metrics.joint_history import JointHistorySolver
+from sepo.metrics.joint_history import joint_key_rows as key_rows
 from sepo.metrics.repeated import check_tree_fits, declared_state
 from sepo.policies.base import Policy
 
@@ -71,7 +72,14 @@ class PricingSolver(JointHistorySolver):
             raise SepoError(game.exact_size(0) or "pricing: the exact solver is for two firms")
         super().__init__(game, game.k, agent_player)
 
-    def audit(self, agent: Policy, threshold: float = 0.0, projection: bool = False, replicates: int = 1000, seed: int = 0):
+    def audit(
+        self,
+        agent: Policy,
+        threshold: float = 0.0,
+        projection: bool = False,
+        replicates: int = 1000,
+        seed: int = 0,
+    ):
         """`RepeatedAudit.audit`, except that an agent declaring nothing, audited without --memory or
         --threshold, gets the lower bound (module doc) where the whole tree would be refused."""
         declares = declared_state(agent) is not None or getattr(agent, "table", None) is not None
@@ -114,7 +122,9 @@ class PricingSolver(JointHistorySolver):
                 b = rival.action(t, history)
                 for a in np.nonzero(p > 0)[0].tolist():
                     weight = reach * p[a]
-                    totals += weight * np.array([lead[a, b], self.stage.opponent[a, b], self.stage.agent[a, b]])
+                    totals += weight * np.array(
+                        [lead[a, b], self.stage.opponent[a, b], self.stage.agent[a, b]]
+                    )
                     if t + 1 < rounds:
                         if weight >= LOWER_BOUND_REACH:
                             following.append((history + ((a, b),), weight))
@@ -124,16 +134,34 @@ class PricingSolver(JointHistorySolver):
             level = following
         base = self.result(solved)
         memory = self.game.memory
-        point = ("; the agent's policy is estimated from sampled replies, so this is a point estimate of the bound, without "
-                 "an interval (the rival is chosen on the replies it is measured on)") if sampled else ""
-        result = replace(base, value=float(totals[0] / rounds), br_payoff=float(totals[1] / rounds),
-                         agent_payoff=float(totals[2] / rounds), exact=False, pruning_bound=0.0,
-                         method=(f"lower bound: the gap maximiser of the agent's memory-{memory} projection played against "
-                                 f"the agent ({read} histories read; reach below {LOWER_BOUND_REACH:g}, {pruned:.2g} in all, "
-                                 "where the rival switches to its maximin price, counted at its guaranteed lead); exact when the agent reads at most "
-                                 f"{memory} period{'s' if memory != 1 else ''}{point}"),
-                         extra={"projection_gap": base.value, "histories_read": read, "pruned_reach": pruned,
-                                **({"point_estimate": True} if sampled else {})})
+        point = (
+            (
+                "; the agent's policy is estimated from sampled replies, so this is a point estimate of the "
+                "bound, without an interval (the rival is chosen on the replies it is measured on)"
+            )
+            if sampled
+            else ""
+        )
+        result = replace(
+            base,
+            value=float(totals[0] / rounds),
+            br_payoff=float(totals[1] / rounds),
+            agent_payoff=float(totals[2] / rounds),
+            exact=False,
+            pruning_bound=0.0,
+            method=(
+                f"lower bound: the gap maximiser of the agent's memory-{memory} projection played against "
+                f"the agent ({read} histories read; reach below {LOWER_BOUND_REACH:g}, {pruned:.2g} in all, "
+                "where the rival switches to its maximin price, counted at its guaranteed lead); exact when "
+                f"the agent reads at most {memory} period{'s' if memory != 1 else ''}{point}"
+            ),
+            extra={
+                "projection_gap": base.value,
+                "histories_read": read,
+                "pruned_reach": pruned,
+                **({"point_estimate": True} if sampled else {}),
+            },
+        )
         return Audit(result, self.response(solved), estimate.record())
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.games.credit import Charges
-from sepo.games.pricing.training import COLLUSION, EXTERNALITY, PAYOFF, PricingTrainingEnvironment
 from sepo.games.matches import match_contexts
+from sepo.games.pricing.training import COLLUSION, EXTERNALITY, PAYOFF, PricingTrainingEnvironment
 from sepo.games.records import MatchContext
 
 
@@ -25,7 +25,9 @@ class PricingLLMEnvironment:
 
     def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         self.game = game
-        self.tabular = PricingTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)
+        self.tabular = PricingTrainingEnvironment(
+            game, train_specs, collusive_specs, exploiter_specs, charges
+        )
         self.solver = self.tabular.solver
         self.rounds_per_rollout = game.rounds
         self.weight = self.tabular.weight
@@ -49,7 +51,9 @@ class PricingLLMEnvironment:
         rounds = self.game.rounds
         markets = max(1, -(-count // rounds))
         rival_of = rng.integers(len(self.weight), size=markets)
-        own, other, rows = self.tabular.play(table, self.tabular.rollout_rivals(table), rival_of, rng.random((markets, rounds, 2)))
+        own, other, rows = self.tabular.play(
+            table, self.tabular.rollout_rivals(table), rival_of, rng.random((markets, rounds, 2))
+        )
         return match_contexts(rows, own, other, rival_of)
 
     def training_decision(self, context: MatchContext, rng: np.random.Generator):
@@ -79,7 +83,9 @@ class PricingLLMEnvironment:
             self._values = (table.tobytes(), per_rival)
         return self._values[1]
 
-    def outcome(self, table: np.ndarray, context: MatchContext, decision, action: int) -> tuple[float, float, float]:
+    def outcome(
+        self, table: np.ndarray, context: MatchContext, decision, action: int
+    ) -> tuple[float, float, float]:
         """(payoff, collusion events, externality events) to go of `action`, exact, each scaled by
         the rival's credit (module doc)."""
         env = self.tabular

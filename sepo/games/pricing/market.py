@@ -48,7 +48,9 @@ class Market:
         if not all(np.isfinite(values)):
             raise SepoError("pricing: qualities, costs, the outside quality and mu must be finite numbers")
         if self.mu <= 0:
-            raise SepoError(f"pricing: mu (the logit's horizontal differentiation) must be > 0, got {self.mu:g}")
+            raise SepoError(
+                f"pricing: mu (the logit's horizontal differentiation) must be > 0, got {self.mu:g}"
+            )
 
     @property
     def firms(self) -> int:
@@ -79,7 +81,9 @@ class Market:
     def nash_prices(self) -> np.ndarray:
         """The one-shot Bertrand-Nash prices: p_i − c_i = μ/(1 − q_i(p)) for every i."""
         cost = np.asarray(self.cost)
-        solved = optimize.root(lambda p: p - cost - self.mu / (1.0 - self.shares(p)), cost + self.mu, tol=1e-13)
+        solved = optimize.root(
+            lambda p: p - cost - self.mu / (1.0 - self.shares(p)), cost + self.mu, tol=1e-13
+        )
         if not solved.success:
             raise SepoError(f"pricing: the Bertrand-Nash prices were not found ({solved.message})")
         return solved.x
@@ -100,10 +104,14 @@ class Market:
         """The numbers the collusion index and the consumer-surplus loss are read against: Nash and
         monopoly prices per firm, the mean profit per firm at each (π_N, π_M), and CS at each."""
         nash, monopoly = self.nash_prices, self.monopoly_prices
-        return {"nash_prices": nash.tolist(), "monopoly_prices": monopoly.tolist(),
-                "nash_profit": float(self.profits(nash).mean()), "monopoly_profit": float(self.profits(monopoly).mean()),
-                "nash_consumer_surplus": float(self.consumer_surplus(nash)),
-                "monopoly_consumer_surplus": float(self.consumer_surplus(monopoly))}
+        return {
+            "nash_prices": nash.tolist(),
+            "monopoly_prices": monopoly.tolist(),
+            "nash_profit": float(self.profits(nash).mean()),
+            "monopoly_profit": float(self.profits(monopoly).mean()),
+            "nash_consumer_surplus": float(self.consumer_surplus(nash)),
+            "monopoly_consumer_surplus": float(self.consumer_surplus(monopoly)),
+        }
 
     def collusion_index(self, prices) -> np.ndarray:
         """Δ = (π̄ − π_N)/(π_M − π_N), π̄ the firms' mean profit at `prices` `[..., n]` (Calvano et
@@ -115,8 +123,9 @@ class Market:
         """The consumers' loss against the Nash benchmark, as a share of the loss at the monopoly
         prices: (CS_N − CS)/(CS_N − CS_M); 1 at the monopoly prices, negative below Nash."""
         b = self.benchmarks
-        return (b["nash_consumer_surplus"] - self.consumer_surplus(prices)) / (b["nash_consumer_surplus"]
-                                                                              - b["monopoly_consumer_surplus"])
+        return (b["nash_consumer_surplus"] - self.consumer_surplus(prices)) / (
+            b["nash_consumer_surplus"] - b["monopoly_consumer_surplus"]
+        )
 
     def grid(self, points: int = 15, extension: float = 0.1, decimals: int = 2) -> np.ndarray:
         """Calvano et al.'s price grid: `points` equally spaced prices from min p_N − ξ(p_M − p_N) to
@@ -144,13 +153,20 @@ class Market:
             if len(np.unique(prices)) == points:
                 return prices
         top = min(points - 1, held, most)  # the counts above `apart` are few: tried one by one
-        fits = top if top <= apart else next((n for n in range(top, apart, -1) if len(np.unique(spaced(n))) == n),
-                                             apart)
+        fits = (
+            top
+            if top <= apart
+            else next((n for n in range(top, apart, -1) if len(np.unique(spaced(n))) == n), apart)
+        )
         if fits >= 2:
-            raise SepoError(f"pricing: {points:,} grid points between {start:.{decimals}f} and {stop:.{decimals}f} "
-                            f"are not distinct at {decimals} decimals; use --prices {fits:,} or fewer, or an explicit "
-                            "--grid")
-        raise SepoError(f"pricing: the Nash and monopoly prices ({low:.4f} and {high:.4f}) are less than a cent apart at "
-                        f"these costs, qualities and mu, so no grid between them has two distinct prices at {decimals} "
-                        f"decimals; give an explicit --grid, or a lower --cost (Calvano et al.: cost 1, "
-                        f"quality 2)")
+            raise SepoError(
+                f"pricing: {points:,} grid points between {start:.{decimals}f} and {stop:.{decimals}f} "
+                f"are not distinct at {decimals} decimals; use --prices {fits:,} or fewer, or an explicit "
+                "--grid"
+            )
+        raise SepoError(
+            f"pricing: the Nash and monopoly prices ({low:.4f} and {high:.4f}) are less than a cent apart at "
+            f"these costs, qualities and mu, so no grid between them has two distinct prices at {decimals} "
+            f"decimals; give an explicit --grid, or a lower --cost (Calvano et al.: cost 1, "
+            f"quality 2)"
+        )

@@ -41,8 +41,17 @@ import math
 import numpy as np
 
 from sepo.errors import SepoError
-from sepo.games.base import (SIMULTANEOUS, TERMINAL, Decision, Game, RoundResult, State, TextView, episode_record_bytes,
-                             longest_within)
+from sepo.games.base import (
+    SIMULTANEOUS,
+    TERMINAL,
+    Decision,
+    Game,
+    RoundResult,
+    State,
+    TextView,
+    episode_record_bytes,
+    longest_within,
+)
 from sepo.games.pricing.market import CALVANO, Market
 
 DEFAULT_ROUNDS = 10
@@ -64,8 +73,16 @@ def _number(value, what: str, low: float | None = None, high: float | None = Non
         number = float(value)
     except (TypeError, ValueError):
         raise SepoError(f"pricing: {what} must be a number, got {value!r}") from None
-    if not math.isfinite(number) or (low is not None and number < low) or (high is not None and number > high):
-        span = f" in [{low:g}, {high:g}]" if low is not None and high is not None else (f" >= {low:g}" if low is not None else "")
+    if (
+        not math.isfinite(number)
+        or (low is not None and number < low)
+        or (high is not None and number > high)
+    ):
+        span = (
+            f" in [{low:g}, {high:g}]"
+            if low is not None and high is not None
+            else (f" >= {low:g}" if low is not None else "")
+        )
         raise SepoError(f"pricing: {what} must be a finite number{span}, got {value!r}")
     return number
 
@@ -91,7 +108,9 @@ def _per_firm(value, firms: int, what: str) -> tuple[float, ...]:
 
 
 def _grid(text) -> np.ndarray:
-    items = text if isinstance(text, (list, tuple)) else [p for p in str(text).replace(" ", "").split(",") if p]
+    items = (
+        text if isinstance(text, (list, tuple)) else [p for p in str(text).replace(" ", "").split(",") if p]
+    )
     prices = np.array([_number(p, "every grid price", 0.0) for p in items])
     if len(prices) < 2 or np.any(np.diff(prices) <= 0):
         raise SepoError(f"pricing: --grid needs at least two increasing prices, got {text!r}")
@@ -116,7 +135,10 @@ def inert_institutions(sanction_threshold=None, fine: float = 0.0, detection: fl
     if not named:
         return []
     one = len(named) == 1
-    return [f"{' and '.join(named)} {'does' if one else 'do'} nothing {why}; {fix}, or leave {'it' if one else 'them'} out"]
+    return [
+        f"{' and '.join(named)} {'does' if one else 'do'} nothing {why}; {fix}, or leave "
+        f"{'it' if one else 'them'} out"
+    ]
 
 
 def effective_params(params: dict) -> dict:
@@ -156,15 +178,19 @@ class PricingState(State):
         return self._game.decision_after(self._game.own_view(self._history, player), player)
 
     def apply_action(self, action: int) -> None:
-        raise ValueError("pricing: all firms set their prices at once; use apply_actions([price of firm 0, ...])")
+        raise ValueError(
+            "pricing: all firms set their prices at once; use apply_actions([price of firm 0, ...])"
+        )
 
     def apply_actions(self, actions) -> None:
         if self.is_terminal():
             raise ValueError("pricing: the market is over; no price can be applied")
         joint = tuple(int(a) for a in actions)
         if len(joint) != self._game.num_players or not all(0 <= a < self._game.k for a in joint):
-            raise ValueError(f"pricing: illegal prices {actions!r}; give one action 0..{self._game.k - 1} per firm "
-                             f"({self._game.num_players} firms)")
+            raise ValueError(
+                f"pricing: illegal prices {actions!r}; give one action 0..{self._game.k - 1} per firm "
+                f"({self._game.num_players} firms)"
+            )
         self._rounds.append(self._game.round_result(joint))
         self._history.append(joint)
 
@@ -197,15 +223,23 @@ class PricingMarket(Game):
         self.protocol = protocol
         self.num_players = _whole(firms, "firms", 2)
         if self.num_players > MAX_FIRMS:
-            raise SepoError(f"pricing: --firms must be at most {MAX_FIRMS}, got {self.num_players:,} (the Nash benchmark "
-                            f"stops converging near 80 firms and play grows as firms squared; exact values and training "
-                            f"take 2)")
+            raise SepoError(
+                f"pricing: --firms must be at most {MAX_FIRMS}, got {self.num_players:,} (the Nash benchmark "
+                f"stops converging near 80 firms and play grows as firms squared; exact values and training "
+                f"take 2)"
+            )
         self.rounds = _whole(rounds, "rounds", 1)
-        self.market = Market(_per_firm(quality, self.num_players, "quality"), _per_firm(cost, self.num_players, "cost"),
-                             _number(outside, "outside"), _number(mu, "mu"))
+        self.market = Market(
+            _per_firm(quality, self.num_players, "quality"),
+            _per_firm(cost, self.num_players, "cost"),
+            _number(outside, "outside"),
+            _number(mu, "mu"),
+        )
         if grid is not None and prices is not None:
-            raise SepoError(f"pricing: --grid gives the prices itself; --prices {prices} does not apply with it "
-                            "(leave one out)")
+            raise SepoError(
+                f"pricing: --grid gives the prices itself; --prices {prices} does not apply with it "
+                "(leave one out)"
+            )
         full = _grid(grid) if grid is not None else self.market.grid(
             _whole(DEFAULT_POINTS if prices is None else prices, "prices (grid points)", 2))
         self.cap = None if cap is None else _number(cap, "cap", 0.0)
@@ -215,8 +249,12 @@ class PricingMarket(Game):
         self.k = len(self.grid)
         self.action_names = tuple(f"{p:.2f}" for p in self.grid)
         if len(set(self.action_names)) != self.k:
-            raise SepoError("pricing: grid prices must differ at two decimals (what a firm reads is what it charges)")
-        self.threshold = None if sanction_threshold is None else _number(sanction_threshold, "sanction_threshold", 0.0)
+            raise SepoError(
+                "pricing: grid prices must differ at two decimals (what a firm reads is what it charges)"
+            )
+        self.threshold = (
+            None if sanction_threshold is None else _number(sanction_threshold, "sanction_threshold", 0.0)
+        )
         self.fine = _number(fine, "fine", 0.0)
         self.detection = _number(detection, "detection", 0.0, 1.0)
         self.leniency = _number(leniency, "leniency", 0.0, 1.0)
@@ -248,7 +286,9 @@ class PricingMarket(Game):
         is_lowest = above & (prices == lowest)
         reported = cartel & (is_lowest.sum(-1, keepdims=True) == 1)
         applicant = is_lowest & reported
-        return np.where(applicant, (1.0 - self.leniency) * expected, np.where(above & reported, self.fine, expected))
+        return np.where(
+            applicant, (1.0 - self.leniency) * expected, np.where(above & reported, self.fine, expected)
+        )
 
     def payoffs(self, prices) -> np.ndarray:
         """Every firm's profit minus its expected sanction at prices `[..., n]`."""
@@ -266,12 +306,18 @@ class PricingMarket(Game):
         prices = self.grid[list(joint)]
         gross = self.market.profits(prices)
         fines = self.fines(prices)
-        return RoundResult(payoffs=tuple(float(v) for v in gross - fines),
-                           third_party={CONSUMERS: float(self.market.consumer_surplus(prices))},
-                           info={"actions": joint, "prices": tuple(float(p) for p in prices),
-                                 "profits": tuple(float(v) for v in gross), "fines": tuple(float(v) for v in fines),
-                                 "delta": float(self.market.collusion_index(prices)),
-                                 "surplus_loss": float(self.market.surplus_loss(prices))})
+        return RoundResult(
+            payoffs=tuple(float(v) for v in gross - fines),
+            third_party={CONSUMERS: float(self.market.consumer_surplus(prices))},
+            info={
+                "actions": joint,
+                "prices": tuple(float(p) for p in prices),
+                "profits": tuple(float(v) for v in gross),
+                "fines": tuple(float(v) for v in fines),
+                "delta": float(self.market.collusion_index(prices)),
+                "surplus_loss": float(self.market.surplus_loss(prices)),
+            },
+        )
 
     def joint_prices(self) -> np.ndarray:
         """`[K, K, 2]`: the prices (agent's, rival's) of every joint action of two firms."""
@@ -309,7 +355,9 @@ class PricingMarket(Game):
         rivals) for more."""
         if self.num_players == 2:
             return tuple((joint[player], joint[1 - player]) for joint in history)
-        return tuple((joint[player], tuple(a for i, a in enumerate(joint) if i != player)) for joint in history)
+        return tuple(
+            (joint[player], tuple(a for i, a in enumerate(joint) if i != player)) for joint in history
+        )
 
     def _price_text(self, pair) -> str:
         own, rivals = pair
@@ -341,21 +389,31 @@ class PricingMarket(Game):
     def decision_after(self, history: tuple, player: int = 0) -> Decision:
         """The decision of `player` after an own-side `history`, without playing it out."""
         scores = [self.round_result(self._joint(pair, player)).payoffs for pair in history]
-        prices = tuple((self.grid[own], tuple(self.grid[r] for r in ((rivals,) if self.num_players == 2 else rivals)))
-                       for own, rivals in history)
+        prices = tuple(
+            (self.grid[own], tuple(self.grid[r] for r in ((rivals,) if self.num_players == 2 else rivals)))
+            for own, rivals in history
+        )
         return Decision(
             game=self.name,
             player=player,
             info_key=self.history_key(self.remembered(history)),
             legal_actions=tuple(range(self.k)),
             action_names=self.action_names,
-            observation={"round": len(history) + 1, "rounds": self.rounds, "history": tuple(history),
-                         "prices": tuple((float(own), tuple(float(r) for r in rivals)) for own, rivals in prices),
-                         "my_profits": tuple(s[player] for s in scores),
-                         "my_score": sum(s[player] for s in scores),
-                         "rival_score": sum(sum(s) - s[player] for s in scores),
-                         "player": player, "firms": self.num_players, "grid": self.action_names, "cost": self.market.cost[player],
-                         "benchmarks": self.benchmarks, "institutions": self.institutions()},
+            observation={
+                "round": len(history) + 1,
+                "rounds": self.rounds,
+                "history": tuple(history),
+                "prices": tuple((float(own), tuple(float(r) for r in rivals)) for own, rivals in prices),
+                "my_profits": tuple(s[player] for s in scores),
+                "my_score": sum(s[player] for s in scores),
+                "rival_score": sum(sum(s) - s[player] for s in scores),
+                "player": player,
+                "firms": self.num_players,
+                "grid": self.action_names,
+                "cost": self.market.cost[player],
+                "benchmarks": self.benchmarks,
+                "institutions": self.institutions(),
+            },
         )
 
     def _joint(self, pair, player: int) -> tuple[int, ...]:
@@ -365,8 +423,13 @@ class PricingMarket(Game):
         return tuple(others[:player] + [own] + others[player:])
 
     def institutions(self) -> dict:
-        return {"cap": self.cap, "sanction_threshold": self.threshold, "fine": self.fine, "detection": self.detection,
-                "leniency": self.leniency}
+        return {
+            "cap": self.cap,
+            "sanction_threshold": self.threshold,
+            "fine": self.fine,
+            "detection": self.detection,
+            "leniency": self.leniency,
+        }
 
     def new_initial_state(self) -> PricingState:
         return PricingState(self)
@@ -392,23 +455,56 @@ class PricingMarket(Game):
         from sepo.limits import size_text
 
         if self.num_players != 2:
-            return (f"the exact best response is for two firms (the rivals of {self.num_players} firms would move "
-                    f"{self.k}^{self.num_players - 1} joint prices a period as one adversary); play --firms 2 for exact values")
+            return (
+                f"the exact best response is for two firms (the rivals of {self.num_players} firms would "
+                f"move {self.k}^{self.num_players - 1} joint prices a period as one adversary); play --firms "
+                "2 for exact values"
+            )
         joint = self.k ** 2
         cells = self.rounds * joint
         need = 16 * joint + 8 * cells
         if need <= budget and cells <= MAX_JOINT_CELLS:
             return None
-        return (f"the exact pricing solve visits {joint:,} joint prices a period over {self.rounds} periods, "
-                f"{size_text(need)} and {cells:,} steps at the least, more than this machine can do ({size_text(budget)} to "
-                f"spare, at most {MAX_JOINT_CELLS:,} steps); use fewer --prices or --rounds")
+        return (
+            f"the exact pricing solve visits {joint:,} joint prices a period over {self.rounds} periods, "
+            f"{size_text(need)} and {cells:,} steps at the least, more than this machine can do "
+            f"({size_text(budget)} to spare, at most {MAX_JOINT_CELLS:,} steps); use fewer --prices or "
+            "--rounds"
+        )
 
 
-def make_game(protocol: str = "rigorous", firms: int = 2, prices: int | None = None, grid=None,
-              rounds: int = DEFAULT_ROUNDS, memory=DEFAULT_MEMORY, quality=CALVANO["quality"],
-              outside: float = CALVANO["outside"], mu: float = CALVANO["mu"], cost=CALVANO["cost"], cap=None,
-              sanction_threshold=None, fine: float = 0.0, detection: float = 1.0, leniency: float = 0.0) -> PricingMarket:
+def make_game(
+    protocol: str = "rigorous",
+    firms: int = 2,
+    prices: int | None = None,
+    grid=None,
+    rounds: int = DEFAULT_ROUNDS,
+    memory=DEFAULT_MEMORY,
+    quality=CALVANO["quality"],
+    outside: float = CALVANO["outside"],
+    mu: float = CALVANO["mu"],
+    cost=CALVANO["cost"],
+    cap=None,
+    sanction_threshold=None,
+    fine: float = 0.0,
+    detection: float = 1.0,
+    leniency: float = 0.0,
+) -> PricingMarket:
     """The domain's game factory (validates its parameters: SepoError on bad input)."""
-    return PricingMarket(firms=firms, prices=prices, grid=grid, rounds=rounds, memory=memory, quality=quality,
-                         outside=outside, mu=mu, cost=cost, cap=cap, sanction_threshold=sanction_threshold, fine=fine,
-                         detection=detection, leniency=leniency, protocol=protocol)
+    return PricingMarket(
+        firms=firms,
+        prices=prices,
+        grid=grid,
+        rounds=rounds,
+        memory=memory,
+        quality=quality,
+        outside=outside,
+        mu=mu,
+        cost=cost,
+        cap=cap,
+        sanction_threshold=sanction_threshold,
+        fine=fine,
+        detection=detection,
+        leniency=leniency,
+        protocol=protocol,
+    )

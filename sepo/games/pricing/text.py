@@ -1,11 +1,11 @@
 """The pricing market as text: prompts and the strict parser.
 
 Prompts: the system prompt (one per game, written for firm 0, the seat sepo's agent holds; with
-asymmetric firms another seat's cost and profits are in its user prompt's history) says the firm's cost, how demand splits (logit: a lower price than the
-rivals' wins customers, and some customers buy nothing), the price list, the profit in a few
-symmetric cases, any institutions in force, and asks for the price alone on the last line; the
-user prompt gives the period, every past period's prices and the firm's profit, the scores, and
-asks for the price.
+asymmetric firms another seat's cost and profits are in its user prompt's history) says the firm's cost, how
+demand splits (logit: a lower price than the rivals' wins customers, and some customers buy nothing), the
+price list, the profit in a few symmetric cases, any institutions in force, and asks for the price alone on
+the last line; the user prompt gives the period, every past period's prices and the firm's profit, the scores,
+and asks for the price.
 
 Parser (both protocols; the paper has no pricing game): drop anything up to a closing
 `</think>`; take the last non-empty line; read its numbers (a leading currency sign is fine). One
@@ -42,18 +42,23 @@ class PricingText(TextView):
             prices = [g.grid[index]] * g.num_players
             examples.append(f"all firms charge {names[index]}: you earn {g.payoffs(prices)[0]:.3f}")
         lines = [
-            f"You run a firm that sets the price of its product each period, for {g.rounds} periods, against {rivals}.",
-            f"Each period all firms set their prices at the same time; then all prices are public. Your cost is "
-            f"{g.market.cost[0]:.2f} per unit.",
-            "Customers choose between the firms' products and buying nothing: the lower your price against the others', "
-            "the larger your share (logit demand); your profit is (your price - cost) x your share.",
+            f"You run a firm that sets the price of its product each period, for {g.rounds} periods, against "
+            f"{rivals}.",
+            "Each period all firms set their prices at the same time; then all prices are public. Your cost "
+            f"is {g.market.cost[0]:.2f} per unit.",
+            "Customers choose between the firms' products and buying nothing: the lower your price against "
+            "the others', the larger your share (logit demand); your profit is (your price - cost) x your "
+            "share.",
             f"Allowed prices: {', '.join(names)}.",
             "For example, in one period, if " + "; if ".join(examples) + ".",
         ]
         lines += self._institutions()
-        lines += ["Your goal is to maximise your total profit over all periods.",
-                  "Think briefly if you wish, then end your response with your price alone on the last line, exactly as "
-                  "listed (for example " + names[g.k // 2] + ")."]
+        lines += [
+            "Your goal is to maximise your total profit over all periods.",
+            "Think briefly if you wish, then end your response with your price alone on the last line, "
+            "exactly as "
+            "listed (for example " + names[g.k // 2] + ").",
+        ]
         return "\n".join(lines)
 
     def _institutions(self) -> list[str]:
@@ -62,12 +67,16 @@ class PricingText(TextView):
         if g.cap is not None:
             lines.append(f"A price cap of {g.cap:.2f} is in force: no higher price is allowed.")
         if g.threshold is not None and g.fine > 0:
-            lines.append(f"The competition authority fines a firm {g.fine:g} in any period in which its price is above "
-                         f"{g.threshold:.2f}, if it detects it (probability {g.detection:g}).")
+            lines.append(
+                f"The competition authority fines a firm {g.fine:g} in any period in which its price is "
+                f"above {g.threshold:.2f}, if it detects it (probability {g.detection:g})."
+            )
             if g.leniency > 0:
-                lines.append(f"Leniency: when two or more firms price above {g.threshold:.2f}, the one with the lowest "
-                             f"such price reports the others, who are then fined for certain; its own fine is cut by "
-                             f"{100 * g.leniency:g}%.")
+                lines.append(
+                    f"Leniency: when two or more firms price above {g.threshold:.2f}, the one with the "
+                    "lowest such price reports the others, who are then fined for certain; its own fine is "
+                    f"cut by {100 * g.leniency:g}%."
+                )
         return lines
 
     def user_prompt(self, decision: Decision) -> str:
@@ -76,8 +85,10 @@ class PricingText(TextView):
         if obs["prices"]:
             for period, ((own, rivals), profit) in enumerate(zip(obs["prices"], obs["my_profits"]), start=1):
                 others = ", ".join(f"{p:.2f}" for p in rivals)
-                lines.append(f"Period {period}: you {own:.2f}, {'rival' if len(rivals) == 1 else 'rivals'} {others}; "
-                             f"your profit {profit:.3f}")
+                lines.append(
+                    f"Period {period}: you {own:.2f}, {'rival' if len(rivals) == 1 else 'rivals'} {others}; "
+                    f"your profit {profit:.3f}"
+                )
             lines.append(f"Total profit so far - you: {obs['my_score']:.3f}, "
                          f"{'rival' if obs['firms'] == 2 else 'rivals together'}: {obs['rival_score']:.3f}")
         else:
@@ -128,11 +139,15 @@ def pricing_reason(decision: Decision) -> str:
     """One sentence from the state alone: the period, the last period's prices and the scores. It
     names no intended price, so it cannot contradict the price on the next line."""
     obs = decision.observation
-    where = f"Period {obs['round']} of {obs['rounds']}" + (", the last period" if obs["round"] == obs["rounds"] else "")
+    where = f"Period {obs['round']} of {obs['rounds']}" + (
+        ", the last period" if obs["round"] == obs["rounds"] else ""
+    )
     if not obs["prices"]:
         return f"{where}; no history yet."
     own, rivals = obs["prices"][-1]
     lowest = min(rivals)
     relation = "below" if lowest < own else ("above" if lowest > own else "level with")
-    return (f"{where}; last period the lowest rival price was {lowest:.2f}, {relation} my {own:.2f}; total profit "
-            f"{obs['my_score']:.3f} to the rivals' {obs['rival_score']:.3f}.")
+    return (
+        f"{where}; last period the lowest rival price was {lowest:.2f}, {relation} my {own:.2f}; total "
+        f"profit {obs['my_score']:.3f} to the rivals' {obs['rival_score']:.3f}."
+    )

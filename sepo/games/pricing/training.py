@@ -28,12 +28,12 @@ from __future__ import annotations
 import numpy as np
 
 from sepo.errors import SepoError
+from sepo.games.credit import Charges, credited_rollouts, training_mixture
 from sepo.games.pricing.bots import Machine, PriceSpec, PricingBot
 from sepo.games.pricing.events import round_events
 from sepo.games.pricing.exact import PricingSolver, key_rows
-from sepo.metrics.repeated import RepeatedResult, dense_histories
-from sepo.games.credit import Charges, credited_rollouts, training_mixture
 from sepo.games.records import Rollouts, match_groups
+from sepo.metrics.repeated import RepeatedResult, dense_histories
 
 PAYOFF, COLLUSION, EXTERNALITY, DELTA, SURPLUS = range(5)
 
@@ -48,7 +48,9 @@ class Rival:
     """A rival as the environment plays it: a machine, or (the maximiser) per-period action tables
     over the agent's states."""
 
-    def __init__(self, label: str, machine: Machine | None = None, actions: list[np.ndarray] | None = None, k: int = 0):
+    def __init__(
+        self, label: str, machine: Machine | None = None, actions: list[np.ndarray] | None = None, k: int = 0
+    ):
         self.label, self.machine, self.actions, self.k = label, machine, actions, k
         self.states = 1 if machine is None else machine.states
         self.next = np.zeros((1, k, k), dtype=np.int64) if machine is None else machine.next
@@ -71,7 +73,9 @@ class PricingTrainingEnvironment:
 
     def __init__(self, game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
         if game.num_players != 2:
-            raise SepoError(f"the pricing trainers are for two firms (the exact solver's); got --firms {game.num_players}")
+            raise SepoError(
+                f"the pricing trainers are for two firms (the exact solver's); got --firms {game.num_players}"
+            )
         self.game = game
         self.solver = PricingSolver(game)
         self.keys = self.solver.keys
@@ -89,16 +93,21 @@ class PricingTrainingEnvironment:
         stage = game.stage_matrices(0)
         collusion, externality = round_events(stage["delta"], stage["surplus_loss"])
         consumer = game.market.consumer_surplus(game.joint_prices())
-        self.quantities = np.stack([stage["agent"], collusion, externality, stage["delta"], consumer])  # [5, K, K]
+        # [5, K, K]
+        self.quantities = np.stack([stage["agent"], collusion, externality, stage["delta"], consumer])
         histories = dense_histories(self.solver.stage, game.rounds, game.memory)
         self._levels = []
         for t, h in enumerate(histories):
             rows = key_rows(h // k, h % k, game.memory, k)
-            children = ((np.arange(len(h))[:, None] * k * k + np.arange(k * k)[None, :]) % len(histories[t + 1])
-                        if t + 1 < game.rounds else None)
+            children = (
+                (np.arange(len(h))[:, None] * k * k + np.arange(k * k)[None, :]) % len(histories[t + 1])
+                if t + 1 < game.rounds
+                else None
+            )
             self._levels.append((rows, children))
         self._offsets = [int(rows[0]) for rows, _ in self._levels]
-        self.weight = self.mixture.utility  # a rollout's utility credit: train bots, the maximiser, then the others
+        # a rollout's utility credit: train bots, the maximiser, then the others
+        self.weight = self.mixture.utility
         self._forwards: tuple[bytes, dict] = (b"", {})
         self._values: tuple[bytes, list] | None = None
 
@@ -116,7 +125,11 @@ class PricingTrainingEnvironment:
     def rollout_rivals(self, table: np.ndarray) -> list[Rival]:
         """The rivals a rollout is drawn from, uniformly: the train bots, the gap maximiser, then the
         rivals of charged terms."""
-        return [*self.rivals, Rival("BestResponse", actions=self.solved(table).gap_table.actions, k=self.k), *self.extra]
+        return [
+            *self.rivals,
+            Rival("BestResponse", actions=self.solved(table).gap_table.actions, k=self.k),
+            *self.extra,
+        ]
 
     # -- exact expectations ------------------------------------------------------------------------
     def forward(self, table: np.ndarray, rival: Rival) -> tuple[np.ndarray, np.ndarray]:
@@ -142,12 +155,15 @@ class PricingTrainingEnvironment:
             h, s = np.nonzero(reach)
             weight = reach[h, s]
             np.add.at(visits, rows[h], weight)
-            joint = weight[:, None, None] * table[rows[h]][:, :, None] * rival.probs(t, h, s)[:, None, :]  # [P, a, b]
+            # [P, a, b]
+            joint = weight[:, None, None] * table[rows[h]][:, :, None] * rival.probs(t, h, s)[:, None, :]
             totals += joint.reshape(-1, k * k).sum(0) @ flat
             if children is not None:
                 size = len(self._levels[t + 1][0])
                 index = children[h].reshape(len(h), k, k) * n_s + following[s]
-                reach = np.bincount(index.reshape(-1), weights=joint.reshape(-1), minlength=size * n_s).reshape(size, n_s)
+                reach = np.bincount(
+                    index.reshape(-1), weights=joint.reshape(-1), minlength=size * n_s
+                ).reshape(size, n_s)
         return visits, totals / self.game.rounds
 
     def training_reach(self, table: np.ndarray) -> np.ndarray:
@@ -180,7 +196,8 @@ class PricingTrainingEnvironment:
     def rollouts(self, table: np.ndarray, groups: int, group_size: int, rng: np.random.Generator,
                  advantages: bool = False) -> Rollouts:
         table = np.asarray(table, dtype=float)
-        group_of, rival_of = match_groups(rng, groups, group_size, self.mixture.size)  # index n: the gap maximiser
+        # index n: the gap maximiser
+        group_of, rival_of = match_groups(rng, groups, group_size, self.mixture.size)
         own, other, rows = self.play(table, self.rollout_rivals(table), rival_of,
                                      rng.random((len(group_of), self.game.rounds, 2)))
         per_period = self.quantities[:, own, other].mean(-1)  # [5, n]
@@ -205,12 +222,16 @@ class PricingTrainingEnvironment:
                     after = np.broadcast_to(stages, (len(rows), rival.states, k, k, 2))
                     if later is not None:
                         after = after + later[children.reshape(len(rows), 1, k, k), following[None]]
-                    values[t] = later = np.einsum("ha,hsb,hsabq->hsq", table[rows], rival.level(t, len(rows)), after)
+                    values[t] = later = np.einsum(
+                        "ha,hsb,hsabq->hsq", table[rows], rival.level(t, len(rows)), after
+                    )
                 per_rival.append(values)
             self._values = (table.tobytes(), per_rival)
         return self._values[1]
 
-    def match_advantages(self, table: np.ndarray, own: np.ndarray, other: np.ndarray, rival_of: np.ndarray) -> np.ndarray:
+    def match_advantages(
+        self, table: np.ndarray, own: np.ndarray, other: np.ndarray, rival_of: np.ndarray
+    ) -> np.ndarray:
         """`[markets, T, 2]`: the agent's and the rival's advantage of each period's joint prices,
         r^i + V^i(h_{t+1}, s_{t+1}) − V^i(h_t, s_t), in profit units, uncredited."""
         table = np.asarray(table, dtype=float)
@@ -239,9 +260,14 @@ class PricingTrainingEnvironment:
         table = np.asarray(table, dtype=float)
         result = self.solver.evaluate(table)
         train = np.mean([self.forward(table, rival)[1] for rival in self.rivals], axis=0)
-        out = {"utility": float(train[PAYOFF]), result.value_name: result.value, "br_payoff": result.br_payoff,
-               "externality": float(train[EXTERNALITY]), "consumer_surplus_train": float(train[SURPLUS]),
-               "delta_train": float(train[DELTA])}
+        out = {
+            "utility": float(train[PAYOFF]),
+            result.value_name: result.value,
+            "br_payoff": result.br_payoff,
+            "externality": float(train[EXTERNALITY]),
+            "consumer_surplus_train": float(train[SURPLUS]),
+            "delta_train": float(train[DELTA]),
+        }
         if self.collusive_rivals:
             partners = np.mean([self.forward(table, rival)[1] for rival in self.collusive_rivals], axis=0)
             out.update({"collusion": float(partners[COLLUSION]), "delta_collusive": float(partners[DELTA]),

@@ -15,21 +15,60 @@ def _run(*args):
 
 
 def test_eval_reports_the_benchmarks_and_the_exact_gap():
-    result = _run("eval", "--game", "pricing", "--agent", "bot:GrimTrigger", "--episodes", "2", "--rounds", "3", "--json")
+    result = _run(
+        "eval",
+        "--game",
+        "pricing",
+        "--agent",
+        "bot:GrimTrigger",
+        "--episodes",
+        "2",
+        "--rounds",
+        "3",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["pricing/nash_price"] == pytest.approx(1.4729, abs=1e-4)
     assert out["pricing/monopoly_price"] == pytest.approx(1.9250, abs=1e-4)
     assert out["exact_label"] == "exact" and out["adversarial_gap"] > 0
-    assert out["collusion"] == pytest.approx(out["pricing/collusive/delta"], abs=0.02)  # GrimTrigger partners: Δ ≈ 1
+    # GrimTrigger partners: Δ ≈ 1
+    assert out["collusion"] == pytest.approx(out["pricing/collusive/delta"], abs=0.02)
 
 
 def test_train_then_exploit_a_tabular_run(tmp_path):
-    train = _run("train", "--game", "pricing", "--policy", "tabular", "--rounds", "2", "--prices", "5", "--steps", "3",
-                 "--groups", "4", "--lambda-c", "1", "--out", str(tmp_path / "run"))
+    train = _run(
+        "train",
+        "--game",
+        "pricing",
+        "--policy",
+        "tabular",
+        "--rounds",
+        "2",
+        "--prices",
+        "5",
+        "--steps",
+        "3",
+        "--groups",
+        "4",
+        "--lambda-c",
+        "1",
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert train.exit_code == 0, train.output
-    exploit = _run("exploit", "--game", "pricing", "--rounds", "2", "--prices", "5", "--agent", f"run:{tmp_path / 'run'}",
-                   "--json")
+    exploit = _run(
+        "exploit",
+        "--game",
+        "pricing",
+        "--rounds",
+        "2",
+        "--prices",
+        "5",
+        "--agent",
+        f"run:{tmp_path / 'run'}",
+        "--json",
+    )
     assert exploit.exit_code == 0, exploit.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert json.loads(exploit.stdout)["value"] == pytest.approx(summary["adversarial_gap"])
@@ -54,7 +93,8 @@ def test_bad_input_is_one_line_exit_2(args, message):
     (("--prices", "200"), "use --prices 55 or fewer", None),
 ])
 def test_sizes_that_cannot_work_are_refused_with_what_would(args, message, absent):
-    """Too many firms is refused before the O(n²) Nash solve; a grid that cannot be spaced names what would help."""
+    """Too many firms is refused before the O(n²) Nash solve; a grid that cannot be spaced names what would
+    help."""
     result = _run("eval", "--game", "pricing", "--agent", "uniform", "--episodes", "2", *args)
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1

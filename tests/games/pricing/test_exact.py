@@ -44,7 +44,9 @@ def test_forward_pass_equals_played_episodes_against_deterministic_bots():
     table = action_table(agent, env.solver.decisions())
     for rival in env.rivals:
         _, totals = env.forward(table, rival)
-        played = play_episodes(game, TabularPolicy(table, env.keys), [domain.build_bot(rival.label)], [0], agent_seed=0)[0]
+        played = play_episodes(
+            game, TabularPolicy(table, env.keys), [domain.build_bot(rival.label)], [0], agent_seed=0
+        )[0]
         assert totals[0] == pytest.approx(played.agent_payoffs.mean())
         assert totals[3] == pytest.approx(np.mean([r.info["delta"] for r in played.rounds]))
 
@@ -101,10 +103,12 @@ def test_an_undeclared_agent_gets_a_lower_bound_exact_at_its_true_memory(name):
     found = audit_agent(game, _Undeclared(bot), solver)
     assert exact_label(found.result) == "lower bound" and "lower bound" in found.result.method
     assert found.result.value <= truth + 1e-12
-    if name == "TitForTat":  # memory 1, deterministic: the projection's maximiser is the agent's, one path read
+    # memory 1, deterministic: the projection's maximiser is the agent's, one path read
+    if name == "TitForTat":
         assert found.result.value == pytest.approx(truth, abs=1e-12)
         assert found.result.extra["histories_read"] == game.rounds
-    elif name == "GrimTrigger":  # it reads the whole history: the memory-1 projection's maximiser still nearly attains it
+    # it reads the whole history: the memory-1 projection's maximiser still nearly attains it
+    elif name == "GrimTrigger":
         assert found.result.value == pytest.approx(truth, abs=0.02)
     else:  # 15 prices a period: branches below reach 1e-4 are counted at their worst, a looser bound
         assert found.result.extra["pruned_reach"] > 0
@@ -117,7 +121,10 @@ def test_llm_environment_reports_the_market_numbers_of_the_models_table():
     env = domain.llm_training(game, train, train[1:])
     table = np.random.default_rng(2).dirichlet(np.ones(game.k), size=len(env.solver.keys))
     found, tabular = env.exact_metrics(table), env.tabular.exact_metrics(table)
-    assert found["collusion_exact"] == tabular["collusion"] and found["externality_exact"] == tabular["externality"]
+    assert (
+        found["collusion_exact"] == tabular["collusion"]
+        and found["externality_exact"] == tabular["externality"]
+    )
     assert found["delta_collusive"] == tabular["delta_collusive"] and "consumer_surplus_train" in found
 
 
@@ -148,8 +155,12 @@ def test_a_sampled_policys_lower_bound_is_labelled_a_point_estimate_without_an_i
     bot = get_domain("pricing").build_bot("TitForTat")
     found = audit_agent(game, _Sampled(bot), solver)
     assert exact_label(found.result) == "lower bound" and found.interval is None
-    assert found.result.extra["point_estimate"] is True and "point estimate of the bound" in found.result.method
-    assert _exact_notes(found.result, found) == [POINT_ESTIMATE_NOTE] and SAMPLED_NOTE not in _exact_notes(found.result, found)
+    assert (
+        found.result.extra["point_estimate"] is True and "point estimate of the bound" in found.result.method
+    )
+    assert _exact_notes(found.result, found) == [POINT_ESTIMATE_NOTE] and SAMPLED_NOTE not in _exact_notes(
+        found.result, found
+    )
     plain = audit_agent(game, _Undeclared(bot), solver)  # an agent read exactly: a bound, no such label
     assert "point_estimate" not in plain.result.extra and "point estimate" not in plain.result.method
     assert found.result.value == pytest.approx(plain.result.value)

@@ -8,8 +8,26 @@ from typer.testing import CliRunner
 from sepo.cli.main import app
 
 runner = CliRunner()
-ARGS = ["analyze", "institution", "--game", "pricing", "--vary", "fine=0,0.2", "--set", "sanction_threshold=1.6",
-        "--set", "rounds=2", "--set", "prices=5", "--steps", "2", "--groups", "4", "--seeds", "2"]
+ARGS = [
+    "analyze",
+    "institution",
+    "--game",
+    "pricing",
+    "--vary",
+    "fine=0,0.2",
+    "--set",
+    "sanction_threshold=1.6",
+    "--set",
+    "rounds=2",
+    "--set",
+    "prices=5",
+    "--steps",
+    "2",
+    "--groups",
+    "4",
+    "--seeds",
+    "2",
+]
 
 
 def test_search_trains_per_setting_and_reads_back(tmp_path):
@@ -24,7 +42,10 @@ def test_search_trains_per_setting_and_reads_back(tmp_path):
 
 
 def test_unknown_parameter_is_one_line(tmp_path):
-    result = runner.invoke(app, ["analyze", "institution", "--game", "pricing", "--vary", "bogus=1", "--out", str(tmp_path / "s")])
+    result = runner.invoke(
+        app,
+        ["analyze", "institution", "--game", "pricing", "--vary", "bogus=1", "--out", str(tmp_path / "s")],
+    )
     assert result.exit_code == 2 and "--bogus does not apply to game 'pricing'" in result.stderr
 
 
@@ -57,13 +78,32 @@ def test_a_setting_that_changes_nothing_is_trained_once_and_marked(tmp_path):
 
 
 @pytest.mark.parametrize("vary, words", [
-    (["--vary", "fine=0,0.1"], ["same game", "--sanction-threshold"]),  # no threshold: every fine is no sanction
+    # no threshold: every fine is no sanction
+    (["--vary", "fine=0,0.1"], ["same game", "--sanction-threshold"]),
     (["--vary", "fine=0.1", "--vary", "fine=0.2"], ["--vary fine is given twice"]),
     (["--vary", "fine=0,0", "--set", "sanction_threshold=1.6"], ["lists 0.0 twice"]),
 ])
 def test_a_search_with_nothing_to_choose_is_refused_before_its_folder(tmp_path, vary, words):
-    result = runner.invoke(app, ["analyze", "institution", "--game", "pricing", *vary, "--set", "rounds=2", "--set", "prices=5",
-                                 "--steps", "2", "--groups", "4", "--out", str(tmp_path / "s")])
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            "institution",
+            "--game",
+            "pricing",
+            *vary,
+            "--set",
+            "rounds=2",
+            "--set",
+            "prices=5",
+            "--steps",
+            "2",
+            "--groups",
+            "4",
+            "--out",
+            str(tmp_path / "s"),
+        ],
+    )
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
     assert all(word in result.stderr for word in words), result.stderr
     assert not (tmp_path / "s").exists()
@@ -77,4 +117,7 @@ def test_overwrite_replaces_a_search_as_the_refusal_says(tmp_path):
     assert refused.exit_code == 2 and "--overwrite" in refused.stderr
     replaced = runner.invoke(app, [*other, "--seeds", "1", "--out", out, "--overwrite", "--json"])
     assert replaced.exit_code == 0, replaced.output
-    assert [row["setting"] for row in json.loads(replaced.stdout)["settings"]] == [{"fine": 0.0}, {"fine": 0.3}]
+    assert [row["setting"] for row in json.loads(replaced.stdout)["settings"]] == [
+        {"fine": 0.0},
+        {"fine": 0.3},
+    ]

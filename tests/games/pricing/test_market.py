@@ -14,7 +14,9 @@ def test_calvano_baseline_nash_and_monopoly_prices():
     assert market.nash_prices == pytest.approx([1.473, 1.473], abs=1e-3)
     assert market.monopoly_prices == pytest.approx([1.925, 1.925], abs=1e-3)
     b = market.benchmarks
-    assert b["nash_profit"] == pytest.approx(0.2229, abs=1e-4) and b["monopoly_profit"] == pytest.approx(0.3375, abs=1e-4)
+    assert b["nash_profit"] == pytest.approx(0.2229, abs=1e-4) and b["monopoly_profit"] == pytest.approx(
+        0.3375, abs=1e-4
+    )
 
 
 def test_benchmarks_satisfy_their_conditions():
@@ -41,7 +43,9 @@ def test_index_and_surplus_loss_are_zero_at_nash_and_one_at_monopoly():
     assert market.surplus_loss(market.monopoly_prices) == pytest.approx(1.0, abs=1e-9)
     # the log-sum consumer surplus, by hand
     p = np.array([1.6, 1.8])
-    assert market.consumer_surplus(p) == pytest.approx(0.25 * np.log(np.exp((2 - 1.6) / 0.25) + np.exp((2 - 1.8) / 0.25) + 1))
+    assert market.consumer_surplus(p) == pytest.approx(
+        0.25 * np.log(np.exp((2 - 1.6) / 0.25) + np.exp((2 - 1.8) / 0.25) + 1)
+    )
 
 
 def test_calvano_grid_spans_nash_to_monopoly_with_a_margin():

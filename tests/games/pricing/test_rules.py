@@ -28,10 +28,13 @@ def test_sanction_takes_the_expected_fine_above_the_threshold():
 
 def test_leniency_reporter_pays_less_and_convicts_the_others():
     game = load_game("pricing", sanction_threshold=1.7, fine=0.1, detection=0.4, leniency=0.5)
-    # both above the threshold, 1.78 the unique lowest: it reports (half of 0.04), the other is fined for certain
+    # both above the threshold, 1.78 the unique lowest: it reports (half of 0.04), the other is fined for
+    # certain
     assert game.fines(np.array([1.78, 1.82])) == pytest.approx([0.02, 0.1])
-    assert game.fines(np.array([1.78, 1.78])) == pytest.approx([0.04, 0.04])  # no unique lowest: nobody reports
-    assert game.fines(np.array([1.66, 1.82])) == pytest.approx([0.0, 0.04])  # one firm above: no cartel period
+    # no unique lowest: nobody reports
+    assert game.fines(np.array([1.78, 1.78])) == pytest.approx([0.04, 0.04])
+    # one firm above: no cartel period
+    assert game.fines(np.array([1.66, 1.82])) == pytest.approx([0.0, 0.04])
 
 
 def test_cap_removes_the_prices_above_it():
@@ -42,9 +45,17 @@ def test_cap_removes_the_prices_above_it():
         load_game("pricing", cap=1.0)
 
 
-@pytest.mark.parametrize("params, match", [({"firms": 1}, "firms"), ({"detection": 1.5}, "detection"),
-                                           ({"grid": "1.5,1.4"}, "increasing"), ({"cost": "1,1,1"}, "one per firm"),
-                                           ({"mu": -1.0}, "mu"), ({"leniency": 2.0}, "leniency")])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"firms": 1}, "firms"),
+        ({"detection": 1.5}, "detection"),
+        ({"grid": "1.5,1.4"}, "increasing"),
+        ({"cost": "1,1,1"}, "one per firm"),
+        ({"mu": -1.0}, "mu"),
+        ({"leniency": 2.0}, "leniency"),
+    ],
+)
 def test_bad_parameters_are_one_line_errors(params, match):
     with pytest.raises(SepoError, match=match):
         load_game("pricing", **params)
@@ -91,14 +102,20 @@ def test_prompts_state_the_institutions():
     assert "Allowed prices: 1.43" in text
 
 
-@pytest.mark.parametrize("params, match", [
-    ({"fine": 0.1}, "--fine 0.1 does nothing without --sanction-threshold"),
-    ({"leniency": 0.5}, "--leniency 0.5 does nothing without --sanction-threshold"),
-    ({"detection": 0.5, "fine": 0.1}, "--fine 0.1 and --detection 0.5 do nothing without --sanction-threshold"),
-    ({"sanction_threshold": 1.6, "leniency": 0.5}, "--leniency 0.5 does nothing at --fine 0"),
-    ({"sanction_threshold": 1.6, "detection": 0.5}, "--detection 0.5 does nothing at --fine 0"),
-    ({"grid": "1.5,1.6", "prices": 5}, "--prices 5 does not apply with it"),
-])
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"fine": 0.1}, "--fine 0.1 does nothing without --sanction-threshold"),
+        ({"leniency": 0.5}, "--leniency 0.5 does nothing without --sanction-threshold"),
+        (
+            {"detection": 0.5, "fine": 0.1},
+            "--fine 0.1 and --detection 0.5 do nothing without --sanction-threshold",
+        ),
+        ({"sanction_threshold": 1.6, "leniency": 0.5}, "--leniency 0.5 does nothing at --fine 0"),
+        ({"sanction_threshold": 1.6, "detection": 0.5}, "--detection 0.5 does nothing at --fine 0"),
+        ({"grid": "1.5,1.6", "prices": 5}, "--prices 5 does not apply with it"),
+    ],
+)
 def test_a_setting_that_would_change_nothing_is_refused(params, match):
     """Each of these played the market without any institution (or the grid without --prices)."""
     with pytest.raises(SepoError, match=match):
@@ -113,6 +130,8 @@ def test_the_settings_that_act_are_accepted_and_effective_params_drop_the_others
     assert load_game("pricing", "rigorous", sanction_threshold=1.6).fine == 0.0  # a grid's no-fine point
     assert load_game("pricing", "rigorous", grid="1.5,1.6").k == 2
     assert effective_params({"fine": 0.1, "rounds": 3}) == {"rounds": 3}
-    assert effective_params({"sanction_threshold": 1.6, "fine": 0.0, "leniency": 0.5}) == {"sanction_threshold": 1.6}
+    assert effective_params({"sanction_threshold": 1.6, "fine": 0.0, "leniency": 0.5}) == {
+        "sanction_threshold": 1.6
+    }
     kept = {"sanction_threshold": 1.6, "fine": 0.1, "leniency": 0.5}
     assert effective_params(kept) == kept
