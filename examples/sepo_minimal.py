@@ -31,7 +31,9 @@ tests/examples/test_sepo_minimal.py checks it step for step against sepo's train
     python examples/sepo_minimal.py --lambda-e 1 --steps 500
 """
 import argparse
+import ast
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 import numpy as np
 
@@ -148,12 +150,22 @@ def train(args: Args, on_step=None) -> dict:
             "utility": float(exact.head_to_head(policy, opponents).mean())}
 
 
+def field_docs() -> dict[str, str]:
+    """Each Args field's docstring (the string under it), for --help."""
+    module = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    body = next(node for node in module.body if isinstance(node, ast.ClassDef) and node.name == "Args").body
+    return {node.target.id: body[i + 1].value.value for i, node in enumerate(body[:-1])
+            if isinstance(node, ast.AnnAssign) and isinstance(body[i + 1], ast.Expr)}
+
+
 def parse_args() -> tuple[Args, bool]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    docs = field_docs()
     for field in fields(Args):
         if field.name != "train_pool":
             flag = "--" + field.name.replace("_", "-")
-            parser.add_argument(flag, type=type(field.default), default=field.default)
+            parser.add_argument(flag, type=type(field.default), default=field.default,
+                                help=f"{docs[field.name]} (default: {field.default})")
     parser.add_argument(
         "--only", action="store_true", help="train --lambda-e alone, without the λe = 0 baseline"
     )

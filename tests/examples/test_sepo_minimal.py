@@ -52,3 +52,15 @@ def test_the_minimal_example_prints_the_demos_kuhn_numbers(minimal, capsys, monk
     lines = capsys.readouterr().out.splitlines()
     assert "exploitability 0.0003   utility vs train pool 0.0318" in lines[0]
     assert "exploitability 0.3396   utility vs train pool 0.1294" in lines[1]
+
+
+def test_the_minimal_examples_options_are_its_args_with_their_docstrings(minimal, capsys, monkeypatch):
+    monkeypatch.setattr("sys.argv", ["sepo_minimal.py", "--help"])
+    monkeypatch.setenv("COLUMNS", "200")  # argparse wraps help at the terminal's width
+    with pytest.raises(SystemExit) as done:
+        minimal.main()
+    text = " ".join(capsys.readouterr().out.split())
+    assert done.value.code == 0
+    assert "--lambda-e LAMBDA_E λe: weight of the exploitability charge (0 is payoff-only GRPO). " \
+           "(default: 5.0)" in text
+    assert "--steps STEPS Adam steps. (default: 1500)" in text
