@@ -54,9 +54,9 @@ def count_text(n: int) -> str:
 
 
 def size_text(n_bytes: int | float) -> str:
-    """A byte count for a person: "3.2 GB"; a power of ten past a petabyte ("10^16 bytes")."""
+    """A byte count for a person: "3.2 GB"; a power of ten past a petabyte ("about 10^16 bytes")."""
     if n_bytes >= 10**15:
-        return f"10^{math.floor(math.log10(n_bytes))} bytes"
+        return f"about 10^{math.floor(math.log10(n_bytes))} bytes"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n_bytes >= scale:
             value = n_bytes / scale
