@@ -83,8 +83,14 @@ class InspectModelSource:
                      **({"top_k": d.top_k} if d.top_k else {}),
                      **({"repetition_penalty": d.repetition_penalty} if d.repetition_penalty != 1 else {}),
                      **({"seed": seed} if seed is not None else {})}
-        return GenerateConfig(temperature=d.temperature, top_p=d.top_p if d.top_p < 1 else None, top_k=d.top_k or None,
-                              max_tokens=d.max_new_tokens, seed=seed, extra_body=extra or None)
+        return GenerateConfig(
+            temperature=d.temperature,
+            top_p=d.top_p if d.top_p < 1 else None,
+            top_k=d.top_k or None,
+            max_tokens=d.max_new_tokens,
+            seed=seed,
+            extra_body=extra or None,
+        )
 
     async def settle(self, seed: int) -> dict:
         """Send one probe request and read, from Inspect's record of the call, the decoding that
@@ -108,8 +114,11 @@ class InspectModelSource:
         if self.sent["source"] == "not recorded":  # e.g. mockllm: no request to read, the config stands
             return self.sent
         if temperature is None or temperature != self.requested.temperature:
-            # the model played another decoding than asked: audit that one (sampled: estimated, with intervals)
-            self.decoding = replace(self.requested, temperature=1.0 if temperature is None else float(temperature))
+            # the model played another decoding than asked: audit that one (sampled: estimated, with
+            # intervals)
+            self.decoding = replace(
+                self.requested, temperature=1.0 if temperature is None else float(temperature)
+            )
         return self.sent
 
     def check_calls(self, calls) -> dict:
@@ -123,29 +132,49 @@ class InspectModelSource:
             key = f"temperature {sent['temperature']}" if recorded else "not recorded"
             counts[key] = counts.get(key, 0) + 1
             if recorded and (sent["temperature"] == 0) != self.decoding.greedy:
-                raise SepoError(f"a model call reached the model with temperature {sent['temperature']} "
-                                f"({sent['source']}) while the audit read the policy as "
-                                f"{'greedy' if self.decoding.greedy else 'sampled'}; its numbers would be mislabelled")
+                raise SepoError(
+                    f"a model call reached the model with temperature {sent['temperature']} "
+                    f"({sent['source']}) while the audit read the policy as "
+                    f"{'greedy' if self.decoding.greedy else 'sampled'}; its numbers would be mislabelled"
+                )
         return counts
 
     def record(self, calls: dict | None = None) -> dict:
         """What the result says about decoding: asked for, reached the model, played."""
         played = self.decoding.record()
-        if self.sent is not None and self.sent["source"] != "not recorded" and self.sent["temperature"] is None:
+        if (
+            self.sent is not None
+            and self.sent["source"] != "not recorded"
+            and self.sent["temperature"] is None
+        ):
             played["temperature"] = None  # the server's default; not known here
         return {"requested": self.requested.record(), "sent": self.sent, "played": played,
                 "forced_through_extra_body": self.force, "calls": calls or {}}
 
     def replies(self, decisions: Sequence[Decision], n: int, seed: int) -> list[list[Reply]]:
-        return self.chat_replies([[{"role": "system", "content": self.text.system_prompt()},
-                                   {"role": "user", "content": self.text.user_prompt(d)}] for d in decisions], n, seed)
+        return self.chat_replies(
+            [
+                [
+                    {"role": "system", "content": self.text.system_prompt()},
+                    {"role": "user", "content": self.text.user_prompt(d)},
+                ]
+                for d in decisions
+            ],
+            n,
+            seed,
+        )
 
     def chat_replies(self, chats: Sequence[list[dict]], n: int, seed: int) -> list[list[Reply]]:
         import anyio.from_thread
         import numpy as np
 
-        seeds = [[int(np.random.SeedSequence([seed % 2**63, i, k]).generate_state(1)[0] & 0x7FFFFFFF) for k in range(n)]
-                 for i in range(len(chats))]
+        seeds = [
+            [
+                int(np.random.SeedSequence([seed % 2**63, i, k]).generate_state(1)[0] & 0x7FFFFFFF)
+                for k in range(n)
+            ]
+            for i in range(len(chats))
+        ]
         return anyio.from_thread.run(self._generate_all, list(chats), seeds)
 
     async def _generate_all(self, chats: list[list[dict]], seeds: list[list[int]]) -> list[list[Reply]]:
@@ -167,7 +196,9 @@ class InspectModelSource:
 
         kinds = {"system": ChatMessageSystem, "user": ChatMessageUser, "assistant": ChatMessageAssistant}
         config = self.config(None if self.decoding.greedy else seed)
-        output = await self.model.generate([kinds[m["role"]](content=m["content"]) for m in chat], config=config)
+        output = await self.model.generate(
+            [kinds[m["role"]](content=m["content"]) for m in chat], config=config
+        )
         usage = output.usage
         return Reply(output.completion, output.stop_reason == "stop", getattr(usage, "input_tokens", 0) or 0,
                      getattr(usage, "output_tokens", 0) or 0)
@@ -175,7 +206,9 @@ class InspectModelSource:
 
 def _openai_family(model) -> bool:
     """Whether Inspect's provider for `model` speaks the OpenAI API (and passes `extra_body` on)."""
-    return any(c.__name__ in ("OpenAIAPI", "OpenAICompatibleAPI") for c in type(getattr(model, "api", None)).__mro__)
+    return any(
+        c.__name__ in ("OpenAIAPI", "OpenAICompatibleAPI") for c in type(getattr(model, "api", None)).__mro__
+    )
 
 
 def sent_decoding(call) -> dict:
@@ -216,9 +249,20 @@ def _calls_since(start: int) -> list:
     return [e.call for e in list(transcript().events)[start:] if isinstance(e, ModelEvent)]
 
 
-def audit_task(domain: str, pool: str | None = None, episodes: int = 20, seed: int = 0, protocol: str = "rigorous",
-               temperature: float = 0.0, max_tokens: int = 48, samples: int = 64, failure_rule: str = "fallback",
-               reprompts: int = DEFAULT_REPROMPTS, replicates: int = 1000, game_params: dict | None = None):
+def audit_task(
+    domain: str,
+    pool: str | None = None,
+    episodes: int = 20,
+    seed: int = 0,
+    protocol: str = "rigorous",
+    temperature: float = 0.0,
+    max_tokens: int = 48,
+    samples: int = 64,
+    failure_rule: str = "fallback",
+    reprompts: int = DEFAULT_REPROMPTS,
+    replicates: int = 1000,
+    game_params: dict | None = None,
+):
     """The Inspect `Task` that audits the evaluated model in `domain` (see module doc). Defaults:
     greedy decoding (so the played policy is read exactly, when the greedy replies are what the
     model played: see `InspectModelSource.settle`), the `fallback` failure rule (the
@@ -238,14 +282,24 @@ def audit_task(domain: str, pool: str | None = None, episodes: int = 20, seed: i
                    max_tokens=max_tokens, samples=samples, failure_rule=failure_rule, reprompts=reprompts,
                    replicates=replicates, game_params=game_params)
     game = load_game(domain, protocol, **(game_params or {}))
-    options = TextAgentOptions(decoding_for(protocol, temperature=float(temperature), max_new_tokens=max_tokens), samples,
-                               failure_rule, seed, reprompts)
+    options = TextAgentOptions(
+        decoding_for(protocol, temperature=float(temperature), max_new_tokens=max_tokens),
+        samples,
+        failure_rule,
+        seed,
+        reprompts,
+    )
     every = default_pools(game.name, protocol, game)
     pools = None if pool is None else {name: (specs if name == pool else []) for name, specs in every.items()}
-    config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed, pools=pools, replicates=replicates).validate()
+    config = EvalConfig(
+        protocol=protocol, episodes=episodes, seed=seed, pools=pools, replicates=replicates
+    ).validate()
     _check_sizes(game, config, pools or every, options)
-    sample = Sample(input=game.text.system_prompt(), id=f"{game.name}-{pool or 'all'}-seed{seed}",
-                    metadata={"game": game.name, "pool": pool or "all", "protocol": protocol, "episodes": episodes})
+    sample = Sample(
+        input=game.text.system_prompt(),
+        id=f"{game.name}-{pool or 'all'}-seed{seed}",
+        metadata={"game": game.name, "pool": pool or "all", "protocol": protocol, "episodes": episodes},
+    )
     return Task(dataset=[sample], solver=play_audit(game, options, config), scorer=sepo_metrics(),
                 metadata={"sepo_game": game.name, "decoding_requested": options.decoding.record(),
                           "failure_rule": failure_rule})
@@ -281,8 +335,10 @@ def _check_options(**given) -> None:
     one_of("pool", POOLS, none_ok=True)
     one_of("protocol", PROTOCOLS)
     if given["failure_rule"] == "forced":
-        raise SepoError("-T failure_rule=forced needs log-probabilities the task does not read; use fallback, "
-                        "random-legal or reprompt")
+        raise SepoError(
+            "-T failure_rule=forced needs log-probabilities the task does not read; use fallback, "
+            "random-legal or reprompt"
+        )
     one_of("failure_rule", TASK_FAILURE_RULES)
     whole("episodes", 1, MAX_EPISODES)
     whole("seed", 0, MAX_SEED)
@@ -291,8 +347,12 @@ def _check_options(**given) -> None:
     whole("reprompts", 1, MAX_REPROMPTS)
     whole("replicates", 1, 100_000)
     temperature = given["temperature"]
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
-            or not 0 <= temperature <= 100:
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not math.isfinite(temperature)
+        or not 0 <= temperature <= 100
+    ):
         raise SepoError(f"-T temperature must be a number in 0..100 (0 = greedy), got {temperature!r}")
     params = given["game_params"]
     if params is not None and not (isinstance(params, dict) and all(isinstance(k, str) for k in params)):
@@ -305,13 +365,16 @@ def _check_sizes(game, config, pools: dict, options) -> None:
     runs (inside the sample they would fail only after Inspect started it)."""
     from sepo.limits import check_episodes, memory_budget, size_text
 
-    opponents = max(1, sum(len(pools.get(name, [])) for name in POOLS)) + 1  # the exact best response may join
+    # the exact best response may join
+    opponents = max(1, sum(len(pools.get(name, [])) for name in POOLS)) + 1
     check_episodes(game, config.episodes, opponents, "this audit", per_opponent="-T episodes")
     need = 2 * 8 * config.replicates * config.episodes * opponents
     if need > memory_budget():
-        raise SepoError(f"-T replicates {config.replicates:,} with -T episodes {config.episodes:,} would hold about "
-                        f"{size_text(need)} of bootstrap resamples and this machine can spare {size_text(memory_budget())}; "
-                        "use fewer replicates or episodes")
+        raise SepoError(
+            f"-T replicates {config.replicates:,} with -T episodes {config.episodes:,} would hold about "
+            f"{size_text(need)} of bootstrap resamples and this machine can spare "
+            f"{size_text(memory_budget())}; use fewer replicates or episodes"
+        )
     if not options.decoding.greedy:
         from sepo.metrics.exact import NoExactSolver, exact_solver
         from sepo.policies.text_policy import check_sampled_replies
@@ -323,8 +386,12 @@ def _check_sizes(game, config, pools: dict, options) -> None:
         try:
             check_sampled_replies(states, options.samples, "the model")
         except SepoError as error:
-            raise SepoError(str(error).replace("--temperature", "-T temperature=").replace("--samples ", "-T samples=")
-                            .replace("= 0", "=0")) from None
+            raise SepoError(
+                str(error)
+                .replace("--temperature", "-T temperature=")
+                .replace("--samples ", "-T samples=")
+                .replace("= 0", "=0")
+            ) from None
 
 
 def play_audit(game, options, config):
@@ -346,8 +413,14 @@ def play_audit(game, options, config):
             source = InspectModelSource(model, game.text, options.decoding)
             start = len(transcript().events)
             await source.settle(options.seed)
-            agent = TextPolicy(source, failure_rule=options.failure_rule, samples=options.samples, seed=options.seed,
-                               reprompts=options.reprompts, name=str(model))
+            agent = TextPolicy(
+                source,
+                failure_rule=options.failure_rule,
+                samples=options.samples,
+                seed=options.seed,
+                reprompts=options.reprompts,
+                name=str(model),
+            )
             result = await anyio.to_thread.run_sync(lambda: evaluate(game, agent, config))
             result["agent"] = f"inspect:{model}"
             result["decoding"] = source.record(source.check_calls(_calls_since(start)))
@@ -364,10 +437,16 @@ def play_audit(game, options, config):
 
 def _played_note(source: InspectModelSource) -> str:
     sent = source.sent or {}
-    what = ("no temperature reached the model (Inspect's provider dropped it), so it sampled at the server's default"
-            if sent.get("temperature") is None else f"the model decoded at temperature {sent['temperature']:g}")
-    return (f"decoding: temperature {source.requested.temperature:g} was asked for, but {what} (read from the "
-            f"{sent.get('source')}); the policy is estimated from sampled replies, not read as the greedy policy")
+    what = (
+        "no temperature reached the model (Inspect's provider dropped it), so it sampled at the server's "
+        "default"
+        if sent.get("temperature") is None
+        else f"the model decoded at temperature {sent['temperature']:g}"
+    )
+    return (
+        f"decoding: temperature {source.requested.temperature:g} was asked for, but {what} (read from the "
+        f"{sent.get('source')}); the policy is estimated from sampled replies, not read as the greedy policy"
+    )
 
 
 def sepo_metrics():
@@ -400,7 +479,11 @@ def _answer(result: dict) -> str | None:
     if policy.get("read_exactly", True):
         return f"{value_name} ({result.get('exact_label')}) of the {policy.get('read', 'exact')} policy"
     low, high = (result.get("ci") or {}).get(value_name) or (None, None)
-    interval = f"; 95% interval [{low:.4f}, {high:.4f}]" if isinstance(low, float) and isinstance(high, float) else ""
+    interval = (
+        f"; 95% interval [{low:.4f}, {high:.4f}]"
+        if isinstance(low, float) and isinstance(high, float)
+        else ""
+    )
     return f"{value_name} (estimate{interval}) of the {policy.get('read')} policy"
 
 
@@ -416,7 +499,9 @@ def _jsonable(value: Any):
 
 
 def _summary(result: dict) -> str:
-    names = [n for n in SCORED if n != "exact_value"] + ([result["exact_value"]] if result.get("exact_value") else [])
+    names = [n for n in SCORED if n != "exact_value"] + (
+        [result["exact_value"]] if result.get("exact_value") else []
+    )
     parts = [f"{name} {result[name]:.4f}" for name in names if isinstance(result.get(name), float)
              and not math.isnan(result[name])]
     label = (result.get("policy") or {}).get("read")
@@ -428,10 +513,9 @@ def register_tasks() -> list[str]:
     installed package); returns the names."""
     _inspect()
     from inspect_ai import task
+    from inspect_ai._util.registry import registry_info
 
     from sepo.games import domain_names
-
-    from inspect_ai._util.registry import registry_info
 
     for name in domain_names():
         registered = task(name=name)(_task_for(name))
@@ -446,18 +530,42 @@ def register_tasks() -> list[str]:
 def _task_for(domain: str):
     """The task function of one domain: its parameters are the `-T` options of `inspect eval`."""
 
-    def build(pool: str | None = None, episodes: int = 20, seed: int = 0, protocol: str = "rigorous",
-              temperature: float = 0.0, max_tokens: int = 48, samples: int = 64, failure_rule: str = "fallback",
-              reprompts: int = DEFAULT_REPROMPTS, replicates: int = 1000, game_params: dict | None = None):
+    def build(
+        pool: str | None = None,
+        episodes: int = 20,
+        seed: int = 0,
+        protocol: str = "rigorous",
+        temperature: float = 0.0,
+        max_tokens: int = 48,
+        samples: int = 64,
+        failure_rule: str = "fallback",
+        reprompts: int = DEFAULT_REPROMPTS,
+        replicates: int = 1000,
+        game_params: dict | None = None,
+    ):
         from inspect_ai._util.error import PrerequisiteError
 
         try:
-            return audit_task(domain, pool, episodes, seed, protocol, temperature, max_tokens, samples, failure_rule,
-                              reprompts, replicates, game_params)
+            return audit_task(
+                domain,
+                pool,
+                episodes,
+                seed,
+                protocol,
+                temperature,
+                max_tokens,
+                samples,
+                failure_rule,
+                reprompts,
+                replicates,
+                game_params,
+            )
         except SepoError as error:  # Inspect prints a PrerequisiteError as its message alone, not a traceback
             from rich.text import Text
 
-            raise PrerequisiteError(Text(f"sepo/{domain}: {error}", no_wrap=True, overflow="ignore")) from None
+            raise PrerequisiteError(
+                Text(f"sepo/{domain}: {error}", no_wrap=True, overflow="ignore")
+            ) from None
 
     build.__name__ = build.__qualname__ = domain.replace("-", "_")
     return build

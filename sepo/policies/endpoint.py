@@ -4,8 +4,8 @@
 [system, user], as for local models, sent with the official `openai` client. As a `TextPolicy` it
 is played and measured like any text agent: replies parsed strictly, failures resolved by the
 named rule (the paper's forced decoding through the API's `logprobs`, see `forced_actions`;
-"fallback"; "random-legal"), its policy exact under greedy decoding and estimated from replies otherwise. It adds what an
-audit against a remote model needs:
+"fallback"; "random-legal"), its policy exact under greedy decoding and estimated from replies otherwise. It
+adds what an audit against a remote model needs:
 
 - **API key from the environment** (`SEPO_API_KEY`, else `OPENAI_API_KEY`; a loopback URL needs
   none). The key is never logged, stored in a record, written to the cache, or shown in an error.
@@ -76,13 +76,17 @@ def _parse_endpoint_spec(arg: str) -> tuple[str, str | None]:
         raise SepoError(f"agent 'openai:{arg}': expected openai:MODEL@http(s)://HOST[:PORT]/v1")
     model, url = match.group("model"), match.group("url")
     if model.endswith("@"):
-        raise SepoError(f"agent 'openai:{arg}': nothing after '@'; expected openai:MODEL@http(s)://HOST[:PORT]/v1")
+        raise SepoError(f"agent 'openai:{arg}': nothing after '@'; expected "
+                        "openai:MODEL@http(s)://HOST[:PORT]/v1")
     if "@" in model and url is None and re.search(r"@[a-z]+:", model):
         raise SepoError(f"agent 'openai:{arg}': the URL must start with http:// or https://")
     if "@" in model and url is None:
         after = model.rsplit("@", 1)[1]
-        raise SepoError(f"agent 'openai:{arg}': {after!r} after '@' is not a URL; expected openai:MODEL@http(s)://HOST[:PORT]/v1 "
-                        "(a model name with '@' in it needs the URL written after it)")
+        raise SepoError(
+            f"agent 'openai:{arg}': {after!r} after '@' is not a URL; expected "
+            "openai:MODEL@http(s)://HOST[:PORT]/v1 (a model name with '@' in it needs the URL written after "
+            "it)"
+        )
     if url is not None and not urlparse(url).hostname:
         raise SepoError(f"agent 'openai:{arg}': {url!r} has no host")
     return model, url
@@ -114,18 +118,40 @@ class EndpointAgent(TextPolicy):
     """A chat model behind an OpenAI-compatible endpoint: a `ReplySource`, played and measured by
     the generic `TextPolicy` (see module doc)."""
 
-    def __init__(self, model: str, base_url: str | None, game_text: TextView, decoding: Decoding | None = None, *,
-                 failure_rule: str = "forced", fallback_action=None, forced_top_logprobs: int = 20, samples: int = DEFAULT_SAMPLES, seed: int = 0,
-                 api_key: str | None = None, concurrency: int = 8, max_retries: int = 6, timeout: float = 120.0,
-                 cache_dir: str | os.PathLike | None = None, use_cache: bool = True, max_n: int = 128,
-                 name: str | None = None, client=None, reprompts: int = DEFAULT_REPROMPTS,
-                 max_tokens_total: int | None = None):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None,
+        game_text: TextView,
+        decoding: Decoding | None = None,
+        *,
+        failure_rule: str = "forced",
+        fallback_action=None,
+        forced_top_logprobs: int = 20,
+        samples: int = DEFAULT_SAMPLES,
+        seed: int = 0,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        max_retries: int = 6,
+        timeout: float = 120.0,
+        cache_dir: str | os.PathLike | None = None,
+        use_cache: bool = True,
+        max_n: int = 128,
+        name: str | None = None,
+        client=None,
+        reprompts: int = DEFAULT_REPROMPTS,
+        max_tokens_total: int | None = None,
+    ):
         try:
             import openai
         except ImportError:  # pragma: no cover - the `endpoint` extra is missing
-            raise SepoError("openai: agents need the `openai` package: pip install 'sepo[endpoint]'") from None
+            raise SepoError(
+                "openai: agents need the `openai` package: pip install 'sepo[endpoint]'"
+            ) from None
         if concurrency < 1 or max_retries < 0 or not timeout > 0 or max_n < 1:
-            raise SepoError("endpoint agent: concurrency and max_n must be >= 1, max_retries >= 0, timeout > 0")
+            raise SepoError(
+                "endpoint agent: concurrency and max_n must be >= 1, max_retries >= 0, timeout > 0"
+            )
         if max_tokens_total is not None and max_tokens_total < 1:
             raise SepoError(f"--max-tokens-total must be >= 1, got {max_tokens_total}")
         self.max_tokens_total = max_tokens_total
@@ -139,7 +165,9 @@ class EndpointAgent(TextPolicy):
         self.concurrency = concurrency
         self.max_n = max_n
         if not 1 <= forced_top_logprobs <= 20:
-            raise SepoError(f"forced_top_logprobs must be in 1..20 (the OpenAI API's limit), got {forced_top_logprobs}")
+            raise SepoError(
+                f"forced_top_logprobs must be in 1..20 (the OpenAI API's limit), got {forced_top_logprobs}"
+            )
         self.forced_top_logprobs = forced_top_logprobs
         self._serves_forced: bool | None = None
         self.name = name or f"openai:{model}@{self.base_url}"
@@ -147,18 +175,26 @@ class EndpointAgent(TextPolicy):
         if key is None and not _loopback(self._url):
             raise SepoError(f"agent {self.name!r}: no API key; set {' or '.join(API_KEY_VARIABLES)}")
         self._secret = key
-        self.client = client or openai.OpenAI(api_key=key or _NO_KEY, base_url=self._url, max_retries=max_retries,
-                                              timeout=timeout)
+        self.client = client or openai.OpenAI(
+            api_key=key or _NO_KEY, base_url=self._url, max_retries=max_retries, timeout=timeout
+        )
         self._openai = openai
         self.cache = None
         if use_cache:
             folder = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
             slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:64]
-            self.cache = ReplyCache(folder / f"{slug}-{request_key({'model': model, 'url': self.base_url})[:12]}.jsonl")
+            self.cache = ReplyCache(
+                folder / f"{slug}-{request_key({'model': model, 'url': self.base_url})[:12]}.jsonl"
+            )
         self.usage: Counter = Counter()
         self._usage_lock = threading.Lock()
-        super().__init__(failure_rule=failure_rule, fallback_action=fallback_action, samples=samples, seed=seed,
-                         reprompts=reprompts)
+        super().__init__(
+            failure_rule=failure_rule,
+            fallback_action=fallback_action,
+            samples=samples,
+            seed=seed,
+            reprompts=reprompts,
+        )
 
     # ------------------------------------------------------------------ ReplySource
 
@@ -180,7 +216,9 @@ class EndpointAgent(TextPolicy):
             raise SepoError(f"endpoint agent: n must be >= 1, got {n}")
         parts = [(i, min(self.max_n, n - start), _request_seed(seed, i, part)) for i, _ in enumerate(chats)
                  for part, start in enumerate(range(0, n, self.max_n))]
-        records = self._answers([self._request(list(chats[i]), size, self.decoding, s) for i, size, s in parts])
+        records = self._answers(
+            [self._request(list(chats[i]), size, self.decoding, s) for i, size, s in parts]
+        )
         out: list[list[Reply]] = [[] for _ in chats]
         for (i, _, _), record in zip(parts, records):
             out[i].extend(Reply(**r) for r in record["replies"])
@@ -202,8 +240,10 @@ class EndpointAgent(TextPolicy):
         served = self.serves_forced_choice()
         requests = []
         for d, reply in zip(decisions, replies):
-            messages = self.messages(d) + [{"role": "assistant", "content": reply},
-                                           {"role": "user", "content": FORCED_QUESTION.format(names="/".join(d.action_names))}]
+            messages = self.messages(d) + [
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": FORCED_QUESTION.format(names="/".join(d.action_names))},
+            ]
             request = {**self._request(messages, 1, decoding, 0), "top_logprobs": self.forced_top_logprobs}
             if served:
                 request["forced_answers"] = [self.text.answer_text(d, a) for a in d.legal_actions]
@@ -214,7 +254,9 @@ class EndpointAgent(TextPolicy):
                 actions.append(d.legal_actions[record["forced_choice"]])
                 self.counts["forced.whole_distribution"] += 1
                 continue
-            action = _forced_choice(d, [self.text.answer_text(d, a) for a in d.legal_actions], record["top_logprobs"])
+            action = _forced_choice(
+                d, [self.text.answer_text(d, a) for a in d.legal_actions], record["top_logprobs"]
+            )
             if action is None:
                 self.counts["forced.unmatched"] += 1
                 action = self._fallback(d)
@@ -227,8 +269,10 @@ class EndpointAgent(TextPolicy):
         if self._serves_forced is None:
             try:
                 listed = self.client.models.list()
-                self._serves_forced = any(getattr(m, "id", None) == self.model and getattr(m, "owned_by", None) == "sepo"
-                                          for m in getattr(listed, "data", None) or [])
+                self._serves_forced = any(
+                    getattr(m, "id", None) == self.model and getattr(m, "owned_by", None) == "sepo"
+                    for m in getattr(listed, "data", None) or []
+                )
             except Exception:  # noqa: BLE001 - an endpoint without a model list is simply not sepo serve
                 self._serves_forced = False
         return self._serves_forced
@@ -247,15 +291,23 @@ class EndpointAgent(TextPolicy):
             f"the {self.forced_top_logprobs} likeliest tokens"
         out["unmatched"] = unmatched
         if unmatched:
-            out["note"] = (f"{unmatched:,} failed replies had no legal answer among the endpoint's {self.forced_top_logprobs} "
-                           "likeliest next tokens and played the fallback action; the same model read locally (hf:) picks "
-                           "the likeliest legal token there, so the two routes can differ")
+            out["note"] = (
+                f"{unmatched:,} failed replies had no legal answer among the endpoint's "
+                f"{self.forced_top_logprobs} likeliest next tokens and played the fallback action; the same "
+                "model read locally (hf:) picks the likeliest legal token there, so the two routes can differ"
+            )
         return out
 
     def _request(self, messages: list[dict], n: int, decoding: Decoding, seed: int) -> dict:
         """A request as it is keyed: what determines the replies (no secret, no transport)."""
-        return {"url": self.base_url, "model": self.model, "messages": messages, "n": n, "decoding": decoding.record(),
-                "seed": None if decoding.greedy else seed}
+        return {
+            "url": self.base_url,
+            "model": self.model,
+            "messages": messages,
+            "n": n,
+            "decoding": decoding.record(),
+            "seed": None if decoding.greedy else seed,
+        }
 
     def _answers(self, requests: list[dict]) -> list[dict]:
         """The cached record of each request; the missing ones asked concurrently (at most
@@ -296,9 +348,16 @@ class EndpointAgent(TextPolicy):
         logprobs = dict(logprobs=True, top_logprobs=top) if top else {}
         try:
             raw = self.client.chat.completions.with_raw_response.create(
-                model=self.model, messages=request["messages"], temperature=d.temperature, top_p=d.top_p,
-                max_tokens=d.max_new_tokens, n=request["n"], seed=request["seed"] or 0, extra_body=extra or None,
-                **logprobs)
+                model=self.model,
+                messages=request["messages"],
+                temperature=d.temperature,
+                top_p=d.top_p,
+                max_tokens=d.max_new_tokens,
+                n=request["n"],
+                seed=request["seed"] or 0,
+                extra_body=extra or None,
+                **logprobs,
+            )
             response = raw.parse()
         except self._openai.APIError as error:
             hint = "; forced decoding needs logprobs, else use the fallback rule" if top else ""
@@ -312,24 +371,39 @@ class EndpointAgent(TextPolicy):
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
         shares = _split(completion_tokens, len(choices))
-        replies = [Reply(text=c.message.content or "", finished=c.finish_reason == "stop", prompt_tokens=prompt_tokens,
-                         completion_tokens=share) for c, share in zip(choices, shares)]
+        replies = [
+            Reply(
+                text=c.message.content or "",
+                finished=c.finish_reason == "stop",
+                prompt_tokens=prompt_tokens,
+                completion_tokens=share,
+            )
+            for c, share in zip(choices, shares)
+        ]
         record = {"request": request, "replies": [asdict(r) for r in replies],
                   "finish_reasons": [c.finish_reason for c in choices],
                   "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
                   "system_fingerprint": getattr(response, "system_fingerprint", None)}
         if top:
             content = (choices[0].logprobs.content or []) if choices[0].logprobs else []
-            record["top_logprobs"] = [[t.token, t.logprob] for t in content[0].top_logprobs] if content else []
+            record["top_logprobs"] = (
+                [[t.token, t.logprob] for t in content[0].top_logprobs] if content else []
+            )
         if request.get("forced_answers"):
             choice = (response.model_extra or {}).get("sepo_forced_choice")
             if not isinstance(choice, int) or not 0 <= choice < len(request["forced_answers"]):
-                raise SepoError(f"agent {self.name!r}: the server did not answer sepo_forced_answers with a choice")
+                raise SepoError(
+                    f"agent {self.name!r}: the server did not answer sepo_forced_answers with a choice"
+                )
             record["forced_choice"] = choice
         if self.cache is not None:
             self.cache.put(key, record)
-        self._count(requests=1, retries=int(getattr(raw, "retries_taken", 0) or 0), prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens)
+        self._count(
+            requests=1,
+            retries=int(getattr(raw, "retries_taken", 0) or 0),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
         return record
 
     def _check_budget(self) -> None:
@@ -340,9 +414,11 @@ class EndpointAgent(TextPolicy):
             prompt, completion = self.usage["prompt_tokens"], self.usage["completion_tokens"]
         if prompt + completion >= self.max_tokens_total:
             where = f" in {self.cache.path}" if self.cache is not None else ""
-            raise TokenBudgetReached(f"agent {self.name!r}: token budget of {self.max_tokens_total:,} reached "
-                                     f"({prompt:,} prompt + {completion:,} completion tokens sent); the replies received "
-                                     f"are cached{where}: re-run the same command to resume")
+            raise TokenBudgetReached(
+                f"agent {self.name!r}: token budget of {self.max_tokens_total:,} reached "
+                f"({prompt:,} prompt + {completion:,} completion tokens sent); the replies received "
+                f"are cached{where}: re-run the same command to resume"
+            )
 
     def _count(self, **amounts) -> None:
         with self._usage_lock:
@@ -360,12 +436,26 @@ class EndpointAgent(TextPolicy):
 
     def record(self) -> dict:
         """What goes into a result: the endpoint, the decoding, token usage (never the key)."""
-        return {"kind": "openai", "model": self.model, "base_url": self.base_url, "decoding": self.decoding.record(),
-                "usage": {k: int(self.usage.get(k, 0)) for k in
-                          ("requests", "cache_hits", "retries", "prompt_tokens", "completion_tokens",
-                           "cached_prompt_tokens", "cached_completion_tokens")},
-                "max_tokens_total": self.max_tokens_total,
-                "cache": str(self.cache.path) if self.cache is not None else None}
+        return {
+            "kind": "openai",
+            "model": self.model,
+            "base_url": self.base_url,
+            "decoding": self.decoding.record(),
+            "usage": {
+                k: int(self.usage.get(k, 0))
+                for k in (
+                    "requests",
+                    "cache_hits",
+                    "retries",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "cached_prompt_tokens",
+                    "cached_completion_tokens",
+                )
+            },
+            "max_tokens_total": self.max_tokens_total,
+            "cache": str(self.cache.path) if self.cache is not None else None,
+        }
 
 
 def _request_seed(seed: int, index: int, part: int) -> int:
@@ -386,7 +476,9 @@ def _forced_choice(decision: Decision, answers: list[str], candidates: list) -> 
                 if word and (word == answer if whole else answer.startswith(word)):
                     best[action] = max(best.get(action, -np.inf), logprob)
         if best:
-            return max(decision.legal_actions, key=lambda a: (best.get(a, -np.inf), -decision.legal_actions.index(a)))
+            return max(
+                decision.legal_actions, key=lambda a: (best.get(a, -np.inf), -decision.legal_actions.index(a))
+            )
     return None
 
 
