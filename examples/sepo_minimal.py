@@ -24,6 +24,9 @@ the digits the demo shows:
     SEPO (λe=5)         exploitability 0.0003   utility vs train pool 0.0318
     payoff-only GRPO    exploitability 0.3396   utility vs train pool 0.1294
 
+and `--lambda-e 0.25`, `1` and `4` (with `--only`) print the demo's frontier runs (0.1672/0.1110,
+0.0002/0.0366, 0.0003/0.0349).
+
 tests/examples/test_sepo_minimal.py checks it step for step against sepo's trainer
 (`sepo.training.tabular`), logits to 1e-9.
 
