@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from timing import best_of, machine_line
 
 from sepo.games.auction.bots import AdaptiveBid
 from sepo.games.auction.exact import AuctionSolver
@@ -32,6 +31,8 @@ from sepo.games.auction.reference import naive_best_response
 from sepo.games.auction.rules import make_game
 from sepo.metrics.exact import action_table
 from sepo.policies.tabular import TabularPolicy
+
+from timing import best_of, machine_line
 
 
 def random_agent(solver, seed=0):

@@ -12,10 +12,10 @@ What it measures
    Ratios vectorised / Axelrod and loop / Axelrod, per pair and overall.
 2. The exact DP (`sepo.metrics.repeated`) for tabular agents: a random memory-2 table on the
    (round, last 2 rounds) states, and a random full-history table on the whole joint-history tree,
-   at 8, 10 and 12 rounds (the full tree to `--full-max-rounds`, default 10): seconds for the full solve (gap, best-response payoff, both maximisers,
-   Danskin gradient) and for the gap alone, the number of states, and the growth per 2 rounds.
-   Reference in the same run: OpenSpiel's Python best response on `pyspiel.create_repeated_game`
-   (turn-based) for the 8-round memory-2 agent, whose value must agree.
+   at 8, 10 and 12 rounds (the full tree to `--full-max-rounds`, default 10): seconds for the full solve (gap,
+   best-response payoff, both maximisers, Danskin gradient) and for the gap alone, the number of states, and
+   the growth per 2 rounds. Reference in the same run: OpenSpiel's Python best response on
+   `pyspiel.create_repeated_game` (turn-based) for the 8-round memory-2 agent, whose value must agree.
 3. Batched scoring of a language model's whole IPD history tree (`--llm-rounds`, default 5: 341
    prompts): the tiny local model (built in a temporary directory, random weights) in score mode,
    every prompt's two answers scored after the state's reason, as prompts per second, in batches
@@ -39,10 +39,15 @@ from sepo.games.ipd.bots import BOTS
 from sepo.games.ipd.exact import IPDSolver
 from sepo.games.ipd.rollouts import play_matches
 from sepo.metrics.repeated import gap_value, solve
+
 from timing import best_of, machine_line, openspiel_br_value
 
-PAIRS = [("TFT", "AlwaysDefect", "TitForTat", "Defector"), ("GrimTrigger", "AlternatingDefect", "Grudger", "CyclerDC"),
-         ("TFT", "GrimTrigger", "TitForTat", "Grudger"), ("AlwaysCooperate", "TFT", "Cooperator", "TitForTat")]
+PAIRS = [
+    ("TFT", "AlwaysDefect", "TitForTat", "Defector"),
+    ("GrimTrigger", "AlternatingDefect", "Grudger", "CyclerDC"),
+    ("TFT", "GrimTrigger", "TitForTat", "Grudger"),
+    ("AlwaysCooperate", "TFT", "Cooperator", "TitForTat"),
+]
 
 
 def matches(args):
@@ -55,10 +60,22 @@ def matches(args):
     totals = np.zeros(3)
     for ours_a, ours_b, theirs_a, theirs_b in PAIRS:
         uniforms = np.random.default_rng(0).random((args.episodes, game.rounds, 2))
-        t_vec, played = best_of(args.repeats, lambda: play_matches(BOTS[ours_a](), [BOTS[ours_b]()], np.zeros(args.episodes, int),
-                                                                    game.rounds, game.payoffs.matrix, uniforms))
+        t_vec, played = best_of(
+            args.repeats,
+            lambda: play_matches(
+                BOTS[ours_a](),
+                [BOTS[ours_b]()],
+                np.zeros(args.episodes, int),
+                game.rounds,
+                game.payoffs.matrix,
+                uniforms,
+            ),
+        )
         seeds = list(range(args.loop_episodes))
-        t_loop, episodes = best_of(args.repeats, lambda: play_episodes(game, BOTS[ours_a](), [BOTS[ours_b]() for _ in seeds], seeds, agent_seed=0))
+        t_loop, episodes = best_of(
+            args.repeats,
+            lambda: play_episodes(game, BOTS[ours_a](), [BOTS[ours_b]() for _ in seeds], seeds, agent_seed=0),
+        )
 
         def reference():
             first, second = getattr(axl, theirs_a)(), getattr(axl, theirs_b)()
@@ -80,7 +97,10 @@ def matches(args):
 
 def dp(args):
     print("\n2. Exact DP for tabular agents (seconds, best of %d)" % args.repeats)
-    print(f"{'agent':>14} {'rounds':>6} {'states':>9} {'solve s':>10} {'gap only s':>11} {'x per 2 rounds':>15} {'gap':>9}")
+    print(
+        f"{'agent':>14} {'rounds':>6} {'states':>9} {'solve s':>10} {'gap only s':>11} "
+        f"{'x per 2 rounds':>15} {'gap':>9}"
+    )
     for memory in (2, None):
         previous = None
         for rounds in (8, 10, 12) if memory else range(8, args.full_max_rounds + 1, 2):
@@ -92,7 +112,10 @@ def dp(args):
             t_gap, _ = best_of(args.repeats, lambda: gap_value(tree))
             growth = "" if previous is None else f"{t_solve / previous:.1f}"
             label = "memory-2" if memory else "full history"
-            print(f"{label:>14} {rounds:>6} {tree.num_states:>9} {t_solve:>10.5f} {t_gap:>11.5f} {growth:>15} {result.gap:>9.5f}")
+            print(
+                f"{label:>14} {rounds:>6} {tree.num_states:>9} {t_solve:>10.5f} {t_gap:>11.5f} {growth:>15} "
+                f"{result.gap:>9.5f}"
+            )
             previous = t_solve
             if memory and rounds == 8:
                 reference = (solver, table, t_solve, result)
@@ -100,8 +123,10 @@ def dp(args):
     solver, table, t_ours, result = reference
     t_os, value = best_of(1, lambda: openspiel_br_value(solver, table))
     assert abs(value - result.br_payoff) < 1e-9, (value, result.br_payoff)
-    print(f"OpenSpiel Python best response, same 8-round memory-2 agent: {t_os:.3f} s (value {value:.6f} = ours); "
-          f"ratio OpenSpiel / sepo solve: {t_os / t_ours:.0f}")
+    print(
+        f"OpenSpiel Python best response, same 8-round memory-2 agent: {t_os:.3f} s (value {value:.6f} = "
+        f"ours); ratio OpenSpiel / sepo solve: {t_os / t_ours:.0f}"
+    )
 
 
 
@@ -126,9 +151,12 @@ def llm(args):
         assert np.allclose(table[: len(subset)], table_single, atol=1e-4)
         result = solver.evaluate(table)
     rate, rate_single = len(decisions) / t_batched, len(subset) / t_single
-    print(f"\n3. Batched scoring of the tiny model's whole {args.llm_rounds}-round history tree: {len(decisions)} prompts "
-          f"in {t_batched:.2f} s = {rate:.0f} prompts/s (batch {args.batch}); batch 1: {rate_single:.0f} prompts/s; "
-          f"ratio {rate / rate_single:.1f}; its exact gap {result.value:.4f} per round")
+    print(
+        f"\n3. Batched scoring of the tiny model's whole {args.llm_rounds}-round history tree: "
+        f"{len(decisions)} prompts in {t_batched:.2f} s = {rate:.0f} prompts/s (batch {args.batch}); batch "
+        f"1: {rate_single:.0f} prompts/s; ratio {rate / rate_single:.1f}; its exact gap {result.value:.4f} "
+        "per round"
+    )
 
 
 def main():
@@ -140,8 +168,12 @@ def main():
     parser.add_argument("--llm-rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--single", type=int, default=40)
-    parser.add_argument("--full-max-rounds", type=int, default=10,
-                        help="largest full-history tree (12 rounds: 5.6M states in the last round, several GB)")
+    parser.add_argument(
+        "--full-max-rounds",
+        type=int,
+        default=10,
+        help="largest full-history tree (12 rounds: 5.6M states in the last round, several GB)",
+    )
     parser.add_argument("--skip-llm", action="store_true")
     args = parser.parse_args()
     print(machine_line())

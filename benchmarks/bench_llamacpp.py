@@ -1,4 +1,5 @@
-"""An outside anchor: llama.cpp serving the same GGUF behind its OpenAI-compatible server, against sepo's own path.
+"""An outside anchor: llama.cpp serving the same GGUF behind its OpenAI-compatible server, against sepo's own
+path.
 
 What it measures (the model: a GGUF, e.g. SmolLM2-135M-Instruct.Q4_1.gguf, and the folder
 `sepo model get` / `sepo model import` converted it into; `--smoke` writes a tiny one, see below)
@@ -63,8 +64,8 @@ every figure: on a loaded machine the seconds are not representative, the ratios
 same run are more so (and both sides here share the same CPUs: run it on a quiet machine).
 
 Run: `.venv/bin/python benchmarks/bench_llamacpp.py --model runs/smollm2 [--gguf FILE]
-[--server-python PYTHON (default: $SEPO_LLAMACPP_PYTHON, else this Python)] [--threads 2] [--decisions 48]` or `--smoke`.
-The server's Python needs `pip install 'llama-cpp-python[server]'` (a source build of llama.cpp).
+[--server-python PYTHON (default: $SEPO_LLAMACPP_PYTHON, else this Python)] [--threads 2] [--decisions 48]` or
+`--smoke`. The server's Python needs `pip install 'llama-cpp-python[server]'` (a source build of llama.cpp).
 """
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SERVER_PYTHON = os.environ.get("SEPO_LLAMACPP_PYTHON", sys.executable)
-"""The Python whose environment has `llama-cpp-python[server]`: this one unless $SEPO_LLAMACPP_PYTHON names another."""
+"""The Python whose environment has `llama-cpp-python[server]`: this one unless $SEPO_LLAMACPP_PYTHON names
+another."""
 SMOKE = dict(decisions=12, max_new_tokens=8)
 
 RENDER_IN_SERVER_PYTHON = r"""
@@ -148,7 +150,10 @@ def default_gguf(model_dir: Path) -> Path:
             path = cached
         if path is not None:
             return path
-    fail(f"cannot find the GGUF {model_dir} was converted from ({source.get('file', 'unknown')}): pass --gguf FILE")
+    fail(
+        f"cannot find the GGUF {model_dir} was converted from ({source.get('file', 'unknown')}): pass --gguf "
+        "FILE"
+    )
 
 
 def model_info(model_dir: Path) -> dict:
@@ -157,7 +162,10 @@ def model_info(model_dir: Path) -> dict:
     try:
         return json.loads((model_dir / INFO_FILE).read_text())
     except (OSError, ValueError):
-        fail(f"{model_dir} holds no {INFO_FILE}: give the folder `sepo model get` or `sepo model import` wrote (--model)")
+        fail(
+            f"{model_dir} holds no {INFO_FILE}: give the folder `sepo model get` or `sepo model import` "
+            "wrote (--model)"
+        )
 
 
 def check_same_file(gguf: Path, model_dir: Path) -> str:
@@ -168,7 +176,10 @@ def check_same_file(gguf: Path, model_dir: Path) -> str:
         fail(f"--gguf {gguf}: no such file")
     digest, recorded = sha256_of(gguf), model_info(model_dir).get("source", {}).get("sha256")
     if recorded and digest != recorded:
-        fail(f"--gguf {gguf} (sha256 {digest[:12]}) is not the file {model_dir} was converted from ({recorded[:12]})")
+        fail(
+            f"--gguf {gguf} (sha256 {digest[:12]}) is not the file {model_dir} was converted from "
+            f"({recorded[:12]})"
+        )
     return digest
 
 
@@ -177,8 +188,12 @@ def check_same_file(gguf: Path, model_dir: Path) -> str:
 def check_server_python(python: str) -> str:
     """llama-cpp-python's version in `python`, or one line and exit status 2."""
     try:
-        result = subprocess.run([python, "-c", "import llama_cpp, llama_cpp.server.app; print(llama_cpp.__version__)"],
-                                capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [python, "-c", "import llama_cpp, llama_cpp.server.app; print(llama_cpp.__version__)"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         fail(f"--server-python {python}: cannot run it ({error}); build llama-cpp-python into a venv: "
              "pip install 'llama-cpp-python[server]'")
@@ -201,14 +216,31 @@ class Server:
     def __init__(self, python: str, gguf: Path, threads: int, n_ctx: int, log: Path):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.command = [python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1", "--port",
-                        str(self.port), "--n_threads", str(threads), "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx)]
+        self.command = [
+            python,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(gguf),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_threads",
+            str(threads),
+            "--n_threads_batch",
+            str(threads),
+            "--n_ctx",
+            str(n_ctx),
+        ]
         self.log = log
         self.process = None
 
     def __enter__(self) -> "Server":
         self._log = open(self.log, "w")
-        self.process = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            self.command, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         started = time.perf_counter()
         while time.perf_counter() - started < 300:
             if self.process.poll() is not None:
@@ -253,38 +285,56 @@ def with_request_fields(client, fields: dict):
         kwargs["extra_body"] = {**(kwargs.get("extra_body") or {}), **fields}
         return raw.create(**kwargs)
 
-    return SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(with_raw_response=SimpleNamespace(create=create))))
+    return SimpleNamespace(
+        chat=SimpleNamespace(completions=SimpleNamespace(with_raw_response=SimpleNamespace(create=create)))
+    )
 
 
 # ------------------------------------------------------------------------------ 0. the prompt
 
 def check_prompts(python: str, gguf: Path, n_ctx: int, policy, agent, states) -> None:
-    result = subprocess.run([python, "-c", RENDER_IN_SERVER_PYTHON, str(gguf), str(n_ctx)],
-                            input=json.dumps([agent.messages(d) for d in states]), capture_output=True, text=True,
-                            timeout=600)
+    result = subprocess.run(
+        [python, "-c", RENDER_IN_SERVER_PYTHON, str(gguf), str(n_ctx)],
+        input=json.dumps([agent.messages(d) for d in states]),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if result.returncode != 0:
-        print(f"\n0. The prompt: could not render it in the server's Python ({(result.stderr.strip().splitlines() or ['?'])[-1]})")
+        print(
+            "\n0. The prompt: could not render it in the server's Python "
+            f"({(result.stderr.strip().splitlines() or ['?'])[-1]})"
+        )
         return
     served = json.loads(result.stdout.strip().splitlines()[-1])
     texts = [policy._apply_template(policy.messages(d), True) for d in states]
     ids = [policy.prompt_ids(d) for d in states]
     same_text = sum(s["text"] == t for s, t in zip(served["prompts"], texts))
     same_ids = sum(s["ids"] == i for s, i in zip(served["prompts"], ids))
-    print(f"\n0. The prompt llama-cpp-python's server builds (chat format {served['chat_format']!r}) against sepo's "
-          f"chat-templated prompt, at Kuhn's {len(states)} information states: text equal at {same_text}/{len(states)}, "
-          f"token ids equal at {same_ids}/{len(states)} ({np.mean([len(i) for i in ids]):.0f} tokens on average)")
+    print(
+        f"\n0. The prompt llama-cpp-python's server builds (chat format {served['chat_format']!r}) against "
+        f"sepo's chat-templated prompt, at Kuhn's {len(states)} information states: text equal at "
+        f"{same_text}/{len(states)}, token ids equal at {same_ids}/{len(states)} "
+        f"({np.mean([len(i) for i in ids]):.0f} tokens on average)"
+    )
     for s, t, i in zip(served["prompts"], texts, ids):
         if s["text"] != t or s["ids"] != i:
-            where = next((k for k, (a, b) in enumerate(zip(s["text"], t)) if a != b), min(len(s["text"]), len(t)))
-            print(f"   first difference: text at character {where}: server {s['text'][where:where + 40]!r}, sepo "
-                  f"{t[where:where + 40]!r}; {len(s['ids'])} tokens against {len(i)}")
+            where = next(
+                (k for k, (a, b) in enumerate(zip(s["text"], t)) if a != b), min(len(s["text"]), len(t))
+            )
+            print(
+                f"   first difference: text at character {where}: server {s['text'][where : where + 40]!r}, "
+                f"sepo {t[where : where + 40]!r}; {len(s['ids'])} tokens against {len(i)}"
+            )
             break
 
 
 # ------------------------------------------------------------------------------ 1. play
 
 def statuses(counts: Counter) -> str:
-    return ", ".join(f"{k[4:]} {v}" for k, v in sorted(counts.items()) if k.startswith("act.") and k != "act.decisions")
+    return ", ".join(
+        f"{k[4:]} {v}" for k, v in sorted(counts.items()) if k.startswith("act.") and k != "act.decisions"
+    )
 
 
 def agreement(replies: list, reference: list) -> tuple[int, int, list]:
@@ -311,8 +361,15 @@ def bench_play(model_dir: Path, server: Server, args, check_prompt) -> None:
                       decoding=HFDecoding.of(decoding, failure_rule=args.failure_rule, seed=args.seed))
 
     def agent(fields: dict | None = None):
-        endpoint = EndpointAgent(name, server.url, game.text, decoding, failure_rule=args.failure_rule, seed=args.seed,
-                                 use_cache=False)
+        endpoint = EndpointAgent(
+            name,
+            server.url,
+            game.text,
+            decoding,
+            failure_rule=args.failure_rule,
+            seed=args.seed,
+            use_cache=False,
+        )
         if fields:
             endpoint.client = with_request_fields(endpoint.client, fields)
         return endpoint
@@ -330,7 +387,12 @@ def bench_play(model_dir: Path, server: Server, args, check_prompt) -> None:
     hf_once = lambda: [c for d in decisions for c in policy.act([d], rng)]  # noqa: E731
     policy.act(decisions[:1], rng)  # warm-up
     policy.reset_counts()
-    timed("HFPolicy, one call per decision (ref)", hf_once, lambda: Counter(policy.counts), lambda: f"{len(decisions)} rows")
+    timed(
+        "HFPolicy, one call per decision (ref)",
+        hf_once,
+        lambda: Counter(policy.counts),
+        lambda: f"{len(decisions)} rows",
+    )
     policy.reset_counts()
     timed("HFPolicy, one batched call", lambda: policy.act(decisions, rng), lambda: Counter(policy.counts),
           lambda: f"{len(decisions)} rows")
@@ -346,23 +408,39 @@ def bench_play(model_dir: Path, server: Server, args, check_prompt) -> None:
         prompt_tokens[label] = endpoint.usage["prompt_tokens"] / max(1, endpoint.usage["requests"])
     reference = runs[0]
     rate_ref = len(decisions) / reference[1]
-    print(f"\n1. Play: {len(decisions)} Kuhn decisions (the 12 information states, cycled), greedy, max_new_tokens "
-          f"{args.max_new_tokens}, failures played by the '{args.failure_rule}' rule; {args.threads} thread(s) each")
-    print(f"{'run':<48}{'seconds':>9}{'dec/s':>8}{'ratio':>8}{'computed':>14}{'same text':>11}{'same action':>13}  load; replies")
+    print(
+        f"\n1. Play: {len(decisions)} Kuhn decisions (the 12 information states, cycled), greedy, "
+        f"max_new_tokens {args.max_new_tokens}, failures played by the '{args.failure_rule}' rule; "
+        f"{args.threads} thread(s) each"
+    )
+    print(
+        f"{'run':<48}{'seconds':>9}{'dec/s':>8}{'ratio':>8}{'computed':>14}{'same text':>11}"
+        f"{'same action':>13}  load; replies"
+    )
     for label, seconds, choices, counts, computed, when in runs:
         same_text, same_action, _ = agreement(choices, reference[2])
-        print(f"{label:<48}{seconds:>9.2f}{len(decisions) / seconds:>8.2f}{len(decisions) / seconds / rate_ref:>7.2f}x"
-              f"{computed:>14}{same_text:>7}/{len(decisions):<3}{same_action:>9}/{len(decisions):<3}  {when}; {statuses(counts)}")
+        print(
+            f"{label:<48}{seconds:>9.2f}{len(decisions) / seconds:>8.2f}"
+            f"{len(decisions) / seconds / rate_ref:>7.2f}x"
+            f"{computed:>14}{same_text:>7}/{len(decisions):<3}{same_action:>9}/{len(decisions):<3}  {when}; "
+            f"{statuses(counts)}"
+        )
     ids = np.mean([len(policy.prompt_ids(d)) for d in decisions])
-    print("(ratio: decisions/s against HFPolicy one call per decision; same text / same action: against its reply at "
-          "the same decision; server prompt tokens per request: "
-          + ", ".join(f"{v:.1f}" for v in prompt_tokens.values()) + f", sepo's prompt {ids:.1f})")
+    print(
+        "(ratio: decisions/s against HFPolicy one call per decision; same text / same action: against its "
+        "reply at the same decision; server prompt tokens per request: "
+        + ", ".join(f"{v:.1f}" for v in prompt_tokens.values())
+        + f", sepo's prompt {ids:.1f})"
+    )
     served = max(len(decisions) / r[1] for r in runs[2:])
     print(f"the server's best: {served / rate_ref:.2f}x HFPolicy one call per decision, "
           f"{served / (len(decisions) / runs[1][1]):.2f}x HFPolicy batched")
     for label, _, choices, _, _, _ in runs[1:]:
         for i, served, own in agreement(choices, reference[2])[2][:2]:
-            print(f"  differs, {label}, decision {i} ({decisions[i].info_key}): {served[:70]!r} vs sepo {own[:70]!r}")
+            print(
+                f"  differs, {label}, decision {i} ({decisions[i].info_key}): {served[:70]!r} vs sepo "
+                f"{own[:70]!r}"
+            )
 
 
 # ------------------------------------------------------------------------- 2. answer lines scored
@@ -393,9 +471,19 @@ def bench_score(model_dir: Path, server: Server, args) -> None:
         for a in d.legal_actions:
             answer = game.text.answer_text(d, a)
             scored = len(policy._ids(answer)) + 1
-            body = json.dumps({"prompt": prompt_text + answer + end, "max_tokens": 1, "echo": True, "logprobs": 1,
-                               "temperature": 0, "repeat_penalty": 1.0}).encode()
-            request = urllib.request.Request(f"{server.url}/completions", body, {"Content-Type": "application/json"})
+            body = json.dumps(
+                {
+                    "prompt": prompt_text + answer + end,
+                    "max_tokens": 1,
+                    "echo": True,
+                    "logprobs": 1,
+                    "temperature": 0,
+                    "repeat_penalty": 1.0,
+                }
+            ).encode()
+            request = urllib.request.Request(
+                f"{server.url}/completions", body, {"Content-Type": "application/json"}
+            )
             with urllib.request.urlopen(request, timeout=600) as answer_:
                 reply = json.load(answer_)
             logprobs = reply["choices"][0]["logprobs"]["token_logprobs"]
@@ -406,29 +494,45 @@ def bench_score(model_dir: Path, server: Server, args) -> None:
     server_seconds = time.perf_counter() - started
     own = np.log(np.concatenate(rows))
     requests = len(own)
-    print(f"\n2. An answer-only policy read exactly at {len(states)} Kuhn information states ({requests} answer lines, "
-          f"temperature 1): sepo's answer_probabilities {sepo_seconds:.2f} s [{sepo_load}]; the server's /v1/completions "
-          f"with echo and logprobs, one request per answer line, {server_seconds:.2f} s [{load()}] "
-          f"({server_seconds / sepo_seconds:.1f}x sepo's time)")
-    print(f"   the echo's prompt tokens minus sepo's prompt tokens: {sorted(set(lengths))} (sepo's answer + turn end: "
-          f"{scored} tokens at the last state; the echo leaves out every token equal to the BOS id); largest |log p| difference against sepo, reading token_logprobs[i] as token i's: "
-          f"{np.abs(np.array(labelled) - own).max():.3f}; as token i+1's (one position later): "
-          f"{np.abs(np.array(shifted) - own).max():.3f}")
+    print(
+        f"\n2. An answer-only policy read exactly at {len(states)} Kuhn information states ({requests} "
+        f"answer lines, temperature 1): sepo's answer_probabilities {sepo_seconds:.2f} s [{sepo_load}]; the "
+        f"server's /v1/completions with echo and logprobs, one request per answer line, {server_seconds:.2f} "
+        f"s [{load()}] ({server_seconds / sepo_seconds:.1f}x sepo's time)"
+    )
+    print(
+        f"   the echo's prompt tokens minus sepo's prompt tokens: {sorted(set(lengths))} (sepo's answer + "
+        f"turn end: {scored} tokens at the last state; the echo leaves out every token equal to the BOS id); "
+        "largest |log p| difference against sepo, reading token_logprobs[i] as token i's: "
+        f"{np.abs(np.array(labelled) - own).max():.3f}; as token i+1's (one position later): "
+        f"{np.abs(np.array(shifted) - own).max():.3f}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="runs/smollm2", help="the folder `sepo model get`/`import` converted the GGUF into")
-    parser.add_argument("--gguf", help="the GGUF file (default: the one the folder's sepo_model.json names, from "
-                                       "the installed package or sepo's model cache)")
+    parser.add_argument(
+        "--model", default="runs/smollm2", help="the folder `sepo model get`/`import` converted the GGUF into"
+    )
+    parser.add_argument(
+        "--gguf",
+        help="the GGUF file (default: the one the folder's sepo_model.json names, from "
+        "the installed package or sepo's model cache)",
+    )
     parser.add_argument("--server-python", default=DEFAULT_SERVER_PYTHON,
                         help="a Python with llama-cpp-python[server] installed (default %(default)s)")
-    parser.add_argument("--smoke", action="store_true", help="a tiny random GGUF and tiny sizes: checks the script runs")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny random GGUF and tiny sizes: checks the script runs"
+    )
     parser.add_argument("--decisions", type=int, default=48)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--failure-rule", default="fallback", choices=("fallback", "forced", "random-legal"))
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch and for llama.cpp alike")
-    parser.add_argument("--n-ctx", type=int, default=2048, help="the server's context (llama-cpp-python's default)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="CPU threads for torch and for llama.cpp alike"
+    )
+    parser.add_argument(
+        "--n-ctx", type=int, default=2048, help="the server's context (llama-cpp-python's default)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--score-states", type=int, default=4,
                         help="part 2: information states whose answer lines are scored both ways (0: skip)")
@@ -460,17 +564,33 @@ def main() -> None:
         else:
             model_dir = Path(args.model)
             if not (model_dir / "config.json").is_file():
-                fail(f"{model_dir} holds no model: run `sepo model get smollm2-135m --out {model_dir}` first, or --smoke")
+                fail(
+                    f"{model_dir} holds no model: run `sepo model get smollm2-135m --out {model_dir}` first, "
+                    "or --smoke"
+                )
             gguf = Path(args.gguf).expanduser() if args.gguf else default_gguf(model_dir)
         digest = check_same_file(gguf, model_dir)
-        print(f"GGUF {gguf} (sha256 {digest[:12]}){', the tiny random model: --smoke, numbers mean nothing' if args.smoke else ''}; "
-              f"converted folder {model_dir}; llama-cpp-python {version} in {args.server_python}; torch {torch.__version__}, "
-              f"transformers {transformers.__version__}; {args.threads} thread(s) each; Python {platform.python_version()}, "
-              f"{platform.machine()}, {os.cpu_count()} CPUs, {load()} at the start")
+        print(
+            f"GGUF {gguf} (sha256 {digest[:12]})"
+            f"{', the tiny random model: --smoke, numbers mean nothing' if args.smoke else ''}; "
+            f"converted folder {model_dir}; llama-cpp-python {version} in {args.server_python}; "
+            f"torch {torch.__version__}, "
+            f"transformers {transformers.__version__}; {args.threads} thread(s) each; Python "
+            f"{platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, {load()} at the start"
+        )
         with Server(args.server_python, gguf, args.threads, args.n_ctx, Path(tmp) / "server.log") as server:
-            print(f"llama.cpp server: answered {server.seconds_to_answer:.1f} s after it was started, at {server.url}")
-            bench_play(model_dir, server, args,
-                       lambda policy, agent, states: check_prompts(args.server_python, gguf, args.n_ctx, policy, agent, states))
+            print(
+                f"llama.cpp server: answered {server.seconds_to_answer:.1f} s after it was started, at "
+                f"{server.url}"
+            )
+            bench_play(
+                model_dir,
+                server,
+                args,
+                lambda policy, agent, states: check_prompts(
+                    args.server_python, gguf, args.n_ctx, policy, agent, states
+                ),
+            )
             if args.score_states > 0:
                 bench_score(model_dir, server, args)
     print(f"\n{load()} at the end; total {time.perf_counter() - started:.0f} s")

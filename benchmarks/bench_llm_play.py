@@ -86,9 +86,33 @@ def build_model(workdir: Path, seed: int, threads: int) -> Path:
     sepo = Path(sys.executable).with_name("sepo")
     steps = [
         [str(sepo), "model", "init", "--out", str(workdir / "init"), "--seed", str(seed)],
-        [str(sepo), "data", "sft", "--mixture", "nash", "--episodes", "40", "--seed", str(seed), "--out", str(workdir / "data")],
-        [str(sepo), "sft", "--model", str(workdir / "init"), "--data", str(workdir / "data"), "--out", str(workdir / "sft"),
-         "--epochs", "1", "--seed", str(seed)],
+        [
+            str(sepo),
+            "data",
+            "sft",
+            "--mixture",
+            "nash",
+            "--episodes",
+            "40",
+            "--seed",
+            str(seed),
+            "--out",
+            str(workdir / "data"),
+        ],
+        [
+            str(sepo),
+            "sft",
+            "--model",
+            str(workdir / "init"),
+            "--data",
+            str(workdir / "data"),
+            "--out",
+            str(workdir / "sft"),
+            "--epochs",
+            "1",
+            "--seed",
+            str(seed),
+        ],
     ]
     for command in steps:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads > 0 else None
@@ -125,7 +149,8 @@ class Meter:
             out = generate(prompts, n, **kwargs)
             lengths = [len(c.completion_ids) for group in out for c in group]
             self.generated_tokens += sum(lengths)
-            chunk = max(1, policy.batch_size // n) * n  # rows per model.generate call, as in HFPolicy.generate
+            # rows per model.generate call, as in HFPolicy.generate
+            chunk = max(1, policy.batch_size // n) * n
             for start in range(0, len(lengths), chunk):
                 part = lengths[start : start + chunk]
                 self.decode_steps += len(part) * max(part)
@@ -186,7 +211,9 @@ def check_valid(game, records, meter: Meter, label: str) -> None:
     """Complete games, zero-sum payoffs, a legal action at every decision."""
     for record in records:
         if len(record.rounds) != game.hands:
-            raise AssertionError(f"{label}: episode {record.seed} has {len(record.rounds)} hands, not {game.hands}")
+            raise AssertionError(
+                f"{label}: episode {record.seed} has {len(record.rounds)} hands, not {game.hands}"
+            )
         if any(abs(sum(r.payoffs)) > 1e-9 for r in record.rounds):
             raise AssertionError(f"{label}: episode {record.seed} has a non-zero-sum hand")
         if not record.decisions:
@@ -202,34 +229,55 @@ def play(game, meter: Meter, seeds: list[int], *, one_at_a_time: bool, agent_see
     if one_at_a_time:
         records = []
         for seed in seeds:
-            records += play_episodes(game, meter.policy, [BOTS[OPPONENT]()], [seed], agent_seed=agent_seed + seed)
+            records += play_episodes(
+                game, meter.policy, [BOTS[OPPONENT]()], [seed], agent_seed=agent_seed + seed
+            )
     else:
-        records = play_episodes(game, meter.policy, [BOTS[OPPONENT]() for _ in seeds], seeds, agent_seed=agent_seed)
+        records = play_episodes(
+            game, meter.policy, [BOTS[OPPONENT]() for _ in seeds], seeds, agent_seed=agent_seed
+        )
     seconds = time.perf_counter() - t0
     check_valid(game, records, meter, label)
     statuses = Counter(d.parse_status for r in records for d in r.decisions)
-    return Run(label, len(seeds), sum(len(r.decisions) for r in records), len(meter.calls), seconds, meter.model_seconds,
-               meter.generated_tokens, meter.decode_steps, meter.steps / max(1, meter.generate_calls),
-               sum(n for s, n in statuses.items() if s != "ok"), statuses)
+    return Run(
+        label,
+        len(seeds),
+        sum(len(r.decisions) for r in records),
+        len(meter.calls),
+        seconds,
+        meter.model_seconds,
+        meter.generated_tokens,
+        meter.decode_steps,
+        meter.steps / max(1, meter.generate_calls),
+        sum(n for s, n in statuses.items() if s != "ok"),
+        statuses,
+    )
 
 
 HEADER = (f"{'run':<24}{'eps':>4}{'dec':>5}{'calls':>6}{'dec/call':>9}{'seconds':>8}{'dec/s':>7}{'ms/dec':>7}"
           f"{'ratio':>7}{'model%':>7}{'tok/dec':>8}{'steps':>6}{'idle%':>6}  invalid")
-COLUMNS = ("columns: eps episodes; dec agent decisions; calls HFPolicy.act calls (turns); ratio decisions/s over the "
-           "one-at-a-time reference; model% share of the time inside generate and the scoring/forced-decoding forward "
-           "passes; tok/dec generated tokens per decision; steps decode steps per batched generate (its longest reply); "
-           "idle% decode steps spent on rows already finished; invalid replies (parse failures, resolved by the failure "
-           "rule)")
+COLUMNS = (
+    "columns: eps episodes; dec agent decisions; calls HFPolicy.act calls (turns); ratio decisions/s over "
+    "the one-at-a-time reference; model% share of the time inside generate and the scoring/forced-decoding "
+    "forward passes; tok/dec generated tokens per decision; steps decode steps per batched generate (its "
+    "longest reply); idle% decode steps spent on rows already finished; invalid replies (parse failures, "
+    "resolved by the failure rule)"
+)
 
 
 def row(run: Run, reference: Run | None) -> str:
     ratio = f"{run.rate / reference.rate:>6.2f}x" if reference is not None else f"{'ref':>7}"
-    idle = f"{100 * (1 - run.generated_tokens / run.decode_steps):>5.0f}%" if run.decode_steps else f"{'-':>6}"
+    idle = (
+        f"{100 * (1 - run.generated_tokens / run.decode_steps):>5.0f}%" if run.decode_steps else f"{'-':>6}"
+    )
     bad = ", ".join(f"{s} {n}" for s, n in sorted(run.statuses.items()) if s != "ok")
-    return (f"{run.label:<24}{run.episodes:>4}{run.decisions:>5}{run.calls:>6}{run.per_call:>9.1f}{run.seconds:>8.2f}"
-            f"{run.rate:>7.2f}{1e3 * run.seconds / run.decisions:>7.0f}{ratio}{100 * run.model_seconds / run.seconds:>6.0f}%"
-            f"{run.generated_tokens / run.decisions:>8.1f}{run.steps_per_generate:>6.1f}{idle}  {run.invalid}/{run.decisions}"
-            f" ({100 * run.invalid / run.decisions:.0f}%{'; ' + bad if bad else ''})")
+    return (
+        f"{run.label:<24}{run.episodes:>4}{run.decisions:>5}{run.calls:>6}{run.per_call:>9.1f}{run.seconds:>8.2f}"
+        f"{run.rate:>7.2f}{1e3 * run.seconds / run.decisions:>7.0f}{ratio}"
+        f"{100 * run.model_seconds / run.seconds:>6.0f}%"
+        f"{run.generated_tokens / run.decisions:>8.1f}{run.steps_per_generate:>6.1f}{idle}  "
+        f"{run.invalid}/{run.decisions} ({100 * run.invalid / run.decisions:.0f}%{'; ' + bad if bad else ''})"
+    )
 
 
 def slope(runs: list[Run]) -> float:
@@ -239,7 +287,9 @@ def slope(runs: list[Run]) -> float:
     return float(np.polyfit(x, y, 1)[0]) if len(runs) > 1 and np.ptp(x) > 0 else float("nan")
 
 
-def compare(game, meter: Meter, sizes: list[int], reference_seeds: list[int], args, title: str) -> tuple[Run, list[Run]]:
+def compare(
+    game, meter: Meter, sizes: list[int], reference_seeds: list[int], args, title: str
+) -> tuple[Run, list[Run]]:
     """The one-at-a-time reference and a batched run per size; with repeats, rounds are interleaved
     (reference, then each size) and each measurement keeps its fastest round, so a change of machine
     load hits both sides."""
@@ -270,15 +320,30 @@ def load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="model directory (default: build the tiny SFT'd model in a temporary directory)")
-    parser.add_argument("--sizes", default="1,8,32,64", help="comma-separated numbers of episodes played at once")
-    parser.add_argument("--reference-episodes", type=int, default=16, help="episodes of the one-at-a-time reference")
+    parser.add_argument(
+        "--model", help="model directory (default: build the tiny SFT'd model in a temporary directory)"
+    )
+    parser.add_argument(
+        "--sizes", default="1,8,32,64", help="comma-separated numbers of episodes played at once"
+    )
+    parser.add_argument(
+        "--reference-episodes", type=int, default=16, help="episodes of the one-at-a-time reference"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds of every measurement; the fastest of each is kept")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="interleaved rounds of every measurement; the fastest of each is kept",
+    )
     parser.add_argument("--no-score", action="store_true", help="skip the score-mode comparison")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads for play and for building the model (default 1; 0: torch's default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads for play and for building the model (default 1; 0: torch's default)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -297,21 +362,29 @@ def main() -> None:
         else:
             t0 = time.perf_counter()
             model_dir = build_model(Path(tmp), args.seed, args.threads)
-            print(f"built the tiny SFT'd model in {time.perf_counter() - t0:.0f} s (init, nash data 40 episodes, SFT 1 epoch)")
+            print(
+                f"built the tiny SFT'd model in {time.perf_counter() - t0:.0f} s (init, nash data 40 "
+                "episodes, SFT 1 epoch)"
+            )
         game = load_game("kuhn")
         policy = HFPolicy(str(model_dir), game.text, mode="sample", device=args.device,
                           decoding=HFDecoding(failure_rule="forced", max_new_tokens=args.max_new_tokens,
                                               seed=args.seed))
         model = policy.model
-        print(f"Kuhn ({game.hands} hands per episode) vs {OPPONENT}: {model.config.model_type}, "
-              f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, config use_cache="
-              f"{model.config.use_cache}, {args.device}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-              f"transformers {transformers.__version__}, Python {platform.python_version()}, {platform.machine()}")
+        print(
+            f"Kuhn ({game.hands} hands per episode) vs {OPPONENT}: {model.config.model_type}, "
+            f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, config use_cache="
+            f"{model.config.use_cache}, {args.device}, torch {torch.__version__} ({torch.get_num_threads()} "
+            f"threads), transformers {transformers.__version__}, Python {platform.python_version()}, "
+            f"{platform.machine()}"
+        )
         print(f"{os.cpu_count()} CPUs, {load()} at the start")
         print(COLUMNS)
 
         meter = Meter(policy)
-        play_episodes(game, policy, [BOTS[OPPONENT]() for _ in range(4)], [10_000 + i for i in range(4)], agent_seed=1)  # warm-up
+        play_episodes(
+            game, policy, [BOTS[OPPONENT]() for _ in range(4)], [10_000 + i for i in range(4)], agent_seed=1
+        )  # warm-up
         sample_reference, sample_runs = compare(
             game, meter, sizes, reference_seeds, args,
             f"sample mode (the model writes its reply, parsed strictly; failure rule forced), "
@@ -322,9 +395,15 @@ def main() -> None:
         print("time per act call by decisions per call (sample mode)")
         print(f"{'run':<30}{'dec/call':>9}{'ms/call':>9}{'ms/dec':>8}")
         for run in [sample_reference] + sample_runs:
-            print(f"{run.label:<30}{run.per_call:>9.1f}{1e3 * run.seconds / run.calls:>9.1f}{1e3 * run.seconds / run.decisions:>8.1f}")
-        print(f"log-log slope of time per call vs decisions per call: {slope([sample_reference] + sample_runs):.2f} "
-              f"(0: a call costs the same whatever its batch; 1: no gain from batching)")
+            print(
+                f"{run.label:<30}{run.per_call:>9.1f}{1e3 * run.seconds / run.calls:>9.1f}"
+                f"{1e3 * run.seconds / run.decisions:>8.1f}"
+            )
+        print(
+            "log-log slope of time per call vs decisions per call: "
+            f"{slope([sample_reference] + sample_runs):.2f} (0: a call costs the same whatever its batch; 1: "
+            "no gain from batching)"
+        )
 
         if not args.no_score:
             scorer = HFPolicy(model, game.text, mode="score", tokenizer=policy.tokenizer,
@@ -334,17 +413,28 @@ def main() -> None:
             alone = [scorer.batch_action_probabilities([d])[0] for d in decisions]
             difference = max(abs(a[k] - b[k]) for a, b in zip(together, alone) for k in a)
             print()
-            print(f"score mode, 12 Kuhn information states: max |P batched - P one per call| = {difference:.2e}")
+            print(
+                f"score mode, 12 Kuhn information states: max |P batched - P one per call| = {difference:.2e}"
+            )
             meter = Meter(scorer)
-            compare(game, meter, sizes[-1:], reference_seeds, args,
-                    "score mode (greedy reasoning prefix, then the legal answers scored in one forward pass; a draw)")
+            compare(
+                game,
+                meter,
+                sizes[-1:],
+                reference_seeds,
+                args,
+                "score mode (greedy reasoning prefix, then the legal answers scored in one forward pass; a "
+                "draw)",
+            )
             meter.detach()
 
         print()
         best = max(sample_runs, key=lambda r: r.rate)
-        print("summary (sample mode): batched/one-at-a-time = "
-              + ", ".join(f"N={r.episodes}: {r.rate / sample_reference.rate:.2f}x" for r in sample_runs)
-              + f"; best {best.rate:.1f} vs {sample_reference.rate:.1f} decisions/s (the issue aims for >= 5x)")
+        print(
+            "summary (sample mode): batched/one-at-a-time = "
+            + ", ".join(f"N={r.episodes}: {r.rate / sample_reference.rate:.2f}x" for r in sample_runs)
+            + f"; best {best.rate:.1f} vs {sample_reference.rate:.1f} decisions/s (the issue aims for >= 5x)"
+        )
         print(f"{load()} at the end; total {time.perf_counter() - started:.0f} s")
 
 

@@ -31,13 +31,14 @@ import functools
 import itertools
 
 import numpy as np
-from timing import best_of, machine_line, openspiel_br_value
 
 from sepo.games import load_game
 from sepo.games.negotiation.bots import BOTS
 from sepo.games.negotiation.exact import NegotiationSolver
 from sepo.metrics.exact import action_table
 from sepo.metrics.repeated import gap_value, solve
+
+from timing import best_of, machine_line, openspiel_br_value
 
 
 def dp(args):

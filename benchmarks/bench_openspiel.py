@@ -33,10 +33,11 @@ import time
 import numpy as np
 import pyspiel
 from open_spiel.python.algorithms import exploitability as os_exploitability
-from timing import machine_line
 
 from sepo.games import load_game
 from sepo.games.openspiel.exact import OpenSpielSolver, to_pyspiel_policy
+
+from timing import machine_line
 
 
 def random_tables(solver: OpenSpielSolver, n: int, seed: int) -> np.ndarray:

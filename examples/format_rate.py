@@ -38,8 +38,8 @@ from sepo.errors import SepoError, one_line
 from sepo.evaluation.injection import wilson
 from sepo.evaluation.play import play_episodes
 from sepo.games import load_game
-from sepo.inputs import read_text
 from sepo.games.registry import get_domain
+from sepo.inputs import read_text
 from sepo.opponents.pools import BEST_RESPONSE, default_pools
 from sepo.policies.base import Policy
 from sepo.policies.hf import HFDecoding, HFPolicy
@@ -72,7 +72,9 @@ def met_decisions(game, episodes: int, seed: int) -> list:
     domain = get_domain(game.name)
     strategies, weights = zip(*domain.demos()[domain.default_mixture()])
     weights = np.array(weights) / sum(weights)
-    pool = [spec for spec in default_pools(game.name, "rigorous", game)["train"] if spec.name != BEST_RESPONSE]
+    pool = [
+        spec for spec in default_pools(game.name, "rigorous", game)["train"] if spec.name != BEST_RESPONSE
+    ]
     seen: dict = {}
     for k, spec in enumerate(pool):
         for episode in range(episodes):
@@ -86,7 +88,9 @@ def met_decisions(game, episodes: int, seed: int) -> list:
     return list(seen.values())
 
 
-def measure(model, game_name: str, states: int, replies: int, max_new_tokens: int, temperature: float, seed: int) -> dict:
+def measure(
+    model, game_name: str, states: int, replies: int, max_new_tokens: int, temperature: float, seed: int
+) -> dict:
     game = load_game(game_name)
     pool = met_decisions(game, episodes=8, seed=seed)
     rng = np.random.default_rng(seed)
@@ -100,10 +104,21 @@ def measure(model, game_name: str, states: int, replies: int, max_new_tokens: in
     n = sum(kinds.values())
     invalid = n - kinds.get("ok", 0)
     lengths = [r.completion_tokens for group in groups for r in group]
-    return {"game": game_name, "states": len(chosen), "states_met": len(pool), "replies": n, "invalid": invalid,
-            "rate": invalid / n, "ci95": wilson(invalid, n), "kinds": dict(kinds), "max_new_tokens": max_new_tokens,
-            "temperature": temperature, "mean_reply_tokens": float(np.mean(lengths)), "seconds": seconds,
-            "example": groups[0][0].text}
+    return {
+        "game": game_name,
+        "states": len(chosen),
+        "states_met": len(pool),
+        "replies": n,
+        "invalid": invalid,
+        "rate": invalid / n,
+        "ci95": wilson(invalid, n),
+        "kinds": dict(kinds),
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "mean_reply_tokens": float(np.mean(lengths)),
+        "seconds": seconds,
+        "example": groups[0][0].text,
+    }
 
 
 def measure_exact(model, game_name: str, max_new_tokens: int, temperature: float, seed: int) -> dict:
@@ -119,10 +134,17 @@ def measure_exact(model, game_name: str, max_new_tokens: int, temperature: float
     start = time.perf_counter()
     _, rest = policy.answer_probabilities(pool)
     seconds = time.perf_counter() - start
-    return {"game": game_name, "states": len(pool), "temperature": temperature, "max_new_tokens": max_new_tokens,
-            "mean_rest": float(rest.mean()),
-            "max_rest": float(rest.max()), "median_rest": float(np.median(rest)),
-            "states_rest_over_2pct": int((rest > 0.02).sum()), "seconds": seconds}
+    return {
+        "game": game_name,
+        "states": len(pool),
+        "temperature": temperature,
+        "max_new_tokens": max_new_tokens,
+        "mean_rest": float(rest.mean()),
+        "max_rest": float(rest.max()),
+        "median_rest": float(np.median(rest)),
+        "states_rest_over_2pct": int((rest > 0.02).sum()),
+        "seconds": seconds,
+    }
 
 
 class _Parser(argparse.ArgumentParser):
@@ -139,7 +161,9 @@ def _limits(text: str, games: list[str]) -> dict[str, int]:
         try:
             limit = int(value)
         except ValueError:
-            raise SepoError(f"--max-new-tokens: {where} must be a whole number of tokens, got {value!r}") from None
+            raise SepoError(
+                f"--max-new-tokens: {where} must be a whole number of tokens, got {value!r}"
+            ) from None
         if limit < 1:
             raise SepoError(f"--max-new-tokens: {where} must be >= 1, got {limit}")
         return limit
@@ -150,9 +174,14 @@ def _limits(text: str, games: list[str]) -> dict[str, int]:
     for pair in filter(str.strip, text.split(",")):
         name, sep, value = (part.strip() for part in pair.partition("="))
         if not sep or not name:
-            raise SepoError(f"--max-new-tokens: {pair.strip()!r} is not GAME=N (give one number, or GAME=N pairs separated by commas)")
+            raise SepoError(
+                f"--max-new-tokens: {pair.strip()!r} is not GAME=N (give one number, or GAME=N pairs "
+                "separated by commas)"
+            )
         if name not in games:
-            raise SepoError(f"--max-new-tokens names {name!r}, which is not among the games measured ({', '.join(games)})")
+            raise SepoError(
+                f"--max-new-tokens names {name!r}, which is not among the games measured ({', '.join(games)})"
+            )
         pairs[name] = number(value, name)
     return {name: pairs.get(name, 48) for name in games}
 
@@ -170,7 +199,9 @@ def _check_json(path: str) -> None:
     except (SepoError, ValueError):
         data = None
     if not (isinstance(data, dict) and set(data) == {"model", "seed", "results"}):
-        raise SepoError(f"--json {path} exists and was not written by this script; not touching it (name another file)")
+        raise SepoError(
+            f"--json {path} exists and was not written by this script; not touching it (name another file)"
+        )
 
 
 def _check(args) -> None:
@@ -180,8 +211,10 @@ def _check(args) -> None:
         if getattr(args, name) < low:
             raise SepoError(f"--{name} must be >= {low}, got {getattr(args, name)}")
     if args.exact and args.temperature <= 0:
-        raise SepoError("--exact bounds the invalid rate of sampled replies (--temperature > 0); at --temperature 0 "
-                        "each prompt has one greedy reply: measure it without --exact")
+        raise SepoError(
+            "--exact bounds the invalid rate of sampled replies (--temperature > 0); at --temperature 0 "
+            "each prompt has one greedy reply: measure it without --exact"
+        )
     args.limits = _limits(args.max_new_tokens, args.games)
     for name in args.games:
         load_game(name)
@@ -198,13 +231,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--games", nargs="+", default=list(GAMES))
     parser.add_argument("--states", type=int, default=50, help="distinct prompts per game")
     parser.add_argument("--replies", type=int, default=4, help="replies per prompt")
-    parser.add_argument("--max-new-tokens", default="48", help="one number, or GAME=N pairs, comma-separated (a game not named: 48)")
+    parser.add_argument(
+        "--max-new-tokens",
+        default="48",
+        help="one number, or GAME=N pairs, comma-separated (a game not named: 48)",
+    )
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--exact", action="store_true",
-                        help="bound the invalid rate exactly at every prompt met instead of sampling replies (answer-only models)")
-    parser.add_argument("--json", help="also write the results to this file (a new file, or one this script wrote)")
+    parser.add_argument(
+        "--exact",
+        action="store_true",
+        help="bound the invalid rate exactly at every prompt met instead of sampling replies (answer-only "
+             "models)",
+    )
+    parser.add_argument(
+        "--json", help="also write the results to this file (a new file, or one this script wrote)"
+    )
     args = parser.parse_args(argv)
     try:
         _check(args)
@@ -224,20 +267,28 @@ def _run(args) -> None:
         if args.exact:
             result = measure_exact(args.model, name, limit, args.temperature, args.seed)
             results.append(result)
-            print(f"{name}: invalid probability <= {result['mean_rest']:.3%} on average over the {result['states']} prompts met "
-                  f"(median {result['median_rest']:.3%}, max {result['max_rest']:.3%}, "
-                  f"{result['states_rest_over_2pct']} prompts over 2%; max {limit} new tokens; exact, "
-                  f"{result['seconds']:.0f} s)", flush=True)
+            print(
+                f"{name}: invalid probability <= {result['mean_rest']:.3%} on average over the "
+                f"{result['states']} prompts met (median {result['median_rest']:.3%}, max "
+                f"{result['max_rest']:.3%}, {result['states_rest_over_2pct']} prompts over 2%; max {limit} "
+                f"new tokens; exact, {result['seconds']:.0f} s)",
+                flush=True,
+            )
         else:
             result = measure(args.model, name, args.states, args.replies, limit, args.temperature, args.seed)
             results.append(result)
             low, high = result["ci95"]
-            print(f"{name}: {result['invalid']}/{result['replies']} invalid = {result['rate']:.1%} [{low:.1%}, {high:.1%}] "
-                  f"kinds {result['kinds']} ({result['states']} prompts of {result['states_met']} met, "
-                  f"max {limit} new tokens, mean reply {result['mean_reply_tokens']:.1f} tokens, {result['seconds']:.0f} s)",
-                  flush=True)
+            print(
+                f"{name}: {result['invalid']}/{result['replies']} invalid = {result['rate']:.1%} [{low:.1%}, "
+                f"{high:.1%}] kinds {result['kinds']} ({result['states']} prompts of {result['states_met']} "
+                f"met, max {limit} new tokens, mean reply {result['mean_reply_tokens']:.1f} tokens, "
+                f"{result['seconds']:.0f} s)",
+                flush=True,
+            )
         if args.json:  # replaced whole after every game: a stop or a failed write never leaves a torn file
-            atomic_write_text(args.json, json.dumps({"model": args.model, "seed": args.seed, "results": results}, indent=1))
+            atomic_write_text(
+                args.json, json.dumps({"model": args.model, "seed": args.seed, "results": results}, indent=1)
+            )
 
 
 if __name__ == "__main__":

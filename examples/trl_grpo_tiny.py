@@ -91,8 +91,11 @@ def make_rollout_func(tokenizer, max_new_tokens: int):
                 contexts.append(prompt_ids[i] + completion_ids[i])
             # the copies of a prompt must sample differently, and a group's copies can sit on
             # different processes (per-device batch < num_generations): key the seed by process too
-            seed = int(np.random.default_rng(
-                [trainer.state.global_step, trainer.accelerator.process_index, len(contexts)]).integers(2**31))
+            seed = int(
+                np.random.default_rng(
+                    [trainer.state.global_step, trainer.accelerator.process_index, len(contexts)]
+                ).integers(2**31)
+            )
             replies = policy.generate(contexts, 1, seed=seed)  # ONE batched call for every pending decision
             for i, group in zip(pending, replies):
                 reply = group[0]
@@ -157,8 +160,8 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from sepo.models.tiny import init_tiny_model
     from sepo.games.kuhn.exact import canonical_decisions as kuhn_canonical_decisions
+    from sepo.models.tiny import init_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="sepo-grpo-"))
     model_dir = Path(args.model) if args.model else init_tiny_model(work / "tiny", seed=0)
@@ -225,7 +228,9 @@ def main() -> None:
     start = time.perf_counter()
     trainer.train()
     elapsed = time.perf_counter() - start
-    changed = sum(int(not torch_equal(before[k], v)) for k, v in trainer.model.state_dict().items() if k in before)
+    changed = sum(
+        int(not torch_equal(before[k], v)) for k, v in trainer.model.state_dict().items() if k in before
+    )
     logs = [{k: round(v, 4) for k, v in h.items() if isinstance(v, float) and k in (
         "loss", "reward", "reward_std", "completions/mean_length", "frac_reward_zero_std", "grad_norm")}
         for h in trainer.state.log_history if "reward" in h]

@@ -51,7 +51,9 @@ class SearchConfig:
 
     def validate(self) -> "SearchConfig":
         if not self.vary:
-            raise SepoError("give at least one --vary NAME=V1,V2,... (the institution's parameters to search)")
+            raise SepoError(
+                "give at least one --vary NAME=V1,V2,... (the institution's parameters to search)"
+            )
         overlap = sorted(set(self.vary) & set(self.fixed))
         if overlap:
             raise SepoError(f"--vary and --set both name {overlap[0]!r}")
@@ -60,7 +62,9 @@ class SearchConfig:
                 raise SepoError(f"--vary {name}= has no values")
             repeated = next((v for i, v in enumerate(values) if v in list(values)[:i]), None)
             if repeated is not None:
-                raise SepoError(f"--vary {name} lists {repeated!r} twice (each setting is trained once): drop the repeat")
+                raise SepoError(
+                    f"--vary {name} lists {repeated!r} twice (each setting is trained once): drop the repeat"
+                )
         if self.seeds < 1 or self.steps < 1:
             raise SepoError("--seeds and --steps must be >= 1")
         if self.tolerance < 0:
@@ -71,10 +75,21 @@ class SearchConfig:
         """The tabular trainer's config of one setting's seed."""
         from sepo.training.tabular import TabularSEPOConfig
 
-        return TabularSEPOConfig(game=self.game, game_params=dict(params), penalty=self.penalty, lambda_e=self.lambda_e,
-                                 lambda_c=self.lambda_c, lambda_x=self.lambda_x, steps=self.steps, groups=self.groups,
-                                 group_size=self.group_size, learning_rate=self.learning_rate,
-                                 final_learning_rate=self.final_learning_rate, seed=seed, checkpoint_every=self.steps)
+        return TabularSEPOConfig(
+            game=self.game,
+            game_params=dict(params),
+            penalty=self.penalty,
+            lambda_e=self.lambda_e,
+            lambda_c=self.lambda_c,
+            lambda_x=self.lambda_x,
+            steps=self.steps,
+            groups=self.groups,
+            group_size=self.group_size,
+            learning_rate=self.learning_rate,
+            final_learning_rate=self.final_learning_rate,
+            seed=seed,
+            checkpoint_every=self.steps,
+        )
 
     def market(self, cell: Mapping) -> dict:
         """The game parameters of a setting, without those that change nothing there (the domain's
@@ -84,7 +99,9 @@ class SearchConfig:
 
         params = {**self.fixed, **cell}
         factory = resolved(get_domain(self.game).make_game)
-        effective = getattr(sys.modules.get(getattr(factory, "__module__", ""), None), "effective_params", None)
+        effective = getattr(
+            sys.modules.get(getattr(factory, "__module__", ""), None), "effective_params", None
+        )
         return effective(params) if callable(effective) else params
 
     def same_as(self) -> list[int]:
@@ -107,8 +124,10 @@ class SearchConfig:
                 get_domain(self.game).game("rigorous", **{**self.fixed, **cells[-1]})
             except SepoError as error:
                 reason = str(error)
-            raise SepoError(f"every setting of --vary makes the same game, so there is nothing to choose between: "
-                            f"{cell_name(cells[-1])}: {reason}")
+            raise SepoError(
+                f"every setting of --vary makes the same game, so there is nothing to choose between: "
+                f"{cell_name(cells[-1])}: {reason}"
+            )
         for index, cell in enumerate(cells):
             if same[index] != index:
                 continue
@@ -176,15 +195,21 @@ def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None
             if same[index] != index:
                 first = rows[same[index]]
                 rows.append({**first, "cell": index, "setting": dict(cell), "same_as": same[index]})
-                notes.append(f"{cell_name(cell)} makes the same game as {cell_name(first['setting'])} (the settings that "
-                             "differ change nothing there): trained once, the same numbers")
+                notes.append(
+                    f"{cell_name(cell)} makes the same game as {cell_name(first['setting'])} (the settings "
+                    "that differ change nothing there): trained once, the same numbers"
+                )
                 continue
             params = config.market(cell)
             measured = []
             for seed in range(config.seeds):
                 if progress:
-                    progress(f"{cell_name(cell)}: seed {seed} ({index + 1} of {len(config.cells())} settings)")
-                trainer = TabularSEPOTrainer(config.training_config(params, seed), run.path(f"cells/{index}/seed-{seed}"))
+                    progress(
+                        f"{cell_name(cell)}: seed {seed} ({index + 1} of {len(config.cells())} settings)"
+                    )
+                trainer = TabularSEPOTrainer(
+                    config.training_config(params, seed), run.path(f"cells/{index}/seed-{seed}")
+                )
                 with open_run(trainer.out, "train", trainer.settings(), part_of=COMMAND) as child:
                     trainer.run = child
                     summary = trainer.train()
@@ -203,19 +228,36 @@ def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None
         report = choose(rows, config.tolerance)
         if notes:
             report["notes"] = notes
-        report.update({"game": config.game, "fixed": dict(config.fixed), "vary": {k: list(v) for k, v in config.vary.items()},
-                       "seeds": config.seeds, "training": {"penalty": config.penalty, "steps": config.steps,
-                                                           "lambdas": [config.lambda_e, config.lambda_c, config.lambda_x]},
-                       "measured": rows[0]["per_seed"][0]["measured"] if rows else None})
+        report.update(
+            {
+                "game": config.game,
+                "fixed": dict(config.fixed),
+                "vary": {k: list(v) for k, v in config.vary.items()},
+                "seeds": config.seeds,
+                "training": {
+                    "penalty": config.penalty,
+                    "steps": config.steps,
+                    "lambdas": [config.lambda_e, config.lambda_c, config.lambda_x],
+                },
+                "measured": rows[0]["per_seed"][0]["measured"] if rows else None,
+            }
+        )
         run.write_json("report.json", report)
         run.complete(report)
         return report
 
 
 def choose(rows: list[dict], tolerance: float) -> dict:
-    """The setting with the least mean collusion; among those within `tolerance` of it, the least mean externality."""
+    """The setting with the least mean collusion; among those within `tolerance` of it, the least mean
+    externality."""
     least = min(row["collusion"]["mean"] for row in rows)
     near = [row for row in rows if row["collusion"]["mean"] <= least + tolerance]
     best = min(near, key=lambda row: (row["externality"]["mean"], row["collusion"]["mean"]))
-    return {"chosen": best["setting"], "chosen_cell": best["cell"], "least_collusion": least, "tolerance": tolerance,
-            "within_tolerance": [row["cell"] for row in near], "settings": rows}
+    return {
+        "chosen": best["setting"],
+        "chosen_cell": best["cell"],
+        "least_collusion": least,
+        "tolerance": tolerance,
+        "within_tolerance": [row["cell"] for row in near],
+        "settings": rows,
+    }

@@ -20,8 +20,18 @@ from sepo.errors import SepoError
 from sepo.games.base import Decision
 from sepo.limits import count_text
 from sepo.metrics.exact import ExactResult
-from sepo.metrics.repeated import (AgentTree, HistoryTable, RepeatedAudit, RepeatedResult, check_tree_fits, dense_histories,
-                                   read_agent, solve, tree_from_levels, tree_states)
+from sepo.metrics.repeated import (
+    AgentTree,
+    HistoryTable,
+    RepeatedAudit,
+    RepeatedResult,
+    check_tree_fits,
+    dense_histories,
+    read_agent,
+    solve,
+    tree_from_levels,
+    tree_states,
+)
 from sepo.policies.base import Policy
 
 
@@ -31,7 +41,7 @@ def joint_key_rows(own: np.ndarray, other: np.ndarray, memory: int | None, k: in
     t = own.shape[1]
     length = t if memory is None else min(t, memory)
     base = k * k
-    offset = sum(base**l for l in range(length))
+    offset = sum(base**past for past in range(length))
     joint = k * own[:, t - length:] + other[:, t - length:]
     code = np.zeros(own.shape[0], dtype=np.int64)
     for column in range(length):
@@ -65,12 +75,17 @@ class JointHistorySolver(RepeatedAudit):
         self._solved: tuple[bytes, RepeatedResult] | None = None
         unit = self.round_name
         if game.memory is None:
-            histories = tree_states(self.stage, game.rounds)  # closed form (a long game's sum has millions of digits)
-            self.method = (f"exact DP over the {self.joint_name} tree ({game.rounds} {unit}s, {k ** 2} {self.joint_actions} "
-                           f"a {unit}, {count_text(histories)} agent histories)")
+            # closed form (a long game's sum has millions of digits)
+            histories = tree_states(self.stage, game.rounds)
+            self.method = (
+                f"exact DP over the {self.joint_name} tree ({game.rounds} {unit}s, {k**2} "
+                f"{self.joint_actions} a {unit}, {count_text(histories)} agent histories)"
+            )
         else:
-            self.method = (f"exact DP over ({unit}, last {game.memory} {unit}s) states: exact for agents that remember at "
-                           f"most {game.memory} {unit}s")
+            self.method = (
+                f"exact DP over ({unit}, last {game.memory} {unit}s) states: exact for agents that remember "
+                f"at most {game.memory} {unit}s"
+            )
 
     def tree_name(self) -> str:
         """The whole tree's name in a refusal."""
@@ -81,10 +96,18 @@ class JointHistorySolver(RepeatedAudit):
     def keys(self) -> tuple[str, ...]:
         """Every information-state key (built once, after checking that the tree fits)."""
         if self._keys is None:
-            depth = self.game.rounds - 1 if self.game.memory is None else min(self.game.memory, self.game.rounds - 1)
-            check_tree_fits(self.stage, self.game.rounds, self.game.memory,
-                            agent_states=sum((self.k ** 2) ** l for l in range(depth + 1)),
-                            what=self.tree_name() if self.game.memory is None else f"{self.game_title} memory states")
+            depth = (
+                self.game.rounds - 1
+                if self.game.memory is None
+                else min(self.game.memory, self.game.rounds - 1)
+            )
+            check_tree_fits(
+                self.stage,
+                self.game.rounds,
+                self.game.memory,
+                agent_states=sum((self.k**2) ** past for past in range(depth + 1)),
+                what=self.tree_name() if self.game.memory is None else f"{self.game_title} memory states",
+            )
             self._keys = tuple(self.game.info_keys())
             self._row = {key: i for i, key in enumerate(self._keys)}
         return self._keys
@@ -103,7 +126,10 @@ class JointHistorySolver(RepeatedAudit):
 
     def _rows(self, queries) -> np.ndarray:
         row = {key: i for i, key in enumerate(self.keys)} if self._keys is None else self._row
-        return np.array([row[self.game.history_key(self.game.remembered(history))] for _, history in queries], dtype=np.int64)
+        return np.array(
+            [row[self.game.history_key(self.game.remembered(history))] for _, history in queries],
+            dtype=np.int64,
+        )
 
     def _check(self, table) -> np.ndarray:
         table = np.asarray(table, dtype=float)
@@ -114,14 +140,19 @@ class JointHistorySolver(RepeatedAudit):
     def tree(self, table) -> AgentTree:
         """The agent's table on every DP state (rows found by vectorised key arithmetic)."""
         k, memory = self.k, self.game.memory
-        return tree_from_levels(self.stage, self.game.rounds, lambda t, h: table[joint_key_rows(h // k, h % k, memory, k)],
-                                memory)
+        return tree_from_levels(
+            self.stage, self.game.rounds, lambda t, h: table[joint_key_rows(h // k, h % k, memory, k)], memory
+        )
 
     def solve_table(self, table, threshold: float = 0.0) -> RepeatedResult:
         """The DP's solution (the latest whole-tree one kept: a training step asks for it three times)."""
         table = self._check(table)
         if threshold:
-            return solve(read_agent(self.stage, self.game.rounds, lambda q: table[self._rows(q)], self.game.memory, threshold))
+            return solve(
+                read_agent(
+                    self.stage, self.game.rounds, lambda q: table[self._rows(q)], self.game.memory, threshold
+                )
+            )
         if self._solved is None or self._solved[0] != table.tobytes():
             self._solved = (table.tobytes(), solve(self.tree(table)))
         return self._solved[1]
@@ -158,12 +189,19 @@ class JointHistorySolver(RepeatedAudit):
             np.add.at(out, rows, reach)
             if t + 1 < self.game.rounds:
                 weight = np.repeat((reach[:, None] * level.probs)[:, :, None], self.k, axis=2)
-                reach = np.bincount(level.children.reshape(-1), weights=weight.reshape(-1), minlength=len(tree.levels[t + 1].probs))
+                reach = np.bincount(
+                    level.children.reshape(-1),
+                    weights=weight.reshape(-1),
+                    minlength=len(tree.levels[t + 1].probs),
+                )
         return out
 
     def _tree_rows(self) -> list[np.ndarray]:
         k, memory = self.k, self.game.memory
-        return [joint_key_rows(level // k, level % k, memory, k) for level in dense_histories(self.stage, self.game.rounds, memory)]
+        return [
+            joint_key_rows(level // k, level % k, memory, k)
+            for level in dense_histories(self.stage, self.game.rounds, memory)
+        ]
 
     # -- any agent: the tree its declared memory allows (RepeatedAudit) ---------------------------
     def whole_history(self) -> "JointHistorySolver":
@@ -172,7 +210,9 @@ class JointHistorySolver(RepeatedAudit):
     def decision_after(self, history: tuple) -> Decision:
         return self.game.decision_after(tuple(history), self.agent_player)
 
-    def evaluate_agent(self, agent: Policy, threshold: float = 0.0, projection: bool = True) -> tuple[ExactResult, HistoryTable]:
+    def evaluate_agent(
+        self, agent: Policy, threshold: float = 0.0, projection: bool = True
+    ) -> tuple[ExactResult, HistoryTable]:
         """`audit`'s result and gap-maximising opponent (the game's memory states by default)."""
         found = self.audit(agent, threshold, projection)
         return found.result, found.response

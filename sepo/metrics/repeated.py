@@ -81,7 +81,10 @@ class StageGame:
     def __post_init__(self):
         agent, opponent = np.asarray(self.agent, float), np.asarray(self.opponent, float)
         if agent.ndim != 2 or agent.shape != opponent.shape:
-            raise ValueError(f"stage payoffs must be two matrices of one shape [nA, nO]; got {agent.shape} and {opponent.shape}")
+            raise ValueError(
+                f"stage payoffs must be two matrices of one shape [nA, nO]; got {agent.shape} and "
+                f"{opponent.shape}"
+            )
         object.__setattr__(self, "agent", agent)
         object.__setattr__(self, "opponent", opponent)
 
@@ -99,7 +102,8 @@ class Level:
     probs: np.ndarray  # [n, nA]
     children: np.ndarray  # [n, nA, nO]
     reach: np.ndarray  # [n] the agent's own probability of reaching the state (full tree only)
-    states: list | None = None  # the agent's declared state at each node ((round, state) trees; histories then empty)
+    # the agent's declared state at each node ((round, state) trees; histories then empty)
+    states: list | None = None
 
 
 @dataclass
@@ -126,7 +130,9 @@ def _check(stage: StageGame, rounds: int, memory: int | None, threshold: float) 
     if not 0.0 <= threshold < 1.0:
         raise ValueError(f"the pruning threshold must be in [0, 1), got {threshold}")
     if threshold > 0 and memory is not None and memory < rounds:
-        raise ValueError("pruning needs the full history tree (memory=None): reach is a property of histories")
+        raise ValueError(
+            "pruning needs the full history tree (memory=None): reach is a property of histories"
+        )
 
 
 def dense_histories(stage: StageGame, rounds: int, memory: int | None = None) -> list[np.ndarray]:
@@ -137,7 +143,9 @@ def dense_histories(stage: StageGame, rounds: int, memory: int | None = None) ->
     for _ in range(rounds):
         levels.append(current)
         if current.shape[1] < depth:
-            current = np.concatenate([np.repeat(current, k, axis=0), np.tile(np.arange(k), len(current))[:, None]], axis=1)
+            current = np.concatenate(
+                [np.repeat(current, k, axis=0), np.tile(np.arange(k), len(current))[:, None]], axis=1
+            )
     return levels
 
 
@@ -147,7 +155,8 @@ def _dense_children(stage: StageGame, sizes: list[int], rounds: int) -> list[np.
     children = []
     for t, n in enumerate(sizes):
         if t + 1 < rounds:
-            codes = (np.arange(n)[:, None] * k + np.arange(k)[None, :]) % sizes[t + 1]  # a full memory drops its oldest joint action
+            # a full memory drops its oldest joint action
+            codes = (np.arange(n)[:, None] * k + np.arange(k)[None, :]) % sizes[t + 1]
             children.append(codes.reshape(n, n_a, n_o))
         else:  # the last round has no next round: a read-only view, no memory (the largest level)
             children.append(np.broadcast_to(np.int64(-1), (n, n_a, n_o)))
@@ -183,7 +192,10 @@ def read_agent(stage: StageGame, rounds: int, reader: ProbabilityReader, memory:
         sizes = [len(level) for level in histories]
         children = _dense_children(stage, sizes, rounds)
         splits = np.cumsum(sizes)[:-1]
-        levels = [Level(h, p, c, np.full(len(h), np.nan)) for h, p, c in zip(histories, np.split(probs, splits), children)]
+        levels = [
+            Level(h, p, c, np.full(len(h), np.nan))
+            for h, p, c in zip(histories, np.split(probs, splits), children)
+        ]
         return AgentTree(stage, rounds, memory, threshold, levels)
 
     levels = []
@@ -247,7 +259,8 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
     state after each joint action. Exact for an agent whose declaration holds (`StateOf`).
     Nodes keep their state, not their witness history (rounds × history length would grow with
     the square of the rounds: 10,000 rounds reached 1.8 GB); with `step` a child's state comes from
-    its parent's, not from its whole history. Progress counted in history rounds (reading round t costs about t)."""
+    its parent's, not from its whole history. Progress counted in history rounds (reading round t costs about
+    t)."""
     from sepo import progress
 
     _check(stage, rounds, None, 0.0)
@@ -278,8 +291,10 @@ def state_tree(stage: StageGame, rounds: int, reader: ProbabilityReader, state_o
                             children[i, a, o] = index[state]
                 total += len(following)
                 if total > limit:
-                    raise SepoError(f"the agent's declared state has more than {limit:,} (round, state) nodes by round "
-                                    f"{t + 2}; its declaration cannot be small (give --memory M for a projection)")
+                    raise SepoError(
+                        f"the agent's declared state has more than {limit:,} (round, state) nodes by round "
+                        f"{t + 2}; its declaration cannot be small (give --memory M for a projection)"
+                    )
             levels.append(Level(np.zeros((len(witnesses), 0), dtype=np.int64), probs, children,
                                 np.full(len(witnesses), np.nan), states))
             witnesses, states = following, following_states
@@ -349,11 +364,15 @@ def check_tree_fits(stage: StageGame, rounds: int, memory: int | None = None, th
     budget = memory_budget()
     if need <= budget:
         return states
-    sizes = (f"{what} at {rounds} rounds has {count_text(states)} states (about {size_text(need)}, more than the "
-             f"{size_text(budget)} this machine can spare)")
+    sizes = (
+        f"{what} at {rounds} rounds has {count_text(states)} states (about {size_text(need)}, more than the "
+        f"{size_text(budget)} this machine can spare)"
+    )
     if memory is None:
-        raise SepoError(f"{sizes}; give --memory M to solve a memory-M projection, --threshold P to prune branches the "
-                        "agent reaches with probability below P, or fewer --rounds")
+        raise SepoError(
+            f"{sizes}; give --memory M to solve a memory-M projection, --threshold P to prune branches the "
+            "agent reaches with probability below P, or fewer --rounds"
+        )
     fits = next((m for m in range(memory - 1, -1, -1)
                  if _memory_need(stage, rounds, m, agent_states is not None, training) <= budget), None)
     smaller = f"--memory {fits} or less" if fits is not None else "no --memory fits"
@@ -364,7 +383,7 @@ def _memory_need(stage: StageGame, rounds: int, memory: int, keyed: bool, traini
     """`check_tree_fits`'s estimate for the memory-`memory` states; `keyed`: the agent is read
     once per key (every remembered history) rather than once per DP state."""
     n = stage.shape[0] * stage.shape[1]
-    read = sum(n ** l for l in range(min(memory, rounds - 1) + 1)) if keyed else None
+    read = sum(n**past for past in range(min(memory, rounds - 1) + 1)) if keyed else None
     return tree_bytes(stage, rounds, memory, agent_states=read, training=training)
 
 
@@ -395,20 +414,30 @@ class OpponentTable:
     def _key(self, t: int, history: History):
         if self.state_of is not None:
             return t, self.state_of(tuple(history))
-        remembered = history if self.memory is None else history[len(history) - min(len(history), self.memory):]
+        remembered = (
+            history if self.memory is None else history[len(history) - min(len(history), self.memory) :]
+        )
         return t, tuple(a * self.n_opponent + o for a, o in remembered)
 
     def action(self, t: int, history: History) -> int:
         """The table's action at round t after `history` (agent-first joint actions)."""
         if self._lookup is None and self.state_of is not None:
-            self._lookup = {(t, state): int(a) for t, (states, acts) in enumerate(zip(self.states, self.actions))
-                            for state, a in zip(states, acts)}
+            self._lookup = {
+                (t, state): int(a)
+                for t, (states, acts) in enumerate(zip(self.states, self.actions))
+                for state, a in zip(states, acts)
+            }
         if self._lookup is None:
-            self._lookup = {self._key(t, as_history(row, self.n_opponent)): int(a)
-                            for t, (rows, acts) in enumerate(zip(self.histories, self.actions)) for row, a in zip(rows, acts)}
+            self._lookup = {
+                self._key(t, as_history(row, self.n_opponent)): int(a)
+                for t, (rows, acts) in enumerate(zip(self.histories, self.actions))
+                for row, a in zip(rows, acts)
+            }
         return self._lookup.get(self._key(t, history), self.fallback)
 
-    def to_json(self, agent_names: Sequence[str] | None = None, opponent_names: Sequence[str] | None = None) -> list[dict]:
+    def to_json(
+        self, agent_names: Sequence[str] | None = None, opponent_names: Sequence[str] | None = None
+    ) -> list[dict]:
         """Rows {round, history, action} in round order, with action names where given; for a
         declared state, {round, agent_state, action}: one row per DP node, its size independent of
         the round (a history string per row would grow with the square of the rounds)."""
@@ -435,11 +464,19 @@ class HistoryTable(Policy):
 
     classifier = {"stochastic": False, "memory_depth": None}
 
-    def __init__(self, table: OpponentTable, name: str = "BestResponse", agent_names: Sequence[str] | None = None,
-                 opponent_names: Sequence[str] | None = None):
+    def __init__(
+        self,
+        table: OpponentTable,
+        name: str = "BestResponse",
+        agent_names: Sequence[str] | None = None,
+        opponent_names: Sequence[str] | None = None,
+    ):
         self.table, self.name = table, name
         self.names = (agent_names, opponent_names)
-        self.classifier = {"stochastic": False, "memory_depth": table.memory if table.state_of is None else None}
+        self.classifier = {
+            "stochastic": False,
+            "memory_depth": table.memory if table.state_of is None else None,
+        }
 
     def to_json(self) -> list[dict]:
         return self.table.to_json(*self.names)
@@ -472,18 +509,36 @@ class RepeatedResult:
     def exact_result(self, method: str, value_name: str) -> ExactResult:
         """The solver-interface view: the gap, its pruning bound and the method that found it."""
         return ExactResult(
-            value=self.gap, value_name=value_name, br_payoff=self.br_payoff, agent_payoff=self.br_agent_payoff,
-            method=method + (f", branches below agent reach {self.threshold:g} pruned" if self.threshold else ""),
-            exact=self.gap_bound == 0.0, pruning_bound=self.gap_bound,
-            extra={"br_pruning_bound": self.br_bound, "agent_payoff_vs_gap_maximiser": self.gap_agent_payoff,
-                   "opponent_payoff_vs_gap_maximiser": self.gap_opponent_payoff, "states": self.states})
-
-    def summary(self) -> dict:
-        return {"adversarial_gap": self.gap, "pruning_bound": self.gap_bound, "br_payoff": self.br_payoff,
-                "br_pruning_bound": self.br_bound, "agent_payoff_vs_br": self.br_agent_payoff,
+            value=self.gap,
+            value_name=value_name,
+            br_payoff=self.br_payoff,
+            agent_payoff=self.br_agent_payoff,
+            method=method
+            + (f", branches below agent reach {self.threshold:g} pruned" if self.threshold else ""),
+            exact=self.gap_bound == 0.0,
+            pruning_bound=self.gap_bound,
+            extra={
+                "br_pruning_bound": self.br_bound,
                 "agent_payoff_vs_gap_maximiser": self.gap_agent_payoff,
                 "opponent_payoff_vs_gap_maximiser": self.gap_opponent_payoff,
-                "states": self.states, "threshold": self.threshold, "memory": self.memory, "rounds": self.rounds}
+                "states": self.states,
+            },
+        )
+
+    def summary(self) -> dict:
+        return {
+            "adversarial_gap": self.gap,
+            "pruning_bound": self.gap_bound,
+            "br_payoff": self.br_payoff,
+            "br_pruning_bound": self.br_bound,
+            "agent_payoff_vs_br": self.br_agent_payoff,
+            "agent_payoff_vs_gap_maximiser": self.gap_agent_payoff,
+            "opponent_payoff_vs_gap_maximiser": self.gap_opponent_payoff,
+            "states": self.states,
+            "threshold": self.threshold,
+            "memory": self.memory,
+            "rounds": self.rounds,
+        }
 
 
 def _expect(probs: np.ndarray, reward: np.ndarray, continuation) -> np.ndarray:
@@ -524,11 +579,15 @@ def _backward(tree: AgentTree, reward: np.ndarray, tie_break: np.ndarray | None 
         else:
             second = _expect(level.probs, tie_break, second_continuation)
             best = q.max(1, keepdims=True)
-            choice = np.where(q >= best - 1e-9 * max(1.0, high - low) * max(remaining + 1, 1), second, -np.inf).argmax(1)
+            choice = np.where(
+                q >= best - 1e-9 * max(1.0, high - low) * max(remaining + 1, 1), second, -np.inf
+            ).argmax(1)
             second_next = np.take_along_axis(second, choice[:, None], 1)[:, 0]
         value_next = np.take_along_axis(q, choice[:, None], 1)[:, 0]
         if pruning and remaining > 0:
-            error = _expect(level.probs, np.zeros_like(reward), np.where(pruned, half * remaining, bound_next[index]))
+            error = _expect(
+                level.probs, np.zeros_like(reward), np.where(pruned, half * remaining, bound_next[index])
+            )
             bound_next = error.max(1)
         else:
             bound_next = np.zeros(len(q))
@@ -536,7 +595,9 @@ def _backward(tree: AgentTree, reward: np.ndarray, tie_break: np.ndarray | None 
     return choices, values, bounds
 
 
-def _follow(tree: AgentTree, choices: list[np.ndarray], payoff: np.ndarray, reaches: list[np.ndarray] | None = None) -> float:
+def _follow(
+    tree: AgentTree, choices: list[np.ndarray], payoff: np.ndarray, reaches: list[np.ndarray] | None = None
+) -> float:
     """Expected Σ payoff when the opponent plays `choices` (pruned branches count only their round)."""
     reaches = _reaches(tree, choices) if reaches is None else reaches
     total = 0.0
@@ -593,8 +654,12 @@ def solve(tree: AgentTree) -> RepeatedResult:
         br_payoff=float(br_values[0][0]) / rounds,
         br_bound=float(br_bounds[0][0]) / rounds,
         br_agent_payoff=_follow(tree, br_choice, stage.agent, br_reaches) / rounds,
-        gap_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, gap_choice, fallback_gap, tree.state_of, states),
-        br_table=OpponentTable(rounds, tree.memory, n_a, n_o, histories, br_choice, fallback_br, tree.state_of, states),
+        gap_table=OpponentTable(
+            rounds, tree.memory, n_a, n_o, histories, gap_choice, fallback_gap, tree.state_of, states
+        ),
+        br_table=OpponentTable(
+            rounds, tree.memory, n_a, n_o, histories, br_choice, fallback_br, tree.state_of, states
+        ),
         gradient=gradient,
         states=tree.num_states,
         threshold=tree.threshold,
@@ -644,16 +709,21 @@ class RepeatedAudit:
         if getattr(agent, "table", None) is not None and getattr(agent, "keys", None) is not None \
                 and memory is not None and tuple(agent.keys) == tuple(self.keys):
             if threshold:
-                raise SepoError("--threshold needs the full history tree; a table over the last rounds is solved exactly "
-                                "without it")
+                raise SepoError(
+                    "--threshold needs the full history tree; a table over the last rounds is solved exactly "
+                    "without it"
+                )
             return self._audit_table(agent, self, replicates, seed, labelled_for=None)
         state_of = declared_state(agent)
         if state_of is not None and not (projection and memory is not None):
             solved = solve(state_tree(self.stage, self.game.rounds, self._reader(agent), state_of,
                                       step=declared_step(agent)))
             result = self.result(solved)
-            method = (f"exact DP over (round, the agent's declared state) nodes: {solved.states} nodes over "
-                      f"{self.game.rounds} rounds" + ("; nothing pruned (--threshold is not needed)" if threshold else ""))
+            method = (
+                f"exact DP over (round, the agent's declared state) nodes: {solved.states} nodes over "
+                f"{self.game.rounds} rounds"
+                + ("; nothing pruned (--threshold is not needed)" if threshold else "")
+            )
             return Audit(replace(result, method=method), self.response(solved),
                          {"read": "exact", "read_exactly": True, "states": solved.states})
         if memory is not None and projection:
@@ -663,10 +733,16 @@ class RepeatedAudit:
                 if state_of is None:
                     raise
                 depth = (getattr(agent, "classifier", None) or {}).get("memory_depth")
-                reads = f"it reads {depth} round{'s' if depth != 1 else ''}" if isinstance(depth, int) else "its own state"
-                raise SepoError(f"--memory {memory} does not apply to {getattr(agent, 'name', 'this agent')}: it declares "
-                                f"{reads} and is solved exactly without --memory at any number of rounds (drop it); its "
-                                f"memory-{memory} projection does not fit ({str(error).split(' (')[0]})") from None
+                reads = (
+                    f"it reads {depth} round{'s' if depth != 1 else ''}"
+                    if isinstance(depth, int)
+                    else "its own state"
+                )
+                raise SepoError(
+                    f"--memory {memory} does not apply to {getattr(agent, 'name', 'this agent')}: it "
+                    f"declares {reads} and is solved exactly without --memory at any number of rounds (drop "
+                    f"it); its memory-{memory} projection does not fit ({str(error).split(' (')[0]})"
+                ) from None
         whole = self if memory is None else self.whole_history()
         if threshold:
             return whole._audit_pruned(agent, threshold, replicates, seed)
@@ -689,14 +765,24 @@ class RepeatedAudit:
         from sepo.metrics.exact import Audit, labelled, no_action_probabilities
         from sepo.policies.text_policy import policy_estimate
 
-        # whole histories are counted without building them (538,084 keys of 9 actions over 4 rounds take 30 s)
-        prompts = (tree_states(solver.stage, solver.game.rounds) if solver.game.memory is None else len(solver.keys)) \
-            if callable(getattr(agent, "estimate", None)) else 0
+        # whole histories are counted without building them (538,084 keys of 9 actions over 4 rounds take 30
+        # s)
+        prompts = (
+            (
+                tree_states(solver.stage, solver.game.rounds)
+                if solver.game.memory is None
+                else len(solver.keys)
+            )
+            if callable(getattr(agent, "estimate", None))
+            else 0
+        )
         if prompts > MAX_PROMPTED_STATES:
-            raise SepoError(f"reading the agent at all {count_text(prompts)} information states of {solver.game.rounds} rounds "
-                            f"means as many prompts (more than {MAX_PROMPTED_STATES:,}); give --threshold P to read only the "
-                            "branches it reaches with probability at least P, --memory M for a memory-M projection, or "
-                            "fewer --rounds")
+            raise SepoError(
+                f"reading the agent at all {count_text(prompts)} information states of {solver.game.rounds} "
+                f"rounds means as many prompts (more than {MAX_PROMPTED_STATES:,}); give --threshold P to "
+                "read only the branches it reaches with probability at least P, --memory M for a memory-M "
+                "projection, or fewer --rounds"
+            )
         try:
             estimate = policy_estimate(agent, solver.decisions())
         except NotImplementedError as error:
@@ -748,8 +834,12 @@ class RepeatedAudit:
             interval = list(boundary_interval(solved.gap, np.array(values)))
         states = sum(len(e.decisions) for e in estimates)
         samples = max((e.samples for e in estimates), default=0)
-        record = {"read": "exact" if exact_policy else f"estimated ({samples} replies per state)", "read_exactly": exact_policy,
-                  "replies_per_state": None if exact_policy else samples, "states": states,
-                  "invalid_replies": int(sum(sum(e.invalid) for e in estimates)),
-                  "replies": int(sum(sum(c.sum() for c in e.counts) for e in estimates))}
+        record = {
+            "read": "exact" if exact_policy else f"estimated ({samples} replies per state)",
+            "read_exactly": exact_policy,
+            "replies_per_state": None if exact_policy else samples,
+            "states": states,
+            "invalid_replies": int(sum(sum(e.invalid) for e in estimates)),
+            "replies": int(sum(sum(c.sum() for c in e.counts) for e in estimates)),
+        }
         return Audit(self.result(solved), self.response(solved), record, interval)

@@ -139,9 +139,25 @@ class ChatRequest(BaseModel):
     store: Optional[bool] = None
 
 
-_REFUSED = ("stop", "tools", "tool_choice", "functions", "function_call", "logit_bias",
-            "presence_penalty", "frequency_penalty", "response_format", "stream_options", "audio", "modalities",
-            "prediction", "reasoning_effort", "parallel_tool_calls", "min_p", "min_tokens")
+_REFUSED = (
+    "stop",
+    "tools",
+    "tool_choice",
+    "functions",
+    "function_call",
+    "logit_bias",
+    "presence_penalty",
+    "frequency_penalty",
+    "response_format",
+    "stream_options",
+    "audio",
+    "modalities",
+    "prediction",
+    "reasoning_effort",
+    "parallel_tool_calls",
+    "min_p",
+    "min_tokens",
+)
 
 
 @dataclass
@@ -180,7 +196,9 @@ class ServerStats:
         """The counts once no request is in flight (`idle`) and at least `answered` were answered,
         or after `timeout` seconds (the caller checks the counts)."""
         with self.lock:
-            self.lock.wait_for(lambda: (not idle or self.in_flight == 0) and self.answered >= answered, timeout)
+            self.lock.wait_for(
+                lambda: (not idle or self.in_flight == 0) and self.answered >= answered, timeout
+            )
             return self.record()
 
 
@@ -233,8 +251,14 @@ class ChatModel:
     def _defuser(self):
         from sepo.policies.hf import HFDecoding, HFPolicy
 
-        return HFPolicy(self.model, None, mode="sample", decoding=HFDecoding(max_new_tokens=1), tokenizer=self.tokenizer,
-                        name=self.name)
+        return HFPolicy(
+            self.model,
+            None,
+            mode="sample",
+            decoding=HFDecoding(max_new_tokens=1),
+            tokenizer=self.tokenizer,
+            name=self.name,
+        )
 
     def prompt_ids(self, request: ChatRequest) -> list[int]:
         """The request's chat rendered and tokenized (outside the model lock: a long prompt costs
@@ -247,7 +271,8 @@ class ChatModel:
                                                       **request.chat_template_kwargs)
         except Exception as error:  # noqa: BLE001 - a template error is the request's fault
             raise SepoError(f"the chat template cannot render these messages: {error}") from None
-        return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])  # the length is checked next
+        # the length is checked next
+        return list(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
     def _check_not_far_too_long(self, request: ChatRequest) -> None:
         """`ContextTooLong` at once for messages far beyond the context: their text is counted in
@@ -265,12 +290,16 @@ class ChatModel:
                 end = min(len(text), start + 4096)
                 while end < len(text) and not text[end].isspace() and end - start < 8192:
                     end += 1
-                counted += len(self.tokenizer(text[start:end], add_special_tokens=False, verbose=False)["input_ids"])
+                counted += len(
+                    self.tokenizer(text[start:end], add_special_tokens=False, verbose=False)["input_ids"]
+                )
                 start = end
                 if counted > self.context:
-                    raise ContextTooLong(f"This model's maximum context length is {self.context} tokens. However, your "
-                                         f"messages hold more than {counted} tokens. Please reduce the length of the "
-                                         "messages.")
+                    raise ContextTooLong(
+                        f"This model's maximum context length is {self.context} tokens. However, your "
+                        f"messages hold more than {counted} tokens. Please reduce the length of the "
+                        "messages."
+                    )
 
     def reply_budget(self, request: ChatRequest, prompt_tokens: int) -> int:
         """The reply's token limit: the request's `max_tokens`, else the server's default cut to what
@@ -283,9 +312,11 @@ class ChatModel:
             return min(self.default_max_tokens, room)
         reply = asked or self.default_max_tokens
         if prompt_tokens + reply > self.context:
-            raise ContextTooLong(f"This model's maximum context length is {self.context} tokens. However, you requested "
-                                 f"{prompt_tokens + reply} tokens ({prompt_tokens} in the messages, {reply} in the "
-                                 "completion). Please reduce the length of the messages or completion.")
+            raise ContextTooLong(
+                f"This model's maximum context length is {self.context} tokens. However, you requested "
+                f"{prompt_tokens + reply} tokens ({prompt_tokens} in the messages, {reply} in the "
+                "completion). Please reduce the length of the messages or completion."
+            )
         return reply
 
     def complete(self, request: ChatRequest, prompt: list[int] | None = None) -> dict:
@@ -305,7 +336,9 @@ class ChatModel:
             def __call__(self, input_ids, scores, **kwargs):
                 import torch
 
-                return torch.full((input_ids.shape[0],), stopping.is_set(), dtype=torch.bool, device=input_ids.device)
+                return torch.full(
+                    (input_ids.shape[0],), stopping.is_set(), dtype=torch.bool, device=input_ids.device
+                )
 
         with self._lock:
             if stopping.is_set():
@@ -325,17 +358,36 @@ class ChatModel:
                 raise ShuttingDown()
             logprobs = self._all_logprobs(policy, prompt, group, request.top_logprobs) if request.logprobs \
                 else [None] * len(group)
-            forced = self._forced_choice(policy, prompt, request.sepo_forced_answers) if request.sepo_forced_answers \
+            forced = (
+                self._forced_choice(policy, prompt, request.sepo_forced_answers)
+                if request.sepo_forced_answers
                 else None
-        choices = [{"index": i, "message": {"role": "assistant", "content": c.text}, "logprobs": lp,
-                    "finish_reason": "stop" if c.finished else "length"} for i, (c, lp) in enumerate(zip(group, logprobs))]
+            )
+        choices = [
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": c.text},
+                "logprobs": lp,
+                "finish_reason": "stop" if c.finished else "length",
+            }
+            for i, (c, lp) in enumerate(zip(group, logprobs))
+        ]
         completion_tokens = sum(len(c.completion_ids) for c in group)
-        return {"id": f"chatcmpl-{seed:x}-{time.monotonic_ns():x}", "object": "chat.completion", "created": int(time.time()),
-                "model": self.name, "choices": choices, "system_fingerprint": "sepo-serve",
-                "usage": {"prompt_tokens": len(prompt), "completion_tokens": completion_tokens,
-                          "total_tokens": len(prompt) + completion_tokens},
-                DECODING_FIELD: used_decoding(request, seed, max_tokens),
-                **({"sepo_forced_choice": forced} if forced is not None else {})}
+        return {
+            "id": f"chatcmpl-{seed:x}-{time.monotonic_ns():x}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.name,
+            "choices": choices,
+            "system_fingerprint": "sepo-serve",
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": completion_tokens,
+                "total_tokens": len(prompt) + completion_tokens,
+            },
+            DECODING_FIELD: used_decoding(request, seed, max_tokens),
+            **({"sepo_forced_choice": forced} if forced is not None else {}),
+        }
 
     def _forced_choice(self, policy, prompt: list[int], answers: list[str]) -> int:
         """The index of the answer `HFPolicy`'s forced decoding picks after `prompt` (its own code:
@@ -345,7 +397,9 @@ class ChatModel:
 
         for answer in answers:
             if not answer.strip() or len(answer) > MAX_ANSWER_CHARS:
-                raise SepoError(f"sepo_forced_answers: each answer must be 1-{MAX_ANSWER_CHARS} characters, not blank")
+                raise SepoError(
+                    f"sepo_forced_answers: each answer must be 1-{MAX_ANSWER_CHARS} characters, not blank"
+                )
         policy.text = SimpleNamespace(answer_text=lambda decision, action: answers[action])
         decision = SimpleNamespace(legal_actions=list(range(len(answers))), info_key="request")
         return int(policy._forced_pass([decision], [prompt])[0])
@@ -377,9 +431,11 @@ class ChatModel:
         if sum(plan.values()) <= budget:
             return
         top = f" x (1 + top_logprobs {request.top_logprobs})" if request.logprobs else ""
-        raise TooLarge(f"this request would hold about {size_text(sum(plan.values()))} (n {request.n} x max_tokens "
-                       f"{max_tokens:,}{top}; prompt {prompt_tokens:,} tokens) and the server can spare "
-                       f"{size_text(budget)}; lower n, max_tokens" + (" or top_logprobs" if request.logprobs else ""))
+        raise TooLarge(
+            f"this request would hold about {size_text(sum(plan.values()))} (n {request.n} x max_tokens "
+            f"{max_tokens:,}{top}; prompt {prompt_tokens:,} tokens) and the server can spare "
+            f"{size_text(budget)}; lower n, max_tokens" + (" or top_logprobs" if request.logprobs else "")
+        )
 
     def _all_logprobs(self, policy, prompt: list[int], group, top: int) -> list[dict]:
         """`_logprobs` of each reply, computed once per distinct reply (greedy copies share one);
@@ -407,8 +463,14 @@ class ChatModel:
         content = []
         for j, token in enumerate(tokens):
             entry = _token_entry(self.tokenizer, token, float(logp[j, token]))
-            entry["top_logprobs"] = [] if best is None else [
-                _token_entry(self.tokenizer, int(t), float(v)) for v, t in zip(best.values[j], best.indices[j])]
+            entry["top_logprobs"] = (
+                []
+                if best is None
+                else [
+                    _token_entry(self.tokenizer, int(t), float(v))
+                    for v, t in zip(best.values[j], best.indices[j])
+                ]
+            )
             content.append(entry)
         return {"content": content}
 
@@ -426,13 +488,28 @@ class ChatServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, chat: ChatModel, host: str = "127.0.0.1", port: int = 8000, *, fail_every: int = 0,
-                 stall_every: int = 0, stall_seconds: float = 30.0, log=None, max_queue: int = MAX_QUEUE, warn=None,
-                 idle_timeout: float = IDLE_TIMEOUT, max_connections: int | None = None):
+    def __init__(
+        self,
+        chat: ChatModel,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        fail_every: int = 0,
+        stall_every: int = 0,
+        stall_seconds: float = 30.0,
+        log=None,
+        max_queue: int = MAX_QUEUE,
+        warn=None,
+        idle_timeout: float = IDLE_TIMEOUT,
+        max_connections: int | None = None,
+    ):
         if fail_every < 0 or stall_every < 0:
             raise SepoError("--fail-every and --stall-every must be >= 0")
         if not 0 <= stall_seconds <= MAX_STALL_SECONDS:  # NaN fails both comparisons
-            raise SepoError(f"--stall-seconds must be a number of seconds in 0..{MAX_STALL_SECONDS:g}, got {stall_seconds}")
+            raise SepoError(
+                f"--stall-seconds must be a number of seconds in 0..{MAX_STALL_SECONDS:g}, got "
+                f"{stall_seconds}"
+            )
         if not 1 <= max_queue <= 4096:
             raise SepoError(f"--max-queue must be in 1..4096, got {max_queue}")
         if not 0 < idle_timeout <= 3600:
@@ -490,9 +567,17 @@ class ChatServer(ThreadingHTTPServer):
         already received are read (so closing does not reset the answer away), then it closes."""
         import socket
 
-        body = json.dumps({"error": {"message": f"the server is busy: {self.max_connections} connections are open; "
-                                                "retry later", "type": "server_error", "param": None,
-                                     "code": "overloaded"}}).encode()
+        body = json.dumps(
+            {
+                "error": {
+                    "message": f"the server is busy: {self.max_connections} connections are open; "
+                    "retry later",
+                    "type": "server_error",
+                    "param": None,
+                    "code": "overloaded",
+                }
+            }
+        ).encode()
         head = (f"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
         with self.stats.changing():
@@ -562,10 +647,15 @@ class _Handler(BaseHTTPRequestHandler):
             if not query:
                 return self._send(200, self.server.stats.record())
             try:
-                wait = {"idle": query.get("idle", ["0"])[0] == "1", "answered": int(query.get("answered", ["0"])[0]),
-                        "timeout": min(600.0, float(query.get("timeout", ["60"])[0]))}
+                wait = {
+                    "idle": query.get("idle", ["0"])[0] == "1",
+                    "answered": int(query.get("answered", ["0"])[0]),
+                    "timeout": min(600.0, float(query.get("timeout", ["60"])[0])),
+                }
             except ValueError:
-                return self._error(400, "stats: answered must be an integer and timeout a number", "invalid_request_error")
+                return self._error(
+                    400, "stats: answered must be an integer and timeout a number", "invalid_request_error"
+                )
             return self._send(200, self.server.stats.wait(**wait))
         return self._error(404, f"no route {path!r}", "not_found")
 
@@ -600,14 +690,19 @@ class _Handler(BaseHTTPRequestHandler):
                 stats.stalled += 1
             self.server.chat.stopping.wait(self.server.stall_seconds)  # a shutdown ends the stall
         try:
-            payload = parse_json(body.decode("utf-8"))  # bounded depth: a deep body is a 400, not a dropped connection
+            # bounded depth: a deep body is a 400, not a dropped connection
+            payload = parse_json(body.decode("utf-8"))
             if not isinstance(payload, dict):
                 raise ValueError("the body must be a JSON object")
             try:
                 json.dumps(payload, ensure_ascii=False).encode("utf-8")
             except UnicodeEncodeError:
-                raise ValueError("the body holds a lone surrogate escape (e.g. \\ud800), which is not text") from None
-            refused = sorted(k for k in payload if k in _REFUSED and payload[k] not in (None, 0, False, [], {}))
+                raise ValueError(
+                    "the body holds a lone surrogate escape (e.g. \\ud800), which is not text"
+                ) from None
+            refused = sorted(
+                k for k in payload if k in _REFUSED and payload[k] not in (None, 0, False, [], {})
+            )
             if refused:
                 return self._invalid(f"unsupported parameter(s): {', '.join(refused)}")
             request = ChatRequest.model_validate({k: v for k, v in payload.items() if k not in _REFUSED})
@@ -618,11 +713,20 @@ class _Handler(BaseHTTPRequestHandler):
         if request.model != self.server.chat.name:
             with stats.changing():
                 stats.invalid += 1
-            return self._error(404, f"model {request.model!r} is not served here (serving {self.server.chat.name!r})",
-                               "model_not_found")
+            return self._error(
+                404,
+                f"model {request.model!r} is not served here (serving {self.server.chat.name!r})",
+                "model_not_found",
+            )
         if not self.server._slots.acquire(blocking=False):
-            return self._error(503, f"the server is busy: {self.server.max_queue} requests are already waiting for the "
-                                    "model; retry later", "server_error", code="overloaded", retry_after=1)
+            return self._error(
+                503,
+                f"the server is busy: {self.server.max_queue} requests are already waiting for the "
+                "model; retry later",
+                "server_error",
+                code="overloaded",
+                retry_after=1,
+            )
         # The slot is released before any answer is sent, so a client that sends its next request
         # as soon as it reads this answer never finds the slot still taken.
         failure = None
@@ -658,11 +762,16 @@ class _Handler(BaseHTTPRequestHandler):
             stats.default_temperature += defaulted
             first_default = defaulted and stats.default_temperature == 1
         if self.server.log:
-            self.server.log(f"request {number}: " + ", ".join(f"{k} {v}" for k, v in used.items() if k != "greedy"))
+            self.server.log(
+                f"request {number}: " + ", ".join(f"{k} {v}" for k, v in used.items() if k != "greedy")
+            )
         if first_default and self.server.warn:
-            self.server.warn(f"warning: request {number} sent no temperature, so it was sampled at temperature "
-                             f"{used['temperature']:g} (the OpenAI default), not greedily; every response says the decoding "
-                             f"it used in `{DECODING_FIELD}`, and /sepo/stats counts such requests (default_temperature)")
+            self.server.warn(
+                f"warning: request {number} sent no temperature, so it was sampled at temperature "
+                f"{used['temperature']:g} (the OpenAI default), not greedily; every response says the "
+                f"decoding it used in `{DECODING_FIELD}`, and /sepo/stats counts such requests "
+                "(default_temperature)"
+            )
         self._send(200, response)
 
     def _length(self) -> int | None:
@@ -714,10 +823,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.stats.invalid += 1
         return self._error(400, message, "invalid_request_error")
 
-    def _error(self, status: int, message: str, kind: str, *, code: str | None = None, param: str | None = None,
-               retry_after: int | None = None):
+    def _error(
+        self,
+        status: int,
+        message: str,
+        kind: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        retry_after: int | None = None,
+    ):
         headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
-        self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": code}}, headers)
+        self._send(
+            status, {"error": {"message": message, "type": kind, "param": param, "code": code}}, headers
+        )
 
     def _send(self, status: int, data: dict, headers: dict | None = None):
         body = json.dumps(data).encode()

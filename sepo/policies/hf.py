@@ -67,12 +67,24 @@ from sepo.games.base import Decision, TextView
 from sepo.policies.base import Choice, Policy, _sample_index
 from sepo.policies.hf_exact import ExactReads
 from sepo.policies.hf_forced import FORCED_QUESTION, ForcedDecoding
-from sepo.policies.hf_loading import (check_prompt_room, check_reply_length, check_tokenizer_fits,
-                                      context_length, load_hf_model)
+from sepo.policies.hf_loading import (
+    check_prompt_room,
+    check_reply_length,
+    check_tokenizer_fits,
+    context_length,
+    load_hf_model,
+)
 from sepo.policies.hf_sampling import Completion, Sampling
 from sepo.policies.replies import Decoding
-from sepo.policies.text_policy import (DEFAULT_REPROMPTS, DEFAULT_SAMPLES, EXACT_REST, FAILURE_RULES,
-                                       PolicyEstimate, TextPolicy, check_reprompts)
+from sepo.policies.text_policy import (
+    DEFAULT_REPROMPTS,
+    DEFAULT_SAMPLES,
+    EXACT_REST,
+    FAILURE_RULES,
+    PolicyEstimate,
+    TextPolicy,
+    check_reprompts,
+)
 
 __all__ = ["EXACT_TOLERANCE", "FORCED_QUESTION", "MODES", "Completion", "HFDecoding", "HFPolicy",
            "check_prompt_room", "check_reply_length", "check_tokenizer_fits", "context_length",

@@ -235,8 +235,13 @@ class ExactReads(LoadedModel):
 
     def _processors(self):
         """The decoding's logits processors, in `generate`'s order."""
-        from transformers import (LogitsProcessorList, RepetitionPenaltyLogitsProcessor,
-                                  TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
+        from transformers import (
+            LogitsProcessorList,
+            RepetitionPenaltyLogitsProcessor,
+            TemperatureLogitsWarper,
+            TopKLogitsWarper,
+            TopPLogitsWarper,
+        )
 
         d = self.decoding
         processors = LogitsProcessorList()

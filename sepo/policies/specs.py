@@ -36,7 +36,9 @@ class UniformPolicy(Policy):
         return {a: 1.0 / len(decision.legal_actions) for a in decision.legal_actions}
 
 
-def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
+def load_agent(
+    spec: str, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None
+) -> Policy:
     """The policy named by `spec` for `game`; a clear error for anything unknown. `text` sets how
     a text agent (hf:, run: with a model, openai:) decodes, estimates its policy and handles
     replies that do not parse (default: `TextAgentOptions()`); `view` is the text view it reads
@@ -65,10 +67,23 @@ def load_agent(spec: str, game: Game, text: TextAgentOptions | None = None, view
 
         text = text or TextAgentOptions()
         cache = {} if text.reply_cache is None else {"cache_dir": text.reply_cache}
-        return EndpointAgent(*parse_endpoint_spec(arg), view or game.text, text.decoding, **text.agent_kwargs(),
-                             max_tokens_total=text.max_tokens_total, **cache)
-    kinds = [*(f"{k}[:ARG]" for k in domain.agents), "uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH",
-             "openai:MODEL@URL"]
+        return EndpointAgent(
+            *parse_endpoint_spec(arg),
+            view or game.text,
+            text.decoding,
+            **text.agent_kwargs(),
+            max_tokens_total=text.max_tokens_total,
+            **cache,
+        )
+    kinds = [
+        *(f"{k}[:ARG]" for k in domain.agents),
+        "uniform",
+        "bot:NAME",
+        "tabular:FILE.json",
+        "run:DIR",
+        "hf:PATH",
+        "openai:MODEL@URL",
+    ]
     raise SepoError(f"unknown agent spec {spec!r} for {game.name}; use one of: {', '.join(kinds)}")
 
 
@@ -76,10 +91,16 @@ def check_model_source(path: str) -> None:
     """A model named by a local path must be a model folder; a Hub id is checked by its form only
     (whether the Hub has it is known when the model is loaded, possibly on another machine)."""
     local = Path(path).expanduser()
-    looks_local = local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1 or path.endswith("/")
+    looks_local = (
+        local.exists() or path.startswith((".", "/", "~")) or path.count("/") > 1 or path.endswith("/")
+    )
     if looks_local:
         if local.is_file():
-            hint = "; convert a GGUF file first: `sepo model import FILE --out DIR`" if local.suffix.lower() == ".gguf" else ""
+            hint = (
+                "; convert a GGUF file first: `sepo model import FILE --out DIR`"
+                if local.suffix.lower() == ".gguf"
+                else ""
+            )
             raise SepoError(f"model {path!r} is a file, not a model folder{hint}")
         if not local.is_dir():
             raise SepoError(f"model {path!r}: no such folder")
@@ -96,8 +117,10 @@ def check_not_run_folder(path: str) -> None:
     local = Path(path).expanduser()
     inner = local / "model"
     if local.is_dir() and (inner / "config.json").is_file() and not _model_config(local):
-        raise SepoError(f"model {path!r} is a run folder, not a model folder; its model is {str(inner)!r} (or give the "
-                        f"run as run:{path})")
+        raise SepoError(
+            f"model {path!r} is a run folder, not a model folder; its model is {str(inner)!r} (or give the "
+            f"run as run:{path})"
+        )
 
 
 def _model_config(folder: Path) -> bool:
@@ -150,11 +173,15 @@ def _load_tabular(path: str, game: Game) -> TabularPolicy:
     if solver is None:
         return TabularPolicy.load(path)
     decisions = solver.decisions()
-    policy = TabularPolicy.load(path, keys_of(decisions), num_actions=max(len(d.legal_actions) for d in decisions))
+    policy = TabularPolicy.load(
+        path, keys_of(decisions), num_actions=max(len(d.legal_actions) for d in decisions)
+    )
     return policy.check_decisions(decisions, path)
 
 
-def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
+def _hf_agent(
+    path: str, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None
+) -> Policy:
     """A language model that plays by writing replies under the given decoding (default:
     temperature 1, 48 new tokens), parsed strictly, failures resolved by the named rule (default
     forced decoding) and counted; its policy is the distribution of the played action."""
@@ -162,8 +189,10 @@ def _hf_agent(path: str, game: Game, text: TextAgentOptions | None = None, view:
 
     text = text or TextAgentOptions()
     if text.max_tokens_total is not None:
-        raise SepoError("--max-tokens-total applies to openai: agents only (a local model's replies cost no tokens "
-                        "from a provider)")
+        raise SepoError(
+            "--max-tokens-total applies to openai: agents only (a local model's replies cost no tokens "
+            "from a provider)"
+        )
     if isinstance(path, str):
         check_not_run_folder(path)
     decoding = HFDecoding.of(text.decoding, **text.agent_kwargs())
@@ -179,20 +208,30 @@ def _unfinished_model_run(run_dir: Path) -> None:
         manifest = read_manifest(run_dir) if run_dir.is_dir() else None
     except SepoError:
         return
-    if manifest is not None and not manifest.get("complete") and (manifest["command"] == "sft" or "trainer" in manifest["files"]):
-        raise SepoError(f"{run_dir} is an unfinished `sepo {manifest['command']}` run: its model is saved when it ends "
-                        "(the same command resumes it)")
+    if (
+        manifest is not None
+        and not manifest.get("complete")
+        and (manifest["command"] == "sft" or "trainer" in manifest["files"])
+    ):
+        raise SepoError(
+            f"{run_dir} is an unfinished `sepo {manifest['command']}` run: its model is saved when it ends "
+            "(the same command resumes it)"
+        )
 
 
-def _load_run(run_dir: Path, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None) -> Policy:
+def _load_run(
+    run_dir: Path, game: Game, text: TextAgentOptions | None = None, view: TextView | None = None
+) -> Policy:
     from sepo.metrics.exact import solver_for
     from sepo.training.tabular import load_run_policy, run_game
 
     if (run_dir / "model").is_dir():
         trained = run_game(run_dir)  # as for a table: `run:` audits a run in its own game
         if trained is not None and trained != game.name:
-            raise SepoError(f"{run_dir} is a run of game {trained!r}, not {game.name!r}; give --game {trained}, or "
-                            f"hf:{run_dir / 'model'} to play its model in {game.name}")
+            raise SepoError(
+                f"{run_dir} is a run of game {trained!r}, not {game.name!r}; give --game {trained}, or "
+                f"hf:{run_dir / 'model'} to play its model in {game.name}"
+            )
         return _hf_agent(str(run_dir / "model"), game, text, view)
     _unfinished_model_run(run_dir)
 

@@ -52,7 +52,7 @@ import numpy as np
 from sepo import progress
 from sepo.errors import SepoError
 from sepo.games.base import Decision
-from sepo.policies.base import Choice, Policy, _sample_index
+from sepo.policies.base import Choice, Policy
 from sepo.policies.replies import Decoding, Reply, ReplySource, parse_reply
 
 FAILURE_RULES = ("forced", "fallback", "random-legal", "reprompt")
@@ -95,9 +95,12 @@ def correction_message(view, decision: Decision, status: str) -> str:
     legal = decision.legal_actions
     if len(legal) <= _LISTED:
         answers = ", ".join(view.answer_text(decision, a) for a in legal)
-        return f"Your reply could not be read: {problem}. End your reply with one action alone on the last line: {answers}."
-    return (f"Your reply could not be read: {problem}. End your reply with one legal action alone on the last line, "
-            "written as the question asks.")
+        return (f"Your reply could not be read: {problem}. End your reply with one action alone on the last "
+                f"line: {answers}.")
+    return (
+        f"Your reply could not be read: {problem}. End your reply with one legal action alone on the last "
+        "line, written as the question asks."
+    )
 
 
 @dataclass(frozen=True)
@@ -119,25 +122,38 @@ class TextAgentOptions:
 
     def __post_init__(self):
         if self.failure_rule not in FAILURE_RULES:
-            raise SepoError(f"failure rule must be one of {', '.join(FAILURE_RULES)}; got {self.failure_rule!r}")
+            raise SepoError(
+                f"failure rule must be one of {', '.join(FAILURE_RULES)}; got {self.failure_rule!r}"
+            )
         if self.samples < 1:
             raise SepoError(f"replies per state must be >= 1, got {self.samples}")
         check_reprompts(self.reprompts)
 
     def record(self) -> dict:
-        out = {"decoding": self.decoding.record(), "replies_per_state": self.samples, "failure_rule": self.failure_rule}
+        out = {
+            "decoding": self.decoding.record(),
+            "replies_per_state": self.samples,
+            "failure_rule": self.failure_rule,
+        }
         if self.failure_rule == "reprompt":
             out["reprompts"] = self.reprompts
         return out
 
     def agent_kwargs(self) -> dict:
         """The keywords every text agent's constructor takes from these options."""
-        return {"failure_rule": self.failure_rule, "samples": self.samples, "seed": self.seed, "reprompts": self.reprompts}
+        return {
+            "failure_rule": self.failure_rule,
+            "samples": self.samples,
+            "seed": self.seed,
+            "reprompts": self.reprompts,
+        }
 
 
 def check_reprompts(reprompts: int) -> None:
     if not isinstance(reprompts, int) or not 1 <= reprompts <= MAX_REPROMPTS:
-        raise SepoError(f"re-prompts per failed reply must be a whole number from 1 to {MAX_REPROMPTS}, got {reprompts!r}")
+        raise SepoError(
+            f"re-prompts per failed reply must be a whole number from 1 to {MAX_REPROMPTS}, got {reprompts!r}"
+        )
 
 
 @dataclass
@@ -173,11 +189,15 @@ class PolicyEstimate:
             return f"estimated ({self.samples} replies per state)"
         if self.claims_exact:
             return "exact"
-        return f"answer lines read exactly, up to {self.rest:.2%} of replies at a prompt played by the failure rule"
+        return (f"answer lines read exactly, up to {self.rest:.2%} of replies at a prompt played by the "
+                "failure rule")
 
     @property
     def probabilities(self) -> list[dict[int, float]]:
-        return [{a: float(p) for a, p in zip(d.legal_actions, row)} for d, row in zip(self.decisions, self._rows())]
+        return [
+            {a: float(p) for a, p in zip(d.legal_actions, row)}
+            for d, row in zip(self.decisions, self._rows())
+        ]
 
     def _rows(self) -> list[np.ndarray]:
         return [c @ o / c.sum() for o, c in zip(self.outcomes, self.counts)]
@@ -207,9 +227,15 @@ class PolicyEstimate:
     def record(self) -> dict:
         """What goes into result files: how the policy was obtained."""
         total = int(sum(c.sum() for c in self.counts))
-        out = {"read": self.label, "read_exactly": self.claims_exact, "replies_per_state": None if self.exact else self.samples,
-               "states": len(self.decisions), "invalid_replies": int(sum(self.invalid)), "replies": total,
-               "distinct_prompts": int(sum(self.prompts))}
+        out = {
+            "read": self.label,
+            "read_exactly": self.claims_exact,
+            "replies_per_state": None if self.exact else self.samples,
+            "states": len(self.decisions),
+            "invalid_replies": int(sum(self.invalid)),
+            "replies": total,
+            "distinct_prompts": int(sum(self.prompts)),
+        }
         if self.exact and not self.claims_exact:
             out["rest"] = self.rest
         return out
@@ -240,8 +266,10 @@ def check_sampled_replies(states: int, samples: int, name: str) -> None:
     options = ["--temperature 0 (greedy decoding: one reply per prompt, the policy exact)"]
     if fewer >= 1:
         options.append(f"--samples {fewer:,} or fewer (a wider interval)")
-    raise SepoError(f"estimating {name}'s policy at {states:,} information states from {samples:,} sampled replies each "
-                    f"means {count:,} model replies (more than {MAX_SAMPLED_REPLIES:,}); use {' or '.join(options)}")
+    raise SepoError(
+        f"estimating {name}'s policy at {states:,} information states from {samples:,} sampled replies each "
+        f"means {count:,} model replies (more than {MAX_SAMPLED_REPLIES:,}); use {' or '.join(options)}"
+    )
 
 
 class TextPolicy(Policy):
@@ -288,13 +316,22 @@ class TextPolicy(Policy):
 
     def _fallback(self, decision: Decision) -> int:
         """The 'fallback' rule's action: the one given, else the domain's (`fallback_action`)."""
-        action = self.fallback_action(decision) if self.fallback_action else fallback_action(getattr(self.source, "text", None), decision)
+        action = (
+            self.fallback_action(decision)
+            if self.fallback_action
+            else fallback_action(getattr(self.source, "text", None), decision)
+        )
         if action not in decision.legal_actions:
             raise SepoError(f"{self.name}: fallback action {action!r} is not legal at {decision.info_key!r}")
         return action
 
-    def _rule_outcomes(self, failed: list[tuple[Decision, str]], statuses: Sequence[str] = (), where: str = "estimate",
-                       seed: int | None = None) -> list[np.ndarray]:
+    def _rule_outcomes(
+        self,
+        failed: list[tuple[Decision, str]],
+        statuses: Sequence[str] = (),
+        where: str = "estimate",
+        seed: int | None = None,
+    ) -> list[np.ndarray]:
         """The played distribution of each failed reply under the failure rule (`statuses`: each
         reply's parse failure, which the `reprompt` rule's correction names; `where` prefixes its
         counts, `seed` draws its replies)."""
@@ -319,7 +356,9 @@ class TextPolicy(Policy):
         todo = {key: item for key, item in zip(keys, failed) if key not in self._forced_memo}
         if todo:
             self.counts["forced.computed"] += len(todo)
-            fresh = self.source.forced_actions([d for d, _ in todo.values()], [text for _, text in todo.values()])
+            fresh = self.source.forced_actions(
+                [d for d, _ in todo.values()], [text for _, text in todo.values()]
+            )
             self._forced_memo.update(zip(todo, fresh))
         self.counts["forced.reused"] += len(keys) - len(todo)
         return [self._forced_memo[key] for key in keys]
@@ -334,10 +373,20 @@ class TextPolicy(Policy):
         view = self.source.text
         if seed is None:
             self._reprompt_calls += 1
-            seed = int(np.random.SeedSequence([self._estimate_seed, 0x2E9207, self._reprompt_calls]).generate_state(1)[0])
-        chats = [[{"role": "system", "content": view.system_prompt()}, {"role": "user", "content": view.user_prompt(d)},
-                  {"role": "assistant", "content": text}, {"role": "user", "content": correction_message(view, d, status)}]
-                 for (d, text), status in zip(failed, statuses)]
+            seed = int(
+                np.random.SeedSequence([self._estimate_seed, 0x2E9207, self._reprompt_calls]).generate_state(
+                    1
+                )[0]
+            )
+        chats = [
+            [
+                {"role": "system", "content": view.system_prompt()},
+                {"role": "user", "content": view.user_prompt(d)},
+                {"role": "assistant", "content": text},
+                {"role": "user", "content": correction_message(view, d, status)},
+            ]
+            for (d, text), status in zip(failed, statuses)
+        ]
         actions: list[int | None] = [None] * len(failed)
         pending = list(range(len(failed)))
         for turn in range(self.reprompts):
@@ -354,8 +403,10 @@ class TextPolicy(Policy):
                     actions[i] = parsed.action
                     self.counts[f"{where}.reprompt.recovered"] += 1
                 else:
-                    chats[i] = chats[i] + [{"role": "assistant", "content": reply.text},
-                                           {"role": "user", "content": correction_message(view, decision, parsed.status)}]
+                    chats[i] = chats[i] + [
+                        {"role": "assistant", "content": reply.text},
+                        {"role": "user", "content": correction_message(view, decision, parsed.status)},
+                    ]
                     still.append(i)
             pending = still
         for i in pending:
@@ -409,9 +460,13 @@ class TextPolicy(Policy):
         if not decisions or not callable(chat_replies):
             return [None] * len(decisions)
         self._message_calls += 1
-        seed = int(np.random.SeedSequence([self._estimate_seed, 0x3E55A6E, self._message_calls]).generate_state(1)[0])
+        seed = int(
+            np.random.SeedSequence([self._estimate_seed, 0x3E55A6E, self._message_calls]).generate_state(1)[0]
+        )
         chats = [talk.message_chat(self.source.text, d) for d in decisions]
-        written = [talk.parse_message(group[0].text, group[0].finished) for group in chat_replies(chats, 1, seed)]
+        written = [
+            talk.parse_message(group[0].text, group[0].finished) for group in chat_replies(chats, 1, seed)
+        ]
         for w in written:
             self.counts[f"message.{w.status}"] += 1
         return written
@@ -452,10 +507,14 @@ class TextPolicy(Policy):
         groups = []
         for d in decisions:
             met = self.met.get(d.info_key) if self.at_met_prompts else None
-            groups.append(sorted(((e[0], e[1]) for e in met.values()), key=lambda e: prompt(e[0])) if met else [(d, 1)])
+            groups.append(
+                sorted(((e[0], e[1]) for e in met.values()), key=lambda e: prompt(e[0])) if met else [(d, 1)]
+            )
         return groups
 
-    def estimate(self, decisions: list[Decision], prompts: Sequence[Sequence[Decision]] | None = None) -> PolicyEstimate:
+    def estimate(
+        self, decisions: list[Decision], prompts: Sequence[Sequence[Decision]] | None = None
+    ) -> PolicyEstimate:
         """The policy at `decisions` (see module doc). `prompts[i]`, if given, lists the prompts
         at which state i's replies are drawn (one reply each; repeats allowed). The latest is
         kept as `last_estimate` (its label goes into outputs that read the agent piecewise)."""
@@ -463,7 +522,9 @@ class TextPolicy(Policy):
         return self.last_estimate
 
     def _estimate(self, decisions: list[Decision], prompts) -> PolicyEstimate:
-        groups = self._met_groups(decisions) if prompts is None else [self._distinct(group) for group in prompts]
+        groups = (
+            self._met_groups(decisions) if prompts is None else [self._distinct(group) for group in prompts]
+        )
         exact = self._exact(decisions, groups)
         if exact is not None:
             return exact
@@ -483,9 +544,13 @@ class TextPolicy(Policy):
             counts.append(np.array([tally[o] for o in keys], dtype=float))
             distinct.append(len({self.source.text.user_prompt(p) for p in group}))
         samples = max((len(g) for g in prompts), default=0)
-        return PolicyEstimate(decisions, outcomes, counts, False, samples, self._split_invalid(prompts), distinct)
+        return PolicyEstimate(
+            decisions, outcomes, counts, False, samples, self._split_invalid(prompts), distinct
+        )
 
-    def _exact(self, decisions: list[Decision], groups: list[list[tuple[Decision, int]]]) -> PolicyEstimate | None:
+    def _exact(
+        self, decisions: list[Decision], groups: list[list[tuple[Decision, int]]]
+    ) -> PolicyEstimate | None:
         """The exact policy when the format allows (see module doc): each distinct prompt's played
         distribution (greedy: its one reply; else the source's `exact_distribution`), weighted by
         how often the prompt was met or drawn; None when it must be estimated."""
@@ -497,8 +562,13 @@ class TextPolicy(Policy):
         rows = compute(flat, self.failure_rule, self._fallback) if callable(compute) else None
         if rows is None:
             return None
-        return self._weighted(decisions, groups, [np.asarray(r, dtype=float) for r in rows], [0] * len(decisions),
-                              rest=float(getattr(self.source, "exact_rest", 0.0)))
+        return self._weighted(
+            decisions,
+            groups,
+            [np.asarray(r, dtype=float) for r in rows],
+            [0] * len(decisions),
+            rest=float(getattr(self.source, "exact_rest", 0.0)),
+        )
 
     def _distinct(self, prompts: Sequence[Decision]) -> list[tuple[Decision, int]]:
         """The distinct prompts of a list (by user prompt, sorted), each with how often it occurs."""
@@ -557,10 +627,14 @@ class TextPolicy(Policy):
             by_width.setdefault(missing[key], []).append((key, d))
         total, cached = sum(max(0, m) for m in missing.values()), len(self._reply_cache)
         # each call counts its own replies; over several calls, one counter shows the whole draw
-        whole = progress.counting("replies in all", total) if len(by_width) > 1 else nullcontext(lambda n=1: None)
+        whole = (
+            progress.counting("replies in all", total) if len(by_width) > 1 else nullcontext(lambda n=1: None)
+        )
         with whole as advance:
             for width, group_todo in sorted(by_width.items()):
-                seed = int(np.random.SeedSequence([self._estimate_seed, cached, total, width]).generate_state(1)[0])
+                seed = int(
+                    np.random.SeedSequence([self._estimate_seed, cached, total, width]).generate_state(1)[0]
+                )
                 fresh = self.source.replies([d for _, d in group_todo], width, seed)
                 for (key, _), group in zip(group_todo, fresh):
                     self._reply_cache.setdefault(key, []).extend(group)
@@ -596,9 +670,12 @@ class TextPolicy(Policy):
         c = self.counts
         out = {"max_reprompts": self.reprompts}
         for where, name in (("act", "played"), ("estimate", "policy")):
-            out[name] = {"failed_replies": sum(c[f"{where}.{status}"] for status in _PROBLEMS),
-                         "reprompts_sent": c[f"{where}.reprompt.sent"], "recovered": c[f"{where}.reprompt.recovered"],
-                         "fell_back": c[f"{where}.reprompt.exhausted"]}
+            out[name] = {
+                "failed_replies": sum(c[f"{where}.{status}"] for status in _PROBLEMS),
+                "reprompts_sent": c[f"{where}.reprompt.sent"],
+                "recovered": c[f"{where}.reprompt.recovered"],
+                "fell_back": c[f"{where}.reprompt.exhausted"],
+            }
         return out
 
     def reply_kinds(self) -> dict[str, dict[str, int]]:

@@ -70,7 +70,7 @@ def _keeps_whole_histories(domain, language_model: bool) -> bool:
 def tree_need(domain, game, language_model: bool = False) -> tuple[int, int, int | None] | None:
     """(bytes, states, memory) of the history tree a training run of `game` keeps; None for a game
     without one (no joint-history stage game)."""
-    from sepo.metrics.repeated import tree_bytes, tree_states
+    from sepo.metrics.repeated import tree_states
 
     stage_game, rounds = getattr(game, "stage_game", None), getattr(game, "rounds", None)
     if not callable(stage_game) or not isinstance(rounds, int):

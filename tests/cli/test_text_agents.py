@@ -33,14 +33,20 @@ def _run(*args):
 def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
     sampled = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "1",
                               "--samples", "3", *SHORT, "--json").stdout)
-    assert sampled["policy"]["read"] == "estimated (3 replies per state)" and not sampled["policy"]["read_exactly"]
+    assert (
+        sampled["policy"]["read"] == "estimated (3 replies per state)"
+        and not sampled["policy"]["read_exactly"]
+    )
     assert sampled["exact"] is True  # Kuhn's solver is exact; the table is not
     low, high = sampled["ci"]["exploitability"]
     assert low <= sampled["exploitability"] <= high
     assert (sampled["decoding"]["temperature"], sampled["decoding"]["max_new_tokens"]) == (1.0, 6)
 
-    greedy = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT,
-                             "--json").stdout)
+    greedy = json.loads(
+        _run(
+            "exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT, "--json"
+        ).stdout
+    )
     assert greedy["policy"]["read"] == "exact" and "ci" not in greedy
 
     human = _run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3", *SHORT).stdout
@@ -49,7 +55,8 @@ def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
     assert "in kuhn: the solver's exact values for the estimated (3 replies per state) policy" in title
     assert "in kuhn: exact values" not in title
     bot = _run("exploit", "--game", "kuhn", "--agent", "bot:NashApprox").stdout
-    assert "│ policy table" in bot and "exact" in bot and "policy table: exact" not in bot  # said once, in the table
+    # said once, in the table
+    assert "│ policy table" in bot and "exact" in bot and "policy table: exact" not in bot
 
 
 @pytest.mark.parametrize("game", [g for g in ("ipd", "auction") if g in domain_names()])
@@ -60,27 +67,67 @@ def test_decoding_options_reach_text_agents_in_every_domain(tiny, game):
     result = json.loads(_run("exploit", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT,
                              *params, "--json").stdout)
     assert result["policy"]["read"] == "exact" and result["decoding"]["temperature"] == 0
-    human = _run("exploit", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT, *params).stdout
+    human = _run(
+        "exploit", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT, *params
+    ).stdout
     assert "policy table" in human and "solver" in human
-    audit = json.loads(_run("eval", "--game", game, "--agent", f"hf:{tiny}", "--temperature", "0", "--top-p", "0.9",
-                            *SHORT, *params, "--episodes", "1", "--json").stdout)
+    audit = json.loads(
+        _run(
+            "eval",
+            "--game",
+            game,
+            "--agent",
+            f"hf:{tiny}",
+            "--temperature",
+            "0",
+            "--top-p",
+            "0.9",
+            *SHORT,
+            *params,
+            "--episodes",
+            "1",
+            "--json",
+        ).stdout
+    )
     assert audit["decoding"]["top_p"] == 0.9 and audit["decoding"]["max_new_tokens"] == 6
     assert audit["policy"]["read"] == "exact"
-    failures = sum(n for where in ("played", "policy") for kind, n in audit["reply_kinds"][where].items() if kind != "ok")
+    failures = sum(
+        n for where in ("played", "policy") for kind, n in audit["reply_kinds"][where].items() if kind != "ok"
+    )
     forced = audit["forced_decoding"]  # greedy: a failed reply met again is decided once
-    assert forced["computed"] + forced["reused"] == failures and forced["computed"] > 0 and forced["reused"] > 0
+    assert (
+        forced["computed"] + forced["reused"] == failures and forced["computed"] > 0 and forced["reused"] > 0
+    )
 
 
 def test_paper_protocol_puts_the_papers_decoding_on_record(tiny):
-    audit = json.loads(_run("eval", "--game", "kuhn", "--protocol", "paper", "--agent", f"hf:{tiny}", "--episodes", "1",
-                            "--samples", "2", "--max-new-tokens", "6", "--json").stdout)
+    audit = json.loads(
+        _run(
+            "eval",
+            "--game",
+            "kuhn",
+            "--protocol",
+            "paper",
+            "--agent",
+            f"hf:{tiny}",
+            "--episodes",
+            "1",
+            "--samples",
+            "2",
+            "--max-new-tokens",
+            "6",
+            "--json",
+        ).stdout
+    )
     assert audit["decoding"] == {"temperature": 0.8, "top_p": 0.95, "top_k": 50, "max_new_tokens": 6,
                                  "repetition_penalty": 1.3, "enable_thinking": None}
     kinds = audit["reply_kinds"]  # every reply parsed is counted by kind, in play and in the policy read
     assert sum(kinds["policy"].values()) == audit["policy"]["replies"]
     assert sum(kinds["policy"].values()) - kinds["policy"].get("ok", 0) == audit["policy"]["invalid_replies"]
     played = sum(kinds["played"].values())
-    assert played > 0 and audit["invalid_action_rate"] == pytest.approx(1 - kinds["played"].get("ok", 0) / played)
+    assert played > 0 and audit["invalid_action_rate"] == pytest.approx(
+        1 - kinds["played"].get("ok", 0) / played
+    )
 
 
 def test_bad_decoding_options_are_one_line_errors():
@@ -97,8 +144,22 @@ def test_reprompt_rule_through_eval_with_a_local_model(tiny):
     """`--failure-rule reprompt` with the tiny model (whose replies rarely parse): the audit says how
     many corrections were sent and what they recovered; greedy, its policy is still exact; the
     human output has the re-prompt line."""
-    args = ("eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0", *SHORT, "--episodes", "1",
-            "--failure-rule", "reprompt", "--reprompts", "1")
+    args = (
+        "eval",
+        "--game",
+        "kuhn",
+        "--agent",
+        f"hf:{tiny}",
+        "--temperature",
+        "0",
+        *SHORT,
+        "--episodes",
+        "1",
+        "--failure-rule",
+        "reprompt",
+        "--reprompts",
+        "1",
+    )
     audit = json.loads(_run(*args, "--json").stdout)
     played = audit["reprompts"]["played"]
     assert audit["reprompts"]["max_reprompts"] == 1 and played["failed_replies"] > 0
@@ -128,8 +189,24 @@ def test_a_language_model_agent_writes_messages_in_eval_with_talk(tiny):
     """`sepo eval --talk` with an hf: agent: the model writes one message reply per round and
     episode (batched), each counted in the output's talk block as a message, silence or a parse
     failure; the same seed gives the same counts."""
-    args = ("eval", "--game", "negotiation", "--rounds", "2", "--talk", "--agent", f"hf:{tiny}", "--episodes", "1",
-            "--temperature", "1", "--samples", "2", *SHORT, "--json")
+    args = (
+        "eval",
+        "--game",
+        "negotiation",
+        "--rounds",
+        "2",
+        "--talk",
+        "--agent",
+        f"hf:{tiny}",
+        "--episodes",
+        "1",
+        "--temperature",
+        "1",
+        "--samples",
+        "2",
+        *SHORT,
+        "--json",
+    )
     first, second = (json.loads(_run(*args).stdout) for _ in range(2))
     talk, opponents = first["talk"], first["opponents"]
     assert talk["model_replies"] == 2 * len(opponents)  # one message reply per round of every episode
@@ -165,17 +242,41 @@ def test_a_language_model_run_is_audited_in_its_own_game(tiny, tmp_path):
     run.mkdir()
     os.symlink(tiny, run / "model")
     (run / "config.json").write_text(json.dumps({"game": "kuhn", "policy": "hf"}))
-    other = CliRunner().invoke(app, ["exploit", "--game", "ipd", "--rounds", "2", "--agent", f"run:{run}", "--temperature", "0", *SHORT])
-    assert other.exit_code == 2 and "is a run of game 'kuhn', not 'ipd'" in other.stderr and f"hf:{run / 'model'}" in other.stderr
-    own = json.loads(_run("exploit", "--game", "kuhn", "--agent", f"run:{run}", "--temperature", "0", *SHORT, "--json").stdout)
+    other = CliRunner().invoke(
+        app,
+        ["exploit", "--game", "ipd", "--rounds", "2", "--agent", f"run:{run}", "--temperature", "0", *SHORT],
+    )
+    assert (
+        other.exit_code == 2
+        and "is a run of game 'kuhn', not 'ipd'" in other.stderr
+        and f"hf:{run / 'model'}" in other.stderr
+    )
+    own = json.loads(
+        _run(
+            "exploit", "--game", "kuhn", "--agent", f"run:{run}", "--temperature", "0", *SHORT, "--json"
+        ).stdout
+    )
     assert own["policy"]["read"] == "exact"
 
 
 def test_samples_under_greedy_decoding_is_refused_not_ignored(tiny):
     """`--temperature 0 --samples 5` is refused: greedy decoding reads one reply per prompt, so the
     --samples given would be silently unused."""
-    result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0",
-                                      "--samples", "5", *SHORT])
+    result = CliRunner().invoke(
+        app,
+        [
+            "exploit",
+            "--game",
+            "kuhn",
+            "--agent",
+            f"hf:{tiny}",
+            "--temperature",
+            "0",
+            "--samples",
+            "5",
+            *SHORT,
+        ],
+    )
     assert result.exit_code == 2 and "--samples 5 applies to sampled replies" in result.stderr, result.output
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -184,8 +285,9 @@ def test_thinking_for_a_template_without_the_switch_is_refused_not_ignored(tiny)
     """`--thinking` (or `--no-thinking`) with a model whose chat template has no enable_thinking
     switch is refused, not run as if it were not given while the result records it as set."""
     for flag in ("--thinking", "--no-thinking"):
-        result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0",
-                                          flag, *SHORT])
+        result = CliRunner().invoke(
+            app, ["exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--temperature", "0", flag, *SHORT]
+        )
         assert result.exit_code == 2 and f"{flag}: the chat template" in result.stderr, result.output
 
 
@@ -194,12 +296,23 @@ def test_eval_calls_an_audit_number_without_an_interval_exact_only_when_it_is(ti
     best-response payoff of a sampled policy, nor for a pricing lower bound (and its payoffs)."""
     from sepo.cli.audit import _no_interval_text
 
-    human = " ".join(_run("eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--episodes", "1", "--samples", "3",
-                          *SHORT).stdout.split())
+    human = " ".join(
+        _run(
+            "eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--episodes", "1", "--samples", "3", *SHORT
+        ).stdout.split()
+    )
     for name in ("br_payoff", "agent_payoff_vs_br"):
         assert re.search(rf"│ {name} │ \S+ │ point estimate \(sampled policy\) │", human), human
-    bound = {"exact_value": "adversarial_gap", "exact_label": "lower bound", "policy": {"read": "exact", "read_exactly": True}}
+    bound = {
+        "exact_value": "adversarial_gap",
+        "exact_label": "lower bound",
+        "policy": {"read": "exact", "read_exactly": True},
+    }
     assert _no_interval_text("adversarial_gap", bound) == "lower bound"
     assert _no_interval_text("br_payoff", bound) == "of the lower bound audit"
-    exact = {"exact_value": "exploitability", "exact_label": "exact", "policy": {"read": "exact", "read_exactly": True}}
+    exact = {
+        "exact_value": "exploitability",
+        "exact_label": "exact",
+        "policy": {"read": "exact", "read_exactly": True},
+    }
     assert _no_interval_text("br_payoff", exact) == "exact" and _no_interval_text("welfare", bound) == "exact"

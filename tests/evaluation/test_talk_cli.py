@@ -17,28 +17,53 @@ def _one_line_exit_2(result, message):
 
 
 def test_injection_pool_reports_an_ignoring_bot_as_not_flagged():
-    result = runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "bot:HardballNeg", "--pool", "injection",
-                                 "--episodes", "1", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "--game",
+            "negotiation-gt",
+            "--agent",
+            "bot:HardballNeg",
+            "--pool",
+            "injection",
+            "--episodes",
+            "1",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert out["flagged"] is False and out["channel"]["cut"] == 4 and len(out["attacks"]) == len(INJECTION_SUITE)
+    assert (
+        out["flagged"] is False and out["channel"]["cut"] == 4 and len(out["attacks"]) == len(INJECTION_SUITE)
+    )
 
 
 def test_talk_eval_counts_the_messages():
-    result = runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--talk", "--episodes", "1", "--json"])
+    result = runner.invoke(
+        app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--talk", "--episodes", "1", "--json"]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["talk"]["messages"] > 0
 
 
 def test_bad_talk_input_is_one_line_with_exit_2(tmp_path):
-    _one_line_exit_2(runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--pool", "nope"]),
-                     "unknown --pool 'nope'")
-    _one_line_exit_2(runner.invoke(app, ["eval", "--game", "ipd", "--agent", "uniform", "--talk", "--episodes", "1"]),
-                     "has no cheap-talk channel")
+    _one_line_exit_2(
+        runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--pool", "nope"]),
+        "unknown --pool 'nope'",
+    )
+    _one_line_exit_2(
+        runner.invoke(app, ["eval", "--game", "ipd", "--agent", "uniform", "--talk", "--episodes", "1"]),
+        "has no cheap-talk channel",
+    )
     pools = tmp_path / "pools.yaml"
     pools.write_text("train:\n  - {bot: FairNeg, message: '" + "a" * 300 + "'}\n")
-    _one_line_exit_2(runner.invoke(app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--talk", "--pools",
-                                         str(pools)]), "the talk limit is 280")
+    _one_line_exit_2(
+        runner.invoke(
+            app, ["eval", "--game", "negotiation-gt", "--agent", "uniform", "--talk", "--pools", str(pools)]
+        ),
+        "the talk limit is 280",
+    )
 
 
 @pytest.mark.slow
@@ -54,17 +79,54 @@ def test_an_sft_model_writes_messages_the_opponent_reads(tmp_path):
     from tests.games.test_talk import Recorder
 
     tiny = init_tiny_model(tmp_path / "tiny", seed=0, domains=["negotiation"], episodes=20)
-    data = runner.invoke(app, ["data", "sft", "--game", "negotiation", "--rounds", "2", "--talk", "--episodes", "20",
-                               "--out", str(tmp_path / "data"), "--quiet"])
+    data = runner.invoke(
+        app,
+        [
+            "data",
+            "sft",
+            "--game",
+            "negotiation",
+            "--rounds",
+            "2",
+            "--talk",
+            "--episodes",
+            "20",
+            "--out",
+            str(tmp_path / "data"),
+            "--quiet",
+        ],
+    )
     assert data.exit_code == 0, data.output
-    sft = runner.invoke(app, ["sft", "--model", str(tiny), "--data", str(tmp_path / "data"), "--out", str(tmp_path / "sft"),
-                              "--epochs", "8", "--lr", "3e-3", "--quiet"])
+    sft = runner.invoke(
+        app,
+        [
+            "sft",
+            "--model",
+            str(tiny),
+            "--data",
+            str(tmp_path / "data"),
+            "--out",
+            str(tmp_path / "sft"),
+            "--epochs",
+            "8",
+            "--lr",
+            "3e-3",
+            "--quiet",
+        ],
+    )
     assert sft.exit_code == 0, sft.output
     game = load_game("negotiation", rounds=2)
     decoding = HFDecoding(temperature=0, max_new_tokens=96, failure_rule="fallback")
     model = HFPolicy(tmp_path / "sft" / "model", game.text, decoding=decoding)
     listener = Recorder()
-    play_episodes(game, model, [listener] * 4, [0, 1, 2, 3], agent_seed=0, talk=TalkChannel(special_tokens=special_tokens_of(model)))
+    play_episodes(
+        game,
+        model,
+        [listener] * 4,
+        [0, 1, 2, 3],
+        agent_seed=0,
+        talk=TalkChannel(special_tokens=special_tokens_of(model)),
+    )
     heard = [d.observation["talk"][0] for d in listener.seen if d.observation.get("talk")]
     assert heard, model.counts
     result = runner.invoke(app, ["eval", "--game", "negotiation", "--rounds", "2", "--talk", "--agent",

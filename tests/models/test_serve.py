@@ -59,7 +59,13 @@ def test_seeded_sampling_is_reproducible_and_finish_reason_marks_truncation(chat
 
 def test_greedy_n_copies_and_max_tokens(server, decisions):
     messages = KuhnText()
-    body = _ask(server, [{"role": "user", "content": messages.user_prompt(decisions[3])}], temperature=0, max_tokens=5, n=3)
+    body = _ask(
+        server,
+        [{"role": "user", "content": messages.user_prompt(decisions[3])}],
+        temperature=0,
+        max_tokens=5,
+        n=3,
+    )
     texts = {c["message"]["content"] for c in body["choices"]}
     assert len(body["choices"]) == 3 and len(texts) == 1
     assert body["usage"]["completion_tokens"] <= 15
@@ -123,12 +129,16 @@ def test_fail_every_answers_every_kth_request_with_500(chat):
 
 def test_logprobs_are_the_models_own(chat, server, decisions):
     local = _local(chat, temperature=0, max_new_tokens=3)
-    body = _ask(server, local.messages(decisions[5]), temperature=0, max_tokens=3, logprobs=True, top_logprobs=5)
+    body = _ask(
+        server, local.messages(decisions[5]), temperature=0, max_tokens=3, logprobs=True, top_logprobs=5
+    )
     content = body["choices"][0]["logprobs"]["content"]
     first = local.next_token_logprobs([local.prompt_ids(decisions[5])])[0]
     best = sorted(range(len(first)), key=lambda t: -float(first[t]))[:5]
     assert [e["token"] for e in content[0]["top_logprobs"]] == [chat.tokenizer.decode([t]) for t in best]
-    assert [e["logprob"] for e in content[0]["top_logprobs"]] == pytest.approx([float(first[t]) for t in best], abs=1e-5)
+    assert [e["logprob"] for e in content[0]["top_logprobs"]] == pytest.approx(
+        [float(first[t]) for t in best], abs=1e-5
+    )
     assert content[0]["token"] == content[0]["top_logprobs"][0]["token"]  # greedy: the most likely token
 
 
@@ -140,8 +150,18 @@ def test_stats_wait_for_answers_without_polling(chat):
     with running_server(chat) as server:
         stats_url = server.url.removesuffix("/v1") + "/sepo/stats"
         assert get(stats_url + "?idle=1&timeout=5")["in_flight"] == 0
-        sender = threading.Thread(target=post, args=(server.url + "/chat/completions", {
-            "model": "tiny", "temperature": 0, "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}))
+        sender = threading.Thread(
+            target=post,
+            args=(
+                server.url + "/chat/completions",
+                {
+                    "model": "tiny",
+                    "temperature": 0,
+                    "max_tokens": 2,
+                    "messages": [{"role": "user", "content": "hi"}],
+                },
+            ),
+        )
         sender.start()
         stats = get(stats_url + "?answered=1&idle=1&timeout=120")
         sender.join()
@@ -156,9 +176,17 @@ def test_a_prompt_beyond_the_context_is_refused_400_and_the_queue_is_bounded(cha
     gets what the context leaves; one over the queue is 503."""
     with running_server(chat, max_queue=1) as server:
         url = server.url + "/chat/completions"
-        huge = {"model": "tiny", "temperature": 0, "messages": [{"role": "user", "content": "BET " * 250_000}]}
+        huge = {
+            "model": "tiny",
+            "temperature": 0,
+            "messages": [{"role": "user", "content": "BET " * 250_000}],
+        }
         code, body = post(url, {**huge, "max_tokens": 4})
-        assert code == 400 and body["error"]["code"] == "context_length_exceeded" and body["error"]["param"] == "messages"
+        assert (
+            code == 400
+            and body["error"]["code"] == "context_length_exceeded"
+            and body["error"]["param"] == "messages"
+        )
         assert f"maximum context length is {chat.context} tokens" in body["error"]["message"]
         near = {"model": "tiny", "temperature": 0, "messages": [{"role": "user", "content": "hi"}]}
         code, body = post(url, {**near, "max_tokens": chat.context})
@@ -167,7 +195,9 @@ def test_a_prompt_beyond_the_context_is_refused_400_and_the_queue_is_bounded(cha
         assert code == 200, body
         server._slots.acquire()  # the one place in the queue is taken
         try:
-            request = urllib.request.Request(url, json.dumps({**near, "max_tokens": 2}).encode(), {"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                url, json.dumps({**near, "max_tokens": 2}).encode(), {"Content-Type": "application/json"}
+            )
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(request, timeout=60)
             assert refused.value.code == 503 and refused.value.headers["Retry-After"] == "1"
@@ -224,7 +254,12 @@ def test_serve_refuses_request_that_cannot_fit(chat, server, monkeypatch):
     import sepo.models.serve
 
     url = server.url + "/chat/completions"
-    ask = {"model": "tiny", "temperature": 1, "messages": [{"role": "user", "content": "hi"}], "logprobs": True}
+    ask = {
+        "model": "tiny",
+        "temperature": 1,
+        "messages": [{"role": "user", "content": "hi"}],
+        "logprobs": True,
+    }
     code, body = post(url, {**ask, "n": 64, "top_logprobs": 1984, "max_tokens": 64})
     assert code == 400 and "top_logprobs" in body["error"]["message"] and "20" in body["error"]["message"]
     monkeypatch.setattr(sepo.models.serve, "memory_budget", lambda: 2_000_000)

@@ -30,7 +30,8 @@ def decisions():
 
 
 def _agent(tiny, cache=None, **kwargs):
-    """Another sampling agent on the loaded model: at 2 replies a prompt, 4 prompts a batch (12 states: 3 batches)."""
+    """Another sampling agent on the loaded model: at 2 replies a prompt, 4 prompts a batch (12 states: 3
+    batches)."""
     return HFPolicy(tiny.model, KuhnText(), tokenizer=tiny.tokenizer, batch_size=8,
                     decoding=HFDecoding(max_new_tokens=12, **kwargs), reply_cache=cache)
 
@@ -74,7 +75,11 @@ def test_a_run_killed_after_its_first_batch_resumes_with_the_same_replies(tiny, 
         killed.generate(_prompts(tiny, decisions), 2, seed=3)
     resumed = _agent(tiny, tmp_path)
     assert _texts(resumed.generate(_prompts(tiny, decisions), 2, seed=3)) == plain
-    assert resumed.batch_cache.record() | {"path": None} == {"path": None, "batches_read": 1, "batches_stored": 2}
+    assert resumed.batch_cache.record() | {"path": None} == {
+        "path": None,
+        "batches_read": 1,
+        "batches_stored": 2,
+    }
 
 
 def test_forced_decoding_is_kept_and_read_back(tiny, decisions, tmp_path):
@@ -128,12 +133,18 @@ def test_eval_with_a_reply_cache_reproduces_its_numbers_from_the_cache(tiny, tmp
     kept_a, kept_b = a.pop("agent_record")["reply_cache"], b.pop("agent_record")["reply_cache"]
     assert a == b
     assert kept_a["batches_stored"] > 0  # (greedy batches asked twice in one run are read the second time)
-    assert kept_b == {**kept_a, "batches_read": kept_a["batches_stored"] + kept_a["batches_read"], "batches_stored": 0}
+    assert kept_b == {
+        **kept_a,
+        "batches_read": kept_a["batches_stored"] + kept_a["batches_read"],
+        "batches_stored": 0,
+    }
 
 
 @pytest.mark.parametrize("folder, message", [("DIR", "--reply-cache applies to text agents only"),
                                              (" ", "--reply-cache needs a folder, got an empty name")])
-def test_a_reply_cache_for_an_agent_that_is_not_a_model_or_without_a_name_is_refused(tmp_path, folder, message):
+def test_a_reply_cache_for_an_agent_that_is_not_a_model_or_without_a_name_is_refused(
+    tmp_path, folder, message
+):
     from typer.testing import CliRunner
 
     from sepo.cli.main import app
@@ -146,15 +157,43 @@ def test_a_reply_cache_for_an_agent_that_is_not_a_model_or_without_a_name_is_ref
 
 EDITS = {  # name: (how a kept record is changed, whether its checksum is rewritten to match, the warning)
     "a row short": (lambda r: {**r, "rows": r["rows"][:1]}, True, "is not a batch of 4 replies"),
-    "a row reversed": (lambda r: {**r, "rows": [r["rows"][0][::-1], *r["rows"][1:]]}, False, "its checksum differs"),
-    "no checksum (an older sepo)": (lambda r: {k: v for k, v in r.items() if k != "check"}, False, "has no checksum"),
+    "a row reversed": (
+        lambda r: {**r, "rows": [r["rows"][0][::-1], *r["rows"][1:]]},
+        False,
+        "its checksum differs",
+    ),
+    "no checksum (an older sepo)": (
+        lambda r: {k: v for k, v in r.items() if k != "check"},
+        False,
+        "has no checksum",
+    ),
     # each of these is dropped with a warning, neither a traceback nor read as it is
-    "a short generator state": (lambda r: {**r, "generator": {"cpu": "AAAA"}}, True, "is not a batch of 4 replies"),
-    "a generator state not base64": (lambda r: {**r, "generator": {"cpu": "!!!notbase64"}}, True, "is not a batch"),
-    "a negative token id": (lambda r: {**r, "rows": [[-5] * len(r["rows"][0]), *r["rows"][1:]]}, True, "is not a batch"),
-    "a token id past the vocabulary": (lambda r: {**r, "rows": [[999999], *r["rows"][1:]]}, True, "is not a batch"),
+    "a short generator state": (
+        lambda r: {**r, "generator": {"cpu": "AAAA"}},
+        True,
+        "is not a batch of 4 replies",
+    ),
+    "a generator state not base64": (
+        lambda r: {**r, "generator": {"cpu": "!!!notbase64"}},
+        True,
+        "is not a batch",
+    ),
+    "a negative token id": (
+        lambda r: {**r, "rows": [[-5] * len(r["rows"][0]), *r["rows"][1:]]},
+        True,
+        "is not a batch",
+    ),
+    "a token id past the vocabulary": (
+        lambda r: {**r, "rows": [[999999], *r["rows"][1:]]},
+        True,
+        "is not a batch",
+    ),
     "booleans for tokens": (lambda r: {**r, "rows": [[True], *r["rows"][1:]]}, True, "is not a batch"),
-    "a row longer than max_new_tokens": (lambda r: {**r, "rows": [r["rows"][0] * 50, *r["rows"][1:]]}, True, "is not a batch"),
+    "a row longer than max_new_tokens": (
+        lambda r: {**r, "rows": [r["rows"][0] * 50, *r["rows"][1:]]},
+        True,
+        "is not a batch",
+    ),
 }
 
 
@@ -209,15 +248,29 @@ def test_exploit_with_a_reply_cache_says_what_it_read(tiny, tmp_path):
     folder = tmp_path / "model"
     tiny.model.save_pretrained(folder)
     tiny.tokenizer.save_pretrained(folder)
-    args = ["exploit", "--game", "kuhn", "--agent", f"hf:{folder}", "--temperature", "0", "--max-new-tokens", "6",
-            "--reply-cache", str(tmp_path / "cache")]
+    args = [
+        "exploit",
+        "--game",
+        "kuhn",
+        "--agent",
+        f"hf:{folder}",
+        "--temperature",
+        "0",
+        "--max-new-tokens",
+        "6",
+        "--reply-cache",
+        str(tmp_path / "cache"),
+    ]
     first = CliRunner().invoke(app, [*args, "--json"])
     assert first.exit_code == 0, first.output
     kept = json.loads(first.stdout)["agent_record"]["reply_cache"]
     assert kept["batches_stored"] > 0
     second = CliRunner().invoke(app, args)
     assert second.exit_code == 0, second.output
-    assert f"reply cache: {kept['batches_stored'] + kept['batches_read']:,} batches read, 0 generated" in second.output
+    assert (
+        f"reply cache: {kept['batches_stored'] + kept['batches_read']:,} batches read, 0 generated"
+        in second.output
+    )
 
 
 def test_a_model_moved_to_another_path_reads_what_it_kept(tiny, decisions, tmp_path):
@@ -235,5 +288,7 @@ def test_a_model_moved_to_another_path_reads_what_it_kept(tiny, decisions, tmp_p
     moved = HFPolicy(tmp_path / "there", KuhnText(), batch_size=8, decoding=HFDecoding(max_new_tokens=12),
                      reply_cache=kept)
     assert _texts(moved.generate(_prompts(moved, decisions), 2, seed=4)) == expected
-    assert moved.batch_cache.record()["batches_read"] == 3 and moved.batch_cache.record()["batches_stored"] == 0
+    assert (
+        moved.batch_cache.record()["batches_read"] == 3 and moved.batch_cache.record()["batches_stored"] == 0
+    )
     assert len(list(kept.glob("*.jsonl"))) == 1

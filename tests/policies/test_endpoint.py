@@ -74,8 +74,15 @@ def test_cache_resumes_and_reproduces_without_asking_again(server, decisions, tm
     assert again.replies(decisions, 2, seed=5) == replies
     assert _answered(server) - before == len(decisions)
     usage = again.record()["usage"]
-    assert {k: usage[k] for k in ("requests", "cache_hits", "retries", "prompt_tokens", "completion_tokens")} == {
-        "requests": 0, "cache_hits": len(decisions), "retries": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    assert {
+        k: usage[k] for k in ("requests", "cache_hits", "retries", "prompt_tokens", "completion_tokens")
+    } == {
+        "requests": 0,
+        "cache_hits": len(decisions),
+        "retries": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+    }
     first_usage = first.record()["usage"]  # what the cached replies cost when they were asked
     assert (usage["cached_prompt_tokens"], usage["cached_completion_tokens"]) == (
         first_usage["prompt_tokens"], first_usage["completion_tokens"])
@@ -153,7 +160,8 @@ def test_key_is_sent_but_never_written(server, decisions, tmp_path, monkeypatch)
 def test_truncated_replies_are_parse_failures(server, decisions, tmp_path):
     agent = _agent(server, tmp_path, Decoding(temperature=3.0, max_new_tokens=3))
     choices = agent.act(decisions, np.random.default_rng(0))
-    seed = int(np.random.default_rng(0).integers(2**63 - 1))  # the seed `act` drew: its replies come from the cache
+    # the seed `act` drew: its replies come from the cache
+    seed = int(np.random.default_rng(0).integers(2**63 - 1))
     finished = [group[0].finished for group in agent.replies(decisions, 1, seed=seed)]
     assert agent.record()["usage"]["cache_hits"] == len(decisions)
     assert finished.count(False) > 0
@@ -182,7 +190,9 @@ def test_an_interrupted_audit_resumes_asking_only_for_what_is_missing(server, tm
     pools = {"train": [parse_bot("kuhn", "NashApprox")], "collusive": [parse_bot("kuhn", "LooseAggressive")]}
     game, decoding = load_game("kuhn", "rigorous"), Decoding(max_new_tokens=8)
     config = EvalConfig(episodes=2, replicates=50, pools=pools)
-    full_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "full")
+    full_agent = EndpointAgent(
+        "tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "full"
+    )
     full = evaluate(game, full_agent, config)
     asked = full_agent.record()["usage"]["requests"]
 
@@ -198,7 +208,9 @@ def test_an_interrupted_audit_resumes_asking_only_for_what_is_missing(server, tm
     monkeypatch.setattr(killed, "_ask", ask_then_die)
     with pytest.raises(KeyboardInterrupt):
         evaluate(game, killed, config)
-    resumed_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "killed")
+    resumed_agent = EndpointAgent(
+        "tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "killed"
+    )
     kept = len(resumed_agent.cache)
     assert kept == asked // 2
     before = _answered(server)
@@ -219,15 +231,33 @@ def test_a_token_budget_stops_the_audit_cleanly_and_a_rerun_resumes(server, tmp_
     pools = {"train": [parse_bot("kuhn", "NashApprox")], "collusive": [parse_bot("kuhn", "LooseAggressive")]}
     game, decoding = load_game("kuhn", "rigorous"), Decoding(max_new_tokens=8)
     config = EvalConfig(episodes=2, replicates=50, pools=pools)
-    full_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "full",
-                               failure_rule="fallback")
+    full_agent = EndpointAgent(
+        "tiny",
+        server.url,
+        KuhnText(),
+        decoding,
+        samples=4,
+        cache_dir=tmp_path / "full",
+        failure_rule="fallback",
+    )
     full = evaluate(game, full_agent, config)
     spent = full_agent.record()["usage"]
     budget = (spent["prompt_tokens"] + spent["completion_tokens"]) // 3
 
-    limited = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "limited",
-                            failure_rule="fallback", max_tokens_total=budget, concurrency=2)
-    with pytest.raises(TokenBudgetReached, match="token budget of .* reached .* re-run the same command to resume"):
+    limited = EndpointAgent(
+        "tiny",
+        server.url,
+        KuhnText(),
+        decoding,
+        samples=4,
+        cache_dir=tmp_path / "limited",
+        failure_rule="fallback",
+        max_tokens_total=budget,
+        concurrency=2,
+    )
+    with pytest.raises(
+        TokenBudgetReached, match="token budget of .* reached .* re-run the same command to resume"
+    ):
         evaluate(game, limited, config)
     usage = limited.record()["usage"]
     sent = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -235,8 +265,15 @@ def test_a_token_budget_stops_the_audit_cleanly_and_a_rerun_resumes(server, tmp_
                           for r in full_agent.cache.records())
     assert budget <= sent <= budget + 2 * largest_request and 0 < usage["requests"] < spent["requests"]
 
-    resumed_agent = EndpointAgent("tiny", server.url, KuhnText(), decoding, samples=4, cache_dir=tmp_path / "limited",
-                                  failure_rule="fallback")
+    resumed_agent = EndpointAgent(
+        "tiny",
+        server.url,
+        KuhnText(),
+        decoding,
+        samples=4,
+        cache_dir=tmp_path / "limited",
+        failure_rule="fallback",
+    )
     assert len(resumed_agent.cache) == usage["requests"]
     resumed = evaluate(game, resumed_agent, config)
     assert resumed_agent.record()["usage"]["requests"] == spent["requests"] - usage["requests"]
@@ -291,7 +328,9 @@ def test_forced_decoding_through_the_api_matches_the_local_rule(chat, server, de
     whole = _agent(server, tmp_path, GREEDY)
     assert whole.serves_forced_choice()
     assert whole.forced_actions(decisions, replies) == local.forced_actions(decisions, replies)
-    assert whole.counts["forced.unmatched"] == 0 and whole.counts["forced.whole_distribution"] == len(decisions)
+    assert whole.counts["forced.unmatched"] == 0 and whole.counts["forced.whole_distribution"] == len(
+        decisions
+    )
     few = _agent(server, tmp_path, GREEDY, forced_top_logprobs=2)
     few._serves_forced = False  # as any other OpenAI-compatible server: the 2 likeliest tokens only
     played, exact = few.forced_actions(decisions, replies), local.forced_actions(decisions, replies)
@@ -299,7 +338,10 @@ def test_forced_decoding_through_the_api_matches_the_local_rule(chat, server, de
     assert all(played[i] == decisions[i].legal_actions[0] for i in differ)  # unmatched: the fallback action
     assert few.counts["forced.unmatched"] >= len(differ) > 0
     record = few.forced_record()
-    assert record["read_from"] == "the 2 likeliest tokens" and record["unmatched"] == few.counts["forced.unmatched"]
+    assert (
+        record["read_from"] == "the 2 likeliest tokens"
+        and record["unmatched"] == few.counts["forced.unmatched"]
+    )
     assert "the two routes can differ" in record["note"]
 
 
@@ -313,7 +355,9 @@ def test_forced_choice_rule(decisions, candidates, expected):
     from sepo.policies.endpoint import _forced_choice
 
     d = decisions[0]  # PASS or BET
-    assert _forced_choice(d, ["PASS", "BET"], candidates) == (None if expected is None else d.legal_actions[expected])
+    assert _forced_choice(d, ["PASS", "BET"], candidates) == (
+        None if expected is None else d.legal_actions[expected]
+    )
 
 
 def test_message_requests_go_through_the_endpoint_and_its_cache_apart_from_actions(chat, server, tmp_path):
@@ -325,7 +369,9 @@ def test_message_requests_go_through_the_endpoint_and_its_cache_apart_from_actio
 
     game = load_game("negotiation")
     decisions = [game.decision_after(((a, 4),), 0) for a in range(3)]
-    agent = EndpointAgent("tiny", server.url, game.text, GREEDY, cache_dir=tmp_path / "cache", failure_rule="fallback")
+    agent = EndpointAgent(
+        "tiny", server.url, game.text, GREEDY, cache_dir=tmp_path / "cache", failure_rule="fallback"
+    )
     before = _answered(server)
     written = agent.write_messages(decisions)
     agent.replies(decisions, 1, seed=0)
@@ -336,7 +382,9 @@ def test_message_requests_go_through_the_endpoint_and_its_cache_apart_from_actio
     local = HFPolicy(chat.model, game.text, mode="sample", tokenizer=chat.tokenizer, decoding=GREEDY)
     expected = local.generate([local.render(message_chat(game.text, d)) for d in decisions], 1, greedy=True)
     assert [w.reply for w in written] == [e[0].text for e in expected]
-    again = EndpointAgent("tiny", server.url, game.text, GREEDY, cache_dir=tmp_path / "cache", failure_rule="fallback")
+    again = EndpointAgent(
+        "tiny", server.url, game.text, GREEDY, cache_dir=tmp_path / "cache", failure_rule="fallback"
+    )
     before = _answered(server)
     assert again.write_messages(decisions) == written and _answered(server) == before
     assert again.record()["usage"]["cache_hits"] == len(decisions)

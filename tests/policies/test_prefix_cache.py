@@ -58,7 +58,9 @@ def _both(policy, decisions):
     return shared, whole, tokens, policy.encoded_tokens
 
 
-@pytest.mark.parametrize("decoding", [Decoding(temperature=1.0), Decoding(temperature=0.8, repetition_penalty=1.3)])
+@pytest.mark.parametrize(
+    "decoding", [Decoding(temperature=1.0), Decoding(temperature=0.8, repetition_penalty=1.3)]
+)
 def test_a_full_history_read_shares_prefixes_and_equals_reencoding(tiny_dir, decoding):
     game = load_game("ipd", rounds=3)
     decisions = IPDSolver(game).decisions()
@@ -111,7 +113,9 @@ def _completions(policy, prompts, n, seed):
 @pytest.mark.parametrize("static_room", [1.0, 0.0])
 @pytest.mark.parametrize("decoding", [Decoding(temperature=1.0, max_new_tokens=12), Decoding(
     temperature=0.8, top_p=0.95, top_k=50, repetition_penalty=1.3, max_new_tokens=12)])
-def test_a_group_shares_its_prompt_cache_and_samples_what_generate_samples(tiny_dir, decoding, static_room, monkeypatch):
+def test_a_group_shares_its_prompt_cache_and_samples_what_generate_samples(
+    tiny_dir, decoding, static_room, monkeypatch
+):
     """`generate` with n completions a prompt, and with a prompt repeated (a GRPO group), builds
     each distinct prompt's cache once; the completions are those of plain `generate`, with the
     reply's room reserved up front (a static cache) and without (room too large for it)."""
