@@ -26,6 +26,8 @@ Scaling = choice_enum("Scaling", REWARD_SCALINGS)
 
 ReportTo = choice_enum("ReportTo", ("none", "tensorboard"))
 
+VLLMMode = choice_enum("VLLMMode", ("colocate", "server"))
+
 
 def _help(name: str) -> str:
     from sepo.training.config import SEPOConfig, help_of
@@ -70,6 +72,13 @@ def train_command(
                                                 "when they leave at most this share of the replies at every prompt (that "
                                                 "share plays the fallback action; the label says how much). Default 0: only "
                                                 "a model whose replies are its answer lines alone (docs/real-models.md)."),
+    vllm: Optional[VLLMMode] = typer.Option(
+        None, "--vllm", help="hf, with --gpu: generate the completions and the played-policy replies with "
+        "vLLM through TRL: colocate (an engine in each training process, on its GPU) or server (a vLLM "
+        "server at --vllm-server URL, default http://localhost:8000); needs vLLM installed "
+        "(docs/distributed.md)."),
+    vllm_server: Optional[str] = typer.Option(
+        None, "--vllm-server", hidden=True, help="hf, with --vllm server: the server's base URL."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help=_help("protocol")),
@@ -110,6 +119,8 @@ def train_command(
         raise SepoError("--talk-injection applies with --talk only")
     if talk and not get_domain(game).talk:
         raise SepoError(f"game {game!r} has no cheap-talk channel; --talk does not apply to it")
+    if (vllm is not None or vllm_server) and not hf:
+        raise SepoError("--vllm generates a language model's replies: it applies with --policy hf:MODEL")
     if talk and not hf:
         raise SepoError("--talk trains language models only (--policy hf:MODEL): a tabular policy reads only the "
                         "information state, which no message changes")
@@ -131,7 +142,9 @@ def train_command(
                                repetition_penalty=d.repetition_penalty, enable_thinking=d.enable_thinking,
                                **({"table_samples": text.samples} if "samples" in decoding else {}),
                                **({"final_samples": final_samples} if final_samples is not None else {}),
-                               **({"answer_rest": answer_rest} if answer_rest is not None else {}), **given)
+                               **({"answer_rest": answer_rest} if answer_rest is not None else {}),
+                               **({"vllm": value_of(vllm)} if vllm is not None else {}),
+                               **({"vllm_server": vllm_server} if vllm_server else {}), **given)
         with _progress(quiet):
             try:
                 summary = run_llm_sepo(config, out, overwrite=overwrite)

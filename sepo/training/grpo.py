@@ -117,6 +117,10 @@ class LLMSEPOConfig(SEPOConfig):
     talk_injection: float = option(0.25, "With talk: the share of training prompts whose opponent message is a hostile "
                                          "one from the prompt-injection suite (0 to 1); the rest carry the opponent's own line.")
     use_cpu: bool = option(True, "Train on the CPU instead of the accelerator.")
+    vllm: str = option("", "Generate the completions and the played-policy replies with vLLM through TRL "
+                           "(`sepo.training.vllm`): colocate (an engine in each training process, on its "
+                           "GPU) or server (a vLLM server at vllm_server); empty: transformers' generate.")
+    vllm_server: str = option("", "With vllm server: the server's base URL (default http://localhost:8000).")
     report_to: str = option("none", "TRL/transformers logging integration, e.g. tensorboard.")
 
     def validate(self) -> "LLMSEPOConfig":
@@ -155,6 +159,9 @@ class LLMSEPOConfig(SEPOConfig):
             raise SepoError(f"game {self.game!r} has no cheap-talk channel; --talk does not apply to it")
         if self.report_to not in ("none", "tensorboard"):
             raise SepoError(f"unknown --report-to {self.report_to!r}; use none or tensorboard")
+        from sepo.training.vllm import check_vllm
+
+        check_vllm(self)
         if not self.use_cpu:
             from sepo.training.config import check_accelerator
 
@@ -174,6 +181,9 @@ class LLMSEPOConfig(SEPOConfig):
             del settings["answer_rest"]
         if self.keep_checkpoints == 2:  # likewise
             del settings["keep_checkpoints"]
+        del settings["vllm_server"]  # where the server runs changes no draw
+        if not self.vllm:  # likewise
+            del settings["vllm"]
         return settings
 
     def decoding(self) -> Decoding:
@@ -288,12 +298,19 @@ class SEPOEnvironment:
             rows[context.info_row].append(context)
         return rows
 
-    def policy(self, model, samples: int | None = None):
+    def policy(self, model, samples: int | None = None, engine=None):
+        """The model as the trainer reads it; with `engine` (TRL's vLLM engine) its sampled replies
+        come from the engine (`sepo.training.vllm.VLLMPolicy`)."""
         from sepo.policies.hf import HFDecoding, HFPolicy
 
         c = self.config
         decoding = HFDecoding.of(c.decoding(), failure_rule="fallback", samples=samples or c.table_samples,
                                  seed=c.seed, exact_tolerance=max(EXACT_REST, c.answer_rest))
+        if engine is not None:
+            from sepo.training.vllm import VLLMPolicy
+
+            return VLLMPolicy(model, self.game.text, mode="sample", decoding=decoding,
+                              tokenizer=self.tokenizer, device=None, engine=engine)
         return HFPolicy(model, self.game.text, mode="sample", decoding=decoding, tokenizer=self.tokenizer,
                         device=None)
 
@@ -363,7 +380,8 @@ class SEPOEnvironment:
         c = self.config
         step = trainer.state.global_step
         self._focus(np.random.default_rng([c.seed, step, 0xF0C5]), c.groups)
-        policy = self.policy(trainer.accelerator.unwrap_model(trainer.model))
+        engine = getattr(trainer, "vllm_generation", None) if c.vllm else None  # weights synced by TRL
+        policy = self.policy(trainer.accelerator.unwrap_model(trainer.model), engine=engine)
         estimate = self.played_policy(policy, c.table_samples, np.random.default_rng([c.seed, step, 0x7AB1E]))
         table = estimate.table()
         charge = self.charge(table)
@@ -382,6 +400,7 @@ class SEPOEnvironment:
         prompt_ids = [policy.prompt_ids(decisions[p]) for p in prompts]
         seed = int(np.random.default_rng([c.seed, step, trainer.accelerator.process_index, 0x6E4]).integers(2**31))
         completions = [group[0] for group in policy.generate(prompt_ids, 1, seed=seed)]  # the same decoding
+        logprobs = policy.last_logprobs if engine is not None else None  # for TRL's importance sampling
 
         fields = {k: [] for k in ("utility", "exploit", "collusion", "externality", "invalid", "group", "alignment")}
         for prompt, completion in zip(prompts, completions):
@@ -409,7 +428,7 @@ class SEPOEnvironment:
                 trainer._metrics["train"][f"sepo/{name}"].append(self.last_step_metrics[name])
         self.accelerator = trainer.accelerator
         return {"prompt_ids": prompt_ids, "completion_ids": [list(x.completion_ids) for x in completions],
-                "logprobs": None, **fields}
+                "logprobs": logprobs, **fields}
 
     def alignment(self, table: np.ndarray, context, action: int) -> float:
         """Advantage Alignment's term of a completion that plays `action` at `context` (0 under
@@ -601,6 +620,7 @@ def _grpo_args(config: LLMSEPOConfig, out: Path):
     from trl import GRPOConfig
 
     from sepo.training.sft import library_warnings
+    from sepo.training.vllm import grpo_arguments
 
     with library_warnings():  # TRL's config itself reads a deprecated transformers field
         args = GRPOConfig(
@@ -612,6 +632,7 @@ def _grpo_args(config: LLMSEPOConfig, out: Path):
             use_cpu=config.use_cpu, bf16=False, logging_steps=1, save_strategy="steps",
             save_steps=config.save_steps, save_total_limit=config.keep_checkpoints, report_to=config.report_to, seed=config.seed,
             dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
+            **grpo_arguments(config),
         )
     return args
 
