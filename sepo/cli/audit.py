@@ -9,12 +9,21 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from sepo.cli.common import (console, print_json as _print_json, progress as _progress, seed_option, shows_progress,
-                             user_errors, value_of)
+from sepo.cli.common import console, seed_option, shows_progress, user_errors, value_of
+from sepo.cli.common import print_json as _print_json
+from sepo.cli.common import progress as _progress
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, audit_game_params, with_game_params
 from sepo.cli.options import AGENT_HELP, Protocol, collusion_applies
-from sepo.cli.text_options import (decoding_applies, policy_line, reply_cache_line, reply_kinds_line, reprompt_line,
-                                   text_agent_options, usage_line, with_decoding)
+from sepo.cli.text_options import (
+    decoding_applies,
+    policy_line,
+    reply_cache_line,
+    reply_kinds_line,
+    reprompt_line,
+    text_agent_options,
+    usage_line,
+    with_decoding,
+)
 from sepo.errors import SepoError, brief
 from sepo.redact import redact_secrets
 
@@ -224,12 +233,13 @@ def exploit_command(
     game_params: dict = None,
     decoding: dict = None,
 ):
-    """Exact value of an agent from the game's solver: exploitability (zero-sum) or adversarial gap,
-    the best responder's payoff and the agent's payoff against it, the pruning bound and the method.
-    In a repeated game the tree follows what the agent declares about its memory: a bot's small
-    state is solved exactly at any length; a language model is read on the whole history (or
-    pruned below --threshold); --memory M asks for the memory-M projection, exact only for an
-    agent that reads at most M rounds."""
+    """Exact value of an agent from the game's solver: its exploitability (zero-sum) or adversarial gap.
+
+    With it: the best responder's payoff and the agent's payoff against it, the pruning bound and
+    the method. In a repeated game the tree follows what the agent declares about its memory: a
+    bot's small state is solved exactly at any length; a language model is read on the whole
+    history (or pruned below --threshold); --memory M asks for the memory-M projection, exact only
+    for an agent that reads at most M rounds."""
     from sepo.games import get_domain, load_game
     from sepo.metrics.exact import audit_agent, exact_label, exact_solver
     from sepo.policies.specs import load_agent

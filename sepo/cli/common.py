@@ -52,7 +52,7 @@ class _Console(Console):
         super().print(*objects, **kwargs)
 
 
-console = _Console(emoji=False)  # game names hold colons: `openspiel:hearts: ...` is not the emoji :hearts:
+console = _Console(emoji=False)  # game names hold colons: `FAMILY:hearts: ...` is not the emoji :hearts:
 err_console = _Console(stderr=True, emoji=False)
 
 MAX_SEED = 2**32 - 1

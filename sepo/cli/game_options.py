@@ -3,6 +3,8 @@
 `with_game_params` gives a command one `--PARAM` option per parameter of any registered domain
 (`Domain.params`); the command receives the ones given as `game_params`, and `game_params_for`
 converts them with the chosen domain's types, refusing a parameter the domain does not take.
+The options are hidden: a help screen shows the ones of the game named with `--game`
+(`sepo.cli.layout`), and `sepo games NAME` lists them.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from sepo.errors import SepoError, brief
 from sepo.games import default_game, domain_names, family_names, get_domain
 
 DEFAULT_GAME = default_game()
+GAME_PARAM_PREFIX = "game_param_"
+"""The prefix of a game option's parameter name in a command's signature."""
 GAME_HELP = f"Game to play: {', '.join([*domain_names(), *(f'{family}:GAME[(params)]' for family in family_names())])}."
 
 
@@ -49,12 +53,12 @@ def with_game_params(command):
     extra = []
     for name, owners in _registered_params().items():
         extra.append(inspect.Parameter(
-            f"game_param_{name}", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
-            default=typer.Option(None, owners[0][1].flag, help=_help(owners))))
+            f"{GAME_PARAM_PREFIX}{name}", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+            default=typer.Option(None, owners[0][1].flag, help=_help(owners), hidden=True)))
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        given = {key[len("game_param_"):]: kwargs.pop(key) for key in list(kwargs) if key.startswith("game_param_")}
+        given = {key[len(GAME_PARAM_PREFIX):]: kwargs.pop(key) for key in list(kwargs) if key.startswith(GAME_PARAM_PREFIX)}
         if isinstance(kwargs.get("game"), str):
             kwargs["game"] = canonical_game(kwargs["game"])
         return command(*args, game_params={k: v for k, v in given.items() if v is not None}, **kwargs)
@@ -64,8 +68,8 @@ def with_game_params(command):
 
 
 def canonical_game(name: str) -> str:
-    """A family member's one name (`openspiel:leduc_poker` for `openspiel:leduc_poker()` and
-    `openspiel:leduc_poker(players=2)`), so that runs record, and later compare, one spelling."""
+    """A family member's one name (`FAMILY:GAME` for `FAMILY:GAME()` and `FAMILY:GAME(players=2)`
+    where 2 is the default), so that runs record, and later compare, one spelling."""
     prefix, colon, _ = name.partition(":")
     return get_domain(name).name if colon and prefix in family_names() else name
 

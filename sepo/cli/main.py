@@ -1,6 +1,7 @@
 """The `sepo` command line: the app, its global options, and its commands, one module per family:
-audit (`eval`, `exploit`, `frontier`), train (`train`, `data sft`, `sft`), models, plots, the demo,
-`experiment` and `report`, `analyze` and `serve`."""
+the demo, the games, audit (`eval`, `exploit`, `frontier`), train (`train`, `data sft`, `sft`),
+models, plots, `experiment` and `report`, `analyze` and `serve`. How the help screens read (workflow
+order, panels, a game's own parameters) is `sepo.cli.layout`."""
 from __future__ import annotations
 
 import sys
@@ -12,23 +13,26 @@ import typer
 
 from sepo.cli.analyze import app as analyze_app
 from sepo.cli.audit import eval_command, exploit_command, frontier_command
-from sepo.cli.common import console, SepoGroup
+from sepo.cli.common import console
 from sepo.cli.demo import demo_command
-from sepo.cli.experiment import app as experiment_app, report_command
+from sepo.cli.experiment import app as experiment_app
+from sepo.cli.experiment import report_command
+from sepo.cli.games import games_command
+from sepo.cli.layout import SepoApp, SepoCommand
 from sepo.cli.models import model_app
 from sepo.cli.plots import plot_command
 from sepo.cli.serve import serve_command
 from sepo.cli.train import data_app, sft_command, train_command
 from sepo.errors import SepoError
 
-
 app = typer.Typer(
     name="sepo",
-    help="Train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization.",
+    help="Train and audit language-model agents in strategic games with Safe Equilibrium Policy "
+    "Optimization.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
-    cls=SepoGroup,
+    cls=SepoApp,
 )
 
 
@@ -55,11 +59,12 @@ _python_show_warning = warnings.showwarning
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    threads: Optional[int] = typer.Option(None, "--threads", min=1,
-                                          help="CPU threads for torch (model play and training); at most the CPU cores "
-                                          "this process may use. Default: chosen when a model loads, from the cores "
-                                          "other work leaves free (one on a busy machine), and said in one line."),
-    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print sepo's version and exit."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, help="CPU threads for torch (model play and training); at most the CPU "
+        "cores this process may use. Default: chosen when a model loads, from the cores other work leaves "
+        "free (one on a busy machine), and said in one line."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print sepo's version and exit."),
 ):
     """Train and audit language-model agents in strategic games with Safe Equilibrium Policy Optimization."""
     from sepo import threads as torch_threads
@@ -78,19 +83,20 @@ def main_options(
     ctx.call_on_close(torch_threads.reset)
 
 
-app.add_typer(analyze_app, name="analyze")
-app.add_typer(experiment_app, name="experiment")
-app.command("serve")(serve_command)
-app.command("report")(report_command)
-app.command("eval")(eval_command)
-app.command("train")(train_command)
-app.command("sft")(sft_command)
-app.command("exploit")(exploit_command)
-app.command("frontier")(frontier_command)
-app.command("plot")(plot_command)
 app.command("demo")(demo_command)
+app.command("games")(games_command)
+app.command("eval", cls=SepoCommand)(eval_command)
+app.command("exploit", cls=SepoCommand)(exploit_command)
+app.command("frontier")(frontier_command)
+app.command("train", cls=SepoCommand)(train_command)
+app.command("plot")(plot_command)
 app.add_typer(model_app, name="model")
 app.add_typer(data_app, name="data")
+app.command("sft")(sft_command)
+app.command("serve")(serve_command)
+app.add_typer(experiment_app, name="experiment")
+app.command("report")(report_command)
+app.add_typer(analyze_app, name="analyze")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ from sepo.cli.common import choice_enum, console, seed_option, shows_progress, u
 from sepo.cli.options import OVERWRITE_HELP
 from sepo.errors import SepoError
 
-
 Arch = choice_enum("Arch", ("qwen2", "llama"))
 
 model_app = typer.Typer(help="Local models: build the tiny test model, get a real one, import a GGUF file.", no_args_is_help=True)

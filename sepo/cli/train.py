@@ -9,18 +9,21 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from sepo.cli.common import at_least, choice_enum, console, progress as _progress, seed_option, user_errors, value_of
+from sepo.cli.common import at_least, choice_enum, console, err_console, seed_option, user_errors, value_of
+from sepo.cli.common import progress as _progress
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, game_params_for, with_game_params
-from sepo.cli.options import OVERWRITE_HELP, Protocol, collusion_applies
+from sepo.cli.layout import SepoCommand
+from sepo.cli.options import OVERWRITE_HELP, Protocol, collusion_applies, deprecated
 from sepo.cli.text_options import text_agent_options, with_decoding
 from sepo.errors import SepoError, brief
 from sepo.objective.advantage_alignment import METHODS
 from sepo.objective.sepo import PENALTY_MODES, REWARD_SCALINGS
 
-
 Penalty = choice_enum("Penalty", PENALTY_MODES)
 
-Method = choice_enum("Method", METHODS)
+TRAIN_METHODS = ("sepo", "grpo", *(name for name in METHODS if name != "sepo"))
+"""`--method`: SEPO, payoff-only GRPO by its name, and the baselines."""
+Method = choice_enum("Method", TRAIN_METHODS)
 
 Scaling = choice_enum("Scaling", REWARD_SCALINGS)
 
@@ -35,6 +38,54 @@ def _help(name: str) -> str:
     return help_of(SEPOConfig, name)
 
 
+METHOD_HELP = ("sepo (the default): GRPO on the payoff minus the safety charges of --penalty, each weighted by its "
+               "λ; with every λ at 0 (their default) it charges nothing, which is payoff-only GRPO, and the run says "
+               "so. grpo: payoff-only GRPO, the baseline, asked for by name (no safety term). advantage-alignment: "
+               "payoff-only GRPO plus the opponent-shaping term of Duque et al. 2025 (docs/baselines.md); "
+               "`sepo train --method advantage-alignment --help` shows its --aa-beta and --aa-gamma.")
+PENALTY_HELP = ("With --method sepo, how the safety charges enter the reward (default per-rollout): "
+                + _help("penalty").replace(" none (payoff-only GRPO).", "")
+                + " none: the former spelling of --method grpo.")
+PAYOFF_ONLY_NOTE = ("note: every safety weight (--lambda-e, --lambda-c, --lambda-x) is 0, so --method sepo charges "
+                    "nothing: this run is payoff-only GRPO; ask for it by name with --method grpo, or give a weight "
+                    "for SEPO")
+
+
+def _say_payoff_only() -> None:
+    err_console.print(PAYOFF_ONLY_NOTE, highlight=False, markup=False, soft_wrap=True)
+
+
+def _before_first_stage(reporter, show) -> None:
+    """Call `show` just before the first stage `reporter` shows (a run that passed its checks)."""
+    stage = reporter.stage
+
+    def first(text: str) -> None:
+        reporter.stage = stage
+        show()
+        stage(text)
+
+    reporter.stage = first
+
+
+def _method_and_penalty(method: str, penalty: Optional[str], weights: dict) -> tuple[str, str, bool]:
+    """The trainer's (method, penalty) for the command line's, and whether the run is payoff-only
+    GRPO without being asked for by name. `--method grpo` is the trainer's `sepo` with penalty
+    `none` (the run `--penalty none` made, so either spelling resumes the other's run)."""
+    if method == "grpo":
+        if penalty is not None and penalty != "none":
+            raise SepoError(f"--method grpo is payoff-only GRPO; --penalty {penalty} applies with --method sepo")
+        given = [flag for flag, value in weights.items() if value]
+        if given:
+            raise SepoError(f"--method grpo is payoff-only GRPO: it takes no safety weight ({', '.join(given)}); "
+                            "give the weights with --method sepo")
+        return "sepo", "none", False
+    if penalty == "none" and method == "sepo":
+        deprecated("--penalty none", "--method grpo (payoff-only GRPO)")
+        return method, penalty, False
+    penalty = penalty or "per-rollout"
+    return method, penalty, method == "sepo" and not any(weights.values())
+
+
 @user_errors
 @with_game_params
 @with_decoding(training=True)
@@ -42,8 +93,8 @@ def train_command(
     out: Path = typer.Option(..., "--out", help="Run folder: created fresh, or resumed if it holds this same run (see docs/runs.md)."),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     policy: str = typer.Option("tabular", "--policy", help="tabular, or hf:MODEL for a language model."),
-    method: Method = typer.Option("sepo", "--method", help=_help("method")),
-    penalty: Penalty = typer.Option("per-rollout", "--penalty", help=_help("penalty")),
+    method: Method = typer.Option("sepo", "--method", help=METHOD_HELP),
+    penalty: Optional[Penalty] = typer.Option(None, "--penalty", help=PENALTY_HELP),
     aa_beta: Optional[float] = typer.Option(None, "--aa-beta", help=_help("aa_beta") + " (>= 0; default 1)"),
     aa_gamma: Optional[float] = typer.Option(None, "--aa-gamma", help=_help("aa_gamma") + " (in [0, 1]; default 0.96)"),
     self_play: bool = typer.Option(False, "--self-play", help="tabular: train against the policy itself instead of "
@@ -85,10 +136,12 @@ def train_command(
     game_params: dict = None,
     decoding: dict = None,
 ):
-    """Train with SEPO, its ablations (constant, none) or the Advantage Alignment baseline; the run
-    folder resumes after a kill.
+    """Train a policy with SEPO (the default), payoff-only GRPO or a baseline; resumes after a kill.
 
-    --out receives config.json, checkpoints, metrics.jsonl, the final policy (policy.json, or
+    --method sepo charges each rollout its exploitability, collusion and externality, weighted by
+    --lambda-e, --lambda-c and --lambda-x; they are 0 unless given, and with every weight at 0 the
+    run is payoff-only GRPO (it says so when it starts). --method grpo asks for payoff-only GRPO by
+    name. --out receives config.json, checkpoints, metrics.jsonl, the final policy (policy.json, or
     model/ for hf), summary.json and curves.png, listed in its manifest sepo-run.json (docs/runs.md).
     Unset options take the trainer config's defaults."""
     from sepo.games import get_domain
@@ -103,14 +156,17 @@ def train_command(
         from sepo.training.config import check_learning_rate
 
         check_learning_rate(learning_rate)
-    given = {"game": game, "game_params": game_params_for(game, game_params), "penalty": value_of(penalty),
+    weights = {"--lambda-e": lambda_e, "--lambda-c": lambda_c, "--lambda-x": lambda_x}
+    method_name, penalty_name, payoff_only = _method_and_penalty(
+        value_of(method), value_of(penalty) if penalty is not None else None, weights)
+    given = {"game": game, "game_params": game_params_for(game, game_params), "penalty": penalty_name,
              "lambda_e": lambda_e, "lambda_c": lambda_c, "lambda_x": lambda_x, "seed": seed, "steps": steps,
              "groups": groups, "group_size": group_size, "learning_rate": learning_rate,
              "scale_rewards": value_of(scale_rewards) if scale_rewards is not None else None,
              "protocol": value_of(protocol)}
     given = {k: v for k, v in given.items() if v is not None}
-    if value_of(method) != "sepo":
-        given.update(method=value_of(method), **{k: v for k, v in (("aa_beta", aa_beta), ("aa_gamma", aa_gamma)) if v is not None})
+    if method_name != "sepo":
+        given.update(method=method_name, **{k: v for k, v in (("aa_beta", aa_beta), ("aa_gamma", aa_gamma)) if v is not None})
     elif aa_beta is not None or aa_gamma is not None:
         raise SepoError("--aa-beta and --aa-gamma apply with --method advantage-alignment only")
     if self_play and hf:
@@ -145,7 +201,10 @@ def train_command(
                                **({"answer_rest": answer_rest} if answer_rest is not None else {}),
                                **({"vllm": value_of(vllm)} if vllm is not None else {}),
                                **({"vllm_server": vllm_server} if vllm_server else {}), **given)
-        with _progress(quiet):
+        reporter = _progress(quiet)
+        if payoff_only and not quiet:  # the run's first line, once it has passed its checks, says what it trains
+            _before_first_stage(reporter, _say_payoff_only)
+        with reporter:
             try:
                 summary = run_llm_sepo(config, out, overwrite=overwrite)
             except KeyboardInterrupt:  # the stop's last line says what is kept and how to go on
@@ -182,6 +241,8 @@ def train_command(
         trainer = TabularSEPOTrainer(config, run)
         value = trainer.env.solver.value_name
         with _progress(quiet) as bar:
+            if payoff_only and not quiet:  # the run's first line says what it trains
+                _say_payoff_only()
             task = bar.add_task(f"training {out.name}", total=config.steps)
             summary = trainer.train(on_step=lambda record: bar.update(task, completed=record["step"] + 1,
                                                                       description=f"e={record[value]:.4f}"))
@@ -219,7 +280,7 @@ def _shown(number) -> float:
 data_app = typer.Typer(help="Training data: expert traces for SFT.", no_args_is_help=True)
 
 
-@data_app.command("sft")
+@data_app.command("sft", cls=SepoCommand)
 @user_errors
 @with_game_params
 def data_sft_command(

@@ -33,6 +33,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from sepo.cli.game_options import GAME_PARAM_PREFIX
 from sepo.cli.main import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "analysis"
@@ -352,7 +353,8 @@ def _command_lines(draw, commands, kinds, root, fast):
     outputs = _output_values(root, serial)
     args, written = list(path), []
     for param in command.params:
-        if getattr(param, "hidden", False) or _name(param) in ("help", "version"):
+        game_param = (param.name or "").startswith(GAME_PARAM_PREFIX)  # hidden in help, parsed for any game
+        if (getattr(param, "hidden", False) and not game_param) or _name(param) in ("help", "version"):
             continue
         required = getattr(param, "required", False)
         budget = _name(param) in BUDGET

@@ -358,7 +358,7 @@ def test_the_messages_say_what_is_true(tmp_path, auction_run, monkeypatch):
     result = _run("eval", "--agent", "openai:x@notaurl", "--episodes", "1")
     _error(result, "'notaurl'", "not a URL")
     assert "api.openai.com" not in result.stderr
-    help_text = _run("eval", "--help").stdout
+    help_text = _run("eval", "--game", "ipd", "--help").stdout
     assert "[row][column] -> [row payoff, column payoff]" in " ".join(help_text.replace("│", " ").split())
 
 
