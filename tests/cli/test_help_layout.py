@@ -68,6 +68,18 @@ def test_help_shows_options_in_panels_and_flags_without_a_value_type():
     assert "<" not in json_row.split("Print")[0]
 
 
+def test_no_help_screen_shows_a_flag_as_taking_a_value():
+    import typer
+
+    def paths(group, path=()):
+        yield path
+        for name, command in getattr(group, "commands", {}).items():
+            yield from paths(command, (*path, name))
+
+    shown = {path: _run(*path, "--help").stdout for path in paths(typer.main.get_command(app))}
+    assert len(shown) > 20 and not [path for path, text in shown.items() if "<bool>" in text]
+
+
 def test_commands_are_listed_in_workflow_order_with_one_line_summaries():
     help_text = _run("--help").stdout
     listed = re.findall(r"^│ ([a-z]+) {2,}\S", help_text, re.MULTILINE)
