@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -360,6 +361,33 @@ def _check_options(**given) -> None:
                         f"got {params!r}")
 
 
+_TASK_OPTIONS = ("pool", "episodes", "seed", "protocol", "temperature", "max_tokens", "samples",
+                 "failure_rule", "reprompts", "replicates")
+_OPTION = re.compile(r"--([a-z][a-z0-9-]*)(?: (\d{1,3}(?:,\d{3})+|\d+)(?![\d.]))?")
+
+
+def task_words(message: str, domain: str) -> str:
+    """`message` with the command line's option names in the `-T` form the task takes: a game
+    parameter's `--hands 10,971` reads `-T game_params='{hands: 10971}'`, a task option's
+    `--episodes 651` reads `-T episodes=651` (numbers without separators, which YAML would split)."""
+    from sepo.games.registry import get_domain
+
+    try:
+        params = {p.name for p in get_domain(domain).params}
+    except (SepoError, AttributeError):
+        params = set()
+
+    def swap(match: re.Match) -> str:
+        name, number = match.group(1).replace("-", "_"), (match.group(2) or "...").replace(",", "")
+        if name in params:
+            return f"-T game_params='{{{name}: {number}}}'"
+        if name in _TASK_OPTIONS:
+            return f"-T {name}={number}"
+        return match.group(0)
+
+    return _OPTION.sub(swap, message)
+
+
 def _check_sizes(game, config, pools: dict, options) -> None:
     """The audit's episodes, bootstrap and sampled replies against this machine, before the task
     runs (inside the sample they would fail only after Inspect started it)."""
@@ -367,7 +395,7 @@ def _check_sizes(game, config, pools: dict, options) -> None:
 
     # the exact best response may join
     opponents = max(1, sum(len(pools.get(name, [])) for name in POOLS)) + 1
-    check_episodes(game, config.episodes, opponents, "this audit", per_opponent="-T episodes")
+    check_episodes(game, config.episodes, opponents, "this audit")
     need = 2 * 8 * config.replicates * config.episodes * opponents
     if need > memory_budget():
         raise SepoError(
@@ -564,7 +592,7 @@ def _task_for(domain: str):
             from rich.text import Text
 
             raise PrerequisiteError(
-                Text(f"sepo/{domain}: {error}", no_wrap=True, overflow="ignore")
+                Text(f"sepo/{domain}: {task_words(str(error), domain)}", no_wrap=True, overflow="ignore")
             ) from None
 
     build.__name__ = build.__qualname__ = domain.replace("-", "_")

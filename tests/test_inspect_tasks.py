@@ -159,3 +159,23 @@ def test_a_bad_option_on_the_command_line_is_one_message_and_a_failed_exit(tmp_p
     assert done.returncode != 0
     assert lines == ["sepo/kuhn: -T seed must be in 0..9,223,372,036,854,775,807, got -1"]
     assert not list(tmp_path.iterdir())  # no log written
+
+
+@pytest.mark.parametrize("domain, options, hint", [
+    ("kuhn", {"game_params": {"hands": 100_000_000}}, "use -T game_params='{hands: "),
+    ("kuhn", {"episodes": 1_000_000, "game_params": {"hands": 1000}}, "use -T episodes="),
+    ("ipd", {"game_params": {"rounds": 10_000_000}}, "-T game_params='{rounds: 10000000}' is above"),
+])
+def test_a_refusal_names_the_task_options_not_the_command_line_ones(domain, options, hint):
+    """A refusal's advice is in the `-T` form `inspect eval` takes (`--hands 10,971` is no option of
+    the task); the number it gives is one YAML reads whole (no thousands separator)."""
+    import re
+
+    from inspect_ai._util.error import PrerequisiteError
+
+    with pytest.raises(PrerequisiteError) as refused:
+        registry_lookup("task", f"sepo/{domain}")(**options)
+    message = str(refused.value.message)
+    assert hint in message and " --" not in message, message
+    advised = re.search(r"-T (?:game_params='\{\w+: (\S+)\}'|episodes=(\S+))", message)
+    assert advised and max(advised.groups(), key=bool).isdigit(), message
