@@ -224,14 +224,14 @@ def train_command(
                       f"{escape(f'[{low:.4f}, {high:.4f}]')} of the played policy ({summary.get('policy')}; replies that do not parse "
                       f"play the {summary.get('failure_rule', 'fallback')} rule, as in training: `sepo eval --failure-rule "
                       f"fallback` reads the same policy); model at {out / 'model'}")
-    if final_samples is not None:
-        raise SepoError("--final-samples applies to language models (--policy hf:MODEL) only: a tabular policy's final "
-                        "table is read exactly")
         return
     if decoding:
         raise SepoError(f"--{next(iter(decoding)).replace('_', '-')} applies to language models (--policy hf:MODEL) only")
     if answer_rest is not None:
         raise SepoError("--answer-rest applies to language models (--policy hf:MODEL) only")
+    if final_samples is not None:
+        raise SepoError("--final-samples applies to language models (--policy hf:MODEL) only: a tabular policy's final "
+                        "table is read exactly")
     from sepo.reports.plots import plot_runs
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
