@@ -85,11 +85,11 @@ def check_fits(need: float, what: str, fix: str | None = None, budget: int | Non
 ROLLOUT_BYTES = 2048
 """One sampled training rollout of the tabular trainer, besides its decisions: its group, opponent,
 seat, draws, payoff and events, and the step's per-rollout rewards and advantages. Measured
-(tracemalloc, 4,096 to 32,768 rollouts): 930 B a Kuhn hand with its two decisions."""
+(tracemalloc, 4,096 to 32,768 rollouts): 930 B a two-decision rollout."""
 ROLLOUT_DECISION_BYTES = 256
 """One decision of a training rollout: its state, action and mask, its exploitation charge and
-credit, and the step's temporaries over them. Measured: a 50-period pricing rollout 3.3 kB, a
-10-period one 0.8 kB (about 60 B a decision, and 4x that for the step's arithmetic)."""
+credit, and the step's temporaries over them. Measured: a 50-decision rollout 3.3 kB, a
+10-decision one 0.8 kB (about 60 B a decision, and 4x that for the step's arithmetic)."""
 
 
 def rollout_batch_bytes(rollouts: int, decisions: int) -> int:

@@ -196,7 +196,7 @@ class SEPOConfig:
         """A charged λc or λx whose term cannot act in this game is refused in one line: an empty
         collusive pool, or the domain's events giving the term no denominator here (counted by
         evaluation's own `events` on one episode of the uniform policy against the pool's first
-        opponent): Kuhn poker's collusion under rigorous, a game without a third party."""
+        opponent): a game whose collusion event has no third party to act against."""
         charges = self.charges
         if not (charges.collusion or charges.externality):
             return

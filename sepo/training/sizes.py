@@ -22,8 +22,8 @@ from sepo.errors import SepoError
 from sepo.limits import count_text, memory_budget, refuse, rollout_batch_bytes, size_text
 
 SHORT_GAME_DECISIONS = 8
-"""The decisions a rollout is counted at in a game without a length parameter (a hand of poker
-has at most two of the agent's)."""
+"""The decisions a rollout is counted at in a game without a length parameter (a short card game
+has one or two of the agent's)."""
 
 CLI_OPTIONS = {
     "groups": "--groups",
