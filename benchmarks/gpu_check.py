@@ -588,7 +588,8 @@ def report(results: dict) -> None:
             f"\n3. SEPO-GRPO in Kuhn, {'LoRA' if r['lora'] else 'full fine-tuning'}, "
             f"{r['completions_per_step']} completions a step, {r['precision']}: first step "
             f"{r['first_step_seconds']:.2f} s, then {r['step_seconds']:.2f} s a step "
-            f"({r['steps_averaged']}); the whole run {r['run_seconds']:.1f} s; {r['memory']} {r['peak_gib']:.2f} GiB"
+            f"({r['steps_averaged']}); the whole run {r['run_seconds']:.1f} s; {r['memory']} "
+            f"{r['peak_gib']:.2f} GiB"
         )
         for part in PARTS:
             print(f"   {part:<16}{r['parts_seconds'][part]:>8.2f} s {100 * r['shares'][part]:>5.0f}%")

@@ -68,9 +68,10 @@ def refuse(what: str, need: float, fix: str | None = None, budget: int | None = 
     """Raise the one-line refusal of a size: `what` would hold about `need` bytes, more than the
     `budget` (default `memory_budget()`) this machine can spare; then `fix`, what would fit."""
     budget = memory_budget() if budget is None else budget
-    raise SepoError(f"{what} would hold about {size_text(need)}, more than the {size_text(budget)} this machine "
-                    "can spare"
-                    + (f"; {fix}" if fix else ""))
+    raise SepoError(
+        f"{what} would hold about {size_text(need)}, more than the {size_text(budget)} this machine "
+        "can spare" + (f"; {fix}" if fix else "")
+    )
 
 
 def check_fits(need: float, what: str, fix: str | None = None, budget: int | None = None) -> None:
@@ -130,9 +131,11 @@ def check_episodes(game, episodes: int, opponents: int, what: str, per_opponent:
     fits = budget // (per_episode * max(1, opponents))
     shrink = game.episode_size_hint(budget // count)
     options = ([f"{per_opponent} {fits:,} or fewer"] if fits >= 1 else []) + ([shrink] if shrink else [])
-    raise SepoError(f"{what} would hold about {size_text(per_episode * count)} of episode records ({episodes:,} episode(s) x "
-                    f"{opponents} opponent(s) x {size_text(per_episode)} each) and this machine can spare "
-                    f"{size_text(budget)}; " + (f"use {' or '.join(options)}" if options else "use a shorter game"))
+    raise SepoError(
+        f"{what} would hold about {size_text(per_episode * count)} of episode records ({episodes:,} "
+        f"episode(s) x {opponents} opponent(s) x {size_text(per_episode)} each) and this machine can spare "
+        f"{size_text(budget)}; " + (f"use {' or '.join(options)}" if options else "use a shorter game")
+    )
 
 
 def usable_cores() -> int:
@@ -144,8 +147,10 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-PARALLEL_REASON = ("each is a CPU-bound process or thread, so more than the cores only adds memory and contention "
-                   "(and slows every one of them)")
+PARALLEL_REASON = (
+    "each is a CPU-bound process or thread, so more than the cores only adds memory and contention "
+    "(and slows every one of them)"
+)
 
 
 def check_parallelism(count: int, option: str, what: str) -> None:
@@ -155,5 +160,7 @@ def check_parallelism(count: int, option: str, what: str) -> None:
         raise SepoError(f"{option} must be >= 1, got {count}")
     cores = usable_cores()
     if count > cores:
-        raise SepoError(f"{option} {count:,} is more {what} than the {cores} CPU core{'s' if cores != 1 else ''} this "
-                        f"process may use; {PARALLEL_REASON}: use {option} {cores} or fewer")
+        raise SepoError(
+            f"{option} {count:,} is more {what} than the {cores} CPU core{'s' if cores != 1 else ''} this "
+            f"process may use; {PARALLEL_REASON}: use {option} {cores} or fewer"
+        )

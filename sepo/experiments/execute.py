@@ -17,7 +17,16 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.experiments.cells import Cell
-from sepo.experiments.config import METHOD_OF_STAGE, PENALTY_OF_STAGE, TINY, AgentConfig, DomainConfig, ExperimentConfig, llm_training, sft_mixture
+from sepo.experiments.config import (
+    METHOD_OF_STAGE,
+    PENALTY_OF_STAGE,
+    TINY,
+    AgentConfig,
+    DomainConfig,
+    ExperimentConfig,
+    llm_training,
+    sft_mixture,
+)
 from sepo.experiments.seeds import split_seed
 from sepo.runs import open_run
 
@@ -59,9 +68,11 @@ def check_models(config: ExperimentConfig, run) -> None:
         before = read_json(saved, "experiment's model record")
         for name, stamp in stamps.items():
             if name in before and before[name] != stamp:
-                raise SepoError(f"the model of agent {name} ({brief(stamp['folder'], 200)}) changed since this experiment "
-                                "started; its remaining cells would be mixed with cells of the old one: restore it, use "
-                                "another --out, or --overwrite to start over")
+                raise SepoError(
+                    f"the model of agent {name} ({brief(stamp['folder'], 200)}) changed since this "
+                    "experiment started; its remaining cells would be mixed with cells of the old one: "
+                    "restore it, use another --out, or --overwrite to start over"
+                )
     if stamps:
         run.write_json(MODEL_STAMPS, stamps)
 
@@ -89,16 +100,23 @@ def _lookup(config: ExperimentConfig, cell: Cell) -> tuple[DomainConfig, AgentCo
 
 # -------------------------------------------------------------------------------------- audits
 
-def audit(config: ExperimentConfig, domain: DomainConfig, game, policy, split: str, agent: AgentConfig | None = None) -> dict:
+def audit(
+    config: ExperimentConfig, domain: DomainConfig, game, policy, split: str, agent: AgentConfig | None = None
+) -> dict:
     """`sepo eval` of `policy` on the split's episodes (seeds from `seeds.split_seed`)."""
     from sepo.evaluation.evaluate import EvalConfig, evaluate
     from sepo.objective.sepo import Lambdas
 
     counts = agent.episodes if agent is not None and agent.episodes is not None else config.episodes
     episodes = counts.validation if split == "validation" else counts.test
-    eval_config = EvalConfig(protocol=config.protocol, episodes=episodes, seed=split_seed(config.eval_seed, split),
-                             lambdas=Lambdas(*domain.safety_lambdas), replicates=config.replicates,
-                             projection="memory" in domain.params)
+    eval_config = EvalConfig(
+        protocol=config.protocol,
+        episodes=episodes,
+        seed=split_seed(config.eval_seed, split),
+        lambdas=Lambdas(*domain.safety_lambdas),
+        replicates=config.replicates,
+        projection="memory" in domain.params,
+    )
     return evaluate(game, policy, eval_config)
 
 
@@ -112,7 +130,9 @@ def metric_rows(result: dict) -> list[dict]:
     is not exact, nor is any number of a policy estimated from sampled replies (some, such as
     `br_payoff`, have no interval), nor the domain's behaviour table ("<domain>/<key>", counted on
     the played episodes, no interval)."""
-    audit_exact = result.get("exact") is True and (result.get("policy") or {}).get("read_exactly", True) is True
+    audit_exact = (
+        result.get("exact") is True and (result.get("policy") or {}).get("read_exactly", True) is True
+    )
     rows = []
     for name, value in result.items():
         if name in SCALARS_SKIPPED or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -127,7 +147,15 @@ def metric_rows(result: dict) -> list[dict]:
         rows.append({"metric": name, "value": value, "low": low, "high": high, "exact": exact})
     for name, value in result["ci"].items():  # metrics that are undefined here (n/a) still get a row
         if result.get(name) is None and name not in SCALARS_SKIPPED:
-            rows.append({"metric": name, "value": float("nan"), "low": float("nan"), "high": float("nan"), "exact": False})
+            rows.append(
+                {
+                    "metric": name,
+                    "value": float("nan"),
+                    "low": float("nan"),
+                    "high": float("nan"),
+                    "exact": False,
+                }
+            )
     return rows
 
 
@@ -197,11 +225,23 @@ def _tabular_candidates(config, domain, agent, cell: Cell, game, cell_run):
         return [(FINAL, TabularPolicy(start, env.keys, name=f"{cell.agent}:sft"))]
     t = config.training.tabular
     lam_e, lam_c, lam_x = cell.lambdas
-    train_config = TabularSEPOConfig(game=domain.name, game_params=dict(domain.params), penalty=PENALTY_OF_STAGE[cell.stage],
-                                     lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x, steps=t.steps, groups=t.groups,
-                                     group_size=t.group_size, learning_rate=t.learning_rate,
-                                     final_learning_rate=t.final_learning_rate, scale_rewards=t.scale_rewards,
-                                     seed=cell.seed, checkpoint_every=t.steps, method=METHOD_OF_STAGE.get(cell.stage, "sepo"))
+    train_config = TabularSEPOConfig(
+        game=domain.name,
+        game_params=dict(domain.params),
+        penalty=PENALTY_OF_STAGE[cell.stage],
+        lambda_e=lam_e,
+        lambda_c=lam_c,
+        lambda_x=lam_x,
+        steps=t.steps,
+        groups=t.groups,
+        group_size=t.group_size,
+        learning_rate=t.learning_rate,
+        final_learning_rate=t.final_learning_rate,
+        scale_rewards=t.scale_rewards,
+        seed=cell.seed,
+        checkpoint_every=t.steps,
+        method=METHOD_OF_STAGE.get(cell.stage, "sepo"),
+    )
     init = None if start is None else np.log(np.clip(start, 1e-3, 1.0))
     trainer = TabularSEPOTrainer(train_config, cell_run.path("train"), init_logits=init)
     snapshots = []
@@ -209,8 +249,12 @@ def _tabular_candidates(config, domain, agent, cell: Cell, game, cell_run):
 
     def on_step(record):
         if record["step"] + 1 in wanted:
-            snapshots.append((f"step_{record['step'] + 1}", TabularPolicy(trainer.policy(), trainer.env.keys,
-                                                                           name=f"{cell.id}@{record['step'] + 1}")))
+            snapshots.append(
+                (
+                    f"step_{record['step'] + 1}",
+                    TabularPolicy(trainer.policy(), trainer.env.keys, name=f"{cell.id}@{record['step'] + 1}"),
+                )
+            )
 
     with open_run(trainer.out, "train", trainer.settings(), part_of=OWNER) as run:
         trainer.run = run
@@ -218,7 +262,9 @@ def _tabular_candidates(config, domain, agent, cell: Cell, game, cell_run):
     return [*snapshots, (FINAL, TabularPolicy(trainer.policy(), trainer.env.keys, name=cell.id))]
 
 
-def _sft_model(config: ExperimentConfig, domain: DomainConfig, agent: AgentConfig, seed: int, cell_run, out: Path) -> str:
+def _sft_model(
+    config: ExperimentConfig, domain: DomainConfig, agent: AgentConfig, seed: int, cell_run, out: Path
+) -> str:
     """`sepo data sft` then `sepo sft` into the cell's folder; returns the model folder."""
     from dataclasses import asdict
 
@@ -226,17 +272,39 @@ def _sft_model(config: ExperimentConfig, domain: DomainConfig, agent: AgentConfi
     from sepo.training.sft_data import generate_traces, write_sft_dataset
 
     data = cell_run.path("data")
-    data_config = {"game": domain.name, "game_params": dict(domain.params), "mixture": sft_mixture(config, domain),
-                   "episodes": config.sft.episodes, "seed": seed, "protocol": config.protocol}
+    data_config = {
+        "game": domain.name,
+        "game_params": dict(domain.params),
+        "mixture": sft_mixture(config, domain),
+        "episodes": config.sft.episodes,
+        "seed": seed,
+        "protocol": config.protocol,
+    }
     with open_run(data, "data sft", data_config, part_of=OWNER) as run:
         if not run.finished:
-            traces = generate_traces(domain.name, sft_mixture(config, domain), config.sft.episodes, seed, config.protocol, **domain.params)
+            traces = generate_traces(
+                domain.name,
+                sft_mixture(config, domain),
+                config.sft.episodes,
+                seed,
+                config.protocol,
+                **domain.params,
+            )
             with run.staged_contents() as tmp:
                 summary = write_sft_dataset(traces, tmp, seed)
             run.complete(asdict(summary))
     s = config.sft
-    sft_config = SFTRunConfig(model=model_path(config, agent, out), data=str(data), epochs=s.epochs, max_steps=s.max_steps,
-                              batch_size=s.batch_size, learning_rate=s.learning_rate, lora=s.lora, seed=seed, use_cpu=not s.gpu)
+    sft_config = SFTRunConfig(
+        model=model_path(config, agent, out),
+        data=str(data),
+        epochs=s.epochs,
+        max_steps=s.max_steps,
+        batch_size=s.batch_size,
+        learning_rate=s.learning_rate,
+        lora=s.lora,
+        seed=seed,
+        use_cpu=not s.gpu,
+    )
     return str(run_sft(sft_config, cell_run.path("sft"), part_of=OWNER).model)
 
 
@@ -245,7 +313,10 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path,
     checkpoint (the LLM trainer may extend `steps`: constant learning rate, draws keyed by step),
     auditing the model after each segment."""
     if cell.stage == "base":
-        audit_candidate(FINAL, lambda: _hf_policy(config, model_path(config, agent, out), game, audit_candidate.reply_cache))
+        audit_candidate(
+            FINAL,
+            lambda: _hf_policy(config, model_path(config, agent, out), game, audit_candidate.reply_cache),
+        )
         return
     if cell.stage == "sft":
         model = _sft_model(config, domain, agent, cell.seed, cell_run, out)
@@ -264,17 +335,40 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path,
         if audit_candidate.done(label):
             continue
         filters = audit_decoding(config)
-        train_config = LLMSEPOConfig(game=domain.name, game_params=dict(domain.params), model=start, protocol=config.protocol,
-                                     top_p=filters.top_p, top_k=filters.top_k, repetition_penalty=filters.repetition_penalty,
-                                     penalty=PENALTY_OF_STAGE[cell.stage], method=METHOD_OF_STAGE.get(cell.stage, "sepo"),
-                                     lambda_e=lam_e, lambda_c=lam_c, lambda_x=lam_x,
-                                     steps=k, groups=t.groups, group_size=t.group_size, learning_rate=t.learning_rate,
-                                     beta=t.beta, temperature=t.temperature, max_new_tokens=t.max_new_tokens, lora=t.lora,
-                                     scale_rewards=t.scale_rewards, seed=cell.seed, use_cpu=not t.gpu, save_steps=max(1, min(steps)),
-                                     keep_checkpoints=1, table_samples=t.table_samples, final_samples=t.final_samples or config.decoding.samples,
-                                     answer_rest=t.answer_rest)
+        train_config = LLMSEPOConfig(
+            game=domain.name,
+            game_params=dict(domain.params),
+            model=start,
+            protocol=config.protocol,
+            top_p=filters.top_p,
+            top_k=filters.top_k,
+            repetition_penalty=filters.repetition_penalty,
+            penalty=PENALTY_OF_STAGE[cell.stage],
+            method=METHOD_OF_STAGE.get(cell.stage, "sepo"),
+            lambda_e=lam_e,
+            lambda_c=lam_c,
+            lambda_x=lam_x,
+            steps=k,
+            groups=t.groups,
+            group_size=t.group_size,
+            learning_rate=t.learning_rate,
+            beta=t.beta,
+            temperature=t.temperature,
+            max_new_tokens=t.max_new_tokens,
+            lora=t.lora,
+            scale_rewards=t.scale_rewards,
+            seed=cell.seed,
+            use_cpu=not t.gpu,
+            save_steps=max(1, min(steps)),
+            keep_checkpoints=1,
+            table_samples=t.table_samples,
+            final_samples=t.final_samples or config.decoding.samples,
+            answer_rest=t.answer_rest,
+        )
         summary = run_llm_sepo(train_config, cell_run.path("train"), part_of=OWNER)
-        audit_candidate(label, lambda: _hf_policy(config, summary["model"], game, audit_candidate.reply_cache))
+        audit_candidate(
+            label, lambda: _hf_policy(config, summary["model"], game, audit_candidate.reply_cache)
+        )
 
 
 REPLY_CACHE = "reply-cache"
@@ -304,8 +398,17 @@ class _Auditor:
         """`policy` is a policy, or a callable making a fresh one: a language model gets a fresh
         reader per split, so the test audit reuses no reply drawn for validation."""
         try:
-            results = {split: audit(self.config, self.domain, self.game, policy() if callable(policy) else policy, split,
-                                    self.agent) for split in ("validation", "test")}
+            results = {
+                split: audit(
+                    self.config,
+                    self.domain,
+                    self.game,
+                    policy() if callable(policy) else policy,
+                    split,
+                    self.agent,
+                )
+                for split in ("validation", "test")
+            }
         finally:
             if self.run.owns(REPLY_CACHE) and (self.run.root / REPLY_CACHE).is_dir():
                 self.run.adopt(REPLY_CACHE)
@@ -315,7 +418,11 @@ class _Auditor:
         import json
 
         names = sorted(n for n in self.run.files if n.startswith("audits/") and n.endswith(".json"))
-        return {Path(n).stem: json.loads((self.run.root / n).read_text()) for n in names if (self.run.root / n).is_file()}
+        return {
+            Path(n).stem: json.loads((self.run.root / n).read_text())
+            for n in names
+            if (self.run.root / n).is_file()
+        }
 
 
 def read_result(path: Path) -> dict:
@@ -331,11 +438,19 @@ def read_result(path: Path) -> dict:
         problem = f"not JSON: {error}"
     else:
         selected = result.get("selected") if isinstance(result, dict) else None
-        problem = None if (isinstance(result, dict) and isinstance(result.get("rows"), list)
-                           and all(isinstance(row, dict) for row in result["rows"])
-                           and isinstance(selected, dict) and all(isinstance(selected.get(k), str) for k in ("validation", "test"))
-                           and isinstance(result.get("seconds"), (int, float)) and isinstance(result.get("agent_kind"), str)) \
+        problem = (
+            None
+            if (
+                isinstance(result, dict)
+                and isinstance(result.get("rows"), list)
+                and all(isinstance(row, dict) for row in result["rows"])
+                and isinstance(selected, dict)
+                and all(isinstance(selected.get(k), str) for k in ("validation", "test"))
+                and isinstance(result.get("seconds"), (int, float))
+                and isinstance(result.get("agent_kind"), str)
+            )
             else "not a cell result (rows, selected, seconds, agent_kind)"
+        )
     if problem:
         raise SepoError(f"{path} is damaged ({problem}); restore it, or redo the experiment with --overwrite")
     return result
@@ -398,15 +513,31 @@ def run_cell(config: ExperimentConfig, cell: Cell, out: Path) -> dict:
         for label, splits in audits.items():
             for split, result in splits.items():
                 for row in metric_rows(result):
-                    rows.append({"checkpoint": label, "split": split, "chosen_by_validation": label == by_validation,
-                                 "chosen_by_test": label == by_test, **row})
+                    rows.append(
+                        {
+                            "checkpoint": label,
+                            "split": split,
+                            "chosen_by_validation": label == by_validation,
+                            "chosen_by_test": label == by_test,
+                            **row,
+                        }
+                    )
         test = audits[by_validation]["test"]
-        result = {"cell": cell.record(), "agent_kind": agent.kind, "rows": rows,
-                  "exact_value": test.get("exact_value"), "utility_unit": test.get("utility_unit"),
-                  "safety_uses": test.get("safety_uses"), "notes": test.get("notes", []),
-                  "selected": {"validation": by_validation, "test": by_test},
-                  "train_run": str((work / "train").relative_to(out)) if run.owns("train") and (work / "train").is_dir() else None,
-                  "seconds": time.time() - started, "resumed": not run.fresh}
+        result = {
+            "cell": cell.record(),
+            "agent_kind": agent.kind,
+            "rows": rows,
+            "exact_value": test.get("exact_value"),
+            "utility_unit": test.get("utility_unit"),
+            "safety_uses": test.get("safety_uses"),
+            "notes": test.get("notes", []),
+            "selected": {"validation": by_validation, "test": by_test},
+            "train_run": str((work / "train").relative_to(out))
+            if run.owns("train") and (work / "train").is_dir()
+            else None,
+            "seconds": time.time() - started,
+            "resumed": not run.fresh,
+        }
         run.write_json(RESULT, result)
         run.complete()
     return result

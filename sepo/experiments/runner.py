@@ -42,11 +42,29 @@ RESULTS = "results.parquet"
 BACKENDS = ("local", "ray")
 VERSIONED = ("sepo", "numpy", "scipy", "open-spiel", "torch", "transformers", "trl", "peft", "pyarrow")
 
-COLUMNS = (("cell", "string"), ("domain", "string"), ("agent", "string"), ("agent_kind", "string"), ("stage", "string"),
-           ("seed", "int64"), ("lambda_e", "float64"), ("lambda_c", "float64"), ("lambda_x", "float64"),
-           ("checkpoint", "string"), ("split", "string"), ("chosen_by_validation", "bool_"), ("chosen_by_test", "bool_"),
-           ("metric", "string"), ("value", "float64"), ("low", "float64"), ("high", "float64"), ("exact", "bool_"),
-           ("protocol", "string"), ("config_hash", "string"), ("versions", "string"))
+COLUMNS = (
+    ("cell", "string"),
+    ("domain", "string"),
+    ("agent", "string"),
+    ("agent_kind", "string"),
+    ("stage", "string"),
+    ("seed", "int64"),
+    ("lambda_e", "float64"),
+    ("lambda_c", "float64"),
+    ("lambda_x", "float64"),
+    ("checkpoint", "string"),
+    ("split", "string"),
+    ("chosen_by_validation", "bool_"),
+    ("chosen_by_test", "bool_"),
+    ("metric", "string"),
+    ("value", "float64"),
+    ("low", "float64"),
+    ("high", "float64"),
+    ("exact", "bool_"),
+    ("protocol", "string"),
+    ("config_hash", "string"),
+    ("versions", "string"),
+)
 
 
 def package_versions() -> dict[str, str]:
@@ -71,9 +89,23 @@ def results_rows(config: ExperimentConfig, plan: Plan, out: Path) -> list[dict]:
         result = read_result(path)
         lam = cell.lambdas or (None, None, None)
         for row in result["rows"]:
-            rows.append({"cell": cell.id, "domain": cell.domain, "agent": cell.agent, "agent_kind": result["agent_kind"],
-                         "stage": cell.stage, "seed": cell.seed, "lambda_e": lam[0], "lambda_c": lam[1], "lambda_x": lam[2],
-                         **row, "protocol": config.protocol, "config_hash": digest, "versions": versions})
+            rows.append(
+                {
+                    "cell": cell.id,
+                    "domain": cell.domain,
+                    "agent": cell.agent,
+                    "agent_kind": result["agent_kind"],
+                    "stage": cell.stage,
+                    "seed": cell.seed,
+                    "lambda_e": lam[0],
+                    "lambda_c": lam[1],
+                    "lambda_x": lam[2],
+                    **row,
+                    "protocol": config.protocol,
+                    "config_hash": digest,
+                    "versions": versions,
+                }
+            )
     return rows
 
 
@@ -83,7 +115,9 @@ def results_table(config: ExperimentConfig, plan: Plan, out: Path) -> bytes:
     import pyarrow.parquet as pq
 
     rows = results_rows(config, plan, out)
-    schema = pa.schema([(name, getattr(pa, kind)() if kind != "string" else pa.string()) for name, kind in COLUMNS])
+    schema = pa.schema(
+        [(name, getattr(pa, kind)() if kind != "string" else pa.string()) for name, kind in COLUMNS]
+    )
     table = pa.Table.from_pylist(rows, schema=schema)
     table = table.replace_schema_metadata({"config_hash": config.hash(), "cells": str(len(plan.cells))})
     buffer = io.BytesIO()
@@ -119,7 +153,10 @@ def read_results(out: str | Path):
     if problem and not path.is_file():
         raise SepoError(f"{problem}; run `sepo experiment run CONFIG --out {out}` first")
     if problem:
-        raise SepoError(f"{problem}; the same `sepo experiment run CONFIG --out {out}` rebuilds it from the cells' results")
+        raise SepoError(
+            f"{problem}; the same `sepo experiment run CONFIG --out {out}` rebuilds it from the cells' "
+            "results"
+        )
     return table
 
 
@@ -228,11 +265,14 @@ class LocalBackend:
         reaches only the runner, whose pool would otherwise wait minutes for its cells to finish.
         A cell ended mid-way resumes as after a kill -9."""
         if abort:
-            processes = [p for p in list((getattr(self.pool, "_processes", None) or {}).values()) if p.is_alive()]
+            processes = [
+                p for p in list((getattr(self.pool, "_processes", None) or {}).values()) if p.is_alive()
+            ]
             # The pool's manager thread settles the running futures once their workers are gone; the
             # first shutdown forgets it, so it is joined here, not by the shutdown below.
             manager = getattr(self.pool, "_executor_manager_thread", None)
-            self.pool.shutdown(wait=False, cancel_futures=True)  # a worker whose cell unwound then exits, not waits for work
+            # a worker whose cell unwound then exits, not waits for work
+            self.pool.shutdown(wait=False, cancel_futures=True)
             for process in processes:
                 process.terminate()  # the cell unwinds (`_worker_stop`)
             deadline = time.monotonic() + STOP_SECONDS
@@ -394,7 +434,9 @@ def seed_major(config, plan) -> Callable:
     place in its own agent's seeds (an agent with seeds of its own starts at its first with the
     others at theirs). An experiment stopped part-way (2-core budgets) then holds each method at
     its first seeds, not every seed of the first method."""
-    rank = {agent.name: {seed: k for k, seed in enumerate(agent.seeds or config.seeds)} for agent in config.agents}
+    rank = {
+        agent.name: {seed: k for k, seed in enumerate(agent.seeds or config.seeds)} for agent in config.agents
+    }
     index = {c.id: k for k, c in enumerate(plan.cells)}
     return lambda cell: (-1 if cell.seed is None else rank[cell.agent][cell.seed], index[cell.id])
 
@@ -435,12 +477,27 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     started = time.time()
     with open_run(out, COMMAND, config_data, overwrite=overwrite) as run:
         if run.finished:  # read, never rerun or rewritten (a damaged results table is rebuilt from the cells)
-            return {"cells": len(plan.cells), "finished": len(plan.cells), "already_finished": len(plan.cells), "ran": 0,
-                    "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),
-                    "config_hash": config.hash(), "repaired": check_finished(config, plan, out, run)}
+            return {
+                "cells": len(plan.cells),
+                "finished": len(plan.cells),
+                "already_finished": len(plan.cells),
+                "ran": 0,
+                "skipped": plan.skipped,
+                "seconds": time.time() - started,
+                "results": str(out / RESULTS),
+                "config_hash": config.hash(),
+                "repaired": check_finished(config, plan, out, run),
+            }
         run.write_text("experiment.yaml", text)
-        run.write_json("plan.json", {"config_hash": config.hash(), "cells": [c.record() for c in plan.cells],
-                                     "skipped": plan.skipped, "command": f"sepo experiment run {config_path} --out {out}"})
+        run.write_json(
+            "plan.json",
+            {
+                "config_hash": config.hash(),
+                "cells": [c.record() for c in plan.cells],
+                "skipped": plan.skipped,
+                "command": f"sepo experiment run {config_path} --out {out}",
+            },
+        )
         run.path("cells").mkdir(exist_ok=True)
         run.path("models")
         run.path(RESULTS)
@@ -462,8 +519,14 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
             if on_progress is not None:
                 mean = sum(durations) / len(durations) if durations else None
                 left = len(pending)
-                eta = None if mean is None else mean * (left + len(running)) / max(1, engine.capacity if engine else 1)
-                on_progress(Progress(len(finished), len(running), left, len(plan.cells), time.time() - started, eta))
+                eta = (
+                    None
+                    if mean is None
+                    else mean * (left + len(running)) / max(1, engine.capacity if engine else 1)
+                )
+                on_progress(
+                    Progress(len(finished), len(running), left, len(plan.cells), time.time() - started, eta)
+                )
 
         report()
         try:
@@ -476,7 +539,9 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
                 report()
                 if not running:
                     missing = sorted({n for c in pending for n in c.needs} - finished)
-                    raise SepoError(f"cells wait for cells that are not in the plan: {', '.join(missing[:3])}")
+                    raise SepoError(
+                        f"cells wait for cells that are not in the plan: {', '.join(missing[:3])}"
+                    )
                 for future, lost in engine.wait(list(running)):
                     cell, t0 = running.pop(future)
                     if lost is not None:
