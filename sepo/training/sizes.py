@@ -22,7 +22,7 @@ from sepo.errors import SepoError
 from sepo.limits import count_text, memory_budget, refuse, rollout_batch_bytes, size_text
 
 SHORT_GAME_DECISIONS = 8
-"""The decisions a rollout is counted at in a game without a length parameter (a short card game
+"""The decisions a rollout is counted at in a game without a length parameter (a short game
 has one or two of the agent's)."""
 
 CLI_OPTIONS = {
