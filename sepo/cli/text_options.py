@@ -152,4 +152,7 @@ def usage_line(record: dict) -> str:
             f"({u['cached_prompt_tokens']:,} + {u['cached_completion_tokens']:,} tokens when first asked)")
     if record.get("max_tokens_total") is not None:
         line += f"; budget {record['max_tokens_total']:,}"
+    if record.get("cache_lines_skipped"):
+        skipped = record["cache_lines_skipped"]
+        line += f"; {skipped:,} cache line{'s' if skipped != 1 else ''} skipped (unreadable: see the warning)"
     return line

@@ -455,6 +455,7 @@ class EndpointAgent(TextPolicy):
             },
             "max_tokens_total": self.max_tokens_total,
             "cache": str(self.cache.path) if self.cache is not None else None,
+            "cache_lines_skipped": self.cache.dropped if self.cache is not None else 0,
         }
 
 

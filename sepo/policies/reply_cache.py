@@ -11,8 +11,9 @@ default `openai:` cache is shared by every audit of a model):
   holds the file's lock, else by the next append), so what another process is writing is never cut.
 - The file is read line by line and only an index (key -> where its line is) is kept in memory;
   a record is read from the file when asked for. A path that is not a regular file (a FIFO, a
-  device, a folder), a line longer than `MAX_LINE_BYTES`, a line nested too deep to parse and an
-  index larger than the memory budget are refused or dropped, never read whole.
+  device, a folder), a line longer than `MAX_LINE_BYTES`, a line nested deeper than `MAX_DEPTH`
+  and an index larger than the memory budget are refused or skipped, never read whole. Skipped
+  lines are counted (`dropped`) and said in one warning when the cache is opened.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 import threading
 import warnings
@@ -33,6 +35,11 @@ MAX_LINE_BYTES = 64 * 2**20
 """The longest record line read or written (a batch of 256 replies of 4,096 tokens is ~8 MB)."""
 INDEX_ENTRY_BYTES = 320
 """Memory of one record's index entry (its key string, offset and length, the dict slot)."""
+MAX_DEPTH = 64
+"""The deepest nesting of a record line that is read (a record is about 10 levels deep). A fixed
+bound, so that a line is read or skipped the same wherever it is parsed (the parser's own limit
+depends on how deep the call stack already is)."""
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _OPEN_FLAGS = os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # a FIFO opens without waiting for a writer
 
 
@@ -63,16 +70,42 @@ def _locked(fd: int, how: int):
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def _parse(line: bytes) -> dict | None:
-    """The record of one line, or None when it is not a JSON object with a string `key` (nesting
-    too deep for the parser counts as unreadable)."""
+def _depth(line: bytes) -> int:
+    """How deep the JSON `line` nests arrays and objects (brackets inside strings not counted)."""
+    import numpy as np
+
+    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:  # cannot be deeper: no scan
+        return 0
+    codes = np.frombuffer(_STRING.sub(b'""', line), dtype=np.uint8)
+    steps = np.isin(codes, (ord("["), ord("{"))).astype(np.int64) - np.isin(codes, (ord("]"), ord("}")))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def _read(line: bytes) -> tuple[dict | None, str]:
+    """The record of one line, or None and why not: nested deeper than `MAX_DEPTH`, not JSON, or
+    not a JSON object with a string `key`."""
+    if _depth(line) > MAX_DEPTH:
+        return None, f"nested deeper than {MAX_DEPTH} levels"
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):
-        return None
+        return None, "not JSON"
     if not isinstance(record, dict) or not isinstance(record.get("key"), str):
-        return None
-    return record
+        return None, "not a record"
+    return record, ""
+
+
+def _parse(line: bytes) -> dict | None:
+    return _read(line)[0]
+
+
+def _skipped_text(skipped: dict[str, list[int]]) -> str:
+    """'2 nested deeper than 64 levels (lines 3, 9), 1 not JSON (line 5)'."""
+    parts = []
+    for why, numbers in skipped.items():
+        shown = ", ".join(map(str, numbers[:5])) + (", ..." if len(numbers) > 5 else "")
+        parts.append(f"{len(numbers):,} {why} (line{'s' if len(numbers) > 1 else ''} {shown})")
+    return ", ".join(parts)
 
 
 class ReplyCache:
@@ -131,6 +164,7 @@ class ReplyCache:
         self._reader = reader = os.fdopen(fd, "rb", buffering=1 << 20)
         most = max(memory_budget() // INDEX_ENTRY_BYTES, 1)
         torn_at = None
+        skipped: dict[str, list[int]] = {}
         with _locked(fd, fcntl.LOCK_SH):
             offset, number = 0, 0
             while True:
@@ -145,15 +179,15 @@ class ReplyCache:
                         if not line:
                             break
                         offset += len(line)
-                    self._drop(f"line {number}, longer than {size_text(MAX_LINE_BYTES)}")
+                    skipped.setdefault(f"longer than {size_text(MAX_LINE_BYTES)}", []).append(number)
                     continue
                 if not line.endswith(b"\n"):
                     torn_at = start
                     self._drop("a torn last line (an interrupted write)")
                     break
-                record = _parse(line)
+                record, why = _read(line)
                 if record is None:
-                    self._drop(f"line {number}, unreadable")
+                    skipped.setdefault(why, []).append(number)
                     continue
                 self._index[record["key"]] = (start, len(line))
                 if len(self._index) > most:
@@ -164,6 +198,13 @@ class ReplyCache:
                         "or use another cache folder"
                     )
             size = offset
+        if skipped:
+            count = sum(map(len, skipped.values()))
+            self.dropped += count
+            warnings.warn(
+                f"reply cache {self.path}: skipped {count:,} of {number:,} lines ({_skipped_text(skipped)}); "
+                "their requests will be asked again", stacklevel=3
+            )
         if torn_at is not None:
             self._cut_torn_tail(torn_at, size)
 
@@ -202,7 +243,11 @@ class ReplyCache:
             record = _parse(os.pread(self._reader.fileno(), where[1], where[0]))
         except OSError:
             return None
-        return record if record is not None and record["key"] == key else None
+        if record is None or record["key"] != key:  # the file was replaced or edited since it was read
+            self._index.pop(key, None)
+            self._drop("a record changed on disk since the cache was opened")
+            return None
+        return record
 
     def records(self):
         """Every stored record (read from the file, one at a time)."""

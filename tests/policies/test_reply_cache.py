@@ -111,8 +111,36 @@ def test_lines_nested_too_deep_or_too_long_are_dropped_and_the_rest_read(tmp_pat
     with pytest.warns(UserWarning) as caught:
         cache = ReplyCache(path)
     assert len(cache) == 3 and cache.get("2") == {"key": "2", "reply": 2} and "long" not in cache
-    said = " ".join(str(w.message) for w in caught)
-    assert "line 2, unreadable" in said and "line 4, longer than" in said and "line 6, unreadable" in said
+    assert len(caught) == 1 and cache.dropped == 3
+    said = str(caught[0].message)
+    assert "skipped 3 of 6 lines" in said and "nested deeper than" in said and "(line 2)" in said
+    assert "longer than" in said and "(line 4)" in said and "not a record (line 6)" in said
+
+
+def test_lines_nested_too_deep_are_skipped_with_one_warning_that_counts_them(tmp_path):
+    """A record nested a few hundred levels deep parsed when the cache was opened but not when it
+    was read deeper in the audit's call stack: it was skipped then without a word. Now a fixed
+    depth decides, and one warning says how many lines were skipped and why."""
+    path = tmp_path / "c.jsonl"
+    nested = ['{"key": "deep%d", "reply": %s}' % (i, "[" * depth + "]" * depth)
+              for i, depth in enumerate((900, 600, 5000))]
+    path.write_text("\n".join([json.dumps({"key": "a", "reply": 1}), *nested]) + "\n")
+    with pytest.warns(UserWarning) as caught:
+        cache = ReplyCache(path)
+    assert [str(w.message).count("skipped") for w in caught] == [1]
+    said = str(caught[0].message)
+    assert "skipped 3 of 4 lines" in said and "3 nested deeper than" in said and "(lines 2, 3, 4)" in said
+    assert len(cache) == 1 and cache.dropped == 3 and "deep0" not in cache
+    assert cache.get("a") == {"key": "a", "reply": 1}
+
+
+def test_an_audit_summary_counts_the_cache_lines_skipped():
+    from sepo.cli.text_options import usage_line
+
+    usage = dict.fromkeys(("requests", "retries", "cache_hits", "prompt_tokens", "completion_tokens",
+                           "cached_prompt_tokens", "cached_completion_tokens"), 0)
+    assert "skipped" not in usage_line({"usage": usage, "cache_lines_skipped": 0})
+    assert "2 cache lines skipped" in usage_line({"usage": usage, "cache_lines_skipped": 2})
 
 
 def test_a_cache_whose_index_would_not_fit_is_refused_in_one_line(tmp_path, monkeypatch):
@@ -135,4 +163,5 @@ def test_records_are_read_from_the_file_not_kept_in_memory(tmp_path):
     assert all(isinstance(where, tuple) for where in cache._index.values())
     # replaced on disk: the indexed line is not that record now
     path.write_text(json.dumps({"key": "b"}) + "\n")
-    assert cache.get("a") is None
+    with pytest.warns(UserWarning, match="changed on disk"):
+        assert cache.get("a") is None
