@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 
 import numpy as np
@@ -117,11 +118,17 @@ def _grid(text) -> np.ndarray:
     return prices
 
 
+INSTITUTIONS = ("cap", "sanction_threshold", "fine", "detection", "leniency")
+MAX_KEY_JOINT_PRICES = 1_000_000
+"""The most joint prices whose fines `game_key` tabulates (beyond, it keys on the settings)."""
+
+
 def inert_institutions(sanction_threshold=None, fine: float = 0.0, detection: float = 1.0,
                        leniency: float = 0.0) -> list[str]:
     """The institution settings that would change nothing, each with why: a fine, a detection
-    probability or leniency without a threshold to sanction above, and detection or leniency
-    without a fine to detect or cut. A setting is a promise: these are refused, not ignored."""
+    probability or leniency without a threshold to sanction above, and a threshold, detection or
+    leniency without a fine to pay, detect or cut. A setting is a promise: these are refused, not
+    ignored (a search's no-fine point is the market without them: `effective_params`)."""
     settings = (("fine", fine, 0.0), ("detection", detection, 1.0), ("leniency", leniency, 0.0))
     if sanction_threshold is None:
         given, why = settings, "without --sanction-threshold (only a price above it is sanctioned)"
@@ -129,6 +136,9 @@ def inert_institutions(sanction_threshold=None, fine: float = 0.0, detection: fl
     elif fine == 0.0:
         given, why = settings[1:], "at --fine 0 (no fine to detect or to cut)"
         fix = "give --fine F above 0"
+        if all(value == off for _, value, off in given):
+            return [f"--sanction-threshold {sanction_threshold:g} does nothing at --fine 0 (no fine to pay); "
+                    "give --fine F above 0 too, or leave it out"]
     else:
         return []
     named = [f"--{name} {value:g}" for name, value, off in given if value != off]
@@ -141,23 +151,74 @@ def inert_institutions(sanction_threshold=None, fine: float = 0.0, detection: fl
     ]
 
 
+def unreached_institutions(full: np.ndarray, cap: float | None, threshold: float | None) -> list[str]:
+    """A cap or a threshold that no price of the grid `full` reaches, each with why: a cap at or above
+    the highest price caps nothing, a threshold at or above the highest price offered sanctions
+    nothing (only a price above it is)."""
+    problems = []
+    if cap is not None and cap >= full[-1] - 1e-9:
+        problems.append(f"--cap {cap:g} caps nothing: the grid's highest price is {full[-1]:.2f}; give a "
+                        "lower cap, or leave it out")
+    offered = full if cap is None else full[full <= cap + 1e-9]
+    if threshold is not None and len(offered) and threshold >= offered[-1] - 1e-12:
+        problems.append(
+            f"--sanction-threshold {threshold:g} sanctions nothing: no price is above it (the grid's highest "
+            f"price is {offered[-1]:.2f}{' under the cap' if len(offered) < len(full) else ''}); give a "
+            "lower threshold, or leave it out"
+        )
+    return problems
+
+
+def _unreached(params: dict) -> tuple[bool, bool]:
+    """Whether the cap and the threshold of `params` act on no price of its grid (False where the
+    market's own parameters are refused: building the game says why)."""
+    try:
+        base = PricingMarket(**{k: v for k, v in params.items() if k not in INSTITUTIONS})
+        cap = None if params.get("cap") is None else _number(params["cap"], "cap", 0.0)
+        threshold = params.get("sanction_threshold")
+        threshold = None if threshold is None else _number(threshold, "sanction_threshold", 0.0)
+    except (SepoError, TypeError):
+        return False, False
+    problems = unreached_institutions(base.grid, cap, threshold)
+    return (any(p.startswith("--cap") for p in problems),
+            any(p.startswith("--sanction-threshold") for p in problems))
+
+
 def effective_params(params: dict) -> dict:
-    """`params` without the institution settings that change nothing (`inert_institutions`): the
-    parameters of the market they make (a search over settings trains each market once)."""
+    """`params` without the institution settings that change nothing (`inert_institutions`,
+    `unreached_institutions`): the parameters of the market they make (a search over settings
+    trains each market once; its no-fine point is the market without a sanction)."""
     out = dict(params)
-    threshold = out.get("sanction_threshold")
-    if threshold is None:
-        for name in ("fine", "detection", "leniency"):
+    no_cap, no_threshold = _unreached(out)
+    if no_cap:
+        out.pop("cap", None)
+    if no_threshold:
+        out.pop("sanction_threshold", None)
+    if out.get("sanction_threshold") is None or not out.get("fine", 0.0):
+        for name in ("sanction_threshold", "fine", "detection", "leniency"):
             out.pop(name, None)
-    elif not out.get("fine", 0.0):
-        for name in ("detection", "leniency"):
-            out.pop(name, None)
-    if out.get("fine", 0.0) == 0.0:
-        out.pop("fine", None)
     for name, off in (("detection", 1.0), ("leniency", 0.0)):
         if out.get(name, off) == off:
             out.pop(name, None)
     return out
+
+
+def game_key(params: dict) -> str:
+    """The game that `params` make, as its agents play it: the market's parameters without the
+    institutions, the prices offered and every firm's expected sanction at every joint price. Settings
+    with one key make one game (e.g. two thresholds between the same grid prices)."""
+    out = effective_params(params)
+    rest = {k: v for k, v in out.items() if k not in INSTITUTIONS}
+    try:
+        game = PricingMarket(**out)
+    except (SepoError, TypeError):
+        game = None
+    if game is None or game.k ** game.num_players > MAX_KEY_JOINT_PRICES:
+        return json.dumps(out, sort_keys=True, default=str)
+    joint = np.array(list(itertools.product(game.grid, repeat=game.num_players)))
+    fines = np.round(game.fines(joint), 12) + 0.0
+    return json.dumps({**rest, "offered": list(game.action_names), "fines": fines.tolist()},
+                      sort_keys=True, default=str)
 
 
 class PricingState(State):
@@ -258,7 +319,9 @@ class PricingMarket(Game):
         self.fine = _number(fine, "fine", 0.0)
         self.detection = _number(detection, "detection", 0.0, 1.0)
         self.leniency = _number(leniency, "leniency", 0.0, 1.0)
-        inert = inert_institutions(self.threshold, self.fine, self.detection, self.leniency)
+        inert = inert_institutions(self.threshold, self.fine, self.detection, self.leniency) or (
+            unreached_institutions(full, self.cap, self.threshold)
+        )
         if inert:
             raise SepoError(f"pricing: {inert[0]}")
         if memory == "full":

@@ -78,6 +78,9 @@ def test_train_then_exploit_a_tabular_run(tmp_path):
     (("--firms", "1"), "pricing: firms must be a whole number >= 2, got 1"),
     (("--detection", "2"), "pricing: detection must be a finite number in [0, 1]"),
     (("--cap", "0.5"), "below every grid price"),
+    (("--sanction-threshold", "1.6"), "--sanction-threshold 1.6 does nothing at --fine 0"),
+    (("--cap", "99"), "--cap 99 caps nothing: the grid's highest price is 1.97"),
+    (("--sanction-threshold", "99", "--fine", "1"), "no price is above it (the grid's highest price is 1.97"),
     (("--grid", "1.7,1.6"), "at least two increasing prices"),
     (("--mu", "cheap"), "--mu 'cheap'"),
 ])
@@ -85,6 +88,20 @@ def test_bad_input_is_one_line_exit_2(args, message):
     result = _run("exploit", "--game", "pricing", "--agent", "bot:Competitive", *args)
     assert result.exit_code == 2, result.output
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [
+    ("eval", "--agent", "uniform", "--episodes", "2"),
+    ("train", "--policy", "tabular", "--steps", "1", "--out"),
+])
+def test_an_institution_that_acts_on_no_price_is_refused_before_anything_is_written(tmp_path, command):
+    """A threshold without a fine, or a cap above every price, played the market without them."""
+    out = () if command[0] == "eval" else (str(tmp_path / "out"),)
+    for args, words in ((("--sanction-threshold", "1.6"), "give --fine"), (("--cap", "99"), "caps nothing")):
+        result = _run(*command, *out, "--game", "pricing", *args)
+        assert result.exit_code == 2, result.output
+        assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("args, message, absent", [

@@ -113,6 +113,26 @@ def test_prompts_state_the_institutions():
         ),
         ({"sanction_threshold": 1.6, "leniency": 0.5}, "--leniency 0.5 does nothing at --fine 0"),
         ({"sanction_threshold": 1.6, "detection": 0.5}, "--detection 0.5 does nothing at --fine 0"),
+        (
+            {"sanction_threshold": 1.6},
+            r"--sanction-threshold 1.6 does nothing at --fine 0 \(no fine to pay\); give --fine",
+        ),
+        ({"cap": 99}, "--cap 99 caps nothing: the grid's highest price is 1.97"),
+        ({"cap": 1.97}, "--cap 1.97 caps nothing: the grid's highest price is 1.97"),
+        (
+            {"sanction_threshold": 99, "fine": 1},
+            r"--sanction-threshold 99 sanctions nothing: no price is above it "
+            r"\(the grid's highest price is 1.97\)",
+        ),
+        (
+            {"sanction_threshold": 1.97, "fine": 1},
+            "--sanction-threshold 1.97 sanctions nothing: no price is above it",
+        ),
+        (
+            {"sanction_threshold": 1.72, "fine": 1, "cap": 1.7},
+            r"--sanction-threshold 1.72 sanctions nothing: no price is above it "
+            r"\(the grid's highest price is 1.70",
+        ),
         ({"grid": "1.5,1.6", "prices": 5}, "--prices 5 does not apply with it"),
     ],
 )
@@ -127,11 +147,36 @@ def test_the_settings_that_act_are_accepted_and_effective_params_drop_the_others
 
     game = load_game("pricing", "rigorous", sanction_threshold=1.6, fine=0.1, detection=0.5, leniency=0.5)
     assert game.fines(np.array([[1.9, 1.5]]))[0, 0] == pytest.approx(0.05)
-    assert load_game("pricing", "rigorous", sanction_threshold=1.6).fine == 0.0  # a grid's no-fine point
     assert load_game("pricing", "rigorous", grid="1.5,1.6").k == 2
     assert effective_params({"fine": 0.1, "rounds": 3}) == {"rounds": 3}
-    assert effective_params({"sanction_threshold": 1.6, "fine": 0.0, "leniency": 0.5}) == {
-        "sanction_threshold": 1.6
-    }
-    kept = {"sanction_threshold": 1.6, "fine": 0.1, "leniency": 0.5}
+    # a threshold at fine 0 is a search grid's no-fine point: the market without a sanction
+    assert effective_params({"sanction_threshold": 1.6, "fine": 0.0, "leniency": 0.5}) == {}
+    assert effective_params({"sanction_threshold": 1.6, "rounds": 3}) == {"rounds": 3}
+    # a cap or a threshold that no grid price reaches: the market without it
+    assert effective_params({"cap": 99, "rounds": 3}) == {"rounds": 3}
+    assert effective_params({"sanction_threshold": 99, "fine": 1.0}) == {}
+    assert effective_params({"cap": 1.7, "sanction_threshold": 1.72, "fine": 1.0}) == {"cap": 1.7}
+    kept = {"sanction_threshold": 1.6, "fine": 0.1, "leniency": 0.5, "cap": 1.9}
     assert effective_params(kept) == kept
+    assert effective_params({"cap": "bogus"}) == {"cap": "bogus"}  # the game's own check says why
+
+
+def test_game_key_reads_the_game_as_it_acts_on_the_grid():
+    """Settings that offer the same prices and charge the same expected fines make one game."""
+    from sepo.games.pricing.rules import game_key
+
+    def same(a, b):
+        return game_key({"prices": 5, **a}) == game_key({"prices": 5, **b})
+
+    grid = load_game("pricing", prices=5).grid  # 1.43 1.56 1.70 1.83 1.97
+    between = (grid[2] + grid[3]) / 2
+    assert same({"sanction_threshold": 1.6}, {"sanction_threshold": 1.7})  # no fine: no sanction
+    assert same({"cap": 50}, {"cap": 99}) and same({"cap": 99}, {})
+    assert same({"sanction_threshold": grid[2], "fine": 0.1}, {"sanction_threshold": between, "fine": 0.1})
+    # no leniency: half the detection of twice the fine is the same expected fine
+    assert same({"sanction_threshold": 1.6, "fine": 0.2, "detection": 0.5},
+                {"sanction_threshold": 1.6, "fine": 0.1})
+    assert not same({"sanction_threshold": 1.6, "fine": 0.1}, {"sanction_threshold": 1.75, "fine": 0.1})
+    assert not same({"cap": 1.9}, {"cap": 1.75}) and not same({"cap": 1.9}, {})
+    assert not same({"sanction_threshold": 1.6, "fine": 0.1}, {"sanction_threshold": 1.6, "fine": 0.2})
+    assert not same({"rounds": 3}, {"rounds": 4})
