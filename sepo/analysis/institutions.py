@@ -91,24 +91,35 @@ class SearchConfig:
             checkpoint_every=self.steps,
         )
 
+    def _domain_rule(self, name: str):
+        """A function the domain defines beside its game factory (e.g. `effective_params`), or None."""
+        from sepo.games.registry import get_domain, resolved
+
+        factory = resolved(get_domain(self.game).make_game)
+        rule = getattr(sys.modules.get(getattr(factory, "__module__", ""), None), name, None)
+        return rule if callable(rule) else None
+
     def market(self, cell: Mapping) -> dict:
         """The game parameters of a setting, without those that change nothing there (the domain's
         `effective_params` beside its game factory, where it has one: e.g. a leniency rule where
         there is no fine to cut): the market its agents are trained in."""
-        from sepo.games.registry import get_domain, resolved
-
         params = {**self.fixed, **cell}
-        factory = resolved(get_domain(self.game).make_game)
-        effective = getattr(
-            sys.modules.get(getattr(factory, "__module__", ""), None), "effective_params", None
-        )
-        return effective(params) if callable(effective) else params
+        effective = self._domain_rule("effective_params")
+        return effective(params) if effective else params
 
     def same_as(self) -> list[int]:
-        """For each setting, the first setting that makes the same market (itself when none before does)."""
+        """For each setting, the first setting that makes the same game (itself when none before does):
+        the same by the domain's `game_key` where it has one (the game as it acts: e.g. the prices
+        offered and the fines charged), else by the parameters of its market."""
+        key = self._domain_rule("game_key")
+
+        def game(cell: Mapping) -> str:
+            if key:
+                return key({**self.fixed, **cell})
+            return json.dumps(self.market(cell), sort_keys=True, default=str)
+
         first: dict[str, int] = {}
-        return [first.setdefault(json.dumps(self.market(cell), sort_keys=True, default=str), index)
-                for index, cell in enumerate(self.cells())]
+        return [first.setdefault(game(cell), index) for index, cell in enumerate(self.cells())]
 
     def check_cells(self) -> None:
         """Every setting's game and training run, checked (its parameters, and its sizes against this
@@ -119,7 +130,7 @@ class SearchConfig:
         if len(cells) > 1 and len(set(same)) == 1:
             from sepo.games.registry import get_domain
 
-            reason = "they differ only in settings that change nothing"
+            reason = "they differ only in ways that change no action and no payoff"
             try:
                 get_domain(self.game).game("rigorous", **{**self.fixed, **cells[-1]})
             except SepoError as error:

@@ -77,11 +77,28 @@ def test_a_setting_that_changes_nothing_is_trained_once_and_marked(tmp_path):
     assert _cells(tmp_path / "s") == 3
 
 
+def test_settings_that_sanction_the_same_prices_are_trained_once(tmp_path):
+    """Thresholds 1.6 and 1.65 both sanction the grid's 1.70 and above (grid 1.43 1.56 1.70 1.83 1.97):
+    one game; 1.75 spares 1.70, another."""
+    args = [*ARGS[:4], "--vary", "sanction_threshold=1.6,1.65,1.75", "--set", "fine=0.2", *ARGS[8:]]
+    result = runner.invoke(app, [*args, "--seeds", "1", "--out", str(tmp_path / "s"), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["settings"]
+    assert rows[1]["same_as"] == 0 and rows[1]["per_seed"] == rows[0]["per_seed"] and "same_as" not in rows[2]
+    assert _cells(tmp_path / "s") == 2
+
+
 @pytest.mark.parametrize("vary, words", [
     # no threshold: every fine is no sanction
     (["--vary", "fine=0,0.1"], ["same game", "--sanction-threshold"]),
     (["--vary", "fine=0.1", "--vary", "fine=0.2"], ["--vary fine is given twice"]),
     (["--vary", "fine=0,0", "--set", "sanction_threshold=1.6"], ["lists 0.0 twice"]),
+    # no fine: no threshold sanctions anything
+    (["--vary", "sanction_threshold=1.6,1.7"], ["same game", "does nothing at --fine 0", "give --fine"]),
+    # no grid price (highest 1.97) is above either cap
+    (["--vary", "cap=50,99"], ["same game", "--cap 99 caps nothing", "highest price is 1.97"]),
+    # both thresholds sanction the same prices (1.70 and above)
+    (["--vary", "sanction_threshold=1.6,1.65", "--set", "fine=0.2"], ["same game", "no action and no"]),
 ])
 def test_a_search_with_nothing_to_choose_is_refused_before_its_folder(tmp_path, vary, words):
     result = runner.invoke(
