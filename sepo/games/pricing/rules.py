@@ -18,6 +18,9 @@ Institutions (game parameters, all off by default):
   deemed the leniency applicant: it reports, paying (1 − ℓ)·detection·fine, and its report convicts
   the others with certainty (each pays the whole fine). Without a unique lowest price nobody
   reports. ℓ = 0 turns the programme off.
+A setting that would act on no price is refused, not ignored: a cap at or above every grid price, a
+threshold no offered price exceeds, a threshold without a fine, a fine without a threshold, ... (an
+institution search's "off" point is the market without it: `effective_params`).
 The benchmarks (Nash and monopoly profits and consumer surplus) are those of the market without
 institutions, so the collusion index reads every institution against the same yardstick.
 
