@@ -99,10 +99,10 @@ class SearchConfig:
         rule = getattr(sys.modules.get(getattr(factory, "__module__", ""), None), name, None)
         return rule if callable(rule) else None
 
-    def market(self, cell: Mapping) -> dict:
+    def game_params(self, cell: Mapping) -> dict:
         """The game parameters of a setting, without those that change nothing there (the domain's
         `effective_params` beside its game factory, where it has one: e.g. a leniency rule where
-        there is no fine to cut): the market its agents are trained in."""
+        there is no fine to cut): the game its agents are trained in."""
         params = {**self.fixed, **cell}
         effective = self._domain_rule("effective_params")
         return effective(params) if effective else params
@@ -110,13 +110,13 @@ class SearchConfig:
     def same_as(self) -> list[int]:
         """For each setting, the first setting that makes the same game (itself when none before does):
         the same by the domain's `game_key` where it has one (the game as it acts: e.g. the prices
-        offered and the fines charged), else by the parameters of its market."""
+        offered and the fines charged), else by the parameters of its game."""
         key = self._domain_rule("game_key")
 
         def game(cell: Mapping) -> str:
             if key:
                 return key({**self.fixed, **cell})
-            return json.dumps(self.market(cell), sort_keys=True, default=str)
+            return json.dumps(self.game_params(cell), sort_keys=True, default=str)
 
         first: dict[str, int] = {}
         return [first.setdefault(game(cell), index) for index, cell in enumerate(self.cells())]
@@ -124,7 +124,7 @@ class SearchConfig:
     def check_cells(self) -> None:
         """Every setting's game and training run, checked (its parameters, and its sizes against this
         machine's memory) before the search's folder is made: one line naming the setting. A
-        search whose settings all make one market is refused with the game's reason (there is
+        search whose settings all make one game is refused with the game's reason (there is
         nothing to choose between)."""
         cells, same = self.cells(), self.same_as()
         if len(cells) > 1 and len(set(same)) == 1:
@@ -143,7 +143,7 @@ class SearchConfig:
             if same[index] != index:
                 continue
             try:
-                self.training_config(self.market(cell), 0).validate()
+                self.training_config(self.game_params(cell), 0).validate()
             except SepoError as error:
                 raise SepoError(f"the setting {cell_name(cell)}: {error}") from None
 
@@ -188,7 +188,7 @@ def _measure(game_name: str, params: dict, summary: dict, policy, config: Search
 def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None] | None = None,
            overwrite: bool = False) -> dict:
     """Train and measure every (cell, seed); the report (also written to `out/report.json`). A
-    setting that makes the same market as an earlier one (`SearchConfig.same_as`) is trained
+    setting that makes the same game as an earlier one (`SearchConfig.same_as`) is trained
     once: its row repeats the earlier one's numbers and says so (`same_as`, `notes`)."""
     from sepo.runs import open_run
     from sepo.training.tabular import TabularSEPOTrainer
@@ -211,7 +211,7 @@ def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None
                     "that differ change nothing there): trained once, the same numbers"
                 )
                 continue
-            params = config.market(cell)
+            params = config.game_params(cell)
             measured = []
             for seed in range(config.seeds):
                 if progress:
