@@ -25,6 +25,10 @@ def serve_command(
     max_queue: int = typer.Option(16, "--max-queue", help="Chat requests waiting for or using the model at once (1-4096); "
                                   "one more is answered 503 with Retry-After."),
     log_requests: bool = typer.Option(False, "--log-requests", help="Print one line per HTTP request."),
+    max_request_tokens: int = typer.Option(
+        32_768, "--max-request-tokens",
+        help="New tokens one request may ask for (n x max_tokens; default 32,768 = 128 x 256); "
+        "more is refused (400)."),
 ):
     """Serve a local model as an OpenAI-compatible chat-completions endpoint (POST /v1/chat/completions).
 
@@ -45,13 +49,16 @@ def serve_command(
         raise SepoError(f"--stall-seconds must be a number of seconds in 0..{MAX_STALL_SECONDS:g}, got {stall_seconds}")
     if not 1 <= max_queue <= 4096:
         raise SepoError(f"--max-queue must be in 1..4096, got {max_queue}")
+    if not 1 <= max_request_tokens <= 1 << 24:
+        raise SepoError(f"--max-request-tokens must be in 1..{1 << 24:,}, got {max_request_tokens:,}")
     if max_new_tokens > MAX_NEW_TOKENS:
         raise SepoError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS:,}, got {max_new_tokens:,}")
     if gpu:
         from sepo.training.config import check_accelerator
 
         check_accelerator("--gpu")
-    chat = ChatModel(model, name=name, max_new_tokens=max_new_tokens, seed=seed, device="cuda" if gpu else "cpu")
+    chat = ChatModel(model, name=name, max_new_tokens=max_new_tokens, seed=seed,
+                     device="cuda" if gpu else "cpu", max_request_tokens=max_request_tokens)
     server = ChatServer(chat, host, port, fail_every=fail_every, stall_every=stall_every, stall_seconds=stall_seconds,
                         log=(lambda line: err_console.print(line, highlight=False)) if log_requests else None,
                         max_queue=max_queue, warn=lambda line: err_console.print(line, highlight=False, soft_wrap=True))

@@ -29,15 +29,21 @@ Bounds, so that one client cannot take the server from the others: a prompt that
 the OpenAI API answers; a request without `max_tokens` gets what is left of the context, up to the
 server's default); a request whose replies, key/value cache and log-probabilities (`n` x
 `max_tokens` x (1 + `top_logprobs`) entries) would not fit the memory the process can spare is
-refused with 400 before anything is generated, and messages far beyond the context are refused
+refused with 400 before anything is generated, as is one asking for more new tokens (`n` x
+`max_tokens`) than `max_request_tokens` (32,768 by default: `sepo serve --max-request-tokens`);
+a client that closes its connection stops its generation at the next token (or between its
+replies' log-probability passes), so an abandoned request frees the model; messages far beyond
+the context are refused
 without being tokenized whole; request fields are typed strictly (`n: "2"` is refused, as are a
 seed outside 64 bits and lone surrogate escapes); a body over 4 MiB is answered 413 (read and
 dropped up to 64 MiB first, so the client reads the answer; refused before it is sent when the
 client asks with `Expect: 100-continue`); a connection silent for `idle_timeout` seconds (20 by
-default), or whose body does not arrive within it, is closed; the kernel queues up to 128
-connections, and past `max_connections` open ones (4 x `max_queue` + 64) one more is answered 503
-at once, without a thread; at most `max_queue` chat requests wait for or use the model at once, and one
-more is answered 503 with `Retry-After` (clients retry it). On shutdown (`stop`, SIGTERM or
+default) between requests, or for `request_timeout` seconds (5) within a request line, headers
+or body, or whose body does not arrive within `idle_timeout`, is closed; the kernel queues up to
+128 connections, and past `max_connections` open ones (4 x `max_queue` + 64) one more closes the
+oldest connection that is still sending (or waiting to send) its request, or, when every one is
+being answered, is answered 503 at once, without a thread; at most `max_queue` chat requests
+wait for or use the model at once, and one more is answered 503 with `Retry-After` (clients retry it). On shutdown (`stop`, SIGTERM or
 Ctrl-C in `sepo serve`) the server stops accepting, the reply being generated stops at its next
 token and is answered 503, and the process waits for it before it exits.
 
@@ -77,8 +83,14 @@ DISCARD_BYTES = 64 << 20
 """An over-long body up to this size is read and dropped before the connection closes, so its
 client reads the 413 rather than a broken pipe; a longer one is cut off."""
 IDLE_TIMEOUT = 20.0
-"""Seconds a connection may stay silent (an unfinished request line, headers or body, or an idle
-keep-alive connection) before the server closes it; a body must also arrive within this time."""
+"""Seconds a connection may wait silent for its next request (an idle keep-alive connection)
+before the server closes it; a body must also arrive within this time."""
+REQUEST_TIMEOUT = 5.0
+"""Seconds a request that has begun (its request line, headers or body) may go without a byte
+arriving before the server closes the connection (a client that stalls halfway holds a thread)."""
+MAX_REQUEST_TOKENS = 32_768
+"""New tokens one request may ask for by default (`n` x `max_tokens`): 128 replies (OpenAI's
+largest `n`) of 256 tokens (the paper's reply length), so `sepo eval` against `sepo serve` fits."""
 LISTEN_BACKLOG = 128
 """Connections the kernel holds for the server before it accepts them (the standard library's
 default of 5 reset the sixth of a burst of simultaneous requests)."""
@@ -177,6 +189,11 @@ class ServerStats:
     """Connections answered 503 at once because `max_connections` were open."""
     timed_out: int = 0
     """Connections closed because a request (or its body) did not arrive within the idle timeout."""
+    evicted: int = 0
+    """Connections closed, when `max_connections` were open, because they were the oldest not
+    sending their request, so that a new one could be served."""
+    abandoned: int = 0
+    """Chat requests whose client closed the connection before the answer: generation stopped."""
     """Answered requests that sent no temperature (sampled at the default 1.0; see `used_decoding`)."""
     lock: threading.Condition = field(default_factory=threading.Condition, repr=False)
     """Held to change the counts; every change notifies `wait`ers (`with stats.changing():` ... )."""
@@ -231,13 +248,21 @@ class ShuttingDown(Exception):
     """The server is stopping: the request is answered 503."""
 
 
+class ClientGone(Exception):
+    """The client closed its connection: generation stops and nothing is answered."""
+
+
 class ChatModel:
     """A loaded model answering chat requests (no HTTP here: `ChatServer` adds that)."""
 
     def __init__(self, model_dir: str, *, name: str | None = None, max_new_tokens: int = 256, seed: int = 0,
-                 device: str | None = None):
+                 device: str | None = None, max_request_tokens: int = MAX_REQUEST_TOKENS):
         from sepo.policies.hf import check_reply_length, context_length, load_hf_model
 
+        if max_request_tokens < 1:
+            raise SepoError(f"--max-request-tokens must be >= 1, got {max_request_tokens}")
+        self.max_request_tokens = max_request_tokens
+        """The most new tokens (`n` x `max_tokens`) one request may ask for; more is refused (400)."""
         self.model, self.tokenizer, loaded = load_hf_model(model_dir, device=device)
         self.name = name or str(model_dir)
         check_reply_length(max_new_tokens, self.model, f"model {self.name!r}")
@@ -319,9 +344,21 @@ class ChatModel:
             )
         return reply
 
-    def complete(self, request: ChatRequest, prompt: list[int] | None = None) -> dict:
+    def check_request_tokens(self, request: ChatRequest, max_tokens: int) -> None:
+        """`TooLarge` when `n` x `max_tokens` passes `max_request_tokens` (one request would hold the
+        model from every other client for that long)."""
+        asked = request.n * max_tokens
+        if asked > self.max_request_tokens:
+            raise TooLarge(
+                f"n {request.n} x max_tokens {max_tokens:,} = {asked:,} new tokens is over this server's cap "
+                f"of {self.max_request_tokens:,} per request (sepo serve --max-request-tokens); lower n or "
+                "max_tokens, or split the replies over several requests"
+            )
+
+    def complete(self, request: ChatRequest, prompt: list[int] | None = None, cancelled=None) -> dict:
         """The chat-completion response for `request` (model name already checked); `prompt`: its
-        token ids when the caller rendered them already."""
+        token ids when the caller rendered them already. `cancelled()`, when given, is asked between
+        decoding steps and replies: once true (the client left) generation stops with `ClientGone`."""
         from transformers import StoppingCriteria, StoppingCriteriaList
 
         from sepo.policies.hf import HFDecoding, HFPolicy
@@ -329,20 +366,23 @@ class ChatModel:
         if prompt is None:
             prompt = self.prompt_ids(request)
         max_tokens = self.reply_budget(request, len(prompt))
+        self.check_request_tokens(request, max_tokens)
         self.check_fits(request, len(prompt), max_tokens)
         stopping = self.stopping
+        gone = cancelled or (lambda: False)
 
         class _Stop(StoppingCriteria):
             def __call__(self, input_ids, scores, **kwargs):
                 import torch
 
-                return torch.full(
-                    (input_ids.shape[0],), stopping.is_set(), dtype=torch.bool, device=input_ids.device
-                )
+                return torch.full((input_ids.shape[0],), stopping.is_set() or gone(), dtype=torch.bool,
+                                  device=input_ids.device)
 
         with self._lock:
             if stopping.is_set():
                 raise ShuttingDown()
+            if gone():  # it left while waiting for the model
+                raise ClientGone()
             seed = request.seed if request.seed is not None else int(self._seeds.integers(2**31 - 1))
             # a policy object per request carries this request's decoding; model and tokenizer are shared
             decoding = HFDecoding(temperature=request.temperature, top_p=request.top_p, top_k=request.top_k,
@@ -356,8 +396,10 @@ class ChatModel:
             group = group * request.n if greedy else group
             if stopping.is_set():
                 raise ShuttingDown()
-            logprobs = self._all_logprobs(policy, prompt, group, request.top_logprobs) if request.logprobs \
-                else [None] * len(group)
+            if gone():
+                raise ClientGone()
+            logprobs = self._all_logprobs(policy, prompt, group, request.top_logprobs, gone) \
+                if request.logprobs else [None] * len(group)
             forced = (
                 self._forced_choice(policy, prompt, request.sepo_forced_answers)
                 if request.sepo_forced_answers
@@ -437,13 +479,15 @@ class ChatModel:
             f"{size_text(budget)}; lower n, max_tokens" + (" or top_logprobs" if request.logprobs else "")
         )
 
-    def _all_logprobs(self, policy, prompt: list[int], group, top: int) -> list[dict]:
+    def _all_logprobs(self, policy, prompt: list[int], group, top: int, gone) -> list[dict]:
         """`_logprobs` of each reply, computed once per distinct reply (greedy copies share one);
-        a shutdown stops between replies."""
+        a shutdown or the client leaving stops between replies."""
         done: dict[tuple, dict] = {}
         for completion in group:
             if self.stopping.is_set():
                 raise ShuttingDown()
+            if gone():
+                raise ClientGone()
             key = tuple(completion.completion_ids)
             if key not in done:
                 done[key] = self._logprobs(policy, prompt, completion, top)
@@ -482,8 +526,10 @@ def _token_entry(tokenizer, token: int, logprob: float) -> dict:
 
 class ChatServer(ThreadingHTTPServer):
     """`ChatModel` over HTTP, one thread per connection, with optional fault injection. At most
-    `max_connections` connections are served at once (each is a thread); one more is answered
-    503 at once and closed. A connection silent for `idle_timeout` seconds is closed."""
+    `max_connections` connections are served at once (each is a thread); one more closes the
+    oldest connection still sending (or waiting to send) its request, or, when every one is being
+    answered, is answered 503 at once and closed. A connection silent for `idle_timeout` seconds
+    between requests, or `request_timeout` seconds within one, is closed."""
 
     daemon_threads = True
     request_queue_size = LISTEN_BACKLOG
@@ -502,6 +548,7 @@ class ChatServer(ThreadingHTTPServer):
         warn=None,
         idle_timeout: float = IDLE_TIMEOUT,
         max_connections: int | None = None,
+        request_timeout: float = REQUEST_TIMEOUT,
     ):
         if fail_every < 0 or stall_every < 0:
             raise SepoError("--fail-every and --stall-every must be >= 0")
@@ -514,11 +561,15 @@ class ChatServer(ThreadingHTTPServer):
             raise SepoError(f"--max-queue must be in 1..4096, got {max_queue}")
         if not 0 < idle_timeout <= 3600:
             raise SepoError(f"idle_timeout must be in (0, 3600] seconds, got {idle_timeout}")
+        if not 0 < request_timeout <= 3600:
+            raise SepoError(f"request_timeout must be in (0, 3600] seconds, got {request_timeout}")
         self.chat = chat
         self.max_queue = max_queue
         self.idle_timeout = idle_timeout
+        self.request_timeout = min(request_timeout, idle_timeout)
         self.max_connections = max_connections or 4 * max_queue + 64
-        self._connections = 0
+        self._open: dict[Any, list] = {}
+        """Open connection -> [since when, whether it is receiving a request (evictable)]."""
         self._connections_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(max_queue)
         self.fail_every = fail_every
@@ -535,18 +586,40 @@ class ChatServer(ThreadingHTTPServer):
             raise SepoError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
 
     def process_request(self, request, client_address):
-        """A thread for the connection, or, past `max_connections`, a 503 written at once."""
+        """A thread for the connection; past `max_connections`, the oldest connection still
+        receiving its request is closed to make room, and when none is, a 503 is written at once."""
+        import socket
+
         with self._connections_lock:
-            full = self._connections >= self.max_connections
-            self._connections += not full
+            victim = None
+            if len(self._open) >= self.max_connections:
+                waiting = [(since, id(c), c) for c, (since, receiving) in self._open.items() if receiving]
+                if waiting:
+                    victim = min(waiting)[2]
+                    del self._open[victim]
+            full = len(self._open) >= self.max_connections
+            if not full:
+                self._open[request] = [time.monotonic(), True]
+        if victim is not None:
+            with self.stats.changing():
+                self.stats.evicted += 1
+            with contextlib.suppress(OSError):  # its thread's read returns at once, and it ends
+                victim.shutdown(socket.SHUT_RDWR)
         if full:
             return self._refuse_connection(request)
         try:
             super().process_request(request, client_address)
         except BaseException:
             with self._connections_lock:
-                self._connections -= 1
+                self._open.pop(request, None)
             raise
+
+    def receiving(self, connection, receiving: bool) -> None:
+        """Mark `connection` as receiving a request (it may be closed to make room) or as being
+        answered (it may not)."""
+        with self._connections_lock:
+            if connection in self._open:
+                self._open[connection] = [time.monotonic(), receiving]
 
     def handle_error(self, request, client_address):
         """One line (under `log`), not the standard library's traceback, for a connection that failed."""
@@ -560,7 +633,7 @@ class ChatServer(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             with self._connections_lock:
-                self._connections -= 1
+                self._open.pop(request, None)
 
     def _refuse_connection(self, request) -> None:
         """503 with Retry-After on a connection over the limit, without a thread: the request bytes
@@ -617,10 +690,36 @@ class _Handler(BaseHTTPRequestHandler):
         return self.server.idle_timeout
 
     def handle_one_request(self):
-        try:  # the base class closes a connection whose request line or headers time out
+        """Wait up to the idle timeout for a request to begin, then read it with the shorter
+        request timeout (between bytes), so a client that stalls halfway frees its thread soon."""
+        self.server.receiving(self.connection, True)
+        try:
+            self.connection.settimeout(self.server.idle_timeout)
+            if not self.rfile.peek(1):  # closed by the client (or to make room)
+                self.close_connection = True
+                return
+            self.connection.settimeout(self.server.request_timeout)
+            # the base class closes a connection whose request line or headers time out
             super().handle_one_request()
-        except ConnectionError:  # the client vanished: nothing to answer
+        except (ConnectionError, TimeoutError, OSError, ValueError):  # it vanished or stayed silent
             self.close_connection = True
+
+    def _client_gone(self) -> bool:
+        """Whether the client has closed its connection (checked without waiting: its end read
+        as closed, or reset). Data it sent ahead (a next request) does not count."""
+        import select
+        import socket
+
+        try:
+            poller = select.poll()
+            poller.register(self.connection, select.POLLIN | select.POLLHUP | select.POLLERR)
+            if not poller.poll(0):
+                return False
+            return self.connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except (OSError, ValueError):
+            return True
 
     def handle_expect_100(self):
         """A client that asks before sending (`Expect: 100-continue`) an over-long body gets the 413
@@ -636,6 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.log(format % args)
 
     def do_GET(self):
+        self.server.receiving(self.connection, False)
         path = self.path.split("?")[0].rstrip("/")
         if path == "/health":
             return self._send(200, {"status": "ok"})
@@ -681,6 +781,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._drain()
         if body is None:
             return
+        self.server.receiving(self.connection, False)
         if self.server.fail_every and number % self.server.fail_every == 0:
             with stats.changing():
                 stats.failed += 1
@@ -732,7 +833,11 @@ class _Handler(BaseHTTPRequestHandler):
         failure = None
         try:
             prompt = self.server.chat.prompt_ids(request)
-            response = self.server.chat.complete(request, prompt)
+            response = self.server.chat.complete(request, prompt, cancelled=self._client_gone)
+        except ClientGone:
+            with stats.changing():
+                stats.abandoned += 1
+            failure = ()
         except ContextTooLong as error:
             with stats.changing():
                 stats.invalid += 1
@@ -749,6 +854,9 @@ class _Handler(BaseHTTPRequestHandler):
             failure = (500, f"generation failed: {_first_line(error)}", "server_error", None, None)
         finally:
             self.server._slots.release()
+        if failure == ():  # nobody to answer
+            self.close_connection = True
+            return
         if failure is not None:
             status, message, kind, code, param = failure
             return self._error(status, message, kind, code=code, param=param)

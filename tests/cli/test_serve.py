@@ -183,7 +183,7 @@ def test_serve_refuses_bad_options(tmp_path):
 def test_serve_refuses_unbounded_settings_before_loading(tmp_path):
     runner = CliRunner()
     for option, value in (("--stall-seconds", "nan"), ("--stall-seconds", "1e9"), ("--max-queue", "0"),
-                          ("--max-new-tokens", "1000000000")):
+                          ("--max-new-tokens", "1000000000"), ("--max-request-tokens", "0")):
         result = runner.invoke(app, ["serve", "--model", str(tmp_path / "missing"), option, value])
         assert (
             result.exit_code == 2 and option in result.stderr and len(result.stderr.strip().splitlines()) == 1

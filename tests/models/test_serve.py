@@ -271,3 +271,47 @@ def test_serve_refuses_request_that_cannot_fit(chat, server, monkeypatch):
     monkeypatch.undo()
     code, body = post(url, {**ask, "n": 2, "top_logprobs": 20, "max_tokens": 3})
     assert code == 200 and len(body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]) == 20
+
+
+def test_a_request_over_the_new_token_cap_is_refused_400(chat, monkeypatch):
+    """n x max_tokens past the server's cap is one 400 that names both and the cap; the default
+    cap refuses 128 replies of 2,000 tokens (minutes of the model for one client)."""
+    from sepo.models.serve import ChatRequest, TooLarge
+
+    hi = [{"role": "user", "content": "hi"}]
+    with pytest.raises(TooLarge, match="n 128 x max_tokens 2,000 = 256,000 new tokens"):
+        chat.check_request_tokens(ChatRequest(model="tiny", messages=hi, n=128, max_tokens=2000), 2000)
+    monkeypatch.setattr(chat, "max_request_tokens", 100)
+    with running_server(chat) as server:
+        status, body = post(server.url + "/chat/completions",
+                            {"model": "tiny", "messages": hi, "n": 4, "max_tokens": 30, "temperature": 1})
+        assert status == 400, body
+        message = body["error"]["message"]
+        assert "n 4 x max_tokens 30 = 120 new tokens" in message and "cap of 100" in message
+        assert "--max-request-tokens" in message and "\n" not in message
+        assert post(server.url + "/chat/completions",
+                    {"model": "tiny", "messages": hi, "n": 2, "max_tokens": 30, "temperature": 1})[0] == 200
+
+
+def test_generation_stops_when_the_client_disconnects(chat, monkeypatch):
+    """A client that closes its connection mid-generation frees the model within a few decoding
+    steps (64 replies of 1,500 tokens take about a minute here), and nothing is answered."""
+    import socket
+    import time
+
+    monkeypatch.setattr(chat, "max_request_tokens", 1 << 20)
+    payload = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "n": 64,
+               "max_tokens": 1500, "temperature": 1, "seed": 3}
+    body = json.dumps(payload).encode()
+    with running_server(chat) as server:
+        client = socket.create_connection(server.server_address, timeout=30)
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        time.sleep(1.5)
+        assert server.stats.record()["in_flight"] == 1
+        client.close()
+        start = time.monotonic()
+        counts = server.stats.wait(idle=True, timeout=15)
+        assert counts["in_flight"] == 0 and counts["abandoned"] == 1 and counts["answered"] == 0
+        assert time.monotonic() - start < 10
+        assert post(server.url + "/chat/completions", {**payload, "n": 1, "max_tokens": 2})[0] == 200

@@ -78,7 +78,7 @@ def test_a_burst_of_connections_is_accepted_and_answered(chat):
 
 
 def test_connections_with_unfinished_requests_are_closed_after_the_idle_timeout(chat):
-    with running_server(chat, idle_timeout=1.0) as server:
+    with running_server(chat, idle_timeout=1.0, request_timeout=1.0) as server:
         body_cut = socket.create_connection(server.server_address, timeout=30)
         body_cut.sendall(
             b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"model"'
@@ -91,10 +91,16 @@ def test_connections_with_unfinished_requests_are_closed_after_the_idle_timeout(
         assert post(server.url + "/chat/completions", HI)[0] == 200  # the server goes on serving
 
 
-def test_connections_past_the_limit_are_answered_503_at_once(chat):
-    with running_server(chat, max_connections=2) as server:
+def test_connections_past_the_limit_are_answered_503_at_once_when_all_are_being_answered(chat):
+    """Connections whose requests are being answered (here: held by a stall) are not closed to
+    make room: one more connection is answered 503 at once."""
+    with running_server(chat, max_connections=2, stall_every=1, stall_seconds=3) as server:
         held = [socket.create_connection(server.server_address, timeout=30) for _ in range(2)]
-        time.sleep(0.3)
+        for sock in held:
+            sock.sendall(_request_bytes(HI))
+        server.stats.wait(timeout=5)
+        time.sleep(0.5)
+        assert server.stats.record()["stalled"] == 2
         extra = socket.create_connection(server.server_address, timeout=30)
         extra.sendall(_request_bytes(HI))
         assert _status(extra) == 503
@@ -131,3 +137,44 @@ def test_a_prompt_far_beyond_the_context_is_refused_without_tokenizing_it_whole(
         assert code == 400 and body["error"]["code"] == "context_length_exceeded"
         assert "more than" in body["error"]["message"]
         assert spent < 1.5, spent
+
+
+def _half_open(server) -> socket.socket:
+    """A connection that sent its headers and part of its body, then stalls."""
+    sock = socket.create_connection(server.server_address, timeout=30)
+    sock.sendall(b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"model"')
+    return sock
+
+
+def test_a_request_is_served_while_the_connection_cap_is_held_by_stalled_requests(chat):
+    """With every allowed connection held by an unfinished request, a complete request closes the
+    oldest of them and is answered 200 at once (it was answered 503 until the idle timeout)."""
+    with running_server(chat, max_connections=8) as server:
+        held = [_half_open(server) for _ in range(8)]
+        time.sleep(0.5)
+        start = time.monotonic()
+        extra = socket.create_connection(server.server_address, timeout=30)
+        extra.sendall(_request_bytes(HI))
+        assert _status(extra) == 200
+        assert time.monotonic() - start < 5
+        assert held[0].recv(1000) == b""  # the oldest was closed to make room
+        counts = server.stats.record()
+        assert counts["evicted"] == 1 and counts["refused_connections"] == 0
+        for sock in held:
+            sock.close()
+
+
+def test_a_request_that_stalls_halfway_is_closed_after_the_request_timeout_not_the_idle_one(chat):
+    with running_server(chat, idle_timeout=60.0, request_timeout=1.0) as server:
+        headers_cut = socket.create_connection(server.server_address, timeout=30)
+        headers_cut.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        body_cut = _half_open(server)
+        silent = socket.create_connection(server.server_address, timeout=30)
+        start = time.monotonic()
+        assert headers_cut.recv(1000) == b"" and body_cut.recv(1000) == b""
+        assert time.monotonic() - start < 5
+        silent.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # an idle connection keeps its idle timeout
+            silent.recv(1000)
+        for sock in (headers_cut, body_cut, silent):
+            sock.close()
