@@ -13,7 +13,7 @@ $SEPO model init --out "$OUT/tiny" --seed 0
 $SEPO data sft --game kuhn --mixture paper --episodes 100 --seed 0 --out "$OUT/data"
 $SEPO sft --model "$OUT/tiny" --data "$OUT/data" --out "$OUT/sft" --epochs 2 --lr 3e-3 --seed 0
 $SEPO train --game kuhn --policy "hf:$OUT/sft/model" --penalty per-rollout --lambda-e 5 --steps 20 --seed 0 --out "$OUT/sepo" --quiet
-$SEPO train --game kuhn --policy "hf:$OUT/sft/model" --penalty none --steps 20 --seed 0 --out "$OUT/grpo" --quiet
+$SEPO train --game kuhn --policy "hf:$OUT/sft/model" --method grpo --steps 20 --seed 0 --out "$OUT/grpo" --quiet
 for name in sft sepo grpo; do
   agent="run:$OUT/$name"
   $SEPO eval --game kuhn --agent "$agent" --episodes 20 --json > "$OUT/eval_$name.json"
