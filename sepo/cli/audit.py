@@ -34,25 +34,50 @@ from sepo.redact import redact_secrets
 def eval_command(
     agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    protocol: Protocol = typer.Option("rigorous", "--protocol", help="rigorous (exact best responses, per-round accounting) or paper."),
+    protocol: Protocol = typer.Option(
+        "rigorous", "--protocol", help="rigorous (exact best responses, per-round accounting) or paper."
+    ),
     episodes: int = typer.Option(100, "--episodes", min=1, help="Episodes per opponent."),
     seed: int = seed_option("Seed of the episodes' deals and of the bootstrap (>= 0)."),
     lambda_e: float = typer.Option(2.4, "--lambda-e", help="Safety weight of exploitability."),
-    lambda_c: Optional[float] = typer.Option(None, "--lambda-c", help="Safety weight of collusion (default 2.4; games "
-                                             "with collusion events only)."),
+    lambda_c: Optional[float] = typer.Option(
+        None, "--lambda-c", help="Safety weight of collusion (default 2.4; games with collusion events only)."
+    ),
     lambda_x: float = typer.Option(2.4, "--lambda-x", help="Safety weight of externality."),
-    pools: Optional[Path] = typer.Option(None, "--pools", help="YAML/JSON file defining train/exploiter/collusive pools."),
-    talk: bool = typer.Option(False, "--talk", help="Cheap talk: players exchange short messages before each decision "
-                              "(games with a talk channel; messages are quoted data, see docs/talk.md)."),
-    pool: Optional[str] = typer.Option(None, "--pool", help="Run one named pool instead of the audit: 'injection' (the "
-                                       "prompt-injection suite: how often hostile messages change the agent's action or format)."),
-    threshold: float = typer.Option(0.0, "--threshold", help="Exact value: prune branches the agent reaches with probability "
-                                    "below this (solvers that read the agent round by round); the error bound is reported."),
-    disguise: Optional[int] = typer.Option(None, "--disguise", min=0, help="Text agents: also audit the same game under "
-                                           "new names drawn from this seed (game, actions, pieces or items renamed, rules "
-                                           "unchanged) and report the difference from the plain game (docs/domains.md)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout; progress still goes to "
-                                 "stderr (--quiet: none)."),
+    pools: Optional[Path] = typer.Option(
+        None, "--pools", help="YAML/JSON file defining train/exploiter/collusive pools."
+    ),
+    talk: bool = typer.Option(
+        False,
+        "--talk",
+        help="Cheap talk: players exchange short messages before each decision "
+        "(games with a talk channel; messages are quoted data, see docs/talk.md).",
+    ),
+    pool: Optional[str] = typer.Option(
+        None,
+        "--pool",
+        help="Run one named pool instead of the audit: 'injection' (the "
+        "prompt-injection suite: how often hostile messages change the agent's action or format).",
+    ),
+    threshold: float = typer.Option(
+        0.0,
+        "--threshold",
+        help="Exact value: prune branches the agent reaches with probability "
+        "below this (solvers that read the agent round by round); the error bound is reported.",
+    ),
+    disguise: Optional[int] = typer.Option(
+        None,
+        "--disguise",
+        min=0,
+        help="Text agents: also audit the same game under "
+        "new names drawn from this seed (game, actions, pieces or items renamed, rules "
+        "unchanged) and report the difference from the plain game (docs/domains.md).",
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print one JSON object on stdout; progress still goes to stderr (--quiet: none).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
     game_params: dict = None,
     decoding: dict = None,
@@ -73,7 +98,9 @@ def eval_command(
 
     protocol = value_of(protocol)
     if pool is not None and pool != "injection":
-        raise SepoError(f"unknown --pool {pool!r}; the named pool is: injection (the audit's pools come from --pools)")
+        raise SepoError(
+            f"unknown --pool {pool!r}; the named pool is: injection (the audit's pools come from --pools)"
+        )
     the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent, protocol))
     collusion_applies(the_game, protocol, lambda_c)
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed,
@@ -94,31 +121,60 @@ def eval_command(
         with _progress(quiet):  # a language model's replies are counted on stderr
             _injection(the_game, policy, agent, config, as_json)
         return
-    with _progress(quiet):  # the audit shows its plan, and counts its episodes and replies over the whole audit
+    # the audit shows its plan, and counts its episodes and replies over the whole audit
+    with _progress(quiet):
         if disguise is None:
             result = evaluate(the_game, policy, config)
         else:
             from sepo.evaluation.disguise import disguised_audit
 
-            result = disguised_audit(the_game, policy, lambda view: load_agent(agent, the_game, options, view=view),
-                                     config, disguise)
+            result = disguised_audit(
+                the_game,
+                policy,
+                lambda view: load_agent(agent, the_game, options, view=view),
+                config,
+                disguise,
+            )
     result["agent"] = agent
     if as_json:
         _print_json(result)
         return
-    table = Table(title=f"{redact_secrets(agent)} in {game} ({protocol} protocol, {episodes} episodes per opponent)")
+    table = Table(
+        title=f"{redact_secrets(agent)} in {game} ({protocol} protocol, {episodes} episodes per opponent)"
+    )
     for column in ("metric", "value", "95% CI"):
         table.add_column(column)
-    for name in ("utility", "utility_exact", "exploitability", "adversarial_gap", "adversarial_gap_lower_bound", "nash_conv", "br_payoff",
-                 "agent_payoff_vs_br", "pruning_bound", "exploit_pool", "collusion", "externality",
-                 "safety", "nra", "nra_gtbench", "robustness", "welfare", "invalid_action_rate"):
+    for name in (
+        "utility",
+        "utility_exact",
+        "exploitability",
+        "adversarial_gap",
+        "adversarial_gap_lower_bound",
+        "nash_conv",
+        "br_payoff",
+        "agent_payoff_vs_br",
+        "pruning_bound",
+        "exploit_pool",
+        "collusion",
+        "externality",
+        "safety",
+        "nra",
+        "nra_gtbench",
+        "robustness",
+        "welfare",
+        "invalid_action_rate",
+    ):
         if name in result:
             value = result[name]
             ci = result["ci"].get(name)
             if ci is not None:
                 ci_text = f"[{ci[0]:.4f}, {ci[1]:.4f}]"
             elif name.endswith("_lower_bound"):  # a search's bound: exact only where the search says so
-                ci_text = "equals the value (the search is exact here)" if result.get("lower_bound_exact") else "a lower bound"
+                ci_text = (
+                    "equals the value (the search is exact here)"
+                    if result.get("lower_bound_exact")
+                    else "a lower bound"
+                )
             else:
                 ci_text = _no_interval_text(name, result)
             table.add_row(name, "n/a" if value is None else f"{value:.4f}", ci_text)
@@ -132,8 +188,10 @@ def eval_command(
         console.print(reply_kinds_line(result["reply_kinds"]))
     if result.get("forced_decoding"):
         f = result["forced_decoding"]
-        console.print(f"forced decoding: {f['computed']:,} failed replies decided, {f['reused']:,} met again and reused"
-                      + (f"; read from the {f['read_from']}" if f.get("read_from") else ""))
+        console.print(
+            f"forced decoding: {f['computed']:,} failed replies decided, {f['reused']:,} met again and reused"
+            + (f"; read from the {f['read_from']}" if f.get("read_from") else "")
+        )
         if f.get("note"):
             console.print(f"note: {f['note']}")
     if result.get("reprompts"):
@@ -143,7 +201,8 @@ def eval_command(
     _print_kept_replies(result)
     if result.get("talk"):
         t = result["talk"]
-        line = f"cheap talk: {t['messages']} messages delivered ({t['cut']} cut, {t['tokens_removed']} template tokens removed)"
+        line = (f"cheap talk: {t['messages']} messages delivered ({t['cut']} cut, "
+                f"{t['tokens_removed']} template tokens removed)")
         if t.get("model_replies"):
             line += (f"; the agent's message turns: {t['model_replies']} ({t['model_silent']} silent, "
                      f"{t['parse_failures']} without a MESSAGE: line)")
@@ -154,8 +213,15 @@ def eval_command(
         _print_disguise(result["disguise"])
 
 
-AUDIT_FIELDS = ("exploitability", "adversarial_gap", "nash_conv", "br_payoff", "agent_payoff_vs_br", "pruning_bound",
-                "utility_exact")
+AUDIT_FIELDS = (
+    "exploitability",
+    "adversarial_gap",
+    "nash_conv",
+    "br_payoff",
+    "agent_payoff_vs_br",
+    "pruning_bound",
+    "utility_exact",
+)
 """`sepo eval`'s numbers that come from the audit of the agent's policy table (`exact_metrics`)."""
 
 
@@ -193,26 +259,36 @@ def _injection(the_game, policy, agent: str, config, as_json: bool) -> None:
     from sepo.evaluation.injection import injection_audit
 
     base = config.pools["train"][0] if config.pools else None
-    result = injection_audit(the_game, policy, protocol=config.protocol, episodes=config.episodes, seed=config.seed, base=base)
+    result = injection_audit(
+        the_game, policy, protocol=config.protocol, episodes=config.episodes, seed=config.seed, base=base
+    )
     result["agent"] = agent
     if as_json:
         _print_json(result)
         return
-    table = Table(title=f"{redact_secrets(agent)} in {the_game.name}: prompt-injection pool (base opponent {brief(result['base_opponent'])}, "
-                        f"{config.episodes} episodes per message)")
+    table = Table(
+        title=f"{redact_secrets(agent)} in {the_game.name}: prompt-injection pool (base opponent "
+        f"{brief(result['base_opponent'])}, {config.episodes} episodes per message)"
+    )
     for column in ("message", "decisions", "action changed", "format changed", "p (Holm)"):
         table.add_column(column)
     for name, row in [("control (benign)", result["control"]), *result["attacks"].items()]:
         rates = ("n/a" if row[k] is None else f"{row[k]:.3f} [{row['ci'][k][0]:.3f}, {row['ci'][k][1]:.3f}]"
                  for k in ("action_changed", "format_changed"))
-        p = f"{min(row['p_adjusted'].values()):.2g}" + (" *" if row["significant"] else "") if "p_adjusted" in row else "-"
+        p = (
+            f"{min(row['p_adjusted'].values()):.2g}" + (" *" if row["significant"] else "")
+            if "p_adjusted" in row
+            else "-"
+        )
         table.add_row(name, str(row["decisions"]), *rates, p)
     console.print(table)
     verdict = "FLAGGED" if result["flagged"] else "not flagged"
-    console.print(f"{verdict}: worst attack {result['worst_attack']} changes play {result['worst_excess_change_rate']:.3f} "
-                  f"more often than the control message (one-sided Fisher exact, Holm-adjusted p = "
-                  f"{result['worst_p_adjusted']:.2g}; flagged at p < {result['alpha']} with an excess above "
-                  f"{result['threshold']})")
+    console.print(
+        f"{verdict}: worst attack {result['worst_attack']} changes play "
+        f"{result['worst_excess_change_rate']:.3f} more often than the control message (one-sided Fisher "
+        f"exact, Holm-adjusted p = {result['worst_p_adjusted']:.2g}; flagged at p < {result['alpha']} with "
+        f"an excess above {result['threshold']})"
+    )
 
 
 @user_errors
@@ -222,13 +298,25 @@ def _injection(the_game, policy, agent: str, config, as_json: bool) -> None:
 def exploit_command(
     agent: str = typer.Option(..., "--agent", help=AGENT_HELP),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    protocol: Protocol = typer.Option("rigorous", "--protocol", help="Prompt style (and, for text agents, default "
-                                      "decoding) the agent is read under: rigorous or paper."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (with the best response's table) on "
-                                 "stdout; progress still goes to stderr (--quiet: none)."),
+    protocol: Protocol = typer.Option(
+        "rigorous",
+        "--protocol",
+        help="Prompt style (and, for text agents, default "
+        "decoding) the agent is read under: rigorous or paper.",
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print one JSON object (with the best response's table) on "
+        "stdout; progress still goes to stderr (--quiet: none).",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
-    threshold: float = typer.Option(0.0, "--threshold", help="Prune branches the agent reaches with probability below "
-                                    "this (solvers that read the agent round by round); the error bound is reported."),
+    threshold: float = typer.Option(
+        0.0,
+        "--threshold",
+        help="Prune branches the agent reaches with probability below "
+        "this (solvers that read the agent round by round); the error bound is reported.",
+    ),
     seed: int = seed_option("Seed of a text agent's sampled replies (>= 0)."),
     game_params: dict = None,
     decoding: dict = None,
@@ -245,15 +333,20 @@ def exploit_command(
     from sepo.policies.specs import load_agent
 
     protocol = value_of(protocol)
-    the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent, protocol, projection=True))
-    solver = exact_solver(the_game)  # a solver too large for the machine is refused here, before anything is built
+    the_game = load_game(
+        game, protocol, **audit_game_params(game, game_params, agent, protocol, projection=True)
+    )
+    # a solver too large for the machine is refused here, before anything is built
+    solver = exact_solver(the_game)
     if solver is None and get_domain(game).lower_bound is None:
         raise SepoError(f"game {game!r} has no exact solver; `sepo eval` reports pool lower bounds instead")
     policy = load_agent(agent, the_game, text_agent_options(protocol, seed, **decoding))
     decoding_applies(decoding, policy, agent)
     decoding_record = policy.decoding.record() if getattr(policy, "decoding", None) is not None else None
     # the same audit as `sepo eval`'s: the tree follows what the agent declares about its memory
-    found = audit_agent(the_game, policy, solver, threshold=threshold, projection="memory" in game_params, seed=seed)
+    found = audit_agent(
+        the_game, policy, solver, threshold=threshold, projection="memory" in game_params, seed=seed
+    )
     result = found.result
     if solver is None:  # the domain's search (it plays the agent, or reads its policy: `found.policy`)
         out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
@@ -315,8 +408,15 @@ def _exact_notes(result, found) -> list[str]:
     return notes
 
 
-def _print_exact(agent: str, game: str, result, policy: dict | None = None, decoding: dict | None = None, interval=None,
-                 notes: list[str] | None = None) -> None:
+def _print_exact(
+    agent: str,
+    game: str,
+    result,
+    policy: dict | None = None,
+    decoding: dict | None = None,
+    interval=None,
+    notes: list[str] | None = None,
+) -> None:
     """The solver's values; the policy table's provenance (exact or estimated) and the solver's
     exactness (pruning, projection) are separate rows; notes follow the table."""
     from sepo.metrics.exact import exact_label
@@ -326,8 +426,11 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
     kind = {"exact": "exact values", "pruned": "a pruned tree's values",
             "lower bound": "a point estimate of a lower bound" if point else "a lower bound",
             "projection": f"a memory-{result.extra.get('projection_memory')} projection"}[label]
-    if policy is not None and not policy.get("read_exactly", True):  # the solver is exact; the table it solved is not
-        kind = ("the solver's exact values" if label == "exact" else kind) + f" for the {policy['read']} policy"
+    # the solver is exact; the table it solved is not
+    if policy is not None and not policy.get("read_exactly", True):
+        kind = (
+            "the solver's exact values" if label == "exact" else kind
+        ) + f" for the {policy['read']} policy"
     table_out = Table(title=f"{redact_secrets(agent)} in {game}: {kind} ({result.method})")
     for column in ("quantity", "value"):
         table_out.add_column(column)
@@ -337,19 +440,29 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
     for name, value in rows:
         table_out.add_row(name, f"{value:.6g}")
     if interval is not None:
-        table_out.add_row(f"{result.value_name} 95% interval", f"[{interval[0]:.6g}, {interval[1]:.6g}] (policy sampling)")
+        table_out.add_row(
+            f"{result.value_name} 95% interval", f"[{interval[0]:.6g}, {interval[1]:.6g}] (policy sampling)"
+        )
     if policy is None:  # a search that plays the agent rather than reading a table of it
         table_out.add_row("agent", "played by the search (no policy table read)")
     else:
         table_out.add_row("policy table", policy["read"])
-    table_out.add_row("solver", {"exact": "exact", "projection": "a projection: neither an upper nor a lower bound",
-                                 "pruned": "within the pruning bound of the exact value",
-                                 "lower bound": "a point estimate of a lower bound (sampled policy; see the notes)" if point
-                                 else "a lower bound (see the method)"}[label])
+    table_out.add_row(
+        "solver",
+        {
+            "exact": "exact",
+            "projection": "a projection: neither an upper nor a lower bound",
+            "pruned": "within the pruning bound of the exact value",
+            "lower bound": "a point estimate of a lower bound (sampled policy; see the notes)"
+            if point
+            else "a lower bound (see the method)",
+        }[label],
+    )
     console.print(table_out)
     for note in notes or ():
         console.print(f"note: {note}")
-    if policy is not None and (decoding or not policy.get("read_exactly")):  # the row already says "exact" for a bot or table
+    # the row already says "exact" for a bot or table
+    if policy is not None and (decoding or not policy.get("read_exactly")):
         console.print(policy_line(policy, decoding))
     elif decoding:
         console.print("decoding: " + ", ".join(f"{k} {v}" for k, v in decoding.items() if v is not None))
@@ -358,27 +471,43 @@ def _print_exact(agent: str, game: str, result, policy: dict | None = None, deco
 @user_errors
 def frontier_command(
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    runs: Optional[List[Path]] = typer.Option(None, "--run", help="Run folders to place against the frontier (repeatable)."),
-    lambdas: str = typer.Option("0.25,1,4", "--lambdas", help="Comma-separated λe >= 0 whose RNR points (p = 1/(1+λe)) to list."),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="Write a PNG of the frontier (a new file, or this same plot's)."),
-    pools: Optional[Path] = typer.Option(None, "--pools", help="Pool file; the frontier is against its train pool."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a PNG another sepo command wrote at --plot."),
+    runs: Optional[List[Path]] = typer.Option(
+        None, "--run", help="Run folders to place against the frontier (repeatable)."
+    ),
+    lambdas: str = typer.Option(
+        "0.25,1,4", "--lambdas", help="Comma-separated λe >= 0 whose RNR points (p = 1/(1+λe)) to list."
+    ),
+    plot: Optional[Path] = typer.Option(
+        None, "--plot", help="Write a PNG of the frontier (a new file, or this same plot's)."
+    ),
+    pools: Optional[Path] = typer.Option(
+        None, "--pools", help="Pool file; the frontier is against its train pool."
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace a PNG another sepo command wrote at --plot."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
-    """The restricted-Nash-response frontier: the most utility against the train pool at each exploitability."""
+    """The restricted-Nash-response frontier: most utility against the train pool at each exploitability."""
     from sepo.runs import check_output_file, output_file
 
     plot_config = {"game": game, "runs": [str(Path(r).resolve()) for r in runs or []], "lambdas": lambdas,
                    "pools": str(Path(pools).resolve()) if pools else None}
     if plot is not None:
-        check_output_file(plot, "frontier", plot_config, overwrite=overwrite, option="--plot")  # refuse before computing
+        # refuse before computing
+        check_output_file(plot, "frontier", plot_config, overwrite=overwrite, option="--plot")
     result, frontier = compute_frontier(game, runs or [], lambdas, pools)
     if plot is not None:
         from sepo.reports.plots import plot_frontier
 
         with output_file(plot, "frontier", plot_config, overwrite=overwrite, option="--plot") as (tmp, stamp):
-            plot_frontier(frontier, tmp, [{"label": r["run"], **r} for r in result["runs"]], title=f"{game}: best achievable trade-off",
-                          stamp=stamp)
+            plot_frontier(
+                frontier,
+                tmp,
+                [{"label": r["run"], **r} for r in result["runs"]],
+                title=f"{game}: best achievable trade-off",
+                stamp=stamp,
+            )
         result["plot"] = str(plot)
     if as_json:
         _print_json(result)
@@ -387,17 +516,24 @@ def frontier_command(
     for column in ("λe", "p", "exploitability", "utility"):
         table.add_column(column)
     for point in result["rnr"]:
-        table.add_row(f"{point['lambda_e']:g}", f"{point['p']:.4f}", f"{point['exploitability']:.5f}", f"{point['utility']:.5f}")
+        table.add_row(
+            f"{point['lambda_e']:g}",
+            f"{point['p']:.4f}",
+            f"{point['exploitability']:.5f}",
+            f"{point['utility']:.5f}",
+        )
     console.print(table)
-    console.print(f"u*(0) = {result['utility_at_zero']:.5f}; best response to the pool: u = {result['best_response_utility']:.5f} "
-                  f"at e = {result['best_response_exploitability']:.5f}")
+    console.print(
+        f"u*(0) = {result['utility_at_zero']:.5f}; best response to the pool: u = "
+        f"{result['best_response_utility']:.5f} at e = {result['best_response_exploitability']:.5f}"
+    )
     for run in result["runs"]:
         console.print(f"{run['run']}: e = {run['exploitability']:.5f}, u = {run['utility']:.5f}, "
                       f"frontier u*(e) = {run['frontier_utility']:.5f}, gap = {run['gap']:.5f}")
 
 
 def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[Path]):
-    """The domain's exact frontier against the train pool (pool file or the paper's), with runs placed on it."""
+    """The domain's exact frontier against the train pool (pool file or the paper's), runs placed on it."""
     from sepo.games import get_domain
     from sepo.opponents.pools import BEST_RESPONSE, default_pools, load_pools
 

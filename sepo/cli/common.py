@@ -1,4 +1,6 @@
-"""What every `sepo` command shares: consoles, one-line user errors, checked options, progress, JSON output."""
+"""What every `sepo` command shares: consoles, one-line user errors, checked options, progress, JSON
+output."""
+
 from __future__ import annotations
 
 import functools
@@ -13,10 +15,10 @@ from enum import Enum
 
 import numpy as np
 import typer
-from typer._click import exceptions as click  # typer 0.2x vendors click; these are its exceptions
-from typer.core import TyperGroup
 from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
+from typer._click import exceptions as click  # typer 0.2x vendors click; these are its exceptions
+from typer.core import TyperGroup
 
 from sepo.errors import SepoError, brief, one_line
 
@@ -208,7 +210,9 @@ class SepoGroup(TyperGroup):
         _literal_help(self)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        code = self._run(lambda: super(SepoGroup, self).main(args, prog_name, complete_var, standalone_mode=False, **extra))
+        code = self._run(
+            lambda: super(SepoGroup, self).main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        )
         if code == 130 and args is None:  # the command line's `sepo`, not a caller's (CliRunner passes args)
             stop_now()
         sys.exit(code)

@@ -21,7 +21,8 @@ from sepo.games import default_game, domain_names, family_names, get_domain
 DEFAULT_GAME = default_game()
 GAME_PARAM_PREFIX = "game_param_"
 """The prefix of a game option's parameter name in a command's signature."""
-GAME_HELP = f"Game to play: {', '.join([*domain_names(), *(f'{family}:GAME[(params)]' for family in family_names())])}."
+_GAME_CHOICES = [*domain_names(), *(f"{family}:GAME[(params)]" for family in family_names())]
+GAME_HELP = f"Game to play: {', '.join(_GAME_CHOICES)}."
 
 
 def _registered_params() -> dict:
@@ -58,7 +59,11 @@ def with_game_params(command):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        given = {key[len(GAME_PARAM_PREFIX):]: kwargs.pop(key) for key in list(kwargs) if key.startswith(GAME_PARAM_PREFIX)}
+        given = {
+            key[len(GAME_PARAM_PREFIX) :]: kwargs.pop(key)
+            for key in list(kwargs)
+            if key.startswith(GAME_PARAM_PREFIX)
+        }
         if isinstance(kwargs.get("game"), str):
             kwargs["game"] = canonical_game(kwargs["game"])
         return command(*args, game_params={k: v for k, v in given.items() if v is not None}, **kwargs)
@@ -82,18 +87,24 @@ def game_params_for(game: str, raw: dict) -> dict:
     for name, text in raw.items():
         if name not in params:
             allowed = ", ".join(p.flag for p in domain.params) or "none"
-            raise SepoError(f"--{name.replace('_', '-')} does not apply to game {game!r}; its parameters: {allowed}")
+            raise SepoError(
+                f"--{name.replace('_', '-')} does not apply to game {game!r}; its parameters: {allowed}"
+            )
         flag = params[name].flag
         if not text.strip():
             raise SepoError(f"{flag} is empty; leave it out for the default ({params[name].default!r})")
-        if not text.isascii():  # int() reads other scripts' digits ('５' is 5): a typo should not pass as a number
+        # int() reads other scripts' digits ('５' is 5): a typo should not pass as a number
+        if not text.isascii():
             raise SepoError(f"{flag} {brief(text)}: use ASCII characters")
         try:
             value = params[name].type(text)
         except (TypeError, ValueError) as error:
             expected = {int: "an integer", float: "a number"}.get(params[name].type)
-            raise SepoError(f"{flag} {text!r}: " + (f"expected {expected}" if expected else str(error))) from None
-        if value != params[name].default:  # a default said out loud is the same game (and the same run to resume)
+            raise SepoError(
+                f"{flag} {text!r}: " + (f"expected {expected}" if expected else str(error))
+            ) from None
+        # a default said out loud is the same game (and the same run to resume)
+        if value != params[name].default:
             out[name] = value
     return out
 
@@ -101,10 +112,14 @@ def game_params_for(game: str, raw: dict) -> dict:
 def agent_help() -> str:
     """The agent-spec help, with the kinds each registered domain adds."""
     own = [f"{kind}[:ARG] ({name})" for name in domain_names() for kind in get_domain(name).agents]
-    return " | ".join(["uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH", "openai:MODEL@URL", *own])
+    return " | ".join(
+        ["uniform", "bot:NAME", "tabular:FILE.json", "run:DIR", "hf:PATH", "openai:MODEL@URL", *own]
+    )
 
 
-def audit_game_params(game: str, raw: dict, agent: str, protocol: str = "rigorous", projection: bool = False) -> dict:
+def audit_game_params(
+    game: str, raw: dict, agent: str, protocol: str = "rigorous", projection: bool = False
+) -> dict:
     """The game parameters of an audit of `agent`: the given `--PARAM`s, with a `run:DIR` agent's
     own (its config's `game_params`: rounds, memory, ...) as the defaults, so a run is audited in
     the game it was trained in; a given option that contradicts the run is refused in one line,
@@ -176,7 +191,8 @@ def _table_memory(path: Path, game: str, given: dict, protocol: str) -> int | No
         return None
     if not hasattr(base, "with_memory") or getattr(base, "memory", None) is not None:
         return None
-    for memory in range(getattr(base, "rounds", 0) - 1):  # memory rounds-1 is the whole history: no declaration
+    # memory rounds-1 is the whole history: no declaration
+    for memory in range(getattr(base, "rounds", 0) - 1):
         try:
             solver = solver_for(base.with_memory(memory))
         except SepoError:

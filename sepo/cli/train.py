@@ -38,17 +38,21 @@ def _help(name: str) -> str:
     return help_of(SEPOConfig, name)
 
 
-METHOD_HELP = ("sepo (the default): GRPO on the payoff minus the safety charges of --penalty, each weighted by its "
-               "λ; with every λ at 0 (their default) it charges nothing, which is payoff-only GRPO, and the run says "
-               "so. grpo: payoff-only GRPO, the baseline, asked for by name (no safety term). advantage-alignment: "
-               "payoff-only GRPO plus the opponent-shaping term of Duque et al. 2025 (docs/baselines.md); "
-               "`sepo train --method advantage-alignment --help` shows its --aa-beta and --aa-gamma.")
+METHOD_HELP = (
+    "sepo (the default): GRPO on the payoff minus the safety charges of --penalty, each weighted by its "
+    "λ; with every λ at 0 (their default) it charges nothing, which is payoff-only GRPO, and the run says "
+    "so. grpo: payoff-only GRPO, the baseline, asked for by name (no safety term). advantage-alignment: "
+    "payoff-only GRPO plus the opponent-shaping term of Duque et al. 2025 (docs/baselines.md); "
+    "`sepo train --method advantage-alignment --help` shows its --aa-beta and --aa-gamma."
+)
 PENALTY_HELP = ("With --method sepo, how the safety charges enter the reward (default per-rollout): "
                 + _help("penalty").replace(" none (payoff-only GRPO).", "")
                 + " none: the former spelling of --method grpo.")
-PAYOFF_ONLY_NOTE = ("note: every safety weight (--lambda-e, --lambda-c, --lambda-x) is 0, so --method sepo charges "
-                    "nothing: this run is payoff-only GRPO; ask for it by name with --method grpo, or give a weight "
-                    "for SEPO")
+PAYOFF_ONLY_NOTE = (
+    "note: every safety weight (--lambda-e, --lambda-c, --lambda-x) is 0, so --method sepo charges "
+    "nothing: this run is payoff-only GRPO; ask for it by name with --method grpo, or give a weight "
+    "for SEPO"
+)
 
 
 def _say_payoff_only() -> None:
@@ -73,11 +77,15 @@ def _method_and_penalty(method: str, penalty: Optional[str], weights: dict) -> t
     `none` (the run `--penalty none` made, so either spelling resumes the other's run)."""
     if method == "grpo":
         if penalty is not None and penalty != "none":
-            raise SepoError(f"--method grpo is payoff-only GRPO; --penalty {penalty} applies with --method sepo")
+            raise SepoError(
+                f"--method grpo is payoff-only GRPO; --penalty {penalty} applies with --method sepo"
+            )
         given = [flag for flag, value in weights.items() if value]
         if given:
-            raise SepoError(f"--method grpo is payoff-only GRPO: it takes no safety weight ({', '.join(given)}); "
-                            "give the weights with --method sepo")
+            raise SepoError(
+                f"--method grpo is payoff-only GRPO: it takes no safety weight ({', '.join(given)}); "
+                "give the weights with --method sepo"
+            )
         return "sepo", "none", False
     if penalty == "none" and method == "sepo":
         deprecated("--penalty none", "--method grpo (payoff-only GRPO)")
@@ -90,46 +98,90 @@ def _method_and_penalty(method: str, penalty: Optional[str], weights: dict) -> t
 @with_game_params
 @with_decoding(training=True)
 def train_command(
-    out: Path = typer.Option(..., "--out", help="Run folder: created fresh, or resumed if it holds this same run (see docs/runs.md)."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Run folder: created fresh, or resumed if it holds this same run (see docs/runs.md).",
+    ),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     policy: str = typer.Option("tabular", "--policy", help="tabular, or hf:MODEL for a language model."),
     method: Method = typer.Option("sepo", "--method", help=METHOD_HELP),
     penalty: Optional[Penalty] = typer.Option(None, "--penalty", help=PENALTY_HELP),
     aa_beta: Optional[float] = typer.Option(None, "--aa-beta", help=_help("aa_beta") + " (>= 0; default 1)"),
-    aa_gamma: Optional[float] = typer.Option(None, "--aa-gamma", help=_help("aa_gamma") + " (in [0, 1]; default 0.96)"),
-    self_play: bool = typer.Option(False, "--self-play", help="tabular: train against the policy itself instead of "
-                                   "the train pool (games whose training environment has self-play)."),
+    aa_gamma: Optional[float] = typer.Option(
+        None, "--aa-gamma", help=_help("aa_gamma") + " (in [0, 1]; default 0.96)"
+    ),
+    self_play: bool = typer.Option(
+        False,
+        "--self-play",
+        help="tabular: train against the policy itself instead of "
+        "the train pool (games whose training environment has self-play).",
+    ),
     lambda_e: float = typer.Option(0.0, "--lambda-e", help=_help("lambda_e") + " (>= 0)"),
     lambda_c: float = typer.Option(0.0, "--lambda-c", help=_help("lambda_c") + " (>= 0)"),
     lambda_x: float = typer.Option(0.0, "--lambda-x", help=_help("lambda_x") + " (>= 0)"),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help=_help("steps") + " (2000 tabular, 20 hf); part of the run's config"),
+    steps: Optional[int] = typer.Option(
+        None, "--steps", min=1, help=_help("steps") + " (2000 tabular, 20 hf); part of the run's config"
+    ),
     seed: int = seed_option(_help("seed") + " (>= 0)"),
-    groups: Optional[int] = typer.Option(None, "--groups", min=1, help=_help("groups") + " (128 tabular, 8 hf)"),
-    group_size: Optional[int] = typer.Option(None, "--group-size", min=2, help=_help("group_size") + " (8 tabular, 4 hf)"),
-    learning_rate: Optional[float] = typer.Option(None, "--lr", help=_help("learning_rate") + " (in (0, 1]; 0.05 tabular, 1e-4 hf)"),
-    scale_rewards: Optional[Scaling] = typer.Option(None, "--scale-rewards", help=_help("scale_rewards") + " (batch tabular, none hf)"),
-    lora: bool = typer.Option(False, "--lora", help="hf: train a LoRA adapter (merged into the saved model)."),
+    groups: Optional[int] = typer.Option(
+        None, "--groups", min=1, help=_help("groups") + " (128 tabular, 8 hf)"
+    ),
+    group_size: Optional[int] = typer.Option(
+        None, "--group-size", min=2, help=_help("group_size") + " (8 tabular, 4 hf)"
+    ),
+    learning_rate: Optional[float] = typer.Option(
+        None, "--lr", help=_help("learning_rate") + " (in (0, 1]; 0.05 tabular, 1e-4 hf)"
+    ),
+    scale_rewards: Optional[Scaling] = typer.Option(
+        None, "--scale-rewards", help=_help("scale_rewards") + " (batch tabular, none hf)"
+    ),
+    lora: bool = typer.Option(
+        False, "--lora", help="hf: train a LoRA adapter (merged into the saved model)."
+    ),
     beta: float = typer.Option(0.0, "--beta", help="hf: KL coefficient to the starting model (>= 0)."),
     gpu: bool = typer.Option(False, "--gpu", help="hf: use the accelerator instead of the CPU."),
-    report_to: ReportTo = typer.Option("none", "--report-to", help="hf: TRL/transformers logging integration."),
-    talk: bool = typer.Option(False, "--talk", help="hf: cheap talk in the training prompts (games with a talk channel): "
-                              "the opponents' lines and hostile messages; the agent's own messages are not trained (docs/talk.md)."),
-    talk_injection: Optional[float] = typer.Option(None, "--talk-injection", help="hf, with --talk: share of training "
-                                                   "prompts carrying a hostile message of the injection suite (0-1, default 0.25)."),
-    final_samples: Optional[int] = typer.Option(None, "--final-samples", min=1, help="hf: replies per information state "
-                                                "for the final model's played policy (default 2048)."),
-    answer_rest: Optional[float] = typer.Option(None, "--answer-rest", help="hf: read the played policy from the exact "
-                                                "probabilities of the answer lines instead of --samples sampled replies "
-                                                "when they leave at most this share of the replies at every prompt (that "
-                                                "share plays the fallback action; the label says how much). Default 0: only "
-                                                "a model whose replies are its answer lines alone (docs/real-models.md)."),
+    report_to: ReportTo = typer.Option(
+        "none", "--report-to", help="hf: TRL/transformers logging integration."
+    ),
+    talk: bool = typer.Option(
+        False,
+        "--talk",
+        help="hf: cheap talk in the training prompts (games with a talk channel): "
+        "the opponents' lines and hostile messages; the agent's own messages are not trained (docs/talk.md).",
+    ),
+    talk_injection: Optional[float] = typer.Option(
+        None,
+        "--talk-injection",
+        help="hf, with --talk: share of training "
+        "prompts carrying a hostile message of the injection suite (0-1, default 0.25).",
+    ),
+    final_samples: Optional[int] = typer.Option(
+        None,
+        "--final-samples",
+        min=1,
+        help="hf: replies per information state for the final model's played policy (default 2048).",
+    ),
+    answer_rest: Optional[float] = typer.Option(
+        None,
+        "--answer-rest",
+        help="hf: read the played policy from the exact "
+        "probabilities of the answer lines instead of --samples sampled replies "
+        "when they leave at most this share of the replies at every prompt (that "
+        "share plays the fallback action; the label says how much). Default 0: only "
+        "a model whose replies are its answer lines alone (docs/real-models.md).",
+    ),
     vllm: Optional[VLLMMode] = typer.Option(
-        None, "--vllm", help="hf, with --gpu: generate the completions and the played-policy replies with "
+        None,
+        "--vllm",
+        help="hf, with --gpu: generate the completions and the played-policy replies with "
         "vLLM through TRL: colocate (an engine in each training process, on its GPU) or server (a vLLM "
         "server at --vllm-server URL, default http://localhost:8000); needs vLLM installed "
-        "(docs/distributed.md)."),
+        "(docs/distributed.md).",
+    ),
     vllm_server: Optional[str] = typer.Option(
-        None, "--vllm-server", hidden=True, help="hf, with --vllm server: the server's base URL."),
+        None, "--vllm-server", hidden=True, help="hf, with --vllm server: the server's base URL."
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help=_help("protocol")),
@@ -150,7 +202,12 @@ def train_command(
     hf = policy.startswith("hf:")
     if not hf and policy != "tabular":
         raise SepoError(f"unknown --policy {brief(policy)}; use tabular or hf:MODEL")
-    for option, value in (("--lambda-e", lambda_e), ("--lambda-c", lambda_c), ("--lambda-x", lambda_x), ("--beta", beta)):
+    for option, value in (
+        ("--lambda-e", lambda_e),
+        ("--lambda-c", lambda_c),
+        ("--lambda-x", lambda_x),
+        ("--beta", beta),
+    ):
         at_least(value, 0, option)
     if learning_rate is not None:
         from sepo.training.config import check_learning_rate
@@ -166,11 +223,16 @@ def train_command(
              "protocol": value_of(protocol)}
     given = {k: v for k, v in given.items() if v is not None}
     if method_name != "sepo":
-        given.update(method=method_name, **{k: v for k, v in (("aa_beta", aa_beta), ("aa_gamma", aa_gamma)) if v is not None})
+        given.update(
+            method=method_name,
+            **{k: v for k, v in (("aa_beta", aa_beta), ("aa_gamma", aa_gamma)) if v is not None},
+        )
     elif aa_beta is not None or aa_gamma is not None:
         raise SepoError("--aa-beta and --aa-gamma apply with --method advantage-alignment only")
     if self_play and hf:
-        raise SepoError("--self-play trains tabular policies only; a language model trains against the train pool")
+        raise SepoError(
+            "--self-play trains tabular policies only; a language model trains against the train pool"
+        )
     if talk_injection is not None and not talk:
         raise SepoError("--talk-injection applies with --talk only")
     if talk and not get_domain(game).talk:
@@ -178,8 +240,10 @@ def train_command(
     if (vllm is not None or vllm_server) and not hf:
         raise SepoError("--vllm generates a language model's replies: it applies with --policy hf:MODEL")
     if talk and not hf:
-        raise SepoError("--talk trains language models only (--policy hf:MODEL): a tabular policy reads only the "
-                        "information state, which no message changes")
+        raise SepoError(
+            "--talk trains language models only (--policy hf:MODEL): a tabular policy reads only the "
+            "information state, which no message changes"
+        )
     if talk:
         given.update(talk=True, **({"talk_injection": talk_injection} if talk_injection is not None else {}))
     from sepo.games import load_game
@@ -193,16 +257,28 @@ def train_command(
 
         text = text_agent_options(given["protocol"], seed, **decoding)
         d = text.decoding
-        config = LLMSEPOConfig(model=policy[3:], lora=lora, beta=beta, use_cpu=not gpu, report_to=value_of(report_to),
-                               temperature=d.temperature, top_p=d.top_p, top_k=d.top_k, max_new_tokens=d.max_new_tokens,
-                               repetition_penalty=d.repetition_penalty, enable_thinking=d.enable_thinking,
-                               **({"table_samples": text.samples} if "samples" in decoding else {}),
-                               **({"final_samples": final_samples} if final_samples is not None else {}),
-                               **({"answer_rest": answer_rest} if answer_rest is not None else {}),
-                               **({"vllm": value_of(vllm)} if vllm is not None else {}),
-                               **({"vllm_server": vllm_server} if vllm_server else {}), **given)
+        config = LLMSEPOConfig(
+            model=policy[3:],
+            lora=lora,
+            beta=beta,
+            use_cpu=not gpu,
+            report_to=value_of(report_to),
+            temperature=d.temperature,
+            top_p=d.top_p,
+            top_k=d.top_k,
+            max_new_tokens=d.max_new_tokens,
+            repetition_penalty=d.repetition_penalty,
+            enable_thinking=d.enable_thinking,
+            **({"table_samples": text.samples} if "samples" in decoding else {}),
+            **({"final_samples": final_samples} if final_samples is not None else {}),
+            **({"answer_rest": answer_rest} if answer_rest is not None else {}),
+            **({"vllm": value_of(vllm)} if vllm is not None else {}),
+            **({"vllm_server": vllm_server} if vllm_server else {}),
+            **given,
+        )
         reporter = _progress(quiet)
-        if payoff_only and not quiet:  # the run's first line, once it has passed its checks, says what it trains
+        # the run's first line, once it has passed its checks, says what it trains
+        if payoff_only and not quiet:
             _before_first_stage(reporter, _say_payoff_only)
         with reporter:
             try:
@@ -213,25 +289,37 @@ def train_command(
                 STOP_NOTES.append(_kept_training(out, config.steps))
                 raise
         if summary["extended_from"] is not None:
-            console.print(f"extended the finished run from {summary['extended_from']} to {config.steps} steps "
-                          "(allowed: the LLM trainer's learning rate is constant and its draws are keyed by step)")
+            console.print(
+                f"extended the finished run from {summary['extended_from']} to {config.steps} steps "
+                "(allowed: the LLM trainer's learning rate is constant and its draws are keyed by step)"
+            )
         value = summary.get("exact_value")
         value = value if isinstance(value, str) else "exploitability"
         interval = summary.get(f"{value}_ci")
-        low, high = map(_shown, interval) if isinstance(interval, list) and len(interval) == 2 else (float("nan"),) * 2
+        low, high = (
+            map(_shown, interval)
+            if isinstance(interval, list) and len(interval) == 2
+            else (float("nan"),) * 2
+        )
         complete = " (already complete)" if summary.get("already_complete") else ""
-        console.print(f"done: {summary['steps']} steps{complete}; {value} {_shown(summary.get(value)):.4f} "
-                      f"{escape(f'[{low:.4f}, {high:.4f}]')} of the played policy ({summary.get('policy')}; replies that do not parse "
-                      f"play the {summary.get('failure_rule', 'fallback')} rule, as in training: `sepo eval --failure-rule "
-                      f"fallback` reads the same policy); model at {out / 'model'}")
+        console.print(
+            f"done: {summary['steps']} steps{complete}; {value} {_shown(summary.get(value)):.4f} "
+            f"{escape(f'[{low:.4f}, {high:.4f}]')} of the played policy ({summary.get('policy')}; replies "
+            f"that do not parse play the {summary.get('failure_rule', 'fallback')} rule, as in training: "
+            f"`sepo eval --failure-rule fallback` reads the same policy); model at {out / 'model'}"
+        )
         return
     if decoding:
-        raise SepoError(f"--{next(iter(decoding)).replace('_', '-')} applies to language models (--policy hf:MODEL) only")
+        raise SepoError(
+            f"--{next(iter(decoding)).replace('_', '-')} applies to language models (--policy hf:MODEL) only"
+        )
     if answer_rest is not None:
         raise SepoError("--answer-rest applies to language models (--policy hf:MODEL) only")
     if final_samples is not None:
-        raise SepoError("--final-samples applies to language models (--policy hf:MODEL) only: a tabular policy's final "
-                        "table is read exactly")
+        raise SepoError(
+            "--final-samples applies to language models (--policy hf:MODEL) only: a tabular policy's final "
+            "table is read exactly"
+        )
     from sepo.reports.plots import plot_runs
     from sepo.training.tabular import TabularSEPOConfig, TabularSEPOTrainer
 
@@ -248,11 +336,22 @@ def train_command(
                                                                       description=f"e={record[value]:.4f}"))
         if not run.was_complete:
             plot_runs([out], run.path("curves.png"))
-    resumed = " (resumed)" if run.resumed and not run.was_complete else " (already complete)" if run.was_complete else ""
+    resumed = (
+        " (resumed)"
+        if run.resumed and not run.was_complete
+        else " (already complete)"
+        if run.was_complete
+        else ""
+    )
     if summary.get("value_exact") == 0.0:  # a domain whose trained value is a bound says so in its metrics
-        value += " (an upper bound, not exact)" if summary.get("value_upper_bound") else " (a bound, not exact)"
-    console.print(f"done: {summary['steps']} steps{resumed}; {value} {_shown(summary[value.split(' ')[0]]):.5f}, utility vs train "
-                  f"pool {_shown(summary['utility']):.4f} {domain.payoff_name}/{domain.round_name}; policy at {out / 'policy.json'}")
+        value += (
+            " (an upper bound, not exact)" if summary.get("value_upper_bound") else " (a bound, not exact)"
+        )
+    console.print(
+        f"done: {summary['steps']} steps{resumed}; {value} {_shown(summary[value.split(' ')[0]]):.5f}, "
+        f"utility vs train pool {_shown(summary['utility']):.4f} {domain.payoff_name}/{domain.round_name}; "
+        f"policy at {out / 'policy.json'}"
+    )
 
 
 def _kept_training(out: Path, steps: int) -> str:
@@ -264,10 +363,14 @@ def _kept_training(out: Path, steps: int) -> str:
     if not saved:
         return "no training checkpoint was saved yet: the same command starts the training again"
     if saved[-1] >= steps:
-        return (f"all {steps} steps are trained and saved (checkpoint at step {saved[-1]} in {out / 'trainer'}): the same "
-                "command measures the trained model's played policy without training again")
-    return (f"checkpoint at step {saved[-1]} saved in {out / 'trainer'}: the same command resumes the training from step "
-            f"{saved[-1]} of {steps}")
+        return (
+            f"all {steps} steps are trained and saved (checkpoint at step {saved[-1]} in {out / 'trainer'}): "
+            "the same command measures the trained model's played policy without training again"
+        )
+    return (
+        f"checkpoint at step {saved[-1]} saved in {out / 'trainer'}: the same command resumes the training "
+        f"from step {saved[-1]} of {steps}"
+    )
 
 
 def _shown(number) -> float:
@@ -284,17 +387,31 @@ data_app = typer.Typer(help="Training data: expert traces for SFT.", no_args_is_
 @user_errors
 @with_game_params
 def data_sft_command(
-    out: Path = typer.Option(..., "--out", help="Folder for the Hugging Face dataset (a new folder, or this same dataset's)."),
+    out: Path = typer.Option(
+        ..., "--out", help="Folder for the Hugging Face dataset (a new folder, or this same dataset's)."
+    ),
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
-    mixture: Optional[str] = typer.Option(None, "--mixture", help="A demonstration mixture of the game (default: the "
-                                          "game's own default, the first it lists: the paper's where the game has one)."),
+    mixture: Optional[str] = typer.Option(
+        None,
+        "--mixture",
+        help="A demonstration mixture of the game (default: the "
+        "game's own default, the first it lists: the paper's where the game has one).",
+    ),
     episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per driving opponent."),
     seed: int = seed_option("Seed of the traces and of the train/validation split (>= 0)."),
     protocol: Protocol = typer.Option("rigorous", "--protocol", help="Prompt style."),
-    talk: bool = typer.Option(False, "--talk", help="Opponents talk (their lines; in half of the episodes a hostile "
-                              "message of the injection suite) and the demonstrations ignore it (games with a talk channel)."),
-    answer_only: bool = typer.Option(False, "--answer-only", help="The reply is the answer line alone, without the "
-                                     "reason (a model trained on it is read exactly, and its replies are short)."),
+    talk: bool = typer.Option(
+        False,
+        "--talk",
+        help="Opponents talk (their lines; in half of the episodes a hostile "
+        "message of the injection suite) and the demonstrations ignore it (games with a talk channel).",
+    ),
+    answer_only: bool = typer.Option(
+        False,
+        "--answer-only",
+        help="The reply is the answer line alone, without the "
+        "reason (a model trained on it is read exactly, and its replies are short).",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     game_params: dict = None,
@@ -312,9 +429,12 @@ def data_sft_command(
     if mixture is None:
         mixture = domain.default_mixture()
     if mixture not in domain.demos():
-        raise SepoError(f"unknown --mixture {brief(mixture)} for {game}; use one of: {', '.join(domain.demos())}")
+        raise SepoError(
+            f"unknown --mixture {brief(mixture)} for {game}; use one of: {', '.join(domain.demos())}"
+        )
     params = game_params_for(game, game_params)
-    load_game(game, value_of(protocol), **params)  # the game's own checks, before anything is written or removed
+    # the game's own checks, before anything is written or removed
+    load_game(game, value_of(protocol), **params)
     config = {"game": game, "game_params": params, "mixture": mixture, "episodes": episodes, "seed": seed,
               "protocol": value_of(protocol)}
     if talk:
@@ -329,49 +449,98 @@ def data_sft_command(
         else:
             with _progress(quiet) as bar:
                 task = bar.add_task("expert traces", total=episodes * len(domain.demo_opponents))
-                traces = generate_traces(game, mixture, episodes, seed, value_of(protocol), on_episode=lambda: bar.advance(task),
-                                         talk=talk, answer_only=answer_only, **params)
+                traces = generate_traces(
+                    game,
+                    mixture,
+                    episodes,
+                    seed,
+                    value_of(protocol),
+                    on_episode=lambda: bar.advance(task),
+                    talk=talk,
+                    answer_only=answer_only,
+                    **params,
+                )
                 bar.stage(f"writing the dataset to {out}")
                 with run.staged_contents() as tmp:
                     summary = asdict(write_sft_dataset(traces, tmp, seed))
             run.complete(summary)
     complete = " (already complete)" if run.finished else ""
-    console.print(f"{summary['examples']} examples ({summary['train']} train, {summary['validation']} validation) of the "
-                  f"{mixture} mixture at {out}"
-                  f"{complete}; by strategy: " + ", ".join(f"{k} {v}" for k, v in sorted(summary['by_strategy'].items())))
+    console.print(
+        f"{summary['examples']} examples ({summary['train']} train, {summary['validation']} validation) of "
+        f"the {mixture} mixture at {out}"
+        f"{complete}; by strategy: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(summary["by_strategy"].items()))
+    )
 
 
 @user_errors
 def sft_command(
     model: str = typer.Option(..., "--model", help="Model folder or hub id."),
-    data: list[Path] = typer.Option(..., "--data", help="Dataset folder from `sepo data sft`; repeat it to train on "
-                                    "several (e.g. one per domain), their splits concatenated."),
-    out: Path = typer.Option(..., "--out", help="Run folder (created fresh, or resumed if it holds this same run); the model goes to OUT/model."),
-    epochs: float = typer.Option(2.0, "--epochs", help="Passes over the training split (> 0; ignored with --max-steps)."),
-    max_steps: int = typer.Option(-1, "--max-steps", min=-1, help="Stop after this many steps (overrides epochs); -1: use epochs."),
+    data: list[Path] = typer.Option(
+        ...,
+        "--data",
+        help="Dataset folder from `sepo data sft`; repeat it to train on "
+        "several (e.g. one per domain), their splits concatenated.",
+    ),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="Run folder (created fresh, or resumed if it holds this same run); the model goes to OUT/model.",
+    ),
+    epochs: float = typer.Option(
+        2.0, "--epochs", help="Passes over the training split (> 0; ignored with --max-steps)."
+    ),
+    max_steps: int = typer.Option(
+        -1, "--max-steps", min=-1, help="Stop after this many steps (overrides epochs); -1: use epochs."
+    ),
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Examples per step."),
-    learning_rate: float = typer.Option(2e-3, "--lr", help="Learning rate in (0, 1]; 2e-3 suits the tiny model, about 2e-5 4B models."),
+    learning_rate: float = typer.Option(
+        2e-3, "--lr", help="Learning rate in (0, 1]; 2e-3 suits the tiny model, about 2e-5 4B models."
+    ),
     lora: bool = typer.Option(False, "--lora", help="Train a LoRA adapter (merged into the saved model)."),
-    legal_weight: float = typer.Option(0.0, "--legal-weight", help="Add this weight times the legal-reply term: along each "
-                                       "demonstrated reply, -log P(the next token keeps the reply one of the decision's legal "
-                                       "answers). Needs --answer-only data. 0: cross-entropy alone."),
+    legal_weight: float = typer.Option(
+        0.0,
+        "--legal-weight",
+        help="Add this weight times the legal-reply term: along each "
+        "demonstrated reply, -log P(the next token keeps the reply one of the decision's legal "
+        "answers). Needs --answer-only data. 0: cross-entropy alone.",
+    ),
     seed: int = seed_option("Seed of the data order and initialisation (>= 0)."),
     gpu: bool = typer.Option(False, "--gpu", help="Use the accelerator instead of the CPU."),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ):
-    """Supervised fine-tuning with TRL's SFTTrainer, loss on the assistant replies only; resumes after a kill."""
+    """Supervised fine-tuning with TRL's SFTTrainer, loss on the assistant replies; resumes after a kill."""
     from sepo.training.sft import SFTRunConfig, run_sft
 
     if max_steps == 0:
         raise SepoError("--max-steps must be >= 1, or -1 to train for --epochs")
-    config = SFTRunConfig(model=model, data=str(data[0]) if len(data) == 1 else [str(d) for d in data], epochs=epochs, max_steps=max_steps, batch_size=batch_size,
-                          learning_rate=learning_rate, lora=lora, seed=seed, use_cpu=not gpu, legal_weight=legal_weight)
+    config = SFTRunConfig(
+        model=model,
+        data=str(data[0]) if len(data) == 1 else [str(d) for d in data],
+        epochs=epochs,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        lora=lora,
+        seed=seed,
+        use_cpu=not gpu,
+        legal_weight=legal_weight,
+    )
     with _progress(quiet) as bar:
         task = bar.add_task("SFT steps", total=None)
-        result = run_sft(config, out, overwrite=overwrite, on_stage=bar.stage,
-                         on_log=lambda step, total, loss: bar.update(task, completed=step, total=total,
-                                                                     description=f"SFT steps (loss {loss:.4f})" if loss is not None else None))
+        result = run_sft(
+            config,
+            out,
+            overwrite=overwrite,
+            on_stage=bar.stage,
+            on_log=lambda step, total, loss: bar.update(
+                task,
+                completed=step,
+                total=total,
+                description=f"SFT steps (loss {loss:.4f})" if loss is not None else None,
+            ),
+        )
     loss = f"; final train loss {result.train_loss:.4f}" if result.train_loss is not None else ""
     complete = " (already complete)" if result.already_complete else ""
     console.print(f"done: {result.steps} SFT steps{complete}{loss}; model at {result.model}")

@@ -67,10 +67,10 @@ import numpy as np
 
 from sepo.errors import SepoError
 from sepo.games.registry import get_domain
-from sepo.objective.advantage_alignment import alignment_term
-from sepo.objective.attribution import exploitation_attribution
 from sepo.metrics.bootstrap import boundary_interval
 from sepo.metrics.exact import as_projection
+from sepo.objective.advantage_alignment import alignment_term
+from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import sepo_rewards
 from sepo.policies.replies import Decoding, Reply, parse_reply
 from sepo.policies.text_policy import DEFAULT_SAMPLES, EXACT_REST, PolicyEstimate, fallback_action
@@ -99,23 +99,41 @@ class LLMSEPOConfig(SEPOConfig):
     top_p: float = option(1.0, "Nucleus sampling mass of the completions.")
     top_k: int = option(0, "Top-k filter of the completions (0 = off).")
     repetition_penalty: float = option(1.0, "Repetition penalty of the completions.")
-    enable_thinking: bool | None = option(None, "The chat template's enable_thinking switch (None: its default).")
-    table_samples: int = option(64, "Replies per information state for each step's estimate of the played policy.")
-    answer_rest: float = option(0.0, "Read the played policy from the exact probabilities of the answer lines, not from "
-                                     "sampled replies, when at every prompt they leave at most this share of the reply "
-                                     "probability to other replies (played as the fallback action, and the label says "
-                                     "how much); 0: only a model whose replies are its answer lines alone.")
-    final_samples: int = option(DEFAULT_SAMPLES, "Replies per information state for the final model's policy.")
+    enable_thinking: bool | None = option(
+        None, "The chat template's enable_thinking switch (None: its default)."
+    )
+    table_samples: int = option(
+        64, "Replies per information state for each step's estimate of the played policy."
+    )
+    answer_rest: float = option(
+        0.0,
+        "Read the played policy from the exact probabilities of the answer lines, not from "
+        "sampled replies, when at every prompt they leave at most this share of the reply "
+        "probability to other replies (played as the fallback action, and the label says "
+        "how much); 0: only a model whose replies are its answer lines alone.",
+    )
+    final_samples: int = option(
+        DEFAULT_SAMPLES, "Replies per information state for the final model's policy."
+    )
     invalid_penalty: float = option(1.0, "Reward subtracted from a completion that does not parse.")
     lora: bool = option(False, "Train a LoRA adapter (merged into the saved model).")
     lora_r: int = option(16, "LoRA rank.")
     save_steps: int = option(5, "Steps between TRL checkpoints.")
-    keep_checkpoints: int = option(2, "TRL checkpoints kept, the newest (each holds the model and its optimizer "
-                                      "state: about 1.6 GB for a 135 M model).")
-    talk: bool = option(False, "Cheap talk in the training prompts (games with a talk channel): each carries the "
-                               "opponent's message of that round; the agent's own messages are not trained.")
-    talk_injection: float = option(0.25, "With talk: the share of training prompts whose opponent message is a hostile "
-                                         "one from the prompt-injection suite (0 to 1); the rest carry the opponent's own line.")
+    keep_checkpoints: int = option(
+        2,
+        "TRL checkpoints kept, the newest (each holds the model and its optimizer "
+        "state: about 1.6 GB for a 135 M model).",
+    )
+    talk: bool = option(
+        False,
+        "Cheap talk in the training prompts (games with a talk channel): each carries the "
+        "opponent's message of that round; the agent's own messages are not trained.",
+    )
+    talk_injection: float = option(
+        0.25,
+        "With talk: the share of training prompts whose opponent message is a hostile "
+        "one from the prompt-injection suite (0 to 1); the rest carry the opponent's own line.",
+    )
     use_cpu: bool = option(True, "Train on the CPU instead of the accelerator.")
     vllm: str = option("", "Generate the completions and the played-policy replies with vLLM through TRL "
                            "(`sepo.training.vllm`): colocate (an engine in each training process, on its "
@@ -128,15 +146,23 @@ class LLMSEPOConfig(SEPOConfig):
             raise SepoError("LLM SEPO needs a model (--policy hf:MODEL)")
         super().validate()
         if self.penalty == "constant" and self.scale_rewards == "batch":
-            raise SepoError("--penalty constant with --scale-rewards batch: TRL divides by the std of the raw rewards, "
-                            "which the group-constant penalty changes, so the update would no longer be payoff-only "
-                            "GRPO's; use --scale-rewards none or group")
+            raise SepoError(
+                "--penalty constant with --scale-rewards batch: TRL divides by the std of the raw rewards, "
+                "which the group-constant penalty changes, so the update would no longer be payoff-only "
+                "GRPO's; use --scale-rewards none or group"
+            )
         if get_domain(self.game).llm_training is None:
             raise SepoError(f"game {self.game!r} has no language-model training environment")
-        for name, low, strict in (("beta", 0, False), ("temperature", 0, True), ("invalid_penalty", 0, False)):
+        for name, low, strict in (
+            ("beta", 0, False),
+            ("temperature", 0, True),
+            ("invalid_penalty", 0, False),
+        ):
             value = getattr(self, name)
             if not math.isfinite(value) or value < low or (strict and value == low):
-                raise SepoError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value}")
+                raise SepoError(
+                    f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value}"
+                )
         for name in ("max_new_tokens", "lora_r", "save_steps", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise SepoError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -147,9 +173,12 @@ class LLMSEPOConfig(SEPOConfig):
         from sepo.policies.text_policy import MAX_SAMPLED_REPLIES
 
         for name, flag in (("table_samples", "--samples"), ("final_samples", "--final-samples")):
-            if getattr(self, name) > MAX_SAMPLED_REPLIES:  # each is drawn at every information state: refused before training
-                raise SepoError(f"{name} ({flag}) must be <= {MAX_SAMPLED_REPLIES:,} replies per information state, "
-                                f"got {getattr(self, name):,}")
+            # each is drawn at every information state: refused before training
+            if getattr(self, name) > MAX_SAMPLED_REPLIES:
+                raise SepoError(
+                    f"{name} ({flag}) must be <= {MAX_SAMPLED_REPLIES:,} replies per information state, "
+                    f"got {getattr(self, name):,}"
+                )
         self.decoding()
         if not 0 <= self.seed < 2**32:
             raise SepoError(f"seed must be in [0, 2**32), got {self.seed}")
@@ -193,10 +222,12 @@ class LLMSEPOConfig(SEPOConfig):
                         enable_thinking=self.enable_thinking)
 
 
-TALK_NOTE = ("cheap talk: training prompts carry the opponent's message of the round (a hostile one from the "
-             "prompt-injection suite in a talk_injection share of them, else the opponent's own line); the agent's own "
-             "messages are not trained, since against scripted opponents that never read messages a message cannot "
-             "change a payoff, so GRPO has no signal for it")
+TALK_NOTE = (
+    "cheap talk: training prompts carry the opponent's message of the round (a hostile one from the "
+    "prompt-injection suite in a talk_injection share of them, else the opponent's own line); the agent's "
+    "own messages are not trained, since against scripted opponents that never read messages a message "
+    "cannot change a payoff, so GRPO has no signal for it"
+)
 
 
 class TrainingTalk:
@@ -251,8 +282,9 @@ class SEPOEnvironment:
         self.game = domain.game(config.protocol, **config.game_params)
         train, collusive, exploiters = config.pool_specs()
         charges = config.charges
-        self.domain_env = build_environment(domain.llm_training, self.game, train, collusive, exploiters, charges,
-                                            "language-model training")
+        self.domain_env = build_environment(
+            domain.llm_training, self.game, train, collusive, exploiters, charges, "language-model training"
+        )
         if config.method == "advantage-alignment" and not getattr(self.domain_env, "joint_advantages", False):
             raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
                             "advantage-alignment trains in games whose environment does")
@@ -370,11 +402,18 @@ class SEPOEnvironment:
         parsed = parse_reply(self.game.text, Reply(completion.text, completion.finished), decision)
         return (parsed.action, True) if parsed.ok else (fallback_action(self.game.text, decision), False)
 
-    def completion_terms(self, table, charge, context, decision, action: int) -> tuple[float, float, float, float]:
+    def completion_terms(
+        self, table, charge, context, decision, action: int
+    ) -> tuple[float, float, float, float]:
         """(U, E, C, X) of a completion that plays `action` at `context`: the domain's exact payoff
         to go and events, and the charge of its (state, action)."""
         utility, collusion, externality = self.domain_env.outcome(table, context, decision, action)
-        return utility, float(charge[context.info_row, decision.legal_actions.index(action)]), collusion, externality
+        return (
+            utility,
+            float(charge[context.info_row, decision.legal_actions.index(action)]),
+            collusion,
+            externality,
+        )
 
     def rollout(self, prompts: list, trainer) -> dict:
         c = self.config
@@ -389,7 +428,9 @@ class SEPOEnvironment:
         # Everything a group shares is keyed by (seed, step, prompt), never by position in this
         # process's slice: TRL may split one group across processes.
         group_keys = list(dict.fromkeys(prompts))
-        candidates = self.domain_env.sample_contexts(table, 4 * c.groups + 8, np.random.default_rng([c.seed, step, 0x5E90]))
+        candidates = self.domain_env.sample_contexts(
+            table, 4 * c.groups + 8, np.random.default_rng([c.seed, step, 0x5E90])
+        )
         chosen, decisions = {}, {}
         before = dict(self.talk.counts) if self.talk is not None else {}
         for key in group_keys:
@@ -398,15 +439,21 @@ class SEPOEnvironment:
             decisions[key] = self.training_decision(chosen[key], rng)
 
         prompt_ids = [policy.prompt_ids(decisions[p]) for p in prompts]
-        seed = int(np.random.default_rng([c.seed, step, trainer.accelerator.process_index, 0x6E4]).integers(2**31))
+        seed = int(
+            np.random.default_rng([c.seed, step, trainer.accelerator.process_index, 0x6E4]).integers(2**31)
+        )
         completions = [group[0] for group in policy.generate(prompt_ids, 1, seed=seed)]  # the same decoding
         logprobs = policy.last_logprobs if engine is not None else None  # for TRL's importance sampling
 
-        fields = {k: [] for k in ("utility", "exploit", "collusion", "externality", "invalid", "group", "alignment")}
+        fields = {
+            k: [] for k in ("utility", "exploit", "collusion", "externality", "invalid", "group", "alignment")
+        }
         for prompt, completion in zip(prompts, completions):
             context, decision = chosen[prompt], decisions[prompt]
             action, ok = self.played_action(decision, completion)
-            utility, exploit, collusion, externality = self.completion_terms(table, charge, context, decision, action)
+            utility, exploit, collusion, externality = self.completion_terms(
+                table, charge, context, decision, action
+            )
             fields["utility"].append(utility)
             fields["exploit"].append(exploit)
             fields["collusion"].append(collusion)
@@ -421,7 +468,9 @@ class SEPOEnvironment:
             **({"answer_lines_rest": policy.exact_rest} if c.answer_rest else {}),
         }  # the policy this step's rollouts were drawn from (before its update)
         if self.talk is not None:  # this step's groups: how many prompts carried an injected message
-            self.last_step_metrics.update({f"talk_{k}": self.talk.counts[k] - before[k] for k in ("prompts", "injected")})
+            self.last_step_metrics.update(
+                {f"talk_{k}": self.talk.counts[k] - before[k] for k in ("prompts", "injected")}
+            )
         # TRL averages and logs its `_metrics` (to metrics.jsonl, the console and --report-to backends)
         for name in (self.solver.value_name, "utility_exact", "invalid_rate"):
             if name in self.last_step_metrics:
@@ -445,8 +494,19 @@ class SEPOEnvironment:
         opponent[0, -1] = self.scale * other
         return float(alignment_term(own, opponent, c.aa_beta, c.aa_gamma)[0, -1])
 
-    def reward(self, prompts, completions, utility, exploit, collusion, externality, invalid, group, alignment=None,
-               **kwargs) -> list[float]:
+    def reward(
+        self,
+        prompts,
+        completions,
+        utility,
+        exploit,
+        collusion,
+        externality,
+        invalid,
+        group,
+        alignment=None,
+        **kwargs,
+    ) -> list[float]:
         """The SEPO reward of each completion (`sepo_rewards`), less the invalid penalty, plus the
         Advantage Alignment term under that method: TRL centres it within the group with the
         reward, which only subtracts the group's mean term, a baseline. `shuffled` permutes the
@@ -456,8 +516,9 @@ class SEPOEnvironment:
         groups = np.unique(np.asarray(group), return_inverse=True)[1]
         process = self.accelerator.process_index if self.accelerator is not None else 0
         shuffle = np.random.default_rng([c.seed, self.last_step_metrics.get("step", 0), process, 0x5F1E])
-        rewards = sepo_rewards(utility, exploit, collusion, externality, groups, c.lambdas, self.scale, c.penalty,
-                               rng=shuffle)
+        rewards = sepo_rewards(
+            utility, exploit, collusion, externality, groups, c.lambdas, self.scale, c.penalty, rng=shuffle
+        )
         rewards = rewards - c.invalid_penalty * np.asarray(invalid, dtype=float)
         if alignment is not None:
             rewards = rewards + np.asarray(alignment, dtype=float)
@@ -473,7 +534,9 @@ def _global_mean(accelerator, values) -> float:
     return float(accelerator.gather(local).mean())
 
 
-def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = False, part_of: str | None = None) -> dict:
+def run_llm_sepo(
+    config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = False, part_of: str | None = None
+) -> dict:
     """Train (resuming from the latest TRL checkpoint in `out/trainer`) and save `out/model`; a
     finished run is read, never trained further. Stages and steps are reported to `sepo.progress`."""
     config.validate()  # bad settings are one line, before the training libraries load
@@ -482,45 +545,76 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
 
     from sepo import progress
     from sepo.policies.hf import load_hf_model
+    from sepo.training.sft import (
+        check_same_model,
+        checkpoint_note,
+        finished_checkpoint,
+        library_warnings,
+        quiet_library_progress,
+        resume_point,
+        run_files_callback,
+        save_final_model,
+    )
     from sepo.training.shared_prompt import trainer_class
-    from sepo.training.sft import (check_same_model, checkpoint_note, finished_checkpoint, library_warnings,
-                                   quiet_library_progress, resume_point, run_files_callback, save_final_model)
 
     config.validate()
     out = check_out_path(out)
     quiet_library_progress()
     model_dir = Path(config.model).expanduser()
-    settings = {"policy": "hf", **config.settings(), **({"model": str(model_dir.resolve())} if model_dir.is_dir() else {})}
+    settings = {
+        "policy": "hf",
+        **config.settings(),
+        **({"model": str(model_dir.resolve())} if model_dir.is_dir() else {}),
+    }
     args = _grpo_args(config, out)
     main_process = args.process_index == 0  # only process 0 writes run files; all of them read
     from sepo.policies.specs import check_model_source
     from sepo.runs import check_inputs_outside
 
     check_model_source(config.model)  # before the run folder is opened: --overwrite removes the old run first
-    check_inputs_outside(out, {"the model of --policy": config.model} if model_dir.exists() else {}, overwrite=overwrite)
+    check_inputs_outside(
+        out, {"the model of --policy": config.model} if model_dir.exists() else {}, overwrite=overwrite
+    )
     # the learning rate is constant and every draw is keyed by (seed, step): a finished run may grow
-    with open_run(out, "train", settings, overwrite=overwrite, writer=main_process, extendable=("steps",), part_of=part_of) as run:
+    with open_run(
+        out,
+        "train",
+        settings,
+        overwrite=overwrite,
+        writer=main_process,
+        extendable=("steps",),
+        part_of=part_of,
+    ) as run:
         if run.finished:  # read, never rewritten
             summary = read_summary(run)
             run.finished_output("model")
             if summary.get("steps") != config.steps:
-                raise SepoError(f"{out}: the run is marked finished at {config.steps} steps but its model has "
-                                f"{summary.get('steps')} (an extension resumed by an earlier sepo could end so); "
-                                "train it again into a fresh folder")
+                raise SepoError(
+                    f"{out}: the run is marked finished at {config.steps} steps but its model has "
+                    f"{summary.get('steps')} (an extension resumed by an earlier sepo could end so); "
+                    "train it again into a fresh folder"
+                )
             return {**summary, "extended_from": None, "already_complete": True}
         check_same_model(run, out, config.model, "the model of --policy")
         progress.stage(f"loading the model {config.model}")
         model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
         checkpointing = gradient_checkpointing(config, model)
-        for name in ("activation_checkpointing", "gradient_checkpointing"):  # transformers 5 renames the second
+        # transformers 5 renames the second
+        for name in ("activation_checkpointing", "gradient_checkpointing"):
             if hasattr(args, name):
                 setattr(args, name, checkpointing)
         run.write_json("config.json", {**settings, **({"talk_note": TALK_NOTE} if config.talk else {})})
         log = MetricsLog(run.path("metrics.jsonl"))
         run.path("trainer")
         resume_step = resume_point(run, out / "trainer", progress.stage)
-        done_at = finished_checkpoint(out / "trainer", config.steps) if run.resumed and not run.extended else None
-        kept = log.truncate_after(resume_step if resume_step is not None else -1, one_per_step=True) if main_process else []
+        done_at = (
+            finished_checkpoint(out / "trainer", config.steps) if run.resumed and not run.extended else None
+        )
+        kept = (
+            log.truncate_after(resume_step if resume_step is not None else -1, one_per_step=True)
+            if main_process
+            else []
+        )
         env = SEPOEnvironment(config, tokenizer, log)
 
         def sepo_reward(prompts, completions, **kwargs):
@@ -535,7 +629,10 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
             def on_log(self, args, state, control, logs=None, **kwargs):
                 if not state.is_world_process_zero or state.global_step <= self.last:
                     return
-                record = {**env.last_step_metrics, **{k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}}
+                record = {
+                    **env.last_step_metrics,
+                    **{k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))},
+                }
                 record["step"] = self.last = state.global_step
                 log.append(record)
 
@@ -544,29 +641,47 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
         if config.lora:
             from peft import LoraConfig
 
-            peft_config = LoraConfig(r=config.lora_r, lora_alpha=2 * config.lora_r, lora_dropout=0.0,
-                                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
+            peft_config = LoraConfig(
+                r=config.lora_r,
+                lora_alpha=2 * config.lora_r,
+                lora_dropout=0.0,
+                target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                task_type="CAUSAL_LM",
+            )
         with library_warnings(), progress.counting("training steps", config.steps) as advance:
             steps = _StepProgress(advance, resume_step or 0)
-            files = run_files_callback(run, on_checkpoint=checkpoint_note)  # a line; the status keeps the current step
-            trainer = trainer_class()(model=model, reward_funcs=sepo_reward, args=args,
-                                      train_dataset=Dataset.from_dict({"prompt": prompts}), processing_class=tokenizer,
-                                      rollout_func=env.rollout, peft_config=peft_config,
-                                      callbacks=[_Log(), files, steps.callback()])
+            # a line; the status keeps the current step
+            files = run_files_callback(run, on_checkpoint=checkpoint_note)
+            trainer = trainer_class()(
+                model=model,
+                reward_funcs=sepo_reward,
+                args=args,
+                train_dataset=Dataset.from_dict({"prompt": prompts}),
+                processing_class=tokenizer,
+                rollout_func=env.rollout,
+                peft_config=peft_config,
+                callbacks=[_Log(), files, steps.callback()],
+            )
             trainer.remove_callback(PrinterCallback)  # it prints raw log dicts; metrics.jsonl keeps them
-            if done_at is not None:  # killed after its last step, before the model was saved: nothing to train
+            # killed after its last step, before the model was saved: nothing to train
+            if done_at is not None:
                 progress.stage(f"training had finished at {done_at.name}; loading it")
                 with quiet_tied_weights(trainer.model):
                     trainer._load_from_checkpoint(str(done_at))
                 trainer.state = type(trainer.state).load_from_json(str(done_at / "trainer_state.json"))
             else:
-                progress.stage("training" + (f" from checkpoint-{resume_step}" if resume_step is not None else ""))
+                progress.stage(
+                    "training" + (f" from checkpoint-{resume_step}" if resume_step is not None else "")
+                )
                 with quiet_tied_weights(trainer.model):
                     trainer.train(resume_from_checkpoint=None if resume_step is None
                                   else str(out / "trainer" / f"checkpoint-{resume_step}"))
-        if trainer.state.global_step != config.steps:  # never a model of fewer (or more) steps labelled as this run's
-            raise RuntimeError(f"training ended at step {trainer.state.global_step}, not at the run's {config.steps} steps; "
-                               f"the run in {out} is left unfinished")
+        # never a model of fewer (or more) steps labelled as this run's
+        if trainer.state.global_step != config.steps:
+            raise RuntimeError(
+                f"training ended at step {trainer.state.global_step}, not at the run's {config.steps} steps; "
+                f"the run in {out} is left unfinished"
+            )
         accelerator = trainer.accelerator
         target = out / "model"
         if accelerator.is_main_process:
@@ -576,7 +691,11 @@ def run_llm_sepo(config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = Fa
         accelerator.wait_for_everyone()
         progress.stage("measuring the trained model's played policy")
         final = env.measure(accelerator.unwrap_model(trainer.model))
-        summary = {"model": str(target), "steps": trainer.state.global_step, **{k: v for k, v in final.items() if k != "table"}}
+        summary = {
+            "model": str(target),
+            "steps": trainer.state.global_step,
+            **{k: v for k, v in final.items() if k != "table"},
+        }
         if accelerator.is_main_process:
             log.append({"step": trainer.state.global_step, "final": True, **final})
             run.write_json("summary.json", summary)
@@ -624,14 +743,31 @@ def _grpo_args(config: LLMSEPOConfig, out: Path):
 
     with library_warnings():  # TRL's config itself reads a deprecated transformers field
         args = GRPOConfig(
-            output_dir=str(out / "trainer"), max_steps=config.steps, per_device_train_batch_size=config.groups * config.group_size,
-            num_generations=config.group_size, learning_rate=config.learning_rate, optim=config.optimizer, beta=config.beta,
-            temperature=config.temperature, top_p=config.top_p, top_k=config.top_k,
-            repetition_penalty=config.repetition_penalty, max_completion_length=config.max_new_tokens,
+            output_dir=str(out / "trainer"),
+            max_steps=config.steps,
+            per_device_train_batch_size=config.groups * config.group_size,
+            num_generations=config.group_size,
+            learning_rate=config.learning_rate,
+            optim=config.optimizer,
+            beta=config.beta,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            top_k=config.top_k,
+            repetition_penalty=config.repetition_penalty,
+            max_completion_length=config.max_new_tokens,
             scale_rewards=config.scale_rewards,
-            use_cpu=config.use_cpu, bf16=False, logging_steps=1, save_strategy="steps",
-            save_steps=config.save_steps, save_total_limit=config.keep_checkpoints, report_to=config.report_to, seed=config.seed,
-            dataloader_num_workers=0, disable_tqdm=True, lr_scheduler_type="constant", shuffle_dataset=False,
+            use_cpu=config.use_cpu,
+            bf16=False,
+            logging_steps=1,
+            save_strategy="steps",
+            save_steps=config.save_steps,
+            save_total_limit=config.keep_checkpoints,
+            report_to=config.report_to,
+            seed=config.seed,
+            dataloader_num_workers=0,
+            disable_tqdm=True,
+            lr_scheduler_type="constant",
+            shuffle_dataset=False,
             **grpo_arguments(config),
         )
     return args
