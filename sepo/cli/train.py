@@ -276,6 +276,7 @@ def train_command(
             **({"vllm_server": vllm_server} if vllm_server else {}),
             **given,
         )
+        config.validate()  # every check (sizes, λ that cannot act) before the run's first line
         reporter = _progress(quiet)
         # the run's first line, once it has passed its checks, says what it trains
         if payoff_only and not quiet:

@@ -112,8 +112,9 @@ class LLMSEPOConfig(SEPOConfig):
         "probability to other replies (played as the fallback action, and the label says "
         "how much); 0: only a model whose replies are its answer lines alone.",
     )
-    final_samples: int = option(
-        DEFAULT_SAMPLES, "Replies per information state for the final model's policy."
+    final_samples: int | None = option(
+        None, "Replies per information state for the final model's policy (default: 2,048, or as many as "
+              "the read limit allows at the game's information states)."
     )
     invalid_penalty: float = option(1.0, "Reward subtracted from a completion that does not parse.")
     lora: bool = option(False, "Train a LoRA adapter (merged into the saved model).")
@@ -141,6 +142,16 @@ class LLMSEPOConfig(SEPOConfig):
     vllm_server: str = option("", "With vllm server: the server's base URL (default http://localhost:8000).")
     report_to: str = option("none", "TRL/transformers logging integration, e.g. tensorboard.")
 
+    def default_final_samples(self) -> int:
+        """2,048 replies per state for the final read, or fewer where the game's final read would
+        pass the limit every read keeps to (`MAX_SAMPLED_REPLIES` replies in all)."""
+        from sepo.policies.text_policy import MAX_SAMPLED_REPLIES
+        from sepo.training.sizes import read_states
+
+        game = get_domain(self.game).game(self.protocol, **self.game_params)
+        final = read_states(self, game)[1]
+        return max(1, min(DEFAULT_SAMPLES, MAX_SAMPLED_REPLIES // max(1, final)))
+
     def validate(self) -> "LLMSEPOConfig":
         if not self.model:
             raise SepoError("LLM SEPO needs a model (--policy hf:MODEL)")
@@ -153,6 +164,9 @@ class LLMSEPOConfig(SEPOConfig):
             )
         if get_domain(self.game).llm_training is None:
             raise SepoError(f"game {self.game!r} has no language-model training environment")
+        if self.final_samples is None:  # the default, fitted to the read limit
+            self.final_samples = self.default_final_samples()
+            super().validate()
         for name, low, strict in (
             ("beta", 0, False),
             ("temperature", 0, True),
@@ -420,7 +434,8 @@ class SEPOEnvironment:
         step = trainer.state.global_step
         self._focus(np.random.default_rng([c.seed, step, 0xF0C5]), c.groups)
         engine = getattr(trainer, "vllm_generation", None) if c.vllm else None  # weights synced by TRL
-        policy = self.policy(trainer.accelerator.unwrap_model(trainer.model), engine=engine)
+        unwrapped = trainer.accelerator.unwrap_model(trainer.model)
+        policy = self.policy(unwrapped, engine=engine) if engine is not None else self.policy(unwrapped)
         estimate = self.played_policy(policy, c.table_samples, np.random.default_rng([c.seed, step, 0x7AB1E]))
         table = estimate.table()
         charge = self.charge(table)

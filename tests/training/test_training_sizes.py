@@ -90,15 +90,15 @@ def test_the_rounds_and_groups_a_refusal_offers_fit(monkeypatch):
     "samples, words",
     [
         (
-            [],
+            ["--samples", "1", "--final-samples", "2048"],
             ["at the end of the run", "936 information states", "1,916,928", "--final-samples 106 or fewer"],
         ),
         (["--samples", "100000"], ["at every step", "93,600,000", "--samples 106 or fewer"]),
     ],
 )
 def test_a_language_models_reads_are_sized_before_training(tmp_path, samples, words):
-    """Leduc's 936 information states at the default 2,048 final replies each were trained first
-    and read after (about 25 minutes of replies on the tiny model); a step's reads likewise."""
+    """Leduc's 936 information states at a typed 2,048 final replies each are refused before
+    training (about 25 minutes of replies on the tiny model); a step's reads likewise."""
     args = [
         "train",
         "--game",
@@ -185,3 +185,14 @@ def test_a_stopped_language_model_run_says_what_it_kept_and_how_to_go_on(tmp_pat
     assert result.exit_code == 130, result.output
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("error: interrupted; ") and all(word in line for word in words), line
+
+
+def test_the_default_final_read_is_fitted_to_the_read_limit():
+    """Not typed, --final-samples is 2,048 where that fits (Kuhn's 12 states) and as many as fit
+    otherwise (Leduc's 936 states: 106, so 99,216 replies), never a refusal of a default."""
+    from sepo.training.grpo import LLMSEPOConfig
+
+    def final(game):
+        return LLMSEPOConfig(game=game, model="m", steps=1, groups=1, group_size=2).default_final_samples()
+
+    assert final("kuhn") == 2048 and final("openspiel:leduc_poker") == 106
