@@ -43,9 +43,9 @@ or body, or whose body does not arrive within `idle_timeout`, is closed; the ker
 128 connections, and past `max_connections` open ones (4 x `max_queue` + 64) one more closes the
 oldest connection that is still sending (or waiting to send) its request, or, when every one is
 being answered, is answered 503 at once, without a thread; at most `max_queue` chat requests
-wait for or use the model at once, and one more is answered 503 with `Retry-After` (clients retry it). On shutdown (`stop`, SIGTERM or
-Ctrl-C in `sepo serve`) the server stops accepting, the reply being generated stops at its next
-token and is answered 503, and the process waits for it before it exits.
+wait for or use the model at once, and one more is answered 503 with `Retry-After` (clients retry it). On
+shutdown (`stop`, SIGTERM or Ctrl-C in `sepo serve`) the server stops accepting, the reply being generated
+stops at its next token and is answered 503, and the process waits for it before it exits.
 
 Also: `GET /v1/models` (the one served model), `GET /health`, and `GET /sepo/stats` (requests
 received, answered, failed and stalled, for tests and monitoring; `?idle=1&answered=N&timeout=S`
