@@ -99,22 +99,30 @@ class Sampling(LoadedModel):
                    "kwargs": {k: v for k, v in kwargs.items() if k != "num_return_sequences"},
                    "seed": seed if do_sample else None, "prefix_sharing": self.prefix_sharing,
                    "batch_size": self.batch_size}
+        # more completions of one prompt than a batch holds are drawn in pieces of at most
+        # `batch_size` rows: a batch's attention cache grows with its rows, so an unbounded `n`
+        # (thousands of replies per state) would allocate its whole cache at once
+        pieces = [(start, min(self.batch_size, n - start)) for start in range(0, n, self.batch_size)]
         with self._rng_context(seed), progress.counting("model replies", len(prompts) * n) as advance:
             previous = None  # a sampled batch's key names the one before it: the generator state it starts at
-            for batch, start in enumerate(range(0, len(prompts), per_call)):
+            batch = 0
+            for start in range(0, len(prompts), per_call):
                 chunk = prompts[start : start + per_call]
-                rows, key = self._kept_batch(chunk, n, kwargs, {**setting, "batch": batch, "after": previous})
-                previous = key if do_sample else None
-                for row, p in enumerate(chunk):
-                    group = []
-                    for k in range(n):
-                        tokens = rows[row * n + k]
-                        finished = bool(tokens) and tokens[-1] in self.eos_token_ids
-                        body = tokens[:-1] if finished else tokens
-                        text = self.tokenizer.decode(body, skip_special_tokens=True)
-                        group.append(Completion(tuple(p), tuple(tokens), text, finished))
-                    results.append(group)
-                advance(len(chunk) * n)
+                groups: list[list[Completion]] = [[] for _ in chunk]
+                for _, m in pieces if n > self.batch_size else [(0, n)]:
+                    rows, key = self._kept_batch(chunk, m, kwargs | {"num_return_sequences": m},
+                                                 {**setting, "batch": batch, "after": previous})
+                    batch += 1
+                    previous = key if do_sample else None
+                    for row, p in enumerate(chunk):
+                        for k in range(m):
+                            tokens = rows[row * m + k]
+                            finished = bool(tokens) and tokens[-1] in self.eos_token_ids
+                            body = tokens[:-1] if finished else tokens
+                            text = self.tokenizer.decode(body, skip_special_tokens=True)
+                            groups[row].append(Completion(tuple(p), tuple(tokens), text, finished))
+                    advance(len(chunk) * m)
+                results.extend(groups)
         return results
 
     def _kept_batch(self, chunk: list[list[int]], n: int, kwargs: dict,

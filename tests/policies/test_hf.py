@@ -697,3 +697,25 @@ def test_a_prompt_that_leaves_too_little_context_for_the_reply_is_one_line(score
         policy.generate([prompt], 1, seed=0)
     monkeypatch.setattr(scorer.model.config, "max_position_embeddings", len(prompt) + 48)
     assert len(policy.generate([prompt], 1, seed=0)[0]) == 1  # exactly fits
+
+
+def test_more_replies_per_prompt_than_a_batch_holds_are_drawn_in_pieces(scorer, decisions, monkeypatch):
+    """A read of thousands of replies per state must not build one attention cache for all of
+    them: each `generate` call holds at most `batch_size` rows, and every prompt still gets its
+    `n` replies, seeded (the same seed, the same replies)."""
+    policy = _policy(scorer, mode="sample", max_new_tokens=4, failure_rule="fallback")
+    policy.batch_size = 4
+    prompts = [policy.render([{"role": "system", "content": "Kuhn."},
+                              {"role": "user", "content": KuhnText().user_prompt(d)}]) for d in decisions[:2]]
+    rows = []
+    real = type(policy)._generate_chunk
+
+    def counted(self, chunk, ids, mask, n, kwargs):
+        rows.append(len(chunk) * n)
+        return real(self, chunk, ids, mask, n, kwargs)
+
+    monkeypatch.setattr(type(policy), "_generate_chunk", counted)
+    first = policy.generate(prompts, 10, seed=5)
+    assert [len(group) for group in first] == [10, 10] and max(rows) <= 4 and sum(rows) == 20
+    again = policy.generate(prompts, 10, seed=5)
+    assert [[c.completion_ids for c in g] for g in first] == [[c.completion_ids for c in g] for g in again]
