@@ -2,32 +2,10 @@
 refused with the config kept, a failed start leaves nothing, and numbers are written as numbers."""
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-from tests.cli.cli_helpers import _error, _run
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "analysis"
-TINY = ["--steps", "3", "--groups", "2", "--quiet"]
-
-
-def _tree(root):
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(Path(root).rglob("*")) if p.is_file()}
-
-
-@pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs") / "finished"
-    assert _run("train", "--out", out, "--steps", "6", "--groups", "2", "--quiet").exit_code == 0
-    return out
-
-
-def _copy(run, tmp_path, name="run"):
-    import shutil
-
-    return Path(shutil.copytree(run, tmp_path / name))
-
+from tests.cli.cli_helpers import EXAMPLES, TINY, _copy, _error, _run, _tree
 
 # ----------------------------------------------------------------------------------- settings kept
 
