@@ -143,7 +143,10 @@ def test_a_model_batch_counts_its_decoding_steps(monkeypatch, tmp_path):
 
 def test_output_without_a_terminal_is_not_wrapped_at_80_columns(monkeypatch):
     """Summary lines and table titles were cut mid-phrase at 80 columns in a log or a pipe."""
+    from sepo.cli import common
+
     monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(common.console, "_width", 80)  # a COLUMNS=80 seen at import
     result = CliRunner().invoke(app, ["exploit", "--game", "kuhn", "--agent", "uniform"])
     assert result.exit_code == 0, result.output
     title = "uniform in kuhn: exact values (exact closed form over the 6 deals and 5 betting sequences)"

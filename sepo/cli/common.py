@@ -33,7 +33,8 @@ class _Console(Console):
     @property
     def size(self) -> ConsoleDimensions:
         size = super().size
-        if self._width is None and not self.is_terminal:
+        # read COLUMNS now, not when the console was made: a width fixed at import would outlive it
+        if not self.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
             return ConsoleDimensions(UNWRAPPED_WIDTH, size.height)
         return size
 
