@@ -212,6 +212,12 @@ def search(config: SearchConfig, out: str | Path, progress: Callable[[str], None
                 )
                 continue
             params = config.game_params(cell)
+            inert = {name: value for name, value in cell.items() if name not in params}
+            if inert:  # e.g. a bound no value of the game reaches: the row is the game without it
+                notes.append(
+                    f"{cell_name(cell)}: {cell_name(inert)} changes nothing in this game; trained as the "
+                    "game without it"
+                )
             measured = []
             for seed in range(config.seeds):
                 if progress:

@@ -138,3 +138,13 @@ def test_overwrite_replaces_a_search_as_the_refusal_says(tmp_path):
         {"fine": 0.0},
         {"fine": 0.3},
     ]
+
+
+def test_a_varied_setting_that_changes_nothing_says_so_beside_its_row(tmp_path):
+    """A cap above every grid price caps nothing: the search trains that setting as the game
+    without a cap, and its report says so rather than labelling the row as a cap."""
+    args = [*ARGS[:4], "--vary", "cap=99,1.5", *ARGS[8:]]
+    result = runner.invoke(app, [*args, "--seeds", "1", "--out", str(tmp_path / "s"), "--json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert any(note.startswith("cap=99.0: cap=99.0 changes nothing in this game") for note in notes), notes
