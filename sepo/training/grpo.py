@@ -166,6 +166,7 @@ class LLMSEPOConfig(SEPOConfig):
             raise SepoError(f"game {self.game!r} has no language-model training environment")
         if self.final_samples is None:  # the default, fitted to the read limit
             self.final_samples = self.default_final_samples()
+            self._fitted_final = self.final_samples < DEFAULT_SAMPLES  # said when the run starts
             super().validate()
         for name, low, strict in (
             ("beta", 0, False),
@@ -613,6 +614,10 @@ def run_llm_sepo(
         check_same_model(run, out, config.model, "the model of --policy")
         progress.stage(f"loading the model {config.model}")
         model, tokenizer, _ = load_hf_model(config.model, None, device=str(args.device), dtype="float32")
+        if getattr(config, "_fitted_final", False):
+            progress.note(f"the final read samples {config.final_samples:,} replies per information state "
+                          f"(not {DEFAULT_SAMPLES:,}: the most the read limit allows here; a wider "
+                          "interval); --final-samples sets it")
         checkpointing = gradient_checkpointing(config, model)
         # transformers 5 renames the second
         for name in ("activation_checkpointing", "gradient_checkpointing"):
