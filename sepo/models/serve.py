@@ -387,8 +387,9 @@ class ChatModel:
             # a policy object per request carries this request's decoding; model and tokenizer are shared
             decoding = HFDecoding(temperature=request.temperature, top_p=request.top_p, top_k=request.top_k,
                                   repetition_penalty=request.repetition_penalty, max_new_tokens=max_tokens)
+            # the default batch size, as an `hf:` agent draws: the same seed gives the same n replies
             policy = HFPolicy(self.model, None, mode="sample", decoding=decoding, tokenizer=self.tokenizer,
-                              batch_size=request.n, name=self.name,
+                              name=self.name,
                               generation_kwargs={"stopping_criteria": StoppingCriteriaList([_Stop()])})
             greedy = request.temperature == 0
             # greedy decoding has one reply; transformers refuses num_return_sequences > 1 for it
