@@ -43,6 +43,11 @@ def run_command(
         "must then be on a filesystem every node mounts at the same path. A cell lost with its node is run "
         "again (3 times at most).",
     ),
+    only: Optional[list[str]] = typer.Option(
+        None, "--only", metavar="DOMAINS",
+        help="Run only these domains' cells this time (comma-separated, or repeated); the rest stay "
+        "pending, and the same command without --only runs them.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ):
     """Run every cell (train, select on validation episodes, audit on test episodes); resumes after a kill."""
@@ -54,7 +59,7 @@ def run_command(
     with progress(quiet) as bar:
         task = bar.add_task("cells", total=None)
         summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite,
-                                 address=address,
+                                 address=address, only=only,
                                  on_notice=lambda line: err_console.print(f"note: {escape(line)}",
                                                                           highlight=False, soft_wrap=True),
                                  on_progress=lambda p: bar.update(task, completed=p.done, total=p.total,
@@ -70,6 +75,8 @@ def run_command(
         f"results in {summary['results']} (config hash {summary['config_hash']}); "
         f"{len(summary['skipped'])} matrix entries not applicable (listed in plan.json)"
     )
+    if summary.get("not_selected"):
+        console.print(f"{summary['not_selected']} cells of other domains are left for a run without --only")
 
 
 @app.command("plan")

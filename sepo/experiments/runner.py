@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from sepo.errors import SepoError
 from sepo.experiments.cells import Cell, Plan, expand
@@ -444,8 +444,10 @@ def seed_major(config, plan) -> Callable:
 def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "local", workers: int = 1,
                    overwrite: bool = False, on_progress: Callable[[Progress], None] | None = None,
                    stop_after: int | None = None, address: str | None = None,
-                   on_notice: Callable[[str], None] | None = None) -> dict:
+                   on_notice: Callable[[str], None] | None = None,
+                   only: Sequence[str] | None = None) -> dict:
     """Run (or resume) every cell of the config in `out`; returns a summary.
+    `only` names the domains whose cells run this time (the rest stay pending for a later run).
     `address` names a Ray cluster (default: RAY_ADDRESS; only with the ray backend); `on_notice`
     hears what a user should know while it runs (a cell lost with its node and run again).
     `stop_after` ends after that many newly finished cells (tests of resumption)."""
@@ -472,6 +474,7 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     if not plan.cells:
         reasons = "; ".join(sorted({s["reason"] for s in plan.skipped}))
         raise SepoError(f"{config_path}: the experiment matrix has no runnable cells ({reasons})")
+    selected = select_domains(config, only)
     config_data = config.record()
     out = Path(out)
     started = time.time()
@@ -505,7 +508,9 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
         prepare(config, run)
         finished = {c.id for c in plan.cells if (out / "cells" / c.id / RESULT).exists()}
         already = len(finished)
-        pending = sorted((c for c in plan.cells if c.id not in finished), key=seed_major(config, plan))
+        pending = sorted((c for c in plan.cells if c.id not in finished and c.domain in selected),
+                         key=seed_major(config, plan))
+        not_selected = sum(1 for c in plan.cells if c.id not in finished and c.domain not in selected)
         durations: list[float] = []
         engine = None
         if pending:
@@ -575,4 +580,17 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     return {"cells": len(plan.cells), "finished": len(finished), "already_finished": already, "ran": new,
             "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),
             "config_hash": config.hash(), "retried": {cell: n - 1 for cell, n in attempts.items()},
-            "notices": notices}
+            "notices": notices, "not_selected": not_selected}
+
+
+def select_domains(config, only: Sequence[str] | None) -> set[str]:
+    """The config's domain names that `only` selects (all when it is None); an unknown one is an error."""
+    names = [d.name for d in config.domains]
+    if only is None:
+        return set(names)
+    wanted = [name.strip() for item in only for name in item.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in names]
+    if unknown or not wanted:
+        raise SepoError(f"--only {','.join(unknown) or '(empty)'}: not a domain of this config; "
+                        f"its domains: {', '.join(names)}")
+    return set(wanted)

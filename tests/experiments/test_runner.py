@@ -19,7 +19,7 @@ from sepo.experiments.config import validate_config
 from sepo.experiments.runner import read_results, run_experiment
 from sepo.experiments.seeds import check_disjoint, episode_seeds, split_seed
 from sepo.games import domain_names, get_domain
-from tests.experiments.conftest import tiny_config
+from tests.experiments.conftest import tiny_config, tiny_domain
 from tests.experiments.workers import mark_and_sleep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -300,4 +300,38 @@ def test_more_workers_than_usable_cores_is_one_line_before_the_folder_is_made(tm
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert "--workers 3 is more cells at once than the 2 CPU cores" in result.stderr
     assert "use --workers 2 or fewer" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_runs_the_named_domains_cells_and_a_later_run_without_it_finishes_the_rest(tmp_path):
+    """--only DOMAIN runs that domain's cells and leaves the others pending; the same command
+    without --only then runs just those. (The second domain: the trainable one with the fewest
+    game parameters, a stand-in for the cheapest.)"""
+    first = tiny_domain()
+    others = [n for n in domain_names() if get_domain(n).training is not None and n != first]
+    second = min(others, key=lambda n: len(get_domain(n).params))
+    text = tiny_config(first, **{"stages: [base, sft, grpo, sepo, constant]": "stages: [base, sepo]",
+                                 "seeds: [0, 1]": "seeds: [0]"})
+    two = text.replace(f"  - name: {first}\n", f"  - name: {first}\n    lambdas: {{e: 1.0, c: 0.0, x: 0.0}}\n"
+                                                f"  - name: {second}\n", 1)
+    two = two.replace("    lambdas: {e: [1.0, 4.0], c: 0.0, x: 0.0}\n", "    lambdas: {e: 1.0, c: 0.0, x: 0.0}\n")
+    config = tmp_path / "two.yaml"
+    config.write_text(two)
+    part = run_experiment(config, tmp_path / "part", only=[second])
+    ran = {p.name for p in (tmp_path / "part" / "cells").iterdir() if (p / "result.json").exists()}
+    assert ran and all(name.startswith(f"{second}_") for name in ran)
+    assert part["not_selected"] == part["cells"] - len(ran) > 0
+    rest = run_experiment(config, tmp_path / "part")
+    assert rest["ran"] == part["not_selected"] and rest["finished"] == rest["cells"]
+    assert {row["cell"] for row in read_results(tmp_path / "part").to_pylist()} == {
+        p.name for p in (tmp_path / "part" / "cells").iterdir()}
+
+
+def test_only_with_a_name_not_in_the_config_is_one_line_naming_the_domains(tmp_path):
+    config = tmp_path / "x.yaml"
+    config.write_text(tiny_config())
+    result = CliRunner().invoke(app, ["experiment", "run", str(config), "--out", str(tmp_path / "out"),
+                                      "--only", "nosuchgame"])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "nosuchgame" in result.output and tiny_domain() in result.output
     assert not (tmp_path / "out").exists()
