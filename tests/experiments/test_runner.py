@@ -314,7 +314,8 @@ def test_only_runs_the_named_domains_cells_and_a_later_run_without_it_finishes_t
                                  "seeds: [0, 1]": "seeds: [0]"})
     two = text.replace(f"  - name: {first}\n", f"  - name: {first}\n    lambdas: {{e: 1.0, c: 0.0, x: 0.0}}\n"
                                                 f"  - name: {second}\n", 1)
-    two = two.replace("    lambdas: {e: [1.0, 4.0], c: 0.0, x: 0.0}\n", "    lambdas: {e: 1.0, c: 0.0, x: 0.0}\n")
+    one_lambda = "    lambdas: {e: 1.0, c: 0.0, x: 0.0}\n"
+    two = two.replace("    lambdas: {e: [1.0, 4.0], c: 0.0, x: 0.0}\n", one_lambda)
     config = tmp_path / "two.yaml"
     config.write_text(two)
     part = run_experiment(config, tmp_path / "part", only=[second])
