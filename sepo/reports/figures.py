@@ -305,20 +305,26 @@ def figure_sweep(results: Results, domain: str) -> bytes | None:
 
 
 def figure_frontier(results: Results, domain: str) -> bytes | None:
-    """The domain's exact frontier (where it has one) with the trained tabular policies on it."""
+    """The domain's exact frontier (where it has one) with the experiment's policies on it: trained
+    tabular policies placed exactly, and each language-model cell at its shown checkpoint's test audit
+    (exploitability against utility vs the train pool), with its intervals where it was estimated."""
     from sepo.games import get_domain
     from sepo.opponents.pools import BEST_RESPONSE, default_pools
 
     spec = get_domain(domain)
     if spec.frontier is None:
         return None
-    runs, labels = [], []
+    runs, labels, models = [], [], []
     for (agent, stage, lambdas), cells in results.groups(domain).items():
         for cell in cells:
+            seed = results.cells[cell]["seed"]
+            label = group_label(agent, stage, lambdas) + ("" if seed is None else f" s{seed}")
             run = results.folder / "cells" / cell / "train"
             if (run / "policy.json").exists():
                 runs.append(run)
-                labels.append(f"{group_label(agent, stage, lambdas)} s{results.cells[cell]['seed']}")
+                labels.append(label)
+            elif (point := model_point(results, cell, label)) is not None:
+                models.append(point)
     trained = {lam[0] for (_, s, lam) in results.groups(domain) if s == "sepo" and lam}
     lambdas = sorted(trained | {0.25, 1.0, 4.0})
     train = [s for s in default_pools(domain)["train"] if s.name != BEST_RESPONSE]
@@ -327,8 +333,26 @@ def figure_frontier(results: Results, domain: str) -> bytes | None:
 
     from sepo.reports.plots import plot_frontier
 
+    placed = [{"label": label, **run} for label, run in zip(labels, report["runs"])] + models
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "frontier.png"
-        plot_frontier(frontier, path, [{"label": label, **run} for label, run in zip(labels, report["runs"])],
-                      title=f"{domain}: frontier and trained points")
+        plot_frontier(frontier, path, placed, title=f"{domain}: frontier and the experiment's policies")
         return path.read_bytes()
+
+
+def model_point(results: Results, cell: str, label: str) -> dict | None:
+    """A cell without a policy table, placed by its audit at the shown checkpoint (test episodes):
+    exploitability and utility against the train pool, with their intervals; `estimated` where either
+    was computed from sampled replies. None where the audit lacks either number."""
+    numbers = results.value[(cell, "validation")]
+    e, u = numbers.get("exploitability"), numbers.get("utility_exact")
+    if e is None or u is None or math.isnan(e[0]) or math.isnan(u[0]):
+        return None
+    estimated = not (e[3] and u[3])
+
+    def interval(entry):
+        return tuple(entry[0] if math.isnan(end) else end for end in entry[1:3])
+
+    return {"label": label + (" (estimated)" if estimated else " (exact)"), "exploitability": e[0],
+            "utility": u[0], "estimated": estimated,
+            "exploitability_interval": interval(e), "utility_interval": interval(u)}

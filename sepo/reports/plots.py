@@ -91,7 +91,8 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None,
                   stamp: dict | None = None) -> Path:
     """The utility-vs-exploitability frontier, its RNR points, and trained policies against it."""
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
-    far = max([frontier.epsilons[-1]] + [run["exploitability"] for run in runs or []])
+    ends = [run.get("exploitability_interval", (0, run["exploitability"]))[1] for run in runs or []]
+    far = max([frontier.epsilons[-1]] + [e for e in ends if math.isfinite(e)])
     epsilons = list(frontier.epsilons) + [far * 1.05]  # the frontier is flat beyond the best response
     utilities = list(frontier.utilities) + [frontier.utilities[-1]]
     ax.plot(epsilons, utilities, color="black", label="frontier u*(e) (LP)")
@@ -100,7 +101,16 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None,
     if frontier.rnr:
         ax.scatter([], [], marker="s", color="grey", s=18, label="RNR points")
     for run in runs or []:
-        ax.scatter(run["exploitability"], run["utility"], s=40, zorder=3, label=run["label"])
+        if "exploitability_interval" in run:  # estimated from sampled replies: a cross of its intervals
+            (e_low, e_high), (u_low, u_high) = run["exploitability_interval"], run["utility_interval"]
+            e, u = run["exploitability"], run["utility"]
+            estimated = run.get("estimated", True)
+            ax.errorbar(e, u, xerr=[[max(e - e_low, 0)], [max(e_high - e, 0)]],
+                        yerr=[[max(u - u_low, 0)], [max(u_high - u, 0)]], fmt="o" if estimated else "s",
+                        markersize=6, capsize=3, zorder=3, label=run["label"],
+                        fillstyle="none" if estimated else "full")
+        else:
+            ax.scatter(run["exploitability"], run["utility"], s=40, zorder=3, label=run["label"])
     ax.set(xlabel=f"exploitability e ({unit})", ylabel=f"utility vs train pool ({unit})", title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

@@ -708,3 +708,51 @@ def test_report_says_which_cells_lost_their_result_and_marks_the_report_incomple
     complete = CliRunner().invoke(app, ["report", str(finished_experiment), "--out", str(tmp_path / "whole")])
     assert complete.exit_code == 0
     assert "missing" not in complete.stderr and "incomplete" not in complete.output
+
+
+def test_the_frontier_places_a_language_model_cell_by_its_audit_with_both_intervals(tmp_path, monkeypatch):
+    """A language-model cell has no policy table: it goes on the exact Kuhn frontier at its shown
+    checkpoint's test exploitability and utility against the train pool, both intervals drawn and
+    labelled estimated; a cell whose audit lacks either number is left off rather than guessed."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    import sepo.reports.plots as plots
+    from sepo.reports.figures import figure_frontier
+
+    value = defaultdict(dict)
+    value[("lm", "validation")] = {"exploitability": (0.91, 0.73, 1.0, False),
+                                   "utility_exact": (-0.18, -0.21, -0.15, False)}
+    value[("no-utility", "validation")] = {"exploitability": (0.5, 0.4, 0.6, False)}
+    results = SimpleNamespace(
+        folder=tmp_path, value=value,
+        cells={"lm": {"seed": 1}, "no-utility": {"seed": 2}},
+        groups=lambda domain: {("smollm2", "sepo", (1.5, 0.0, 0.0)): ["lm", "no-utility"]})
+    drawn = {}
+
+    def capture(frontier, out, runs=None, **kwargs):
+        drawn["runs"], drawn["frontier"] = runs, frontier
+        Path(out).write_bytes(b"png")
+
+    monkeypatch.setattr(plots, "plot_frontier", capture)
+    assert figure_frontier(results, "kuhn") == b"png"
+    [point] = drawn["runs"]
+    assert point["label"].endswith("s1 (estimated)") and point["estimated"]
+    assert (point["exploitability"], point["utility"]) == (0.91, -0.18)
+    assert point["exploitability_interval"] == (0.73, 1.0) and point["utility_interval"] == (-0.21, -0.15)
+    # the point lies below the exact frontier at its exploitability (no policy beats u*(e))
+    frontier = drawn["frontier"]
+    assert point["utility"] <= float(np.interp(0.91, frontier.epsilons, frontier.utilities)) + 1e-9
+
+
+def test_plot_frontier_draws_an_estimated_point_with_its_interval_cross(tmp_path):
+    from sepo.games.kuhn.restricted_nash import frontier_report
+    from sepo.opponents.pools import BEST_RESPONSE, default_pools
+    from sepo.reports.plots import plot_frontier
+
+    train = [s for s in default_pools("kuhn")["train"] if s.name != BEST_RESPONSE]
+    _, frontier = frontier_report(train, [1.0], [])
+    point = {"label": "lm s0 (estimated)", "exploitability": 0.9, "utility": -0.18, "estimated": True,
+             "exploitability_interval": (0.7, 1.6), "utility_interval": (-0.2, -0.1)}
+    out = plot_frontier(frontier, tmp_path / "f.png", [point])
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
