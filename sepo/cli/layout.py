@@ -92,7 +92,7 @@ class SepoCommand(TyperCommand):
         """The options as the help screen shows them (copies: the parsed command is unchanged)."""
         args = ctx.meta.get("sepo.args", [])
         game = given_value(args, "--game")
-        own = _game_params(game)
+        own, problem = _game_params(game)
         panels = PANELS.get(" ".join(ctx.command_path.split()[1:]), {})
         shown = []
         for param in params:
@@ -107,7 +107,8 @@ class SepoCommand(TyperCommand):
                 flag, value = SHOWN_WITH[name]
                 param.hidden = given_value(args, flag) != value
             if name == "game" and param.help:
-                param.help += escape(game_help_note(game))
+                param.help += escape(game_help_note(game) if problem is None
+                                     else f" --game {game} has no parameters to show: {problem}")
             if getattr(param, "is_flag", False):
                 param.metavar = ""
             panel = panels.get(name)
@@ -128,18 +129,21 @@ def _panel_rank(param) -> int:
     return PANEL_ORDER.index(panel) if panel in PANEL_ORDER else PANEL_ORDER.index("Options")
 
 
-def _game_params(game: str | None) -> dict:
-    """{parameter name: (game name, Param)} of the game named, or {} (no game named, or one that does
-    not load: the command itself says why when it runs)."""
+def _game_params(game: str | None) -> tuple[dict, str | None]:
+    """{parameter name: (game name, Param)} of the game named ({} when none is named), and why the
+    named game does not load (an unknown name, a family whose library is missing), which the help
+    screen says instead of showing the generic screen as if no game were named."""
     if game is None:
-        return {}
+        return {}, None
     try:
         from sepo.games import get_domain
 
         domain = get_domain(game)
-    except Exception:  # an unknown name, a family whose library is missing: help still shows
-        return {}
-    return {param.name: (domain.name, param) for param in domain.params}
+    except Exception as error:  # help still shows, with the reason in the --game row
+        from sepo.errors import brief
+
+        return {}, brief(str(error), 300)
+    return {param.name: (domain.name, param) for param in domain.params}, None
 
 
 def _game_param_shown(option, game: str, param):

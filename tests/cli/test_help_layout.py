@@ -52,6 +52,14 @@ def test_help_without_a_game_names_no_game_parameter_and_says_where_they_are():
     assert "sepo games NAME" in " ".join(result.stdout.replace("│", " ").split())
 
 
+def test_help_for_a_game_that_does_not_load_says_why_instead_of_the_generic_screen():
+    result = _run("eval", "--game", "kuhnn", "--help")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.replace("│", " ").split())
+    assert "--game kuhnn has no parameters to show: unknown game 'kuhnn'" in text
+    assert "this help shows them with --game NAME" not in text
+
+
 def test_a_game_parameter_still_parses_for_its_game_and_is_refused_for_another():
     result = _run("eval", "--game", "ipd", "--rounds", "2", "--agent", "bot:TFT", "--episodes", "1", "--json")
     assert result.exit_code == 0, result.output
