@@ -726,6 +726,7 @@ def learned_best_response(
             "ci_low": low,
             "ci_high": high,
             "measured_episodes": len(gaps),
-            "model_gap": model_solver.gap(model),
+            # the exact gap of the model fitted to the agent's play, not the agent's: no bound on it
+            "fitted_model_gap": model_solver.gap(model),
         },
     )

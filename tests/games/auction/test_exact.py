@@ -172,7 +172,7 @@ def test_learned_best_response_is_a_lower_bound_and_close_for_a_memory_one_agent
     bound = learned_best_response(game, agent, episodes=300, seed=1)
     assert not bound.exact and "lower bound" in bound.method
     assert bound.extra["ci_low"] <= exact + 1e-9
-    assert bound.extra["model_gap"] == pytest.approx(exact, abs=0.05)
+    assert bound.extra["fitted_model_gap"] == pytest.approx(exact, abs=0.05)
 
 
 def test_the_learned_bound_is_the_lower_end_of_a_fresh_measurement_and_stays_below_the_gap():

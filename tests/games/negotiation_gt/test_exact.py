@@ -307,6 +307,6 @@ def test_the_gap_against_the_agents_model_is_labelled_as_no_bound_and_every_extr
     game = load_game("negotiation-gt", items="2,2,3", values="4,3,3", opponent_values="3,3,4")
     for result in (learned_best_response(game, _Reactive(), episodes=100)[0],
                    dp_best_response(game, _Reactive(), memory=0, episodes=20)[0]):
-        assert not result.exact and "model_gap" not in result.extra
+        assert not result.exact and "fitted_model_gap" not in result.extra
         assert isinstance(result.extra["gap_vs_agent_model_not_a_bound"], float)
         assert all(isinstance(v, (int, float)) for v in result.extra.values()), result.extra
