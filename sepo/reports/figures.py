@@ -336,7 +336,8 @@ def figure_frontier(results: Results, domain: str) -> bytes | None:
     placed = [{"label": label, **run} for label, run in zip(labels, report["runs"])] + models
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "frontier.png"
-        plot_frontier(frontier, path, placed, title=f"{domain}: frontier and the experiment's policies")
+        plot_frontier(frontier, path, placed, title=f"{domain}: frontier and the experiment's policies",
+                      unit=results.unit(domain))
         return path.read_bytes()
 
 

@@ -727,16 +727,18 @@ def test_the_frontier_places_a_language_model_cell_by_its_audit_with_both_interv
     results = SimpleNamespace(
         folder=tmp_path, value=value,
         cells={"lm": {"seed": 1}, "no-utility": {"seed": 2}},
-        groups=lambda domain: {("smollm2", "sepo", (1.5, 0.0, 0.0)): ["lm", "no-utility"]})
+        groups=lambda domain: {("smollm2", "sepo", (1.5, 0.0, 0.0)): ["lm", "no-utility"]},
+        unit=lambda domain: "chips per hand")
     drawn = {}
 
     def capture(frontier, out, runs=None, **kwargs):
-        drawn["runs"], drawn["frontier"] = runs, frontier
+        drawn["runs"], drawn["frontier"], drawn["unit"] = runs, frontier, kwargs.get("unit")
         Path(out).write_bytes(b"png")
 
     monkeypatch.setattr(plots, "plot_frontier", capture)
     assert figure_frontier(results, "kuhn") == b"png"
     [point] = drawn["runs"]
+    assert drawn["unit"] == "chips per hand"
     assert point["label"].endswith("s1 (estimated)") and point["estimated"]
     assert (point["exploitability"], point["utility"]) == (0.91, -0.18)
     assert point["exploitability_interval"] == (0.73, 1.0) and point["utility_interval"] == (-0.21, -0.15)
