@@ -101,7 +101,7 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None,
     if frontier.rnr:
         ax.scatter([], [], marker="s", color="grey", s=18, label="RNR points")
     for run in runs or []:
-        if "exploitability_interval" in run:  # estimated from sampled replies: a cross of its intervals
+        if "exploitability_interval" in run:  # an audited policy: its intervals, hollow if estimated
             (e_low, e_high), (u_low, u_high) = run["exploitability_interval"], run["utility_interval"]
             e, u = run["exploitability"], run["utility"]
             estimated = run.get("estimated", True)
