@@ -210,6 +210,11 @@ class AuctionSolver:
         outcome = np.zeros(1, dtype=np.int64)
         pruned = 0.0
         max_r = np.abs(self._stage("gap")).max()
+        if self.prune == 0.0 and opponent is None and all(np.all(table > 0) for table in tables):
+            # a fully mixed agent reaches every public history: the tree's size is known up front
+            for t in range(1, self.rounds):
+                if self.n_out ** t > MAX_ROWS:
+                    raise self._too_many(self.n_out ** t, t + 1)
         for t, w in enumerate(self.window):
             levels.append((g, mu, parent, outcome))
             if t == self.rounds - 1:
@@ -228,11 +233,7 @@ class AuctionSolver:
             keep = mass > self.prune
             pruned += float(mass[~keep].sum()) * (self.rounds - t - 1) * max_r
             if keep.sum() > MAX_ROWS:
-                raise SepoError(
-                    f"exact auction BR: {keep.sum():,} public histories at round {t + 2} exceed "
-                    f"{MAX_ROWS:,}; give --threshold P to drop histories of agent mass at most P (the bound "
-                    "is reported) or fewer --rounds"
-                )
+                raise self._too_many(int(keep.sum()), t + 2)
             index = np.nonzero(keep)[0]
             parent = index // self.n_out
             outcome = index % self.n_out
@@ -240,6 +241,14 @@ class AuctionSolver:
             g = code % (self.n_out ** child_w)
             mu = child_mu[keep]
         return levels, pruned
+
+    @staticmethod
+    def _too_many(histories: int, round_: int) -> SepoError:
+        return SepoError(
+            f"exact auction BR: {histories:,} public histories at round {round_} exceed {MAX_ROWS:,}; "
+            "give --threshold P to drop histories of agent mass at most P (the bound is reported) or "
+            "fewer --rounds"
+        )
 
     def _joint(self, table_t, g, mu):
         """mu(h, u) p(v) pi(a | g, u, v): [R, U, V, K]."""

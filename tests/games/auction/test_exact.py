@@ -242,3 +242,19 @@ def test_the_solve_cache_is_keyed_by_the_table_itself_not_its_hash(monkeypatch):
     expected = AuctionSolver(game).solve(second)[2]
     solver.solve(first)
     assert solver.solve(second)[2] == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_fully_mixed_agent_over_too_many_rounds_is_refused_before_the_forward_pass(monkeypatch):
+    """A fully mixed agent reaches all 12^t public histories at round t + 1, so the refusal needs no
+    pass over the first rounds (which at 20 rounds allocated gigabytes before it came)."""
+    solver = AuctionSolver(make_game("rigorous", rounds=20, memory=1))
+    table = np.full((solver.offsets[-1], solver.k), 1.0 / solver.k)
+    monkeypatch.setattr(solver, "_joint", lambda *a: pytest.fail("the forward pass ran"))
+    with pytest.raises(SepoError, match="35,831,808 public histories at round 8 exceed 3,000,000"):
+        solver.gap(table)
+    pure = table.copy()
+    pure[:, 1:] = 0.0
+    pure[:, 0] = 1.0  # a pure agent reaches fewer: the pass runs and counts what it reaches
+    monkeypatch.undo()
+    with pytest.raises(SepoError, match="4,194,304 public histories at round 12"):
+        solver.gap(pure)
