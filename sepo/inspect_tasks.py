@@ -399,7 +399,7 @@ def _check_sizes(game, config, pools: dict, options) -> None:
     need = 2 * 8 * config.replicates * config.episodes * opponents
     if need > memory_budget():
         raise SepoError(
-            f"-T replicates {config.replicates:,} with -T episodes {config.episodes:,} would hold about "
+            f"-T replicates={config.replicates} with -T episodes={config.episodes} would hold about "
             f"{size_text(need)} of bootstrap resamples and this machine can spare "
             f"{size_text(memory_budget())}; use fewer replicates or episodes"
         )

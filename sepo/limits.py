@@ -54,9 +54,10 @@ def count_text(n: int) -> str:
 
 
 def size_text(n_bytes: int | float) -> str:
-    """A byte count for a person: "3.2 GB"; a power of ten past a petabyte ("about 10^16 bytes")."""
+    """A byte count for a person: "3.2 GB"; a power of ten past a petabyte ("10^16 bytes"). Like
+    "3.2 GB" it is rounded without saying so: the messages around it say "about" once."""
     if n_bytes >= 10**15:
-        return f"about 10^{math.floor(math.log10(n_bytes))} bytes"
+        return f"10^{math.floor(math.log10(n_bytes))} bytes"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n_bytes >= scale:
             value = n_bytes / scale
@@ -130,7 +131,7 @@ def check_episodes(game, episodes: int, opponents: int, what: str, per_opponent:
         return
     fits = budget // (per_episode * max(1, opponents))
     shrink = game.episode_size_hint(budget // count)
-    options = ([f"{per_opponent} {fits:,} or fewer"] if fits >= 1 else []) + ([shrink] if shrink else [])
+    options = ([f"{per_opponent} {fits} or fewer"] if fits >= 1 else []) + ([shrink] if shrink else [])
     raise SepoError(
         f"{what} would hold about {size_text(per_episode * count)} of episode records ({episodes:,} "
         f"episode(s) x {opponents} opponent(s) x {size_text(per_episode)} each) and this machine can spare "
@@ -161,6 +162,6 @@ def check_parallelism(count: int, option: str, what: str) -> None:
     cores = usable_cores()
     if count > cores:
         raise SepoError(
-            f"{option} {count:,} is more {what} than the {cores} CPU core{'s' if cores != 1 else ''} this "
+            f"{option} {count} is more {what} than the {cores} CPU core{'s' if cores != 1 else ''} this "
             f"process may use; {PARALLEL_REASON}: use {option} {cores} or fewer"
         )

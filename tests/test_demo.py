@@ -129,6 +129,19 @@ def test_a_domains_own_demo_places_its_runs_on_the_frontier(small, tmp_path):
     ).is_file()
 
 
+def test_a_demos_warnings_advise_only_options_the_demo_has(small, tmp_path):
+    """The paper protocol's quirks warn while the demo audits both protocols; an option a warning
+    names must be one `sepo demo` takes."""
+    import re
+
+    result = _run("demo", "--game", "negotiation-gt", "--steps", "2", "--out", tmp_path / "demo")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warned, result.stderr
+    named = set(re.findall(r"--[a-z][a-z-]*", "\n".join(warned)))
+    assert named <= {"--out", "--steps", "--game", "--overwrite"}, warned
+
+
 def test_the_paper_score_is_set_beside_the_exact_gap_only_where_they_disagree():
     agree = {"exploit_pool": 0.31, "exploit_pool_ci": [0.2, 0.7], "br_gap": 0.625}
     assert demo.disagreement(agree) == "0.310 (agrees)"

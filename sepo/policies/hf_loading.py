@@ -152,7 +152,7 @@ def check_reply_length(max_new_tokens: int, model, name: str, option: str = "--m
     """A reply limit the model can write: below its context (which holds the prompt too)."""
     context = context_length(model)
     if context is not None and max_new_tokens >= context:
-        raise SepoError(f"{option} {max_new_tokens:,} does not fit {name}'s context of {context:,} tokens, "
+        raise SepoError(f"{option} {max_new_tokens} does not fit {name}'s context of {context:,} tokens, "
                         f"which holds the prompt too; use at most {context - 1:,} (less the prompt's length)")
 
 
@@ -165,9 +165,9 @@ def check_prompt_room(prompt_tokens: int, max_new_tokens: int, model, name: str,
         return
     room = context - prompt_tokens
     shorter = "a shorter game (fewer rounds: a shorter history in the prompt)"
-    fix = (f"use {option} {room:,} or fewer, or {shorter}" if room >= 1
+    fix = (f"use {option} {room} or fewer, or {shorter}" if room >= 1
            else f"use {shorter} or a model with a longer context")
-    raise SepoError(f"a prompt of {prompt_tokens:,} tokens and {option} {max_new_tokens:,} do not fit "
+    raise SepoError(f"a prompt of {prompt_tokens:,} tokens and {option} {max_new_tokens} do not fit "
                     f"{name}'s context of {context:,} tokens ({max(room, 0):,} left for the reply); {fix}")
 
 

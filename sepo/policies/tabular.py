@@ -109,10 +109,11 @@ class TabularPolicy(Policy):
     @classmethod
     def load(cls, path: str | Path, keys=None, num_actions: int | None = None) -> "TabularPolicy":
         """A policy from JSON; `keys` (the domain's information states) are checked when given,
-        else the file's own keys are used in file order."""
+        else the file's own keys are used in file order. `num_actions` is the row length of a
+        plain mapping; a compact file's rows have its declared "actions"."""
         path = Path(path)
         data, width = read_policy_file(path)
-        num_actions = width if num_actions is None else num_actions
+        num_actions = width or num_actions  # a declared width; `check_decisions` fits it to a game
         if keys is None:
             if not isinstance(data, dict) or not data:
                 raise SepoError(
@@ -213,6 +214,11 @@ def expand_compact(data: dict, source: str) -> tuple[dict, int]:
                     f"{source}: key {key!r}: a uniform row over {row} columns; the table has {width}"
                 )
             row = [1.0 / row] * row
+        if isinstance(row, list) and len(row) > width:
+            raise SepoError(
+                f"{source}: key {key!r} has {len(row)} probabilities, more than the header's \"actions\" "
+                f"{width}; make the header the table's width"
+            )
         if isinstance(row, list) and len(row) < width:
             row = row + [0.0] * (width - len(row))
         expanded[key] = row

@@ -265,7 +265,7 @@ def check_sampled_replies(states: int, samples: int, name: str) -> None:
     fewer = MAX_SAMPLED_REPLIES // max(1, states)
     options = ["--temperature 0 (greedy decoding: one reply per prompt, the policy exact)"]
     if fewer >= 1:
-        options.append(f"--samples {fewer:,} or fewer (a wider interval)")
+        options.append(f"--samples {fewer} or fewer (a wider interval)")
     raise SepoError(
         f"estimating {name}'s policy at {states:,} information states from {samples:,} sampled replies each "
         f"means {count:,} model replies (more than {MAX_SAMPLED_REPLIES:,}); use {' or '.join(options)}"

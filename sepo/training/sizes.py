@@ -145,7 +145,7 @@ def check_tree(
             fixes.append(f"{options['memory']} {smaller}" + (" or less" if smaller else ""))
     most = _most_rounds(stage, rounds, memory, getattr(game, "memory", None), budget, rollouts)
     if most >= 1:
-        fixes.append(f"{options['rounds']} {most:,} or fewer")
+        fixes.append(f"{options['rounds']} {most} or fewer")
     refuse(
         f"training in {game.name} keeps a tree of {kept}: {count_text(states)} states at {rounds:,} rounds, "
         "which",
@@ -171,7 +171,7 @@ def check_rollouts(
     per_group = rollout_batch_bytes(group_size, decisions)
     fits = budget // per_group if budget > 0 else 0
     fixes = (
-        [f"{options['groups']} {fits:,} or fewer"]
+        [f"{options['groups']} {fits} or fewer"]
         if fits >= 1
         else [f"a smaller {options['group_size']} (a group of {group_size:,} alone does not fit)"]
     )
@@ -186,11 +186,11 @@ def check_rollouts(
             rollouts,
         )
         if most >= 1:
-            fixes.append(f"{options['rounds']} {most:,} or fewer")
+            fixes.append(f"{options['rounds']} {most} or fewer")
     fix = "use " + " or ".join(fixes)
     beside = f" beside the game's tree ({size_text(held)})" if held else ""
     refuse(
-        f"a training step's {count_text(rollouts)} rollouts ({options['groups']} {groups:,} x "
+        f"a training step's {count_text(rollouts)} rollouts ({options['groups']} {groups} x "
         f"{options['group_size']} "
         f"{group_size:,}, up to {decisions:,} decisions each){beside}",
         need,
@@ -214,7 +214,7 @@ def check_language_model_batches(
     prompts = steps * groups
     if prompts * PROMPT_BYTES > budget:
         refuse(
-            f"the run's prompt list ({options['steps']} {steps:,} x {options['groups']} {groups:,} = "
+            f"the run's prompt list ({options['steps']} {steps} x {options['groups']} {groups} = "
             f"{count_text(prompts)} prompts)",
             prompts * PROMPT_BYTES,
             f"use fewer {options['steps']} or {options['groups']} "
@@ -226,10 +226,10 @@ def check_language_model_batches(
     if completions * completion > budget:
         fits = max(0, budget // (completion * group_size))
         refuse(
-            f"a training step's {count_text(completions)} completions ({options['groups']} {groups:,} x "
-            f"{options['group_size']} {group_size:,}, before the model's own activations)",
+            f"a training step's {count_text(completions)} completions ({options['groups']} {groups} x "
+            f"{options['group_size']} {group_size}, before the model's own activations)",
             completions * completion,
-            f"use {options['groups']} {fits:,} or fewer"
+            f"use {options['groups']} {fits} or fewer"
             if fits >= 1
             else f"use a smaller {options['group_size']}",
             max(budget, 0),
@@ -285,7 +285,7 @@ def check_replies(states: int, samples: int, when: str, option: str) -> None:
         return
     fewer = MAX_SAMPLED_REPLIES // max(1, states)
     fix = (
-        f"use {option} {fewer:,} or fewer (a wider interval)"
+        f"use {option} {fewer} or fewer (a wider interval)"
         if fewer >= 1
         else "train a game with fewer information states"
     )

@@ -372,7 +372,8 @@ def load_run_policy(run_dir: str | Path, game: str | None = None) -> TabularPoli
         trained = run_game(run_dir)
         if trained is not None and trained != game:
             raise SepoError(
-                f"{run_dir} is a run of game {trained!r}, not {game!r}; give --game {trained} or a {game} run"
+                f"{run_dir} is a run of game {trained!r}, not {game!r}; give --game {trained}, or a run "
+                f"trained in {game}"
             )
     if (run_dir / POLICY).exists():
         policy = TabularPolicy.load(run_dir / POLICY)

@@ -225,7 +225,7 @@ def test_a_compact_file_without_its_format_says_so(tmp_path):
         ({"policy": []}, "'policy'"),
         ({"policy": {"0": 3}}, "'0'"),  # uniform over more columns than the table has
         ({"policy": {"0": 0}}, "'0'"),
-        ({"policy": {"0": [0.2, 0.3, 0.5]}}, "'0'"),  # a row longer than the table
+        ({"policy": {"0": [0.2, 0.3, 0.5]}}, "'0' has 3 probabilities, more than the header's \"actions\" 2"),
         ({"policy": {"0": [0.5]}}, "'0'"),  # padded with 0: sums to 0.5
         ({"policy": {"0": True}}, "'0'"),
         ({"actions": 10**12}, "memory budget"),  # a few bytes would pad every row to a terabyte
@@ -313,6 +313,23 @@ def test_a_run_table_wider_than_the_game_is_cut_to_its_legal_actions(tmp_path):
     )
     with pytest.raises(SepoError, match="'0' puts probability 1 on columns beyond its 2 legal actions"):
         load_agent(f"run:{tmp_path}", game)
+
+
+def test_a_tabular_file_wider_than_the_game_is_read_at_its_declared_width(tmp_path):
+    """`tabular:` reads a compact file at its header's "actions", as `run:` does: rows of two
+    under "actions": 3 are the game's two columns, not rows of three that blame a key."""
+    from sepo.games import load_game
+    from sepo.policies.specs import load_agent
+
+    game = load_game("kuhn", "rigorous")
+    rows = {key: [0.25, 0.75] for key in INFO_STATES}
+    path = write(tmp_path, {"format": "sepo-tabular/2", "actions": 3, "policy": rows}, name="wide.json")
+    policy = load_agent(f"tabular:{path}", game)
+    assert policy.table.shape == (12, 2) and np.allclose(policy.table, [0.25, 0.75])
+    rows["0"] = [0.0, 0.0, 1.0]
+    write(tmp_path, {"format": "sepo-tabular/2", "actions": 3, "policy": rows}, name="wide.json")
+    with pytest.raises(SepoError, match="'0' puts probability 1 on columns beyond its 2 legal actions"):
+        load_agent(f"tabular:{path}", game)
 
 
 def test_a_well_formed_leduc_table_loads_unchanged(tmp_path):

@@ -224,3 +224,10 @@ def test_a_finished_run_missing_or_with_a_damaged_output_is_one_line(tmp_path, d
     before = {p: p.read_bytes() for p in sorted((tmp_path / "run").rglob("*")) if p.is_file()}
     _error(_run(*command), *words, "--overwrite")
     assert {p: p.read_bytes() for p in sorted((tmp_path / "run").rglob("*")) if p.is_file()} == before
+
+
+def test_a_run_of_another_game_is_refused_with_advice_that_reads_as_english(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"game": "kuhn"}))
+    with pytest.raises(SepoError) as refused:
+        load_run_policy(tmp_path, "ipd")
+    assert str(refused.value).endswith("give --game kuhn, or a run trained in ipd")

@@ -101,17 +101,18 @@ class AuctionSolver:
         self.out = Outcomes.of(self.k)
         self.n_out = len(self.out)
         self.window = [min(t, self.memory) for t in range(self.rounds)]
-        self.sizes = [self.n_out ** w * self.nv ** w * self.nv for w in self.window]
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
-        self.kept_memory = None if self.memory >= self.rounds - 1 else self.memory  # None: whole histories
-        self.method = f"exact DP over the public bid tree, beliefs over the agent's last {self.memory} values"
-        if self.offsets[-1] > MAX_DECISIONS:
+        self.sizes = [self.n_out**w * self.nv**w * self.nv for w in self.window]  # Python ints: no overflow
+        states = sum(self.sizes)
+        if states > MAX_DECISIONS:
             raise SepoError(
-                f"exact auction BR: memory {self.memory} over {self.rounds} rounds has {self.offsets[-1]:,} "
+                f"exact auction BR: memory {self.memory} over {self.rounds} rounds has {states:,} "
                 f"agent information states (limit {MAX_DECISIONS:,}); give fewer --rounds, --memory M for an "
                 "agent that reads M rounds, or use sepo.games.auction.exact.learned_best_response for a "
                 "lower bound"
             )
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        self.kept_memory = None if self.memory >= self.rounds - 1 else self.memory  # None: whole histories
+        self.method = f"exact DP over the public bid tree, beliefs over the agent's last {self.memory} values"
         self._rewards()
         self._cache: dict = {}
 

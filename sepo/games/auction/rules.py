@@ -288,7 +288,7 @@ class AuctionGame(Game):
 
     def episode_size_hint(self, per_episode: int) -> str | None:
         longest = longest_within(per_episode, 6000, 130 * self.rules.bidders)
-        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
+        return f"--rounds {longest} or fewer" if longest >= 1 else None
 
     @property
     def bid_names(self) -> tuple[str, ...]:

@@ -259,7 +259,7 @@ class IteratedPrisonersDilemma(Game):
 
     def episode_size_hint(self, per_episode: int) -> str | None:
         longest = longest_within(per_episode, 6000, 16)
-        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
+        return f"--rounds {longest} or fewer" if longest >= 1 else None
 
     def remembered(self, history):
         """The part of a history that the information state keeps (the last `memory` rounds)."""

@@ -193,7 +193,7 @@ class KuhnPoker(Game):
 
     def episode_size_hint(self, per_episode: int) -> str | None:
         longest = longest_within(per_episode, 2000)
-        return f"--hands {longest:,} or fewer" if longest >= 1 else None
+        return f"--hands {longest} or fewer" if longest >= 1 else None
 
     @property
     def text(self) -> TextView:

@@ -196,7 +196,7 @@ class SplitBargaining(Game):
 
     def episode_size_hint(self, per_episode: int) -> str | None:
         longest = longest_within(per_episode, 6000, 200)
-        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
+        return f"--rounds {longest} or fewer" if longest >= 1 else None
 
     def exact_size(self, budget: int) -> str | None:
         """Every exact path (the DP over histories or over a bot's declared states) visits all K²

@@ -464,7 +464,7 @@ def check_search_fits(game: NegotiationGame) -> None:
         raise SepoError(
             f"the best-response search over {rounds:,} rounds would hold about "
             f"{size_text(per_round * rounds)} (its smallest model: {size_text(per_round)} a round) and this "
-            f"machine can spare {size_text(budget)}; use --rounds {fits:,} or fewer"
+            f"machine can spare {size_text(budget)}; use --rounds {fits} or fewer"
             + ("" if game.rules.pool is not None else " or a fixed --items pool")
         )
 

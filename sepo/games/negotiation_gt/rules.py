@@ -372,7 +372,7 @@ class NegotiationGame(Game):
 
     def episode_size_hint(self, per_episode: int) -> str | None:
         longest = longest_within(per_episode, 8000, 20)
-        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
+        return f"--rounds {longest} or fewer" if longest >= 1 else None
 
     def new_initial_state(self) -> NegotiationState:
         return NegotiationState(self)
@@ -420,8 +420,9 @@ def make_game(
     )
     if redraw_values:
         warnings.warn(
-            "negotiation-gt: the opponent's private values are redrawn every round, as in the authors' code "
-            "(its comment says per episode); use --protocol rigorous for values fixed per episode",
+            "negotiation-gt: the opponent's private values are redrawn every round under the paper protocol, "
+            "as in the authors' code (its comment says per episode); the rigorous protocol fixes them per "
+            "episode",
             PaperRedrawWarning,
             stacklevel=2,
         )

@@ -469,7 +469,7 @@ class OpenSpielGame(Game):
 
         length, linear, quadratic = self._record_sizes()
         plays = per_episode // max(1, episode_record_bytes(length, linear, quadratic))
-        return f"--rounds {plays:,} or fewer" if plays >= 1 else None
+        return f"--rounds {plays} or fewer" if plays >= 1 else None
 
     @property
     def text(self) -> TextView:

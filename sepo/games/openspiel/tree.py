@@ -256,7 +256,7 @@ def estimated_histories(pgame, probes: int = 200, seed: int = 0, stop_above: flo
     products of the branching factors met (a few hundred paths take milliseconds). The sums only
     grow, so once the estimate is past `stop_above` whatever the remaining paths add, the walk
     stops and returns it (a long, wide game, goofspiel with 100,000 cards, would otherwise walk
-    200 paths of 200,000 moves)."""
+    200 paths of 200,000 moves): a value past `stop_above` says only that the estimate is past it."""
     rng = np.random.default_rng(seed)
     total = 0.0
     for _ in range(probes):
@@ -286,22 +286,23 @@ def check_walkable(
     decision with more outcomes than ten times the limit is refused from the game's declared
     sizes before any state is made: the random paths would have to list those outcomes
     (liars_dice with a billion-sided die runs out of memory listing one roll)."""
+    refuse_above = 10 * max_histories  # the estimate is rough: refused unwalked only far past the limit
     widest = max(int(pgame.max_chance_outcomes()), int(pgame.num_distinct_actions()))
-    if widest > 10 * max_histories:
+    if widest > refuse_above:
         raise NoTree(
             f"{game_name}: a single move has up to {widest:,} outcomes (OpenSpiel's max_chance_outcomes and "
             f"num_distinct_actions), beyond the {max_histories:,} histories {what} walks"
         )
     try:
-        estimate = estimated_histories(pgame, stop_above=10 * max_histories)
+        estimate = estimated_histories(pgame, stop_above=refuse_above)
     except MemoryError:
         raise NoTree(
             f"{game_name}: too large to estimate (pyspiel ran out of memory listing one node's moves, of up "
             f"to {widest:,}); {what} walks at most {max_histories:,} histories"
         ) from None
-    if estimate > 10 * max_histories:
+    if estimate > refuse_above:
         raise NoTree(
-            f"{game_name}: about {estimate:.1e} histories (estimated from random paths), more than the "
+            f"{game_name}: more than {refuse_above:,} histories (estimated from random paths), past the "
             f"{max_histories:,} {what} walks"
         )
 

@@ -148,7 +148,7 @@ class Market:
         if points <= held:
             if points > most:
                 refuse(f"a grid of {points:,} prices (each with its name and its place in every decision)",
-                       points * GRID_POINT_BYTES, f"use --prices {min(most, apart):,} or fewer")
+                       points * GRID_POINT_BYTES, f"use --prices {min(most, apart)} or fewer")
             prices = spaced(points)
             if len(np.unique(prices)) == points:
                 return prices
@@ -161,7 +161,7 @@ class Market:
         if fits >= 2:
             raise SepoError(
                 f"pricing: {points:,} grid points between {start:.{decimals}f} and {stop:.{decimals}f} "
-                f"are not distinct at {decimals} decimals; use --prices {fits:,} or fewer, or an explicit "
+                f"are not distinct at {decimals} decimals; use --prices {fits} or fewer, or an explicit "
                 "--grid"
             )
         raise SepoError(

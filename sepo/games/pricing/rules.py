@@ -513,7 +513,7 @@ class PricingMarket(Game):
 
     def episode_size_hint(self, per_episode: int) -> str | None:
         longest = longest_within(per_episode, 4000, 110 * self.num_players)
-        return f"--rounds {longest:,} or fewer" if longest >= 1 else None
+        return f"--rounds {longest} or fewer" if longest >= 1 else None
 
     def exact_size(self, budget: int) -> str | None:
         """Two firms: every exact path visits all K² joint prices of a period once per period; refused

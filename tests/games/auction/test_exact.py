@@ -145,6 +145,13 @@ def test_solver_refuses_more_than_two_bidders_and_huge_keys():
         AuctionSolver(make_game("rigorous", memory=5))
 
 
+@pytest.mark.parametrize("rounds", [15, 17])
+def test_solver_refuses_state_counts_beyond_int64_with_the_size_error(rounds):
+    """Counts past 2**63 are refused with the size message, not an overflow converting them."""
+    with pytest.raises(SepoError, match=r"memory \d+ over \d+ rounds has [\d,]{25,} agent information"):
+        AuctionSolver(make_game("rigorous", rounds=rounds, memory=rounds - 1))
+
+
 @pytest.mark.parametrize("name", ["AdaptiveBid", "TruthfulBid", "AggressiveBid"])
 def test_fixed_opponent_payoff_and_reach(name):
     from sepo.games.auction.exact import FixedOpponent

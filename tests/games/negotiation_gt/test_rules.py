@@ -54,6 +54,15 @@ def test_the_papers_redraw_changes_opponent_values_and_warns():
     assert all(len({r.info["values"][0] for r in _episode(game, s).rounds}) == 1 for s in range(5))
 
 
+def test_the_redraw_warning_advises_no_option_a_command_may_lack():
+    """Every command that builds the paper's game warns (`sepo demo` has no --protocol): the
+    warning says which protocol fixes the values, not which option to give."""
+    with pytest.warns(UserWarning, match="redrawn every round") as warned:
+        load_game("negotiation-gt", "paper")
+    message = str(warned[0].message)
+    assert "--" not in message and message.endswith("the rigorous protocol fixes them per episode")
+
+
 def test_the_papers_redraw_and_fixed_values_follow_the_agents_seat():
     """With the agent in seat 1 the paper's version still redraws the opponent's values every round
     (not the agent's own), whichever seat it holds, and `--values` goes to the agent's seat."""

@@ -173,6 +173,20 @@ def test_a_game_with_a_huge_chance_node_is_refused_from_its_declared_sizes():
         )
 
 
+def test_a_refused_tree_states_the_threshold_its_estimate_crossed_not_a_partial_sum():
+    """goofspiel with 13 cards has about 1e29 histories; the estimate stops once past ten times
+    the walk limit, so the refusal can only say the tree is larger than that threshold."""
+    from sepo.games.openspiel.rules import load
+    from sepo.games.openspiel.tree import NoTree, check_walkable
+
+    with pytest.raises(NoTree) as refused:
+        check_walkable(load("goofspiel(num_cards=13)"), "goofspiel", max_histories=1000)
+    assert str(refused.value) == (
+        "goofspiel: more than 10,000 histories (estimated from random paths), past the 1,000 "
+        "the exact solver walks"
+    )
+
+
 def test_a_game_where_nobody_can_move_is_one_line():
     from tests.cli.cli_helpers import _error, _run
 
