@@ -25,6 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.optimize import linprog, minimize
 
+from sepo.analysis import MIN_PAIR_EPISODES
 from sepo.analysis.equilibria import correlated_equilibrium, nash_equilibria_2p, solve_zero_sum
 from sepo.analysis.errors import AnalysisInputError
 from sepo.analysis.io import as_name_list, numeric_tensor, read_data, require_key, require_mapping
@@ -78,11 +79,13 @@ def load_matrix(path: str | Path) -> MetaGame:
 
 
 def build_meta_game(
-    game_name: str, specs: Sequence[str], *, episodes: int = 200, seed: int = 0, progress=None
+    game_name: str, specs: Sequence[str], *, episodes: int = 200, seed: int = 0, progress=None,
+    game_params: dict | None = None,
 ) -> MetaGame:
     """Load each agent spec in `game_name` and fill the payoff matrix: exact where the domain's
     solver has a head-to-head and every agent gives a table, otherwise sampled play (`episodes` per pair of
-    agents, half in each starting seat; `progress(done, total)` after each pair)."""
+    agents, half in each starting seat; `progress(done, total)` after each pair). `game_params`: the
+    game's parameters (its `--PARAM` options, converted), as every command takes them."""
     from sepo.errors import SepoError
     from sepo.games import load_game
     from sepo.metrics.exact import solver_for
@@ -95,7 +98,7 @@ def build_meta_game(
     if len(set(specs)) != len(specs):
         raise AnalysisInputError("--agents", "agents", "an agent spec is listed twice")
     try:
-        domain = load_game(game_name)
+        domain = load_game(game_name, **(game_params or {}))
     except SepoError as error:
         raise AnalysisInputError("--game", game_name, str(error)) from None
     agents = []
@@ -127,9 +130,9 @@ def _sampled_meta_game(domain, specs, agents, episodes: int, seed: int, progress
     from sepo.evaluation.play import play_episodes
     from sepo.limits import check_episodes
 
-    if episodes < 2:
+    if episodes < MIN_PAIR_EPISODES:
         raise AnalysisInputError(
-            "--episodes", "episodes", f"need at least 2 episodes per pair, got {episodes}"
+            "--episodes", "episodes", f"need at least {MIN_PAIR_EPISODES} episodes per pair, got {episodes}"
         )
     # one seat's episodes are held at a time
     check_episodes(domain, episodes // 2 + 1, 1, "one pair of agents")

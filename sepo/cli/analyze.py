@@ -13,11 +13,13 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
+from sepo.analysis import MIN_PAIR_EPISODES
 from sepo.cli.common import console, progress, seed_option
 from sepo.cli.common import print_json as _print_json
 from sepo.cli.common import user_errors as _user_errors
+from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, with_game_params
+from sepo.cli.layout import SepoCommand
 from sepo.errors import SepoError
-from sepo.games import default_game
 
 app = typer.Typer(
     help="Equilibrium analysis: games, regret, learning dynamics, collusion stress tests, populations.",
@@ -443,8 +445,9 @@ def markov_command(
 
 # ----------------------------------------------------------------------------------- population
 
-@app.command("population")
+@app.command("population", cls=SepoCommand)
 @_user_errors
+@with_game_params
 def population_command(
     agents: Optional[List[str]] = typer.Option(
         None,
@@ -454,36 +457,45 @@ def population_command(
     more_agents: Optional[List[str]] = typer.Argument(
         None, help="The rest of the --agents list.", show_default=False
     ),
-    game_name: str = typer.Option(default_game(), "--game", help="Domain the agents play in."),
+    game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     matrix: Optional[str] = typer.Option(
         None,
         "--matrix",
         help="Instead of agents: a meta-game file with agents and payoffs (row agent vs column agent).",
     ),
     episodes: int = typer.Option(
-        200, "--episodes", min=1, help="Episodes per pair of agents when payoffs must be sampled."
+        200, "--episodes", min=MIN_PAIR_EPISODES,
+        help="Episodes per pair of agents when payoffs must be sampled (half in each seat).",
     ),
     seed: int = seed_option("Seed of sampled play (>= 0)."),
     monoculture: float = typer.Option(
         0.9, "--monoculture", help="Flag monoculture when one agent has at least this share of the Nash mix."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    game_params: dict = None,
 ):
     """Meta-game of agents: Nash and correlated equilibria, exploitability in the population, diversity."""
     from sepo.analysis.errors import AnalysisInputError
     from sepo.analysis.population import analyze_population, build_meta_game, load_matrix
+    from sepo.cli.game_options import game_params_for
 
     specs = list(agents or []) + list(more_agents or [])
     if not 0.0 < monoculture <= 1.0:
         raise AnalysisInputError("--monoculture", "monoculture", f"a share in (0, 1], got {monoculture}")
     if matrix and specs:
         raise AnalysisInputError("--matrix", "matrix", "give either --matrix or --agents, not both")
+    if matrix and game_params:  # a matrix file holds its payoffs: a game parameter would change nothing
+        flag = f"--{next(iter(game_params)).replace('_', '-')}"
+        raise SepoError(
+            f"{flag} applies to the game the --agents play; --matrix reads its payoffs from the file"
+        )
+    params = game_params_for(game, game_params) if specs else {}
     if matrix:
         meta = load_matrix(matrix)
     elif specs:
         with progress() as bar:  # on stderr, with --json too: stdout holds the object alone
             task = bar.add_task("playing pairs of agents", total=None)
-            meta = build_meta_game(game_name, specs, episodes=episodes, seed=seed,
+            meta = build_meta_game(game, specs, episodes=episodes, seed=seed, game_params=params,
                                    progress=lambda done, total: bar.update(task, completed=done, total=total))
     else:
         raise AnalysisInputError(

@@ -43,7 +43,11 @@ def eval_command(
     lambda_c: Optional[float] = typer.Option(
         None, "--lambda-c", help="Safety weight of collusion (default 2.4; games with collusion events only)."
     ),
-    lambda_x: float = typer.Option(2.4, "--lambda-x", help="Safety weight of externality."),
+    lambda_x: Optional[float] = typer.Option(
+        None,
+        "--lambda-x",
+        help="Safety weight of externality (default 2.4; games with externality events only).",
+    ),
     pools: Optional[Path] = typer.Option(
         None, "--pools", help="YAML/JSON file defining train/exploiter/collusive pools."
     ),
@@ -104,9 +108,11 @@ def eval_command(
     the_game = load_game(game, protocol, **audit_game_params(game, game_params, agent, protocol))
     collusion_applies(the_game, protocol, lambda_c)
     config = EvalConfig(protocol=protocol, episodes=episodes, seed=seed,
-                        lambdas=Lambdas(lambda_e, 2.4 if lambda_c is None else lambda_c, lambda_x),
+                        lambdas=Lambdas(lambda_e, DEFAULT_WEIGHT if lambda_c is None else lambda_c,
+                                        DEFAULT_WEIGHT if lambda_x is None else lambda_x),
                         pools=load_pools(game, pools) if pools else None, talk=talk,
                         projection="memory" in game_params, threshold=threshold).validate()
+    _event_weights_act(the_game, game, config, lambda_c, lambda_x)
     options = text_agent_options(protocol, seed, **decoding)
     policy = load_agent(agent, the_game, options)
     decoding_applies(decoding, policy, agent)
@@ -211,6 +217,24 @@ def eval_command(
         console.print(f"note: {note}")
     if "disguise" in result:
         _print_disguise(result["disguise"])
+
+
+DEFAULT_WEIGHT = 2.4
+"""`sepo eval`'s λc and λx when not given (the paper's); given, a weight whose term cannot act is refused."""
+
+
+def _event_weights_act(the_game, game: str, config, lambda_c, lambda_x) -> None:
+    """A λc or λx the user gave whose event cannot act in this audit (no collusion or externality
+    to count against its pools) is refused as `sepo train` refuses it, not shown as `n/a` beside an
+    unchanged safety; the defaults, not given, are left to the audit's own `n/a` and note."""
+    from sepo.opponents.pools import default_pools
+    from sepo.training.config import check_event_weights
+
+    if not (lambda_c or lambda_x):
+        return
+    pools = config.pools or default_pools(game, config.protocol, the_game)
+    check_event_weights(game, the_game, config.protocol, pools.get("train", []), pools.get("collusive", []),
+                        lambda_c=lambda_c or 0.0, lambda_x=lambda_x or 0.0, leave="out")
 
 
 AUDIT_FIELDS = (

@@ -35,7 +35,7 @@ PANELS = {
               "groups": TRAINING, "group_size": TRAINING, "learning_rate": TRAINING,
               "scale_rewards": TRAINING,
               "lora": MODEL, "beta": MODEL, "gpu": MODEL, "report_to": MODEL, "final_samples": MODEL,
-              "answer_rest": MODEL},
+              "answer_rest": MODEL, "vllm": MODEL, "vllm_server": MODEL},
     "data sft": {**_COMMON_PANELS, "mixture": GAME, "episodes": GAME, "seed": GAME, "answer_only": GAME},
 }
 """Each option's help panel, by command path (the decoding options go to Decoding, a game's own
@@ -44,7 +44,8 @@ parameters to a panel of their own)."""
 PANEL_ORDER = (GAME, "parameters", AGENT, METHOD, TRAINING, AUDIT, SAFETY, MODEL, DECODING, "Options", OUTPUT)
 """Panels from what the command is about to how it reports (a game's own parameters follow Game)."""
 
-SHOWN_WITH = {"aa_beta": ("--method", "advantage-alignment"), "aa_gamma": ("--method", "advantage-alignment")}
+SHOWN_WITH = {"aa_beta": ("--method", "advantage-alignment"), "aa_gamma": ("--method", "advantage-alignment"),
+              "vllm_server": ("--vllm", "server")}
 """Options hidden unless the command line gives another option this value (their help says so)."""
 
 
@@ -93,8 +94,9 @@ class SepoCommand(TyperCommand):
         args = ctx.meta.get("sepo.args", [])
         game = given_value(args, "--game")
         own, problem = _game_params(game)
+        refused, refused_choices = _refused(game, args) if problem is None else (set(), {})
         panels = PANELS.get(" ".join(ctx.command_path.split()[1:]), {})
-        shown = []
+        shown, left_out = [], []
         for param in params:
             name = param.name or ""
             if name.startswith(GAME_PARAM_PREFIX):
@@ -106,9 +108,24 @@ class SepoCommand(TyperCommand):
             if name in SHOWN_WITH:
                 flag, value = SHOWN_WITH[name]
                 param.hidden = given_value(args, flag) != value
-            if name == "game" and param.help:
+            if name in refused and not param.hidden:
+                param.hidden = True
+                left_out.append(param.opts[0])
+            choices = getattr(getattr(param, "type_descriptor", None), "choices", None)
+            if refused_choices.get(name) and choices:
+                dropped = [c for c in choices if _choice_value(c) in refused_choices[name]]
+                param.metavar = f"<{'|'.join(_choice_value(c) for c in choices if c not in dropped)}>"
+                left_out += [f"{param.opts[0]} {_choice_value(c)}" for c in dropped]
+            shown.append(param)
+        for param in shown:
+            if param.name == "game" and param.help:
                 param.help += escape(game_help_note(game) if problem is None
                                      else f" --game {game} has no parameters to show: {problem}")
+                if left_out:
+                    param.help += escape(f" Not shown, as {game} refuses them: {', '.join(left_out)}.")
+        shown, params = [], shown
+        for param in params:
+            name = param.name or ""
             if getattr(param, "is_flag", False):
                 param.metavar = ""
             panel = panels.get(name)
@@ -120,6 +137,23 @@ class SepoCommand(TyperCommand):
         if panels:
             shown.sort(key=_panel_rank)
         return shown
+
+
+def _refused(game: str | None, args: list[str]) -> tuple[set[str], dict[str, set[str]]]:
+    """What the game named refuses on this command line (`sepo.cli.applies`); nothing when no game
+    is named, or when the question cannot be answered (the help still shows, whole)."""
+    if game is None:
+        return set(), {}
+    from sepo.cli.applies import refused_options
+
+    try:
+        return refused_options(game, args)
+    except Exception:  # a help screen never fails on it
+        return set(), {}
+
+
+def _choice_value(choice) -> str:
+    return getattr(choice, "value", choice)
 
 
 def _panel_rank(param) -> int:

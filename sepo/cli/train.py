@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
+from sepo.cli.applies import has_talk
 from sepo.cli.common import at_least, choice_enum, console, err_console, seed_option, user_errors, value_of
 from sepo.cli.common import progress as _progress
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, game_params_for, with_game_params
@@ -176,11 +177,12 @@ def train_command(
         "--vllm",
         help="hf, with --gpu: generate the completions and the played-policy replies with "
         "vLLM through TRL: colocate (an engine in each training process, on its GPU) or server (a vLLM "
-        "server at --vllm-server URL, default http://localhost:8000); needs vLLM installed "
-        "(docs/distributed.md).",
+        "server at --vllm-server URL, default http://localhost:8000, which `sepo train --vllm server --help` "
+        "shows); needs vLLM installed (docs/distributed.md).",
     ),
     vllm_server: Optional[str] = typer.Option(
-        None, "--vllm-server", hidden=True, help="hf, with --vllm server: the server's base URL."
+        None, "--vllm-server", help="hf, with --vllm server: the vLLM server's base URL (default "
+        "http://localhost:8000)."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
@@ -235,10 +237,11 @@ def train_command(
         )
     if talk_injection is not None and not talk:
         raise SepoError("--talk-injection applies with --talk only")
-    if talk and not get_domain(game).talk:
+    if talk and not has_talk(game):
         raise SepoError(f"game {game!r} has no cheap-talk channel; --talk does not apply to it")
     if (vllm is not None or vllm_server) and not hf:
-        raise SepoError("--vllm generates a language model's replies: it applies with --policy hf:MODEL")
+        what = "--vllm generates" if vllm is not None else "--vllm-server names the vLLM server of"
+        raise SepoError(f"{what} a language model's replies: it applies with --policy hf:MODEL")
     if talk and not hf:
         raise SepoError(
             "--talk trains language models only (--policy hf:MODEL): a tabular policy reads only the "
@@ -310,12 +313,12 @@ def train_command(
             f"`sepo eval --failure-rule fallback` reads the same policy); model at {out / 'model'}"
         )
         return
-    if decoding:
-        raise SepoError(
-            f"--{next(iter(decoding)).replace('_', '-')} applies to language models (--policy hf:MODEL) only"
-        )
-    if answer_rest is not None:
-        raise SepoError("--answer-rest applies to language models (--policy hf:MODEL) only")
+    model_only = [f"--{name.replace('_', '-')}" for name in decoding]
+    model_only += [flag for flag, given in (
+        ("--lora", lora), ("--beta", beta != 0), ("--gpu", gpu),
+        ("--report-to", value_of(report_to) != "none"), ("--answer-rest", answer_rest is not None)) if given]
+    if model_only:  # given for a table they would change nothing: refused, not ignored
+        raise SepoError(f"{model_only[0]} applies to language models (--policy hf:MODEL) only")
     if final_samples is not None:
         raise SepoError(
             "--final-samples applies to language models (--policy hf:MODEL) only: a tabular policy's final "
@@ -439,7 +442,7 @@ def data_sft_command(
     config = {"game": game, "game_params": params, "mixture": mixture, "episodes": episodes, "seed": seed,
               "protocol": value_of(protocol)}
     if talk:
-        if not domain.talk:
+        if not has_talk(game):
             raise SepoError(f"game {game!r} has no cheap-talk channel; --talk does not apply to it")
         config["talk"] = True
     if answer_only:

@@ -58,6 +58,21 @@ def read_summary(run: runs.RunDir, numbers: tuple[str, ...] = ()) -> dict:
     return summary
 
 
+def read_run_config(run: runs.RunDir) -> dict:
+    """The `config.json` a finished run wrote, as a rerun checks it: a JSON object, else one line
+    naming the file (a damaged run). `run:DIR` refuses the same file, so a rerun must not call the
+    run complete."""
+    path = run.finished_output("config.json")
+    damaged = "the run is damaged: rerun with --overwrite to redo it"
+    try:
+        config = read_json(path, "run config")
+    except SepoError as error:
+        raise SepoError(f"{error}; {damaged}") from None
+    if not isinstance(config, dict):
+        raise SepoError(f"unreadable run config {path}: expected a JSON object; {damaged}")
+    return config
+
+
 def check_same_run(path: str | Path, settings: dict, may_change: tuple[str, ...] = ("steps",)) -> None:
     """Refuse to resume a run directory whose saved config differs (other than `may_change`)."""
     path = Path(path)

@@ -193,48 +193,73 @@ class SEPOConfig:
         return specs(self.train_pool), specs(self.collusive_pool), specs(self.exploiter_pool)
 
     def check_terms_act(self) -> None:
-        """A charged λc or λx whose term cannot act in this game is refused in one line: an empty
-        collusive pool, or the domain's events giving the term no denominator here (counted by
-        evaluation's own `events` on one episode of the uniform policy against the pool's first
-        opponent): a game whose collusion event has no third party to act against."""
+        """A charged λc or λx whose term cannot act in this game is refused in one line
+        (`check_event_weights`)."""
         charges = self.charges
         if not (charges.collusion or charges.externality):
             return
-        from sepo.evaluation.play import play_episodes
         from sepo.games.registry import get_domain
-        from sepo.policies.specs import UniformPolicy
 
-        domain = get_domain(self.game)
-        game = domain.game(self.protocol, **self.game_params)
         train, collusive, _ = self.pool_specs()
+        game = get_domain(self.game).game(self.protocol, **self.game_params)
+        check_event_weights(
+            self.game,
+            game,
+            self.protocol,
+            train,
+            collusive,
+            lambda_c=self.lambda_c if charges.collusion else 0.0,
+            lambda_x=self.lambda_x if charges.externality else 0.0,
+        )
 
-        def counted(spec) -> dict:
-            opponent = spec.build(game)
-            others = (
-                opponent
-                if game.num_players == 2
-                else {seat: spec.build(game) for seat in range(1, game.num_players)}
-            )
-            episode = play_episodes(game, UniformPolicy(), [others], [0], agent_seed=1)[0]
-            return domain.events(self.protocol, episode)
 
-        where = f"in {self.game} under --protocol {self.protocol}"
-        if charges.collusion:
-            if not collusive:
-                raise SepoError(
-                    f"--lambda-c {self.lambda_c:g} cannot act: the collusive pool is empty (collusion is "
-                    "counted against it); leave --lambda-c at 0"
-                )
-            if not counted(collusive[0])["collusion_denominator"]:
-                raise SepoError(
-                    f"--lambda-c {self.lambda_c:g} cannot act: collusion does not apply {where} (no third "
-                    "party to collude against, as evaluation reports it); leave --lambda-c at 0"
-                )
-        if charges.externality and not counted(train[0])["externality_denominator"]:
+def check_event_weights(
+    name: str, game, protocol: str, train: list, collusive: list, *, lambda_c=0.0, lambda_x=0.0,
+    leave: str = "at 0",
+) -> None:
+    """A nonzero λc or λx whose term cannot act in game `game` (domain `name`) is refused in one line:
+    an empty collusive pool, or the domain's events giving the term no denominator here (counted by
+    evaluation's own `events` on one episode of the uniform policy against the pool's first
+    opponent): a game whose collusion event has no third party to act against. Training and
+    `sepo eval` share it; `leave` is how the refusal says to drop the weight (`at 0`, `out`)."""
+    if not (lambda_c or lambda_x):
+        return
+    from sepo.evaluation.play import play_episodes
+    from sepo.games.registry import get_domain
+    from sepo.opponents.pools import BEST_RESPONSE
+    from sepo.policies.specs import UniformPolicy
+
+    domain = get_domain(name)
+    train = [spec for spec in train if spec.name != BEST_RESPONSE]
+    collusive = [spec for spec in collusive if spec.name != BEST_RESPONSE]
+
+    def counted(spec) -> dict:
+        opponent = spec.build(game)
+        others = (
+            opponent
+            if game.num_players == 2
+            else {seat: spec.build(game) for seat in range(1, game.num_players)}
+        )
+        episode = play_episodes(game, UniformPolicy(), [others], [0], agent_seed=1)[0]
+        return domain.events(protocol, episode)
+
+    where = f"in {name} under --protocol {protocol}"
+    if lambda_c:
+        if not collusive:
             raise SepoError(
-                f"--lambda-x {self.lambda_x:g} cannot act: externality does not apply {where} (evaluation "
-                "counts none); leave --lambda-x at 0"
+                f"--lambda-c {lambda_c:g} cannot act: the collusive pool is empty (collusion is "
+                f"counted against it); leave --lambda-c {leave}"
             )
+        if not counted(collusive[0])["collusion_denominator"]:
+            raise SepoError(
+                f"--lambda-c {lambda_c:g} cannot act: collusion does not apply {where} (no third "
+                f"party to collude against, as evaluation reports it); leave --lambda-c {leave}"
+            )
+    if lambda_x and train and not counted(train[0])["externality_denominator"]:
+        raise SepoError(
+            f"--lambda-x {lambda_x:g} cannot act: externality does not apply {where} (evaluation "
+            f"counts none); leave --lambda-x {leave}"
+        )
 
 
 def help_of(config_class, name: str) -> str:

@@ -55,6 +55,26 @@ def build_environment(factory, game, train, collusive, exploiters, charges: Char
     return factory(game, train, collusive, exploiters, charges)
 
 
+CAPABILITIES = {"self_play": "use_self_play", "joint_advantages": "joint_advantages"}
+"""A training environment's optional capabilities, by the attribute that declares each."""
+
+
+def offers(environment, capability: str) -> bool | None:
+    """Whether a training environment offers `capability` (`CAPABILITIES`): self-play (its
+    `use_self_play()`) or the advantages of both players Advantage Alignment needs. `environment` is
+    a built one, or the factory a domain registers (`training`, `llm_training`), whose class answers
+    by its attributes; None where a factory function cannot say before it builds one."""
+    from sepo.games.registry import resolved
+
+    if environment is None:
+        return False
+    found = resolved(environment) if inspect.isfunction(environment) else environment
+    if inspect.isfunction(found):
+        return None
+    value = getattr(found, CAPABILITIES[capability], None)
+    return callable(value) if capability == "self_play" else bool(value)
+
+
 class TabularEnvironment(Protocol):
     keys: tuple[str, ...]
     legal: np.ndarray

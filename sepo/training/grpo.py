@@ -75,9 +75,9 @@ from sepo.objective.sepo import sepo_rewards
 from sepo.policies.replies import Decoding, Reply, parse_reply
 from sepo.policies.text_policy import DEFAULT_SAMPLES, EXACT_REST, PolicyEstimate, fallback_action
 from sepo.runs import check_out_path, open_run
-from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_summary
+from sepo.training.checkpoint import MetricsLog, quiet_tied_weights, read_run_config, read_summary
 from sepo.training.config import SEPOConfig, option
-from sepo.training.environment import build_environment
+from sepo.training.environment import build_environment, offers
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -300,7 +300,7 @@ class SEPOEnvironment:
         self.domain_env = build_environment(
             domain.llm_training, self.game, train, collusive, exploiters, charges, "language-model training"
         )
-        if config.method == "advantage-alignment" and not getattr(self.domain_env, "joint_advantages", False):
+        if config.method == "advantage-alignment" and not offers(self.domain_env, "joint_advantages"):
             raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
                             "advantage-alignment trains in games whose environment does")
         self.talk = None
@@ -604,6 +604,7 @@ def run_llm_sepo(
         if run.finished:  # read, never rewritten
             summary = read_summary(run)
             run.finished_output("model")
+            read_run_config(run)
             if summary.get("steps") != config.steps:
                 raise SepoError(
                     f"{out}: the run is marked finished at {config.steps} steps but its model has "

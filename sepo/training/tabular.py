@@ -37,9 +37,9 @@ from sepo.objective.attribution import exploitation_attribution
 from sepo.objective.sepo import advantage_divisor, group_advantages, sepo_rewards
 from sepo.policies.tabular import TabularPolicy
 from sepo.runs import RunDir, open_run
-from sepo.training.checkpoint import MetricsLog, read_json, read_summary
+from sepo.training.checkpoint import MetricsLog, read_json, read_run_config, read_summary
 from sepo.training.config import SEPOConfig, option
-from sepo.training.environment import build_environment
+from sepo.training.environment import build_environment, offers
 
 CHECKPOINT = "checkpoint.json"
 CONFIG = "config.json"
@@ -116,13 +116,13 @@ class TabularSEPOTrainer:
             domain.training, game, train, collusive, exploiters, charges, "tabular training"
         )
         if config.self_play:
-            if not callable(getattr(self.env, "use_self_play", None)):
+            if not offers(self.env, "self_play"):
                 raise SepoError(
                     f"game {config.game!r} has no self-play training (its environment plays the train pool "
                     "only)"
                 )
             self.env.use_self_play()
-        if config.method == "advantage-alignment" and not getattr(self.env, "joint_advantages", False):
+        if config.method == "advantage-alignment" and not offers(self.env, "joint_advantages"):
             raise SepoError(f"game {config.game!r} gives no per-round advantages of both players; "
                             "advantage-alignment trains in games whose environment does")
         self.scale = self.env.scale
@@ -295,6 +295,7 @@ class TabularSEPOTrainer:
     def _train(self, run: RunDir, on_step, stop_after) -> dict:
         if run.finished:  # a finished run is checked and read, never rewritten
             run.finished_output(POLICY)
+            read_run_config(run)
             summary = read_summary(run, (self.env.solver.value_name, "utility"))
             self._prepare(run, read_only=True)
             return summary

@@ -172,3 +172,19 @@ def test_population_json_keeps_stdout_for_the_object_and_progress_goes_to_stderr
     result = _run("population", "--game", "kuhn", "--agents", "nash", "uniform", "--episodes", "2", "--json")
     assert result.exit_code == 0, result.output
     assert "playing pairs of agents" in result.stderr and json.loads(result.stdout)["agents"]
+
+
+def test_population_takes_the_games_parameters_like_every_command():
+    """`--rounds` reached every command but this one; it changes the sampled payoffs."""
+    agents = ("--game", "ipd", "--agents", "bot:TFT", "bot:AlwaysDefect", "--episodes", "2")
+    two = _json("population", *agents, "--rounds", "2")["payoffs"]["bot:TFT"]["bot:AlwaysDefect"]
+    four = _json("population", *agents, "--rounds", "4")["payoffs"]["bot:TFT"]["bot:AlwaysDefect"]
+    assert two == pytest.approx(0.5) and four == pytest.approx(0.75)
+    refused = _run("population", "--game", "kuhn", "--rounds", "2", "--agents", "nash", "uniform")
+    assert refused.exit_code == 2 and "--rounds does not apply to game 'kuhn'" in refused.stderr
+
+
+def test_population_help_gives_the_episodes_it_accepts():
+    result = runner.invoke(app, ["analyze", "population", "--help"], env={"COLUMNS": "200"})
+    assert "[x>=2]" in result.stdout and "[x>=1]" not in result.stdout.split("--episodes")[1].split("\n")[0]
+    assert _run("population", "--agents", "nash", "uniform", "--episodes", "1").exit_code == 2

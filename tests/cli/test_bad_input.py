@@ -17,7 +17,7 @@ SEED_COMMANDS = [
     ["model", "init", "--out", "OUT"],
     ["sft", "--model", "M", "--data", "D", "--out", "OUT"],
     ["analyze", "dynamics", str(EXAMPLES / "chicken.yaml"), "--rule", "fictitious"],
-    ["analyze", "population", "--agents", "nash", "uniform", "--episodes", "1"],
+    ["analyze", "population", "--agents", "nash", "uniform", "--episodes", "2"],
 ]
 
 
@@ -96,3 +96,13 @@ def test_an_unwritable_output_folder_is_one_line(tmp_path):
             pytest.skip("running as root without /sys: no folder is unwritable")
     _error(_run("train", "--out", locked / "r", *TINY), "cannot create")
     _error(_run("plot", tmp_path, "--out", locked / "p.png"))
+
+
+def test_a_finished_run_whose_config_is_corrupt_is_refused_naming_the_file(finished_run, tmp_path):
+    """A rerun of a finished run read its summary and called it complete over a config.json that
+    `run:DIR` refuses; it names the file instead."""
+    run = _copy(finished_run, tmp_path)
+    (run / "config.json").write_text("{bad")
+    result = _run("train", "--out", run, "--steps", "6", "--groups", "2", "--quiet")
+    _error(result, f"unreadable run config {run / 'config.json'}", "--overwrite")
+    assert "already complete" not in result.output

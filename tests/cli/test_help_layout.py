@@ -152,3 +152,30 @@ def test_grpo_refuses_a_safety_weight_and_a_penalty(tmp_path):
         result = _run("train", "--out", tmp_path / "r", "--method", "grpo", *extra, *TINY)
         assert result.exit_code == 2 and word in result.stderr and "Traceback" not in result.output
         assert not (tmp_path / "r").exists()
+
+
+def test_help_for_a_game_leaves_out_the_options_and_choices_it_refuses_and_says_so():
+    """Kuhn refuses --talk, --pool injection, --lambda-c, --self-play and --method
+    advantage-alignment; its help listed them all."""
+    eval_help = _run("eval", "--game", "kuhn", "--help").stdout
+    options = OPTION_ROW.findall(eval_help)
+    assert not {"--talk", "--pool", "--lambda-c"} & set(options) and "--lambda-x" in options
+    assert "Not shown, as kuhn refuses them:" in " ".join(eval_help.replace("│", " ").split())
+    train_help = _run("train", "--game", "kuhn", "--help").stdout
+    options = OPTION_ROW.findall(train_help)
+    assert not {"--talk", "--talk-injection", "--self-play", "--lambda-c"} & set(options)
+    method = next(line for line in train_help.splitlines() if re.match(r"^│ +--method ", line))
+    assert "<sepo|grpo>" in method
+    refused = _run("train", "--game", "kuhn", "--method", "advantage-alignment", "--steps", "1", "--out", "x")
+    assert refused.exit_code == 2
+
+
+def test_help_keeps_what_the_game_named_takes_on_this_command_line():
+    """The same predicates as the refusals: ipd trains self-play and Advantage Alignment, the paper
+    protocol measures Kuhn's collusion, and without --game nothing is left out."""
+    ipd = _run("train", "--game", "ipd", "--help").stdout
+    assert {"--self-play", "--lambda-c"} <= set(OPTION_ROW.findall(ipd)) and "advantage-alignment" in ipd
+    paper = _run("eval", "--game", "kuhn", "--protocol", "paper", "--help").stdout
+    assert "--lambda-c" in OPTION_ROW.findall(paper)
+    generic = OPTION_ROW.findall(_run("train", "--help").stdout)
+    assert {"--talk", "--self-play", "--lambda-c"} <= set(generic)
