@@ -302,6 +302,17 @@ def _remove_run(root: Path, manifest: dict, owner: str, *, keep_lock: bool = Fal
         _rmdir_if_empty(root)
 
 
+def remove_part(folder: str | Path, owner: str) -> bool:
+    """Remove a run that is part of `owner`'s output (an experiment's cell), exactly what its
+    manifest lists; False, touching nothing, where `folder` is not such a run."""
+    folder = Path(folder)
+    manifest = _is_owned_run(folder, owner)
+    if manifest is None:
+        return False
+    _remove_run(folder, manifest, owner)
+    return True
+
+
 def _remove_temporaries(root: Path, manifest: dict) -> None:
     """The temporaries a killed run of this folder left: only names with a prefix its manifest recorded."""
     prefixes = tuple(f"{TMP_PREFIX}{token}-" for token in manifest.get("temporaries", []))
@@ -663,8 +674,10 @@ def _owner_text(manifest: dict) -> str:
 
 
 def _check_resume(root: Path, manifest: dict, command: str, config: dict, extendable: tuple[str, ...],
-                  part_of: str | None, overwrite: bool) -> dict:
-    """Refuse unless the manifest names the same command (and owner) and config; returns the grown fields."""
+                  part_of: str | None, overwrite: bool, amend=None) -> dict:
+    """Refuse unless the manifest names the same command (and owner) and config; returns the grown fields.
+    With `amend` (a check of the saved config that raises where the change cannot be accepted), a
+    different config is accepted: the run goes on under the new one, marked `{"config": ...}`."""
     if manifest.get("part_of") and manifest.get("part_of") != part_of:
         raise SepoError(f"{root} is part of the output of {_owner_text(manifest)} in a folder above it "
                         f"(a `sepo {brief(manifest['command'], 40)}` run inside it); use another --out")
@@ -687,6 +700,9 @@ def _check_resume(root: Path, manifest: dict, command: str, config: dict, extend
     rest_config = {k: v for k, v in config.items() if k not in grown}
     if grown and rest_saved == rest_config:
         return {k: (saved[k], config[k]) for k in sorted(grown)}
+    if amend is not None:
+        amend(saved)
+        return {"config": (saved, config)}
     raise SepoError(
         f"{root} holds a `sepo {command}` run with a different config "
         f"({describe_difference(saved, config)}); use another --out (or --overwrite to replace it)"
@@ -754,11 +770,15 @@ def _lock(root: Path) -> int:
 @contextmanager
 def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = False,
              extendable: tuple[str, ...] = (), writer: bool = True, part_of: str | None = None,
-             derived: tuple[str, ...] = ()) -> Iterator[RunDir]:
+             derived: tuple[str, ...] = (), amend=None) -> Iterator[RunDir]:
     """Create, resume or refuse the run folder `out` (see the module docstring); yields a `RunDir`.
 
     `derived` names the config fields that record what the output was built from: a run of the same
     command differing only in them is stale and replaced (`run.stale` lists them).
+
+    `amend` (a callable given the saved config, which raises where a change cannot be accepted and
+    otherwise makes the folder consistent with the new one, under the run's lock) lets a run go on
+    under a changed config; `run.extended["config"]` is then (saved, new).
 
     `part_of` names the user command whose output this run is a part of (an experiment's cells);
     `writer=False` (the other processes of a distributed run) checks nothing and writes nothing."""
@@ -792,7 +812,7 @@ def open_run(out: str | Path, command: str, config: dict, *, overwrite: bool = F
         raise
     try:
         with _locked_run(
-            root, command, config, overwrite, extendable, part_of, created, made_lock, derived
+            root, command, config, overwrite, extendable, part_of, created, made_lock, derived, amend
         ) as run:
             yield run
     finally:
@@ -810,6 +830,7 @@ def _locked_run(
     created: list[Path],
     made_lock: bool,
     derived: tuple[str, ...] = (),
+    amend=None,
 ) -> Iterator[RunDir]:
     def undo_created():
         if made_lock and os.path.lexists(root / LOCK):
@@ -823,7 +844,7 @@ def _locked_run(
         if manifest is not None:
             stale = _stale(manifest, command, config, derived)
             extended = _check_resume(
-                root, manifest, command, config, extendable, part_of, overwrite or bool(stale)
+                root, manifest, command, config, extendable, part_of, overwrite or bool(stale), amend
             )
             if overwrite or stale:
                 _remove_run(root, manifest, manifest.get("part_of") or command, keep_lock=True)

@@ -48,6 +48,13 @@ def run_command(
         help="Run only these domains' cells this time (comma-separated, or repeated); the rest stay "
         "pending, and the same command without --only runs them.",
     ),
+    amend: bool = typer.Option(
+        False, "--amend",
+        help="Go on in an --out started under another version of this config: finished cells whose "
+        "definition (their domain's and agent's entries, the experiment-wide settings) is unchanged keep "
+        "their results, unfinished cells start over, and a change that reaches a finished cell is refused; "
+        "recorded in amendments.json.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display."),
 ):
     """Run every cell (train, select on validation episodes, audit on test episodes); resumes after a kill."""
@@ -59,7 +66,7 @@ def run_command(
     with progress(quiet) as bar:
         task = bar.add_task("cells", total=None)
         summary = run_experiment(config, out, backend=value_of(backend), workers=workers, overwrite=overwrite,
-                                 address=address, only=only,
+                                 address=address, only=only, amend=amend,
                                  on_notice=lambda line: err_console.print(f"note: {escape(line)}",
                                                                           highlight=False, soft_wrap=True),
                                  on_progress=lambda p: bar.update(task, completed=p.done, total=p.total,

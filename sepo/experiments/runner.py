@@ -35,7 +35,7 @@ from sepo.experiments.config import ExperimentConfig, load_config, validate_conf
 from sepo.experiments.execute import RESULT, prepare, read_result, run_cell, wait_for_cell
 from sepo.experiments.seeds import check_disjoint
 from sepo.limits import check_parallelism
-from sepo.runs import open_run
+from sepo.runs import normalized, open_run
 
 COMMAND = "experiment run"
 RESULTS = "results.parquet"
@@ -445,14 +445,18 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
                    overwrite: bool = False, on_progress: Callable[[Progress], None] | None = None,
                    stop_after: int | None = None, address: str | None = None,
                    on_notice: Callable[[str], None] | None = None,
-                   only: Sequence[str] | None = None) -> dict:
+                   only: Sequence[str] | None = None, amend: bool = False) -> dict:
     """Run (or resume) every cell of the config in `out`; returns a summary.
     `only` names the domains whose cells run this time (the rest stay pending for a later run).
+    `amend` lets an experiment started under another config go on under this one where no finished
+    cell's definition changes (`sepo.experiments.amend`).
     `address` names a Ray cluster (default: RAY_ADDRESS; only with the ray backend); `on_notice`
     hears what a user should know while it runs (a cell lost with its node and run again).
     `stop_after` ends after that many newly finished cells (tests of resumption)."""
     if backend not in BACKENDS:
         raise SepoError(f"unknown --backend {backend!r}; use {' or '.join(BACKENDS)}")
+    if amend and overwrite:
+        raise SepoError("--amend keeps an experiment's finished cells and --overwrite removes them: give one")
     if address is not None and backend != "ray":
         raise SepoError("--address names a Ray cluster: use it with --backend ray")
     if backend == "ray":
@@ -478,7 +482,14 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     config_data = config.record()
     out = Path(out)
     started = time.time()
-    with open_run(out, COMMAND, config_data, overwrite=overwrite) as run:
+    amendment: dict = {}
+
+    def accept(saved: dict) -> None:
+        from sepo.experiments.amend import check_and_prepare
+
+        amendment.update(check_and_prepare(out, saved, normalized(config_data), plan))
+
+    with open_run(out, COMMAND, config_data, overwrite=overwrite, amend=accept if amend else None) as run:
         if run.finished:  # read, never rerun or rewritten (a damaged results table is rebuilt from the cells)
             return {
                 "cells": len(plan.cells),
@@ -491,6 +502,10 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
                 "config_hash": config.hash(),
                 "repaired": check_finished(config, plan, out, run),
             }
+        if amendment:
+            record_amendment(run, amendment)
+            notice(f"amended the config ({amendment['changes']}): {len(amendment['kept'])} finished cells "
+                   f"kept, {len(amendment['restarted'])} unfinished cells start over")
         run.write_text("experiment.yaml", text)
         run.write_json(
             "plan.json",
@@ -580,7 +595,18 @@ def run_experiment(config_path: str | Path, out: str | Path, *, backend: str = "
     return {"cells": len(plan.cells), "finished": len(finished), "already_finished": already, "ran": new,
             "skipped": plan.skipped, "seconds": time.time() - started, "results": str(out / RESULTS),
             "config_hash": config.hash(), "retried": {cell: n - 1 for cell, n in attempts.items()},
-            "notices": notices, "not_selected": not_selected}
+            "notices": notices, "not_selected": not_selected, "amendment": amendment or None}
+
+
+def record_amendment(run, amendment: dict) -> None:
+    """Append the amendment to the experiment's `amendments.json` (its history of config changes)."""
+    from sepo.experiments.amend import AMENDMENTS
+
+    history = []
+    if run.owns(AMENDMENTS) and (run.root / AMENDMENTS).exists():
+        history = json.loads((run.root / AMENDMENTS).read_text())
+    run.write_json(AMENDMENTS, [*history, {**amendment, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                            time.gmtime())}])
 
 
 def select_domains(config, only: Sequence[str] | None) -> set[str]:
