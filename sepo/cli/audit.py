@@ -185,9 +185,14 @@ def eval_command(
                 ci_text = _no_interval_text(name, result)
             table.add_row(name, "n/a" if value is None else f"{value:.4f}", ci_text)
     console.print(table)
-    console.print(f"utility unit: {result['utility_unit']}; safety uses {result['safety_uses']}")
+    exact_unit = result.get("utility_exact_unit")
+    also = f"; utility_exact: {exact_unit}" if exact_unit and exact_unit != result["utility_unit"] else ""
+    console.print(f"utility unit: {result['utility_unit']}{also}; safety uses {result['safety_uses']}")
     if "exact_method" in result:
-        console.print(f"{result['exact_value']}: {result['exact_label']} ({result['exact_method']})")
+        method = result["exact_method"]
+        if result["exact_label"] == "estimated":
+            method = f"{method}, applied to the {result['policy']['read']} policy"
+        console.print(f"{result['exact_value']}: {result['exact_label']} ({method})")
     if result.get("policy"):
         console.print(policy_line(result["policy"], result.get("decoding")))
     if result.get("reply_kinds") and reply_kinds_line(result["reply_kinds"]):
@@ -386,7 +391,8 @@ def exploit_command(
         _print_kept_replies(out)
         return
     out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
-           "exact_label": exact_label(result), "information_states": (found.policy or {}).get("states"),
+           "exact": exact_label(result, found.policy) == "exact", "solver_exact": result.exact,
+           "exact_label": exact_label(result, found.policy), "information_states": (found.policy or {}).get("states"),
            "policy": found.policy, "decoding": decoding_record, **_kept_replies(policy)}
     if threshold:
         out["threshold"] = threshold

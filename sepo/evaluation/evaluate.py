@@ -17,7 +17,7 @@ small state is solved exactly by a DP over (round, state) at any number of round
 the solver's keys on its own states; `projection` (the user gave --memory M) the memory-M
 projection, labelled; anything else the whole history, pruned below `threshold` with its bound,
 refused in one line when it would not fit), so both commands print the same value under the same
-label (`exact_label`: exact / projection / pruned / lower bound). A text agent is read under its
+label (`exact_label`: exact / estimated / projection / pruned / lower bound). A text agent is read under its
 decoding after the train and collusive pools are played (so the prompts it met there are
 cached), exact or estimated from sampled replies; an estimate's sampling error is carried into
 the exact value (`boundary_interval` over resampled tables) and into safety, and its label
@@ -191,8 +191,13 @@ def _evaluate(game: Game, agent: Policy, config: EvalConfig, progress=None) -> d
     if pending:
         found = _audit(game, agent, solver, config, notes)
     episodes.sort(key=lambda e: ("train", "exploiter", "collusive").index(e.pool))
-    result = summarize(game, config, episodes, None if searched else found, notes, solver=solver, pools=pools)
-    if searched:
+    # a search that is exact here (the agent declares what it reads) gives the value itself, which
+    # safety then uses as it uses a solver's; a lower bound stays apart from it, under its own name
+    bounded = searched and not found.result.exact
+    result = summarize(game, config, episodes, None if bounded else found, notes, solver=solver, pools=pools)
+    if searched and not bounded:
+        notes.append(f"the adversarial value is exact here: {found.result.method}")
+    if bounded:
         bound = found.result
         result.update({f"{bound.value_name}_lower_bound": bound.value, "lower_bound_method": bound.method,
                        "lower_bound_exact": bound.exact, "lower_bound_extra": dict(bound.extra),
@@ -405,9 +410,19 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
     if policy is not None:
         result["policy"] = policy
     result.update(exact)
+    if "utility_exact" in exact:  # the solver's head-to-head value, per round under either protocol
+        result["utility_exact_unit"] = f"{domain.payoff_name} per {domain.round_name}"
     result["opponents"] = _per_opponent(sample)
     if domain.frequencies is not None:
         result.update(domain.frequencies(episodes))
+    if result["exploit_pool"] is None:
+        notes.append(
+            "exploit_pool is n/a, and with it safety and robustness: no exploiter opponent was played"
+            + (" (this game's paper-protocol exploiter pool is empty; --protocol rigorous adds the exact best "
+               "response)" if protocol == "paper" else "")
+        )
+    if result["externality"] is None:
+        notes.append("externality is n/a: no externality event of the domain occurs in these episodes")
     if result["nra"] is None and game.zero_sum:
         notes.append("nra (paper variant) is undefined in a zero-sum game: every opponent's ΣA+ΣO is 0")
     if result["collusion"] is None and game.zero_sum and game.num_players == 2 and protocol == "rigorous":
@@ -438,11 +453,12 @@ def exact_metrics(game: Game, found: Audit | None, train_specs, solver=None, rep
     out = {
         result.value_name: result.value,
         "exact_value": result.value_name,
-        "exact_label": exact_label(result),
+        "exact_label": exact_label(result, found.policy),
         "br_payoff": result.br_payoff,
         "agent_payoff_vs_br": result.agent_payoff,
         "exact_method": result.method,
-        "exact": result.exact,
+        "exact": exact_label(result, found.policy) == "exact",
+        "solver_exact": result.exact,
         "pruning_bound": result.pruning_bound,
         **result.extra,
     }

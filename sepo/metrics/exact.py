@@ -145,10 +145,13 @@ def no_action_probabilities(agent, error: NotImplementedError) -> NoActionProbab
 EXACT_LABELS = ("exact", "projection", "pruned", "lower bound")
 
 
-def exact_label(result: "ExactResult") -> str:
-    """What a value is, one word for every command: `exact`, the gap of a memory-M `projection`
-    (neither bound), a `pruned` tree's value (within `pruning_bound` of the exact one), or a
-    `lower bound` (a search that plays the agent)."""
+def exact_label(result: "ExactResult", policy: dict | None = None) -> str:
+    """What a value is, one word for every command: `exact`, `estimated` (the solver's exact value
+    of a policy table estimated from sampled replies, given its `policy` record: nothing sampled is
+    called exact), the gap of a memory-M `projection` (neither bound), a `pruned` tree's value
+    (within `pruning_bound` of the exact one), or a `lower bound` (a search that plays the agent)."""
+    if result.exact and policy is not None and not policy.get("read_exactly", True):
+        return "estimated"
     if result.exact:
         return "exact"
     if "projection_memory" in result.extra:

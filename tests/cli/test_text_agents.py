@@ -37,7 +37,9 @@ def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
         sampled["policy"]["read"] == "estimated (3 replies per state)"
         and not sampled["policy"]["read_exactly"]
     )
-    assert sampled["exact"] is True  # Kuhn's solver is exact; the table is not
+    # Kuhn's solver is exact; the table is not, so the value is not called exact
+    assert sampled["solver_exact"] is True and sampled["exact"] is False
+    assert sampled["exact_label"] == "estimated"
     low, high = sampled["ci"]["exploitability"]
     assert low <= sampled["exploitability"] <= high
     assert (sampled["decoding"]["temperature"], sampled["decoding"]["max_new_tokens"]) == (1.0, 6)
@@ -48,6 +50,10 @@ def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
         ).stdout
     )
     assert greedy["policy"]["read"] == "exact" and "ci" not in greedy
+    assert greedy["exact"] is True and greedy["exact_label"] == "exact"
+    evaluated = json.loads(_run("eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3",
+                                "--episodes", "1", *SHORT, "--json").stdout)
+    assert (evaluated["exact"], evaluated["solver_exact"], evaluated["exact_label"]) == (False, True, "estimated")
 
     human = _run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3", *SHORT).stdout
     assert "estimated (3 replies per state)" in human and "policy table" in human

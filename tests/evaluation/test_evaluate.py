@@ -206,12 +206,16 @@ def test_eval_prunes_as_exploit_does(tmp_path):
     assert evaluated["pruning_bound"] == exploited["pruning_bound"] and "pruned" in evaluated["safety_uses"]
 
 
-def test_eval_searches_as_exploit_does_without_a_solver():
+def test_eval_searches_as_exploit_does_without_a_solver_and_safety_uses_a_search_that_is_exact():
+    """TFTNeg declares what it reads, so the search's value is exact: eval reports it under the
+    value's own name and charges it in safety, as it does a solver's."""
     evaluated, exploited = _both(
         "--game", "negotiation-gt", "--agent", "bot:TFTNeg", "--items", "1,1,1", "--rounds", "2"
     )
-    assert abs(evaluated["adversarial_gap_lower_bound"] - exploited["adversarial_gap"]) <= 1e-12
-    assert evaluated["exact_label"] == exploited["exact_label"]
+    assert exploited["exact_label"] == evaluated["exact_label"] == "exact"
+    assert abs(evaluated["adversarial_gap"] - exploited["adversarial_gap"]) <= 1e-12
+    assert "adversarial_gap_lower_bound" not in evaluated
+    assert evaluated["safety_uses"].startswith("adversarial_gap (exact")
 
 
 def _undeclared(game, bot: str):
@@ -405,3 +409,23 @@ def test_a_projections_result_says_exact_only_for_how_its_table_was_read():
     assert result["exact"] is False and result["exact_label"] == "projection"
     assert result["policy"]["read"] == "exact" and result["policy"]["read_exactly"] is True
     assert _nested_exact_claims(result) == []
+
+
+def test_the_paper_protocols_utility_per_decision_sits_beside_the_exact_utility_per_hand():
+    """Under `paper` utility is counted per agent decision, while the solver's head-to-head
+    `utility_exact` is per hand under both protocols: each carries its own unit."""
+    result = _cli("eval", "--game", "kuhn", "--agent", "bot:NashApprox", "--episodes", "2", "--protocol", "paper")
+    assert result.exit_code == 0, result.output
+    footer = " ".join(result.stdout.split())
+    assert "utility unit: chips per agent decision (paper accounting); utility_exact: chips per hand" in footer
+    rigorous = json.loads(_cli("eval", "--game", "kuhn", "--agent", "bot:NashApprox", "--episodes", "2",
+                               "--json").stdout)
+    assert rigorous["utility_unit"] == rigorous["utility_exact_unit"] == "chips per hand"
+
+
+def test_metrics_without_an_exploiter_pool_say_why_they_are_missing():
+    result = json.loads(_cli("eval", "--game", "openspiel:kuhn_poker", "--agent", "uniform", "--episodes", "2",
+                             "--protocol", "paper", "--json").stdout)
+    assert result["exploit_pool"] is None and result["safety"] is None
+    assert any(note.startswith("exploit_pool is n/a, and with it safety and robustness") and
+               "--protocol rigorous adds the exact best response" in note for note in result["notes"])

@@ -247,4 +247,4 @@ def test_where_the_tree_does_not_fit_no_bound_is_claimed(monkeypatch):
 def test_a_game_too_large_to_walk_is_refused_by_name_saying_no_bound_is_computed():
     """Hearts (about 3e8 histories); its name is printed as written (rich read `:hearts:` as an emoji)."""
     _error(_run("exploit", "--game", "openspiel:hearts", "--agent", "uniform"),
-           "openspiel:hearts: about", "no bound on the adversarial gap is computed")
+           "openspiel:hearts: more than", "no bound on the adversarial gap is computed")
