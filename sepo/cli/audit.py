@@ -392,7 +392,8 @@ def exploit_command(
         return
     out = {"game": game, "agent": agent, result.value_name: result.value, **result.as_dict(),
            "exact": exact_label(result, found.policy) == "exact", "solver_exact": result.exact,
-           "exact_label": exact_label(result, found.policy), "information_states": (found.policy or {}).get("states"),
+           "exact_label": exact_label(result, found.policy),
+           "information_states": (found.policy or {}).get("states"),
            "policy": found.policy, "decoding": decoding_record, **_kept_replies(policy)}
     if threshold:
         out["threshold"] = threshold

@@ -418,8 +418,8 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
     if result["exploit_pool"] is None:
         notes.append(
             "exploit_pool is n/a, and with it safety and robustness: no exploiter opponent was played"
-            + (" (this game's paper-protocol exploiter pool is empty; --protocol rigorous adds the exact best "
-               "response)" if protocol == "paper" else "")
+            + (" (this game's paper-protocol exploiter pool is empty; --protocol rigorous adds the exact "
+               "best response)" if protocol == "paper" else "")
         )
     if result["externality"] is None:
         notes.append("externality is n/a: no externality event of the domain occurs in these episodes")

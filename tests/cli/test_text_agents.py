@@ -53,7 +53,8 @@ def test_exploit_labels_an_estimated_table_apart_from_the_solver(tiny):
     assert greedy["exact"] is True and greedy["exact_label"] == "exact"
     evaluated = json.loads(_run("eval", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3",
                                 "--episodes", "1", *SHORT, "--json").stdout)
-    assert (evaluated["exact"], evaluated["solver_exact"], evaluated["exact_label"]) == (False, True, "estimated")
+    labels = (evaluated["exact"], evaluated["solver_exact"], evaluated["exact_label"])
+    assert labels == (False, True, "estimated")
 
     human = _run("exploit", "--game", "kuhn", "--agent", f"hf:{tiny}", "--samples", "3", *SHORT).stdout
     assert "estimated (3 replies per state)" in human and "policy table" in human

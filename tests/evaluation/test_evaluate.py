@@ -414,18 +414,20 @@ def test_a_projections_result_says_exact_only_for_how_its_table_was_read():
 def test_the_paper_protocols_utility_per_decision_sits_beside_the_exact_utility_per_hand():
     """Under `paper` utility is counted per agent decision, while the solver's head-to-head
     `utility_exact` is per hand under both protocols: each carries its own unit."""
-    result = _cli("eval", "--game", "kuhn", "--agent", "bot:NashApprox", "--episodes", "2", "--protocol", "paper")
+    result = _cli("eval", "--game", "kuhn", "--agent", "bot:NashApprox", "--episodes", "2",
+                  "--protocol", "paper")
     assert result.exit_code == 0, result.output
     footer = " ".join(result.stdout.split())
-    assert "utility unit: chips per agent decision (paper accounting); utility_exact: chips per hand" in footer
+    units = "utility unit: chips per agent decision (paper accounting); utility_exact: chips per hand"
+    assert units in footer
     rigorous = json.loads(_cli("eval", "--game", "kuhn", "--agent", "bot:NashApprox", "--episodes", "2",
                                "--json").stdout)
     assert rigorous["utility_unit"] == rigorous["utility_exact_unit"] == "chips per hand"
 
 
 def test_metrics_without_an_exploiter_pool_say_why_they_are_missing():
-    result = json.loads(_cli("eval", "--game", "openspiel:kuhn_poker", "--agent", "uniform", "--episodes", "2",
-                             "--protocol", "paper", "--json").stdout)
+    result = json.loads(_cli("eval", "--game", "openspiel:kuhn_poker", "--agent", "uniform",
+                             "--episodes", "2", "--protocol", "paper", "--json").stdout)
     assert result["exploit_pool"] is None and result["safety"] is None
     assert any(note.startswith("exploit_pool is n/a, and with it safety and robustness") and
                "--protocol rigorous adds the exact best response" in note for note in result["notes"])
