@@ -33,7 +33,7 @@ def demo_command(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
 ):
-    """The product in about a minute: an audit table of all domains, SEPO vs payoff-only GRPO, the plots."""
+    """The product in about 20 seconds: an audit table of all domains, SEPO vs payoff-only GRPO, the plots."""
     from sepo.demo import default_out, run_demo
 
     run_demo(
