@@ -39,6 +39,11 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}" if abs(x) >= 1e-12 else "0"
 
 
+def _clean(x: float) -> float:
+    """A nonnegative quantity's rounding noise shown as 0 (no -0.0000)."""
+    return 0.0 if abs(x) < 1e-12 else x
+
+
 def _mix(names, probabilities, tol: float = 1e-12) -> str:
     return ", ".join(f"{n} {_fmt(p)}" for n, p in zip(names, probabilities) if p > tol)
 
@@ -538,7 +543,8 @@ def population_command(
     console.print(agents_table)
     d = report["diversity"]
     console.print(
-        f"diversity: entropy {d['entropy_nats']:.4f} nats ({d['normalized_entropy']:.2f} of the maximum), "
+        f"diversity: entropy {_clean(d['entropy_nats']):.4f} nats "
+        f"({_clean(d['normalized_entropy']):.2f} of the maximum), "
         f"{d['effective_strategies']:.2f} effective strategies, largest share {d['largest_share']:.2f} "
         f"({d['most_common']})"
         + (" — MONOCULTURE" if d["monoculture"] else ""),

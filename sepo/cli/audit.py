@@ -472,7 +472,8 @@ def _print_exact(
         table_out.add_row(name, f"{value:.6g}")
     if interval is not None:
         table_out.add_row(
-            f"{result.value_name} 95% interval", f"[{interval[0]:.6g}, {interval[1]:.6g}] (policy sampling)"
+            f"{result.value_name} 95% interval",
+            "[{}, {}] (policy sampling)".format(*(f"{0.0 if abs(v) < 1e-12 else v:.6g}" for v in interval))
         )
     if policy is None:  # a search that plays the agent rather than reading a table of it
         table_out.add_row("agent", "played by the search (no policy table read)")

@@ -1,4 +1,4 @@
-"""`sepo demo`: the product in about a minute."""
+"""`sepo demo`: the product in about 20 seconds."""
 from __future__ import annotations
 
 from pathlib import Path

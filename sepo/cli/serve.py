@@ -68,9 +68,9 @@ def serve_command(
     if not 1 <= max_queue <= 4096:
         raise SepoError(f"--max-queue must be in 1..4096, got {max_queue}")
     if not 1 <= max_request_tokens <= 1 << 24:
-        raise SepoError(f"--max-request-tokens must be in 1..{1 << 24:,}, got {max_request_tokens:,}")
+        raise SepoError(f"--max-request-tokens must be in 1..{1 << 24}, got {max_request_tokens}")
     if max_new_tokens > MAX_NEW_TOKENS:
-        raise SepoError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS:,}, got {max_new_tokens:,}")
+        raise SepoError(f"--max-new-tokens must be <= {MAX_NEW_TOKENS}, got {max_new_tokens}")
     if gpu:
         from sepo.training.config import check_accelerator
 

@@ -28,6 +28,10 @@ def run_label(run_dir: Path) -> str:
 def value_label(name: str, records: list[dict]) -> str:
     """An axis label for a per-step solver value: `exact` only when every record's policy was read
     exactly (a language model's is usually estimated from sampled replies, and its record says so)."""
+    if any(r.get("value_upper_bound") for r in records):  # a trainer's value that is a bound says so
+        return f"{name.replace('_', ' ')} (an upper bound, not exact)"
+    if any(r.get("value_exact") == 0.0 for r in records):
+        return f"{name.replace('_', ' ')} (a bound, not exact)"
     policies = sorted({str(r.get("policy", "exact")) for r in records})
     how = "exact" if policies == ["exact"] else "policy " + " or ".join(policies)
     return f"{name.replace('_', ' ')} ({how})"
@@ -62,6 +66,11 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = 
               title: str | None = None) -> Path:
     """Exploitability (or the domain's exact value) and pool utility against step, one line per
     run, in one figure (`title` above both panels)."""
+    games = {Path(d).name: read_json(Path(d) / "config.json", "run config").get("game") for d in run_dirs}
+    if len(set(games.values())) > 1:
+        shown = ", ".join(f"{name} ({game})" for name, game in list(games.items())[:4])
+        raise SepoError(f"sepo plot draws runs of one game on shared axes, in its units; these are of "
+                        f"{len(set(games.values()))} games: {shown}; plot each game's runs apart")
     curves = [(run_label(Path(d)), *run_curves(Path(d))) for d in run_dirs]
     fig, (ax_e, ax_u) = plt.subplots(1, 2, figsize=(11, 4))
     for label, value, steps, exact, utility, _ in curves:

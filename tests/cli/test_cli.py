@@ -363,3 +363,22 @@ def test_samples_below_one_is_refused_by_its_flag():
             _run(command, "--game", "kuhn", "--agent", "uniform", "--samples", "0"),
             "--samples must be >= 1 (replies per information state), got 0",
         )
+
+
+def test_plot_refuses_runs_of_two_games_and_labels_a_bound_as_a_bound(tmp_path):
+    """Kuhn's exploitability and the three-item negotiation's trained gap (an upper bound, in
+    points per round) are not one quantity on one axis."""
+    from sepo.reports.plots import value_label
+
+    kuhn, negotiation = tmp_path / "kuhn", tmp_path / "ngt"
+    trained = _run("train", "--game", "kuhn", "--lambda-e", "1", "--steps", "2", "--out", str(kuhn))
+    assert trained.exit_code == 0
+    assert _run("train", "--game", "negotiation-gt", "--lambda-e", "1", "--steps", "2", "--items", "1,1,1",
+                "--rounds", "2", "--memory", "0", "--out", str(negotiation)).exit_code == 0
+    mixed = _run("plot", str(kuhn), str(negotiation), "--out", str(tmp_path / "p.png"))
+    assert mixed.exit_code != 0 and "draws runs of one game" in mixed.output
+    assert "kuhn (kuhn)" in mixed.output and "ngt (negotiation-gt)" in mixed.output
+    assert not (tmp_path / "p.png").exists()
+    records = [json.loads(line) for line in (negotiation / "metrics.jsonl").read_text().splitlines()]
+    assert value_label("adversarial_gap", records) == "adversarial gap (an upper bound, not exact)"
+    assert _run("plot", str(kuhn), "--out", str(tmp_path / "k.png")).exit_code == 0
