@@ -135,13 +135,15 @@ def _flat(value, prefix: str = "") -> dict:
     return {prefix: value}
 
 
-def describe_difference(saved: dict, config: dict, limit: int = 4) -> str:
-    """'steps 2000 there, 1000 here; agents[2].spec ...' for the fields that differ."""
+def describe_difference(saved: dict, config: dict, limit: int = 4, *, as_change: bool = False) -> str:
+    """'steps 2000 there, 1000 here; agents[2].spec ...' for the fields that differ (`as_change`:
+    'steps: 2000 → 1000', a change from `saved` to `config`)."""
     saved, config = _flat(saved), _flat(config)
     keys = sorted(set(saved) | set(config))
     changed = [k for k in keys if saved.get(k, _UNSET) != config.get(k, _UNSET)]
+    template = "{k}: {a} → {b}" if as_change else "{k} {a} there, {b} here"
     parts = [
-        f"{k} {brief(saved.get(k, 'unset'), 40)} there, {brief(config.get(k, 'unset'), 40)} here"
+        template.format(k=k, a=brief(saved.get(k, "unset"), 40), b=brief(config.get(k, "unset"), 40))
         for k in changed[:limit]
     ]
     if len(changed) > limit:

@@ -75,12 +75,13 @@ def check_and_prepare(out: Path, saved: dict, new: dict, plan: Plan) -> dict:
     if changed:
         name, before, after = changed[0]
         what = ("it is not in the new plan" if after is None
-                else describe_difference(before or {}, after))
+                else describe_difference(before or {}, after, as_change=True))
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         raise SepoError(f"--amend: the change reaches finished cell {name}{more} ({what}); its result "
                         "would sit beside cells of another config: keep what finished cells depend on, "
                         "or use another --out")
     for name in restarted:
         remove_part(out / "cells" / name, OWNER)
-    return {"from": digest(saved), "to": digest(new), "changes": describe_difference(saved, new, limit=8),
+    return {"from": digest(saved), "to": digest(new),
+            "changes": describe_difference(saved, new, limit=8, as_change=True),
             "kept": kept, "restarted": restarted}

@@ -8,6 +8,7 @@ so is a policy that plays one action in each situation it met (`Results.determin
 """
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -96,6 +97,8 @@ class Results:
         """The experiment's config as its run folder records it."""
         self.complete = bool(manifest.get("complete"))
         """Whether the experiment finished: a cell without a result is then missing, not still to run."""
+        self.amendments = read_amendments(folder)
+        """The config changes `sepo experiment run --amend` accepted, oldest first."""
         self.results = {}
         for cell_id in self.cells:
             path = folder / "cells" / cell_id / RESULT
@@ -387,6 +390,22 @@ def experiment_state(folder: Path) -> dict:
             "experiment_complete": bool(manifest.get("complete"))}
 
 
+def read_amendments(folder: Path) -> list[dict]:
+    """The experiment's `amendments.json` (none: []); a damaged one is one line naming it."""
+    from sepo.experiments.amend import AMENDMENTS
+
+    path = folder / AMENDMENTS
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, list) or not all(isinstance(a, dict) for a in data):
+            raise ValueError("not a list of amendments")
+    except (OSError, ValueError) as error:
+        raise SepoError(f"{path} cannot be read ({error}); restore it from the experiment's run") from None
+    return data
+
+
 def inputs_digest(folder: Path, cells: list) -> str:
     """sha256 over the files a report reads: plan.json, results.parquet and every cell's result.json
     (a missing one counts as missing): a report of an experiment rerun with the same config, or with a
@@ -394,7 +413,8 @@ def inputs_digest(folder: Path, cells: list) -> str:
     import hashlib
 
     digest = hashlib.sha256()
-    names = ["plan.json", "results.parquet", *(f"cells/{c}/result.json" for c in cells if isinstance(c, str))]
+    names = ["plan.json", "results.parquet", "amendments.json",
+             *(f"cells/{c}/result.json" for c in cells if isinstance(c, str))]
     for name in names:
         path = folder / name
         digest.update(name.encode() + b"\0")

@@ -64,6 +64,11 @@ def header_section(doc: Document, results: Results):
                     f"{len(results.cells)} cells have a result); the next `sepo report` rebuilds it.")
     doc.para(f"Command: `{results.plan.get('command', '?')}`; config hash {results.config_hash}; protocol "
              f"{results.protocol}; {len(results.results)} of {len(results.cells)} cells finished.")
+    for amendment in results.amendments:
+        doc.para(f"The config was amended ({amendment.get('time', '?')}, `--amend`): "
+                 f"{amendment.get('changes', '?')} (config hash {amendment.get('from', '?')} to "
+                 f"{amendment.get('to', '?')}); {len(amendment.get('kept', []))} finished cells were kept, "
+                 "their definitions unchanged, and the unfinished ones started over (`amendments.json`).")
 
 
 def method_section(doc: Document, results: Results):

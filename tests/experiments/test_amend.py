@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from sepo.cli.main import app
 from sepo.errors import SepoError
 from sepo.experiments.amend import definition
 from sepo.experiments.execute import CELL, OWNER
@@ -65,13 +67,18 @@ def test_amend_keeps_finished_cells_of_unchanged_domains_and_restarts_the_unfini
 
     amendment = summary["amendment"]
     assert sorted(amendment["kept"]) == sorted(before) and amendment["restarted"] == [partial.name]
-    assert "eval_lambdas" in amendment["changes"] and amendment["from"] != amendment["to"]
+    assert amendment["from"] != amendment["to"]
     assert summary["ran"] == summary["cells"] - len(before) and summary["finished"] == summary["cells"]
     assert _results(out, f"{first}_") == before  # kept byte for byte, not rerun
     assert not (partial / "partial.txt").exists() and (partial / "result.json").exists()
     history = json.loads((out / "amendments.json").read_text())
     assert [h["to"] for h in history] == [amendment["to"]]
     assert run_experiment(config, out)["ran"] == 0  # the amended config is now the experiment's
+    assert "eval_lambdas" in amendment["changes"] and "→" in amendment["changes"]
+    report = CliRunner().invoke(app, ["report", str(out), "--out", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    text = " ".join((tmp_path / "report" / "report.md").read_text().split())
+    assert "The config was amended" in text and f"{len(before)} finished cells were kept" in text
 
 
 def test_amend_refuses_a_change_that_reaches_a_finished_cell_and_touches_nothing(tmp_path):
