@@ -66,16 +66,16 @@ def check_and_prepare(out: Path, saved: dict, new: dict, plan: Plan) -> dict:
         if not (folder / RESULT).exists():
             restarted.append(cell["id"])
             continue
-        after = new_cells.get(cell["id"])
-        before = definition(saved, cell)
-        if after is None or before is None or before != definition(new, after):
-            changed.append((cell["id"], before, None if after is None else definition(new, after)))
+        successor = new_cells.get(cell["id"])
+        recorded = definition(saved, cell)
+        if successor is None or recorded is None or recorded != definition(new, successor):
+            changed.append((cell["id"], recorded, None if successor is None else definition(new, successor)))
         else:
             kept.append(cell["id"])
     if changed:
-        name, before, after = changed[0]
-        what = ("it is not in the new plan" if after is None
-                else describe_difference(before or {}, after, as_change=True))
+        name, recorded, amended = changed[0]
+        what = ("it is not in the new plan" if amended is None
+                else describe_difference(recorded or {}, amended, as_change=True))
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         raise SepoError(f"--amend: the change reaches finished cell {name}{more} ({what}); its result "
                         "would sit beside cells of another config: keep what finished cells depend on, "

@@ -204,7 +204,7 @@ def expand_compact(data: dict, source: str) -> tuple[dict, int]:
     if size > memory_budget():  # a few bytes of 'actions' would otherwise pad every row to any width
         raise SepoError(
             f"{source}: 'actions' {count_text(width)} over {len(mapping):,} states is a table of "
-            f"{size_text(size)}, more than this machine's memory budget of {size_text(memory_budget())}"
+            f"about {size_text(size)}, more than this machine's memory budget of {size_text(memory_budget())}"
         )
     expanded = {}
     for key, row in mapping.items():

@@ -530,14 +530,14 @@ def run_sft(config: SFTRunConfig, out: str | Path, *, overwrite: bool = False,
     its latest checkpoint, and a finished one is read, never trained further. `on_log(step, total,
     loss)` follows progress, `on_stage(text)` the stages; `stop_after` raises KeyboardInterrupt after
     that step (a kill, for tests); `part_of` names the command whose output the run is part of."""
+    config.validate()  # before the libraries load: a bad setting is refused at once
+    out = check_out_path(out)
     from transformers import PrinterCallback, TrainerCallback
     from trl import SFTConfig, SFTTrainer
 
     from sepo.policies.hf import load_hf_model
 
     stage = on_stage or (lambda text: None)
-    config.validate()
-    out = check_out_path(out)
     quiet_library_progress()
     with library_warnings():  # TRL's config itself reads a deprecated transformers field
         args = SFTConfig(
