@@ -51,14 +51,20 @@ def _unfinished_cell(out: Path, prefix: str) -> Path:
     return folder
 
 
-def test_amend_keeps_finished_cells_of_unchanged_domains_and_restarts_the_unfinished(tmp_path):
+def _started(tmp_path: Path):
+    """A two-domain experiment whose first domain has finished and whose second has one cell a
+    kill left unfinished: (first, second, config text, config path, out, that cell's folder)."""
     first, second, text = _two_domains()
     config = tmp_path / "study.yaml"
     config.write_text(text)
     out = tmp_path / "out"
     run_experiment(config, out, only=[first])
+    return first, second, text, config, out, _unfinished_cell(out, f"{second}_")
+
+
+def test_amend_keeps_finished_cells_of_unchanged_domains_and_restarts_the_unfinished(tmp_path):
+    first, second, text, config, out, partial = _started(tmp_path)
     before = _results(out, f"{first}_")
-    partial = _unfinished_cell(out, f"{second}_")
 
     config.write_text(_with_eval_lambda(text, second))  # the second domain's audit changes
     with pytest.raises(SepoError, match="different config"):
@@ -82,12 +88,7 @@ def test_amend_keeps_finished_cells_of_unchanged_domains_and_restarts_the_unfini
 
 
 def test_amend_refuses_a_change_that_reaches_a_finished_cell_and_touches_nothing(tmp_path):
-    first, second, text = _two_domains()
-    config = tmp_path / "study.yaml"
-    config.write_text(text)
-    out = tmp_path / "out"
-    run_experiment(config, out, only=[first])
-    partial = _unfinished_cell(out, f"{second}_")
+    first, second, text, config, out, partial = _started(tmp_path)
     manifest = (out / "sepo-run.json").read_bytes()
 
     config.write_text(_with_eval_lambda(text, first))
