@@ -504,7 +504,8 @@ def _print_exact(
 def frontier_command(
     game: str = typer.Option(DEFAULT_GAME, "--game", help=GAME_HELP),
     runs: Optional[List[Path]] = typer.Option(
-        None, "--run", help="Run folders to place against the frontier (repeatable)."
+        None, "--run", help="Training runs to place against the frontier, or experiment folders (their "
+        "finished cells of --game) or cells (repeatable).",
     ),
     lambdas: str = typer.Option(
         "0.25,1,4", "--lambdas", help="Comma-separated λe >= 0 whose RNR points (p = 1/(1+λe)) to list."
@@ -530,14 +531,17 @@ def frontier_command(
         check_output_file(plot, "frontier", plot_config, overwrite=overwrite, option="--plot")
     result, frontier = compute_frontier(game, runs or [], lambdas, pools)
     if plot is not None:
+        from sepo.games import get_domain
         from sepo.reports.plots import plot_frontier
 
+        domain = get_domain(game)
         with output_file(plot, "frontier", plot_config, overwrite=overwrite, option="--plot") as (tmp, stamp):
             plot_frontier(
                 frontier,
                 tmp,
-                [{"label": r["run"], **r} for r in result["runs"]],
+                [{"label": r["run"], **r} for r in result["runs"]] + result["models"],
                 title=f"{game}: best achievable trade-off",
+                unit=f"{domain.payoff_name} per {domain.round_name}",
                 stamp=stamp,
             )
         result["plot"] = str(plot)
@@ -560,21 +564,35 @@ def frontier_command(
         f"{result['best_response_utility']:.5f} at e = {result['best_response_exploitability']:.5f}"
     )
     for run in result["runs"]:
-        console.print(f"{run['run']}: e = {run['exploitability']:.5f}, u = {run['utility']:.5f}, "
+        console.print(f"{run['label']}: e = {run['exploitability']:.5f}, u = {run['utility']:.5f}, "
                       f"frontier u*(e) = {run['frontier_utility']:.5f}, gap = {run['gap']:.5f}")
+    for point in result["models"]:
+        (e_low, e_high), (u_low, u_high) = point["exploitability_interval"], point["utility_interval"]
+        console.print(f"{point['label']}: e = {point['exploitability']:.3f} [{e_low:.3f}, {e_high:.3f}], "
+                      f"u = {point['utility']:.3f} [{u_low:.3f}, {u_high:.3f}], frontier u*(e) = "
+                      f"{point['frontier_utility']:.3f}, gap = {point['gap']:.3f}")
 
 
 def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[Path]):
-    """The domain's exact frontier against the train pool (pool file or the paper's), runs placed on it."""
+    """The domain's exact frontier against the train pool (pool file or the paper's), runs placed on it:
+    a training run's table exactly, an experiment's (or one cell's) finished cells of the game as the
+    report places them (tables exactly; a language-model cell by its audit, with its intervals)."""
     from sepo.games import get_domain
     from sepo.opponents.pools import BEST_RESPONSE, default_pools, load_pools
+    from sepo.reports.figures import experiment_places
 
     domain = get_domain(game)
     if domain.frontier is None:
         raise SepoError(f"game {game!r} has no exact frontier")
     from sepo.training.tabular import run_game
 
+    tables, models = [], []
     for run in runs:
+        places = experiment_places(Path(run), game)
+        if places is not None:
+            tables += places[0]
+            models += places[1]
+            continue
         trained = run_game(run) if Path(run).is_dir() else None
         if trained is not None and trained != game:
             try:
@@ -584,6 +602,7 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
             raise SepoError(f"{run} is a run of game {trained!r}, not {game!r}; " +
                             (f"give --game {trained}" if has_frontier else
                              f"game {trained!r} has no exact frontier, so give a {game} run"))
+        tables.append({"run": Path(run), "label": str(run)})
     try:
         lambda_values = [float(v) for v in lambdas.split(",") if v.strip()]
     except ValueError:
@@ -591,4 +610,20 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
     if not lambda_values or any(not math.isfinite(v) or v < 0 for v in lambda_values):
         raise SepoError(f"--lambdas must be finite numbers >= 0, got {brief(lambdas)}")
     specs = (load_pools(game, pools) if pools else default_pools(game))["train"]
-    return domain.frontier([s for s in specs if s.name != BEST_RESPONSE], lambda_values, runs)
+    result, frontier = domain.frontier([s for s in specs if s.name != BEST_RESPONSE], lambda_values,
+                                       [table["run"] for table in tables])
+    for table, placed in zip(tables, result["runs"]):
+        placed.update({k: v for k, v in table.items() if k != "run"})
+    result["models"] = [_on_frontier(point, frontier) for point in models]
+    return result, frontier
+
+
+def _on_frontier(point: dict, frontier) -> dict:
+    """A language-model cell's point with the frontier's utility at its exploitability (interpolated
+    on the frontier's grid, flat beyond the best response) and how far below it the cell lies."""
+    import numpy as np
+
+    reach = float(np.interp(point["exploitability"], frontier.epsilons, frontier.utilities))
+    return {**point, "frontier_utility": reach, "gap": reach - point["utility"],
+            "exploitability_interval": list(point["exploitability_interval"]),
+            "utility_interval": list(point["utility_interval"])}

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from sepo.errors import SepoError
+
 from sepo.reports.results import INVALID_LIMIT, STAGE_LABEL, UNPARSED, Results, group_label
 
 COMPARED = {"grpo": "#1f77b4", "shuffled": "#ff7f0e", "base": "#8c8c8c"}
@@ -314,31 +316,66 @@ def figure_frontier(results: Results, domain: str) -> bytes | None:
     spec = get_domain(domain)
     if spec.frontier is None:
         return None
-    runs, labels, models = [], [], []
-    for (agent, stage, lambdas), cells in results.groups(domain).items():
-        for cell in cells:
-            seed = results.cells[cell]["seed"]
-            label = group_label(agent, stage, lambdas) + ("" if seed is None else f" s{seed}")
-            run = results.folder / "cells" / cell / "train"
-            if (run / "policy.json").exists():
-                runs.append(run)
-                labels.append(label)
-            elif (point := model_point(results, cell, label)) is not None:
-                models.append(point)
+    tables, models = frontier_places(results, domain)
     trained = {lam[0] for (_, s, lam) in results.groups(domain) if s == "sepo" and lam}
     lambdas = sorted(trained | {0.25, 1.0, 4.0})
     train = [s for s in default_pools(domain)["train"] if s.name != BEST_RESPONSE]
-    report, frontier = spec.frontier(train, lambdas, runs)
+    report, frontier = spec.frontier(train, lambdas, [table["run"] for table in tables])
     import tempfile
 
     from sepo.reports.plots import plot_frontier
 
-    placed = [{"label": label, **run} for label, run in zip(labels, report["runs"])] + models
+    placed = [{**run, "label": table["label"], "group": table["group"]}
+              for table, run in zip(tables, report["runs"])] + models
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "frontier.png"
         plot_frontier(frontier, path, placed, title=f"{domain}: frontier and the experiment's policies",
                       unit=results.unit(domain))
         return path.read_bytes()
+
+
+def frontier_places(results: Results, domain: str, only: set[str] | None = None
+                    ) -> tuple[list[dict], list[dict]]:
+    """The experiment's finished cells of `domain` (those in `only`, if given) as the frontier places
+    them: the trained tables (their run folder, label and group), and the language-model cells'
+    points (`model_point`); the group names the (agent, stage, λ), so that its seeds share a colour."""
+    tables, models = [], []
+    for (agent, stage, lambdas), cells in results.groups(domain).items():
+        for cell in cells:
+            if only is not None and cell not in only:
+                continue
+            seed = results.cells[cell]["seed"]
+            group = group_label(agent, stage, lambdas)
+            label = group + ("" if seed is None else f" s{seed}")
+            run = results.folder / "cells" / cell / "train"
+            if (run / "policy.json").exists():
+                tables.append({"run": run, "label": label, "group": group})
+            elif (point := model_point(results, cell, label)) is not None:
+                models.append({**point, "group": group})
+    return tables, models
+
+
+def experiment_places(folder: Path, game: str) -> tuple[list[dict], list[dict]] | None:
+    """`frontier_places` for a folder given on the command line: an experiment (its finished cells
+    of `game`) or one of its cells; None when `folder` is neither (a plain training run)."""
+    from sepo.runs import read_manifest
+
+    manifest = read_manifest(folder) if Path(folder).is_dir() else None
+    command = (manifest or {}).get("command")
+    if command == "experiment run":
+        experiment, only = Path(folder), None
+    elif command == "experiment cell":
+        experiment, only = Path(folder).resolve().parent.parent, {Path(folder).resolve().name}
+    else:
+        return None
+    results = Results(experiment)
+    domains = {results.cells[c]["domain"] for c in (only or results.results) if c in results.cells}
+    if only is not None and not set(only) & set(results.results):
+        raise SepoError(f"{folder} is an experiment cell without a result yet: place it once it has finished")
+    if game not in domains:
+        held = ", ".join(sorted(domains)) or "none"
+        raise SepoError(f"{folder} holds no finished cell of game {game!r} (its finished cells' games: {held})")
+    return frontier_places(results, game, only)
 
 
 def model_point(results: Results, cell: str, label: str) -> dict | None:

@@ -109,22 +109,39 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None,
         ax.scatter(point.exploitability, point.utility, marker="s", color="grey", s=18)
     if frontier.rnr:
         ax.scatter([], [], marker="s", color="grey", s=18, label="RNR points")
+    groups: dict[str, list[dict]] = {}  # points of one group (a method over seeds) share a colour
     for run in runs or []:
-        if "exploitability_interval" in run:  # an audited policy: its intervals, hollow if estimated
-            (e_low, e_high), (u_low, u_high) = run["exploitability_interval"], run["utility_interval"]
-            e, u = run["exploitability"], run["utility"]
-            estimated = run.get("estimated", True)
-            ax.errorbar(e, u, xerr=[[max(e - e_low, 0)], [max(e_high - e, 0)]],
-                        yerr=[[max(u - u_low, 0)], [max(u_high - u, 0)]], fmt="o" if estimated else "s",
-                        markersize=6, capsize=3, zorder=3, label=run["label"],
-                        fillstyle="none" if estimated else "full")
-        else:
-            ax.scatter(run["exploitability"], run["utility"], s=40, zorder=3, label=run["label"])
+        groups.setdefault(run.get("group", run["label"]), []).append(run)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, (group, members) in enumerate(groups.items()):
+        colour = colours[k % len(colours)]
+        for n, run in enumerate(members):
+            label = None if n else _legend_label(group, members)
+            if "exploitability_interval" in run:  # an audited policy: its intervals, hollow if estimated
+                (e_low, e_high), (u_low, u_high) = run["exploitability_interval"], run["utility_interval"]
+                e, u = run["exploitability"], run["utility"]
+                estimated = run.get("estimated", True)
+                ax.errorbar(e, u, xerr=[[max(e - e_low, 0)], [max(e_high - e, 0)]],
+                            yerr=[[max(u - u_low, 0)], [max(u_high - u, 0)]], fmt="o" if estimated else "s",
+                            markersize=6, capsize=3, zorder=3, label=label, color=colour,
+                            fillstyle="none" if estimated else "full")
+            else:
+                ax.scatter(run["exploitability"], run["utility"], s=40, zorder=3, label=label, color=colour)
     ax.set(xlabel=f"exploitability e ({unit})", ylabel=f"utility vs train pool ({unit})", title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _save(fig, out, stamp)
+
+
+def _legend_label(group: str, members: list[dict]) -> str:
+    """One legend entry per group: a lone point keeps its own label; several (the seeds of one
+    method) are named once, with how many and whether they were estimated."""
+    if len(members) == 1:
+        return members[0]["label"]
+    estimated = any(run.get("estimated", False) for run in members)
+    how = "estimated" if estimated else ("exact" if "exploitability_interval" in members[0] else "tables")
+    return f"{group} ({len(members)} seeds, {how})"
 
 
 def _save(fig, out, stamp: dict | None = None) -> Path:
