@@ -43,7 +43,7 @@ agent's seed and a count of message calls, so the same seeds give the same messa
 from __future__ import annotations
 
 from collections import Counter
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -270,6 +270,23 @@ def check_sampled_replies(states: int, samples: int, name: str) -> None:
         f"estimating {name}'s policy at {states:,} information states from {samples:,} sampled replies each "
         f"means {count:,} model replies (more than {MAX_SAMPLED_REPLIES:,}); use {' or '.join(options)}"
     )
+
+
+@contextmanager
+def reads_at_most(agent: Policy, samples: int):
+    """Within the block, an agent estimated from sampled replies reads each state from at most
+    `samples` replies; any other agent is unchanged. For searches that only choose an opponent,
+    whose value is then measured in play against the agent itself: a coarser read can make the
+    opponent weaker, never the measured bound wrong."""
+    before = getattr(agent, "samples", None)
+    if not isinstance(agent, TextPolicy) or before is None or before <= samples:
+        yield
+        return
+    agent.samples = samples
+    try:
+        yield
+    finally:
+        agent.samples = before
 
 
 class TextPolicy(Policy):

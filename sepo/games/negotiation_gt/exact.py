@@ -62,6 +62,7 @@ from sepo.limits import size_text
 from sepo.metrics.exact import ExactResult, declared_memory
 from sepo.policies.base import Policy
 from sepo.policies.tabular import TabularPolicy
+from sepo.policies.text_policy import reads_at_most
 
 MAX_STATES = 60_000
 """Most DP states per round (summed over pools) before the search gives up on a memory."""
@@ -73,6 +74,12 @@ READ_CHUNK = 4096
 """Queries of the agent built and read at a time."""
 STATE_OVERHEAD_BYTES = 2_000
 """Memory of a DP state besides its arrays (its key, window, posterior, path, dicts)."""
+DP_READ_SAMPLES = 8
+"""Sampled replies per state at which the bounded-memory DP reads an agent estimated from replies.
+The DP only chooses the opponent; the bound is that opponent's gap measured in fresh play against
+the agent itself, so a coarser read can weaken the bound, never make it wrong. At 32 replies the
+read of a language model was 92% of a search's replies (every state's prompt is new: its round-2
+states grow with the spread of the sampled demands); at 8 it is about a sixth of that."""
 BOTH = ("own", "other")
 MODEL_GAP = "gap_vs_agent_model_not_a_bound"
 """The DP's gap against the model of the agent it solved (a memory-m projection, or one learned
@@ -483,7 +490,9 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
     m = declared if exact else (0 if memory is None else memory)
     reads = getattr(agent, "reads", BOTH)
     search = DPSearch(game, m, reads)
-    search.expand(agent, f"memory-{m} best response: rounds expanded")
+    sampled = getattr(agent, "samples", None)
+    with reads_at_most(agent, DP_READ_SAMPLES):
+        search.expand(agent, f"memory-{m} best response: rounds expanded")
     solved = search.solve()
     opponent = search.policy()
     played = measured_gap(game, agent, opponent, episodes, seed)
@@ -507,11 +516,13 @@ def dp_best_response(game: NegotiationGame, agent: Policy, memory: int | None = 
                 "memory": m,
             },
         ), opponent
+    coarse = isinstance(sampled, int) and sampled > DP_READ_SAMPLES
     return _bound(
         played,
-        method + f"; a lower bound: the lower end of the 95% interval of the gap the maximiser for the "
+        method + (f"; the agent read from {DP_READ_SAMPLES} sampled replies per state" if coarse else "")
+        + f"; a lower bound: the lower end of the 95% interval of the gap the maximiser for the "
         f"memory-{m} model took over {episodes} episodes against the agent",
-        {MODEL_GAP: solved["gap"], "memory": m},
+        {MODEL_GAP: solved["gap"], "memory": m, **({"dp_read_samples": DP_READ_SAMPLES} if coarse else {})},
     ), opponent
 
 

@@ -310,3 +310,28 @@ def test_the_gap_against_the_agents_model_is_labelled_as_no_bound_and_every_extr
         assert not result.exact and "fitted_model_gap" not in result.extra
         assert isinstance(result.extra["gap_vs_agent_model_not_a_bound"], float)
         assert all(isinstance(v, (int, float)) for v in result.extra.values()), result.extra
+
+
+def test_the_dp_reads_a_sampled_agent_coarsely_and_names_it_while_play_uses_the_agent_itself():
+    """The DP only picks the opponent (its gap is then measured in play), so it reads an agent estimated
+    from replies at `DP_READ_SAMPLES` per state, not the agent's own 32; the agent is left as it was and
+    the method and extras say so."""
+    from sepo.games.negotiation_gt.exact import DP_READ_SAMPLES
+    from sepo.policies.replies import Decoding, Reply
+    from sepo.policies.text_policy import TextPolicy
+
+    game = load_game("negotiation-gt", items="1,1,1", rounds=2)
+    widths = []
+
+    class Unsure:
+        name, text, decoding = "unsure", game.text, Decoding()
+
+        def replies(self, decisions, n, seed):
+            widths.append(n)
+            return [[Reply("I am not sure.", True)] * n for _ in decisions]
+
+    agent = TextPolicy(Unsure(), failure_rule="fallback", samples=32)
+    result, _ = dp_best_response(game, agent, memory=0, episodes=3)
+    assert DP_READ_SAMPLES < 32 and max(widths) == DP_READ_SAMPLES and agent.samples == 32
+    assert f"read from {DP_READ_SAMPLES} sampled replies per state" in result.method
+    assert result.extra["dp_read_samples"] == DP_READ_SAMPLES and not result.exact
