@@ -44,11 +44,18 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+_shown_warnings: set[str] = set()
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """sepo's own warnings (a paper quirk reproduced, a dropped cache entry) as one line for a user;
-    other libraries' warnings keep Python's format, which says where they come from."""
+    """sepo's own warnings (a paper quirk reproduced, a dropped cache entry) as one line for a user,
+    each text once per command (a game built in several places warns once); other libraries'
+    warnings keep Python's format, which says where they come from."""
     if category.__module__.startswith("sepo") or filename.startswith(str(Path(__file__).parents[1])):
-        print(f"warning: {message}", file=sys.stderr)
+        text = f"warning: {message}"
+        if text not in _shown_warnings:
+            _shown_warnings.add(text)
+            print(text, file=sys.stderr)
     else:
         _python_show_warning(message, category, filename, lineno, file, line)
 
@@ -70,6 +77,7 @@ def main_options(
     from sepo import threads as torch_threads
 
     warnings.showwarning = _show_warning
+    _shown_warnings.clear()  # once per command, also when commands run in one process
     if threads is not None:
         from sepo.cli.common import print_error
         from sepo.limits import check_parallelism

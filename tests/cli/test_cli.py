@@ -382,3 +382,18 @@ def test_plot_refuses_runs_of_two_games_and_labels_a_bound_as_a_bound(tmp_path):
     records = [json.loads(line) for line in (negotiation / "metrics.jsonl").read_text().splitlines()]
     assert value_label("adversarial_gap", records) == "adversarial gap (an upper bound, not exact)"
     assert _run("plot", str(kuhn), "--out", str(tmp_path / "k.png")).exit_code == 0
+
+
+def test_a_sepo_warning_met_in_several_places_is_one_line_per_command(capsys):
+    """A game built in three places (a demo) warns once; the next command warns again."""
+    from sepo.cli import main
+    from sepo.games.negotiation_gt.rules import PaperRedrawWarning
+
+    main._shown_warnings.clear()
+    for lineno in (10, 20, 30):
+        main._show_warning("values redrawn", PaperRedrawWarning, "rules.py", lineno)
+    assert capsys.readouterr().err == "warning: values redrawn\n"
+    result = _run("games")
+    assert result.exit_code == 0
+    main._show_warning("values redrawn", PaperRedrawWarning, "rules.py", 10)
+    assert capsys.readouterr().err == "warning: values redrawn\n"
