@@ -985,7 +985,7 @@ def output_file(out: str | Path, command: str, config: dict, *, overwrite: bool 
         yield tmp, stamp
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         if os.path.lexists(tmp):
             tmp.unlink()
         for folder in missing:
@@ -993,6 +993,8 @@ def output_file(out: str | Path, command: str, config: dict, *, overwrite: bool 
                 folder.rmdir()
             except OSError:
                 break
+        if isinstance(error, OSError):  # a folder that takes no files (/proc), a full disk
+            raise SepoError(f"{option} {path}: cannot write it there: {error.strerror or error}") from None
         raise
     finally:
         if os.path.lexists(tmp):

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from sepo.cli.common import console, seed_option, shows_progress, user_errors, value_of
 from sepo.cli.common import print_json as _print_json
+from sepo.cli.common import print_warning as warn
 from sepo.cli.common import progress as _progress
 from sepo.cli.game_options import DEFAULT_GAME, GAME_HELP, audit_game_params, with_game_params
 from sepo.cli.options import AGENT_HELP, Protocol, collusion_applies
@@ -569,14 +570,14 @@ def frontier_command(
     for point in result["models"]:
         (e_low, e_high), (u_low, u_high) = point["exploitability_interval"], point["utility_interval"]
         console.print(f"{point['label']}: e = {point['exploitability']:.3f} [{e_low:.3f}, {e_high:.3f}], "
-                      f"u = {point['utility']:.3f} [{u_low:.3f}, {u_high:.3f}], frontier u*(e) = "
-                      f"{point['frontier_utility']:.3f}, gap = {point['gap']:.3f}")
+                      f"u = {point['utility']:.3f} [{u_low:.3f}, {u_high:.3f}], frontier u*(e) >= "
+                      f"{point['frontier_utility']:.3f} (interpolated), gap >= {point['gap']:.3f}")
 
 
 def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[Path]):
     """The domain's exact frontier against the train pool (pool file or the paper's), runs placed on it:
-    a training run's table exactly, an experiment's (or one cell's) finished cells of the game as the
-    report places them (tables exactly; a language-model cell by its audit, with its intervals)."""
+    a training run's final table exactly; an experiment's (or one cell's) finished cells of the game
+    as the report places them, each by its audit at the shown checkpoint (`experiment_places`)."""
     from sepo.games import get_domain
     from sepo.opponents.pools import BEST_RESPONSE, default_pools, load_pools
     from sepo.reports.figures import experiment_places
@@ -586,12 +587,18 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
         raise SepoError(f"game {game!r} has no exact frontier")
     from sepo.training.tabular import run_game
 
-    tables, models = [], []
+    tables, experiments, seen = [], [], set()
     for run in runs:
+        if Path(run).is_file():
+            raise SepoError(f"--run {run} is a file: give a training run's folder, an experiment's, or a "
+                            "cell's")
+        if Path(run).resolve() in seen:
+            warn(f"--run {run} was given more than once: placed once")
+            continue
+        seen.add(Path(run).resolve())
         places = experiment_places(Path(run), game)
         if places is not None:
-            tables += places[0]
-            models += places[1]
+            experiments.append((Path(run), places))
             continue
         trained = run_game(run) if Path(run).is_dir() else None
         if trained is not None and trained != game:
@@ -602,7 +609,11 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
             raise SepoError(f"{run} is a run of game {trained!r}, not {game!r}; " +
                             (f"give --game {trained}" if has_frontier else
                              f"game {trained!r} has no exact frontier, so give a {game} run"))
-        tables.append({"run": Path(run), "label": str(run)})
+        tables.append(Path(run))
+    if pools is not None and experiments:
+        raise SepoError("--pools sets the pool the frontier is against, and an experiment's cells were "
+                        "audited against the domain's own train pool: leave out --pools, or give training "
+                        "runs only")
     try:
         lambda_values = [float(v) for v in lambdas.split(",") if v.strip()]
     except ValueError:
@@ -610,17 +621,27 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
     if not lambda_values or any(not math.isfinite(v) or v < 0 for v in lambda_values):
         raise SepoError(f"--lambdas must be finite numbers >= 0, got {brief(lambdas)}")
     specs = (load_pools(game, pools) if pools else default_pools(game))["train"]
-    result, frontier = domain.frontier([s for s in specs if s.name != BEST_RESPONSE], lambda_values,
-                                       [table["run"] for table in tables])
-    for table, placed in zip(tables, result["runs"]):
-        placed.update({k: v for k, v in table.items() if k != "run"})
+    result, frontier = domain.frontier([s for s in specs if s.name != BEST_RESPONSE], lambda_values, tables)
+    for placed in result["runs"]:
+        placed["label"] = placed["run"]
+    names = [folder.name for folder, _ in experiments]
+    models = []
+    for folder, (points, notes) in experiments:
+        for note in notes:
+            warn(note)
+        if len(experiments) > 1:  # say which experiment each point is from
+            name = folder.name if names.count(folder.name) == 1 else str(folder)
+            points = [{**p, "group": f"{name}: {p['group']}", "label": f"{name}: {p['label']}"}
+                      for p in points]
+        models += [{**p, "experiment": str(folder)} for p in points]
     result["models"] = [_on_frontier(point, frontier) for point in models]
     return result, frontier
 
 
 def _on_frontier(point: dict, frontier) -> dict:
-    """A language-model cell's point with the frontier's utility at its exploitability (interpolated
-    on the frontier's grid, flat beyond the best response) and how far below it the cell lies."""
+    """An experiment cell's point with the frontier's utility at its exploitability, interpolated on
+    the frontier's grid (flat beyond the best response; the frontier is concave, so the interpolation
+    is at most the exact u*(e) and the gap at most the exact one), and how far below it the cell lies."""
     import numpy as np
 
     reach = float(np.interp(point["exploitability"], frontier.epsilons, frontier.utilities))

@@ -67,6 +67,11 @@ def print_error(message: str) -> None:
     err_console.print(f"[red]error:[/red] {escape(one_line(message))}", highlight=False, soft_wrap=True)
 
 
+def print_warning(message: str) -> None:
+    """One line on stderr that the command went on after (what it left out, what it merged)."""
+    err_console.print(f"warning: {escape(one_line(message))}", highlight=False, soft_wrap=True)
+
+
 def user_errors(command):
     """A user's mistake (any `SepoError`) becomes one line on stderr and exit status 2; so does an
     operating-system refusal (a full disk, a permission) on a path the user named."""

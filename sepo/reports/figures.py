@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from sepo.errors import SepoError
-
 from sepo.reports.results import INVALID_LIMIT, STAGE_LABEL, UNPARSED, Results, group_label
 
 COMPARED = {"grpo": "#1f77b4", "shuffled": "#ff7f0e", "base": "#8c8c8c"}
@@ -307,81 +306,109 @@ def figure_sweep(results: Results, domain: str) -> bytes | None:
 
 
 def figure_frontier(results: Results, domain: str) -> bytes | None:
-    """The domain's exact frontier (where it has one) with the experiment's policies on it: trained
-    tabular policies placed exactly, and each language-model cell at its shown checkpoint's test audit
-    (exploitability against utility vs the train pool), with its intervals where it was estimated."""
+    """The domain's exact frontier (where it has one) with the experiment's cells on it, each at its
+    shown checkpoint's test audit (`frontier_places`)."""
     from sepo.games import get_domain
     from sepo.opponents.pools import BEST_RESPONSE, default_pools
 
     spec = get_domain(domain)
     if spec.frontier is None:
         return None
-    tables, models = frontier_places(results, domain)
+    points, _ = frontier_places(results, domain)
     trained = {lam[0] for (_, s, lam) in results.groups(domain) if s == "sepo" and lam}
     lambdas = sorted(trained | {0.25, 1.0, 4.0})
     train = [s for s in default_pools(domain)["train"] if s.name != BEST_RESPONSE]
-    report, frontier = spec.frontier(train, lambdas, [table["run"] for table in tables])
+    _, frontier = spec.frontier(train, lambdas, [])
     import tempfile
 
     from sepo.reports.plots import plot_frontier
 
-    placed = [{**run, "label": table["label"], "group": table["group"]}
-              for table, run in zip(tables, report["runs"])] + models
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "frontier.png"
-        plot_frontier(frontier, path, placed, title=f"{domain}: frontier and the experiment's policies",
+        plot_frontier(frontier, path, points, title=f"{domain}: frontier and the experiment's policies",
                       unit=results.unit(domain))
         return path.read_bytes()
 
 
 def frontier_places(results: Results, domain: str, only: set[str] | None = None
-                    ) -> tuple[list[dict], list[dict]]:
+                    ) -> tuple[list[dict], list[str]]:
     """The experiment's finished cells of `domain` (those in `only`, if given) as the frontier places
-    them: the trained tables (their run folder, label and group), and the language-model cells'
-    points (`model_point`); the group names the (agent, stage, λ), so that its seeds share a colour."""
-    tables, models = [], []
+    them: each by its audit at the checkpoint the report shows (`model_point`: exploitability and
+    utility against the train pool, exact for a table, estimated with intervals for a language
+    model), keyed by its (agent, stage, λ) group so that its seeds share a colour; and the finished
+    cells whose audit lacks either number (not placed)."""
+    points, unplaced = [], []
     for (agent, stage, lambdas), cells in results.groups(domain).items():
+        group = group_label(agent, stage, lambdas)
         for cell in cells:
             if only is not None and cell not in only:
                 continue
             seed = results.cells[cell]["seed"]
-            group = group_label(agent, stage, lambdas)
-            label = group + ("" if seed is None else f" s{seed}")
-            run = results.folder / "cells" / cell / "train"
-            if (run / "policy.json").exists():
-                tables.append({"run": run, "label": label, "group": group})
-            elif (point := model_point(results, cell, label)) is not None:
-                models.append({**point, "group": group})
-    return tables, models
+            point = model_point(results, cell, group + ("" if seed is None else f" s{seed}"))
+            if point is None:
+                unplaced.append(cell)
+            else:
+                points.append({**point, "group": group, "seed": seed, "cell": cell})
+    return points, unplaced
 
 
-def experiment_places(folder: Path, game: str) -> tuple[list[dict], list[dict]] | None:
-    """`frontier_places` for a folder given on the command line: an experiment (its finished cells
-    of `game`) or one of its cells; None when `folder` is neither (a plain training run)."""
+def experiment_places(folder: Path, game: str) -> tuple[list[dict], list[str]] | None:
+    """`frontier_places` for a folder given on the command line, an experiment or one of its cells,
+    with what a user should hear about the rest (cells of the game without a result, finished cells
+    that cannot be placed); None when `folder` is neither (a training run). A cell given by name
+    that cannot be placed is one line."""
     from sepo.runs import read_manifest
 
-    manifest = read_manifest(folder) if Path(folder).is_dir() else None
+    folder = Path(folder)
+    manifest = read_manifest(folder) if folder.is_dir() else None
     command = (manifest or {}).get("command")
     if command == "experiment run":
-        experiment, only = Path(folder), None
+        experiment, only = folder, None
     elif command == "experiment cell":
-        experiment, only = Path(folder).resolve().parent.parent, {Path(folder).resolve().name}
+        experiment, only = folder.resolve().parent.parent, {folder.resolve().name}
+        above = read_manifest(experiment) if folder.resolve().parent.name == "cells" else None
+        if (above or {}).get("command") != "experiment run":
+            raise SepoError(f"{folder} is an experiment cell outside its experiment (EXPERIMENT/cells/"
+                            "CELL): give the experiment's folder, or the cell inside it")
     else:
         return None
     results = Results(experiment)
-    domains = {results.cells[c]["domain"] for c in (only or results.results) if c in results.cells}
-    if only is not None and not set(only) & set(results.results):
-        raise SepoError(f"{folder} is an experiment cell without a result yet: place it once it has finished")
+    if only is not None:
+        [cell] = only
+        if cell not in results.cells:
+            raise SepoError(f"{folder} is not a cell of its experiment's plan ({experiment}/plan.json)")
+        if cell not in results.results:
+            raise SepoError(f"{folder} is an experiment cell without a result yet: place it once it has "
+                            "finished")
+        if results.cells[cell]["domain"] != game:
+            raise SepoError(f"{folder} is a cell of game {results.cells[cell]['domain']!r}, not {game!r}")
+    domains = {results.cells[c]["domain"] for c in (only or results.results)}
     if game not in domains:
         held = ", ".join(sorted(domains)) or "none"
-        raise SepoError(f"{folder} holds no finished cell of game {game!r} (its finished cells' games: {held})")
-    return frontier_places(results, game, only)
+        raise SepoError(f"{folder} holds no finished cell of game {game!r} (its finished cells' games: "
+                        f"{held})")
+    points, unplaced = frontier_places(results, game, only)
+    if only is not None and unplaced:
+        raise SepoError(f"{folder} has no test audit of both exploitability and utility at its shown "
+                        "checkpoint in the experiment's results table: it cannot be placed")
+    notes = []
+    planned = [c for c, cell in results.cells.items() if cell["domain"] == game]
+    waiting = [c for c in planned if c not in results.results]
+    if only is None and waiting:
+        notes.append(f"{folder}: {len(waiting)} of its {len(planned)} {game} cells have no result yet "
+                     "(not placed)")
+    if unplaced:
+        notes.append(f"{folder}: {len(unplaced)} finished cell(s) lack a test audit of exploitability and "
+                     f"utility in the results table (not placed): {', '.join(unplaced[:3])}"
+                     + (" ..." if len(unplaced) > 3 else ""))
+    return points, notes
 
 
 def model_point(results: Results, cell: str, label: str) -> dict | None:
-    """A cell without a policy table, placed by its audit at the shown checkpoint (test episodes):
-    exploitability and utility against the train pool, with their intervals; `estimated` where either
-    was computed from sampled replies. None where the audit lacks either number."""
+    """A cell placed by its audit at the shown checkpoint (test episodes), the checkpoint the report's
+    tables show (a table's final policy may not be the one chosen): exploitability and utility against
+    the train pool, with their intervals; `estimated` where either was computed from sampled replies.
+    None where the audit lacks either number."""
     numbers = results.value[(cell, "validation")]
     e, u = numbers.get("exploitability"), numbers.get("utility_exact")
     if e is None or u is None or math.isnan(e[0]) or math.isnan(u[0]):

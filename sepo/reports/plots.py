@@ -98,8 +98,12 @@ def plot_runs(run_dirs: list[str | Path], out: str | Path, stamp: dict | None = 
 def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None,
                   title: str = "best achievable trade-off", unit: str = "payoff per round",
                   stamp: dict | None = None) -> Path:
-    """The utility-vs-exploitability frontier, its RNR points, and trained policies against it."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    """The utility-vs-exploitability frontier, its RNR points, and trained policies against it; the
+    legend below the axes (it would hide points inside them), one entry per group of points."""
+    groups: dict[str, list[dict]] = {}  # points of one group (a method over seeds) share a colour
+    for run in runs or []:
+        groups.setdefault(run.get("group", run["label"]), []).append(run)
+    fig, ax = plt.subplots(figsize=(7.5, 4.5 + 0.19 * (len(groups) + 2)), layout="constrained")
     ends = [run.get("exploitability_interval", (0, run["exploitability"]))[1] for run in runs or []]
     far = max([frontier.epsilons[-1]] + [e for e in ends if math.isfinite(e)])
     epsilons = list(frontier.epsilons) + [far * 1.05]  # the frontier is flat beyond the best response
@@ -109,10 +113,10 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None,
         ax.scatter(point.exploitability, point.utility, marker="s", color="grey", s=18)
     if frontier.rnr:
         ax.scatter([], [], marker="s", color="grey", s=18, label="RNR points")
-    groups: dict[str, list[dict]] = {}  # points of one group (a method over seeds) share a colour
-    for run in runs or []:
-        groups.setdefault(run.get("group", run["label"]), []).append(run)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    # the RNR points are grey and the frontier black: no group gets either
+    from matplotlib.colors import to_hex
+
+    colours = [c for c in map(to_hex, plt.rcParams["axes.prop_cycle"].by_key()["color"]) if c not in GREYS]
     for k, (group, members) in enumerate(groups.items()):
         colour = colours[k % len(colours)]
         for n, run in enumerate(members):
@@ -129,19 +133,25 @@ def plot_frontier(frontier, out: str | Path, runs: list[dict] | None = None,
                 ax.scatter(run["exploitability"], run["utility"], s=40, zorder=3, label=label, color=colour)
     ax.set(xlabel=f"exploitability e ({unit})", ylabel=f"utility vs train pool ({unit})", title=title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig.legend(fontsize=8, loc="outside lower center")
     return _save(fig, out, stamp)
+
+
+GREYS = {"#7f7f7f", "#8c8c8c", "#808080", "#000000"}
+"""Colours the frontier plot keeps for the frontier and its RNR points."""
 
 
 def _legend_label(group: str, members: list[dict]) -> str:
     """One legend entry per group: a lone point keeps its own label; several (the seeds of one
-    method) are named once, with how many and whether they were estimated."""
+    method) are named once, with their seeds and whether they were estimated."""
     if len(members) == 1:
         return members[0]["label"]
     estimated = any(run.get("estimated", False) for run in members)
     how = "estimated" if estimated else ("exact" if "exploitability_interval" in members[0] else "tables")
-    return f"{group} ({len(members)} seeds, {how})"
+    seeds = [run.get("seed") for run in members]
+    which = (f"seeds {', '.join(str(seed) for seed in seeds)}" if None not in seeds
+             else f"{len(members)} points")
+    return f"{group} ({which}, {how})"
 
 
 def _save(fig, out, stamp: dict | None = None) -> Path:

@@ -170,9 +170,9 @@ def domain_section(doc: Document, results: Results, domain: str, paper: dict):
     for name, figure, caption in (
             ("curves", figure_curves, "training curves (every training cell)"),
             ("sweep", figure_sweep, "λ-sweep trade-off (SEPO per λe, payoff-only GRPO at λ=0)"),
-            ("frontier", figure_frontier, "exact frontier against the train pool; trained tabular policies "
-                                          "placed exactly, language-model cells by their test audit with its "
-                                          "intervals")):
+            ("frontier", figure_frontier, "exact frontier against the train pool; each cell at its shown "
+                                          "checkpoint's test audit: exact for a table, with its intervals "
+                                          "where estimated from sampled replies")):
         png = figure(results, domain)
         if png is not None:
             doc.figure(f"{file_stem(domain)}_{name}.png", png, f"{domain}: {caption}")

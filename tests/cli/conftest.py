@@ -2,6 +2,7 @@
 import pytest
 
 from tests.cli.cli_helpers import _run
+from tests.experiments.conftest import finished_experiment  # noqa: F401 (the fixture)
 
 
 @pytest.fixture(scope="module")

@@ -297,7 +297,3 @@ class NegotiationLLMEnvironment:
 
     def exact_metrics(self, table: np.ndarray) -> dict:
         return {}
-
-
-def environment(game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
-    return NegotiationLLMEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)

@@ -252,7 +252,3 @@ class NegotiationGTTrainingEnvironment:
         return Rollouts(
             states, actions, np.ones_like(states, dtype=bool), group_of, utility, collusion, externality
         )
-
-
-def environment(game, train_specs, collusive_specs, exploiter_specs=(), charges: Charges = Charges()):
-    return NegotiationGTTrainingEnvironment(game, train_specs, collusive_specs, exploiter_specs, charges)

@@ -8,7 +8,7 @@ from sepo.errors import SepoError
 from sepo.games import load_game
 from sepo.games.negotiation_gt.deals import DealSolver
 from sepo.games.negotiation_gt.exact import DPSearch
-from sepo.games.negotiation_gt.training import environment
+from sepo.games.negotiation_gt.training import NegotiationGTTrainingEnvironment as environment
 from sepo.opponents.pools import parse_bot
 from sepo.policies.tabular import TabularPolicy
 
