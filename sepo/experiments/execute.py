@@ -365,7 +365,8 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path,
             final_samples=t.final_samples or config.decoding.samples,
             answer_rest=t.answer_rest,
         )
-        summary = run_llm_sepo(train_config, cell_run.path("train"), part_of=OWNER)
+        # each candidate is audited on both splits: the trainer's own read of it would be spent twice
+        summary = run_llm_sepo(train_config, cell_run.path("train"), part_of=OWNER, measure=False)
         audit_candidate(
             label, lambda: _hf_policy(config, summary["model"], game, audit_candidate.reply_cache)
         )

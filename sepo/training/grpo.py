@@ -551,10 +551,14 @@ def _global_mean(accelerator, values) -> float:
 
 
 def run_llm_sepo(
-    config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = False, part_of: str | None = None
+    config: LLMSEPOConfig, out: str | Path, *, overwrite: bool = False, part_of: str | None = None,
+    measure: bool = True,
 ) -> dict:
     """Train (resuming from the latest TRL checkpoint in `out/trainer`) and save `out/model`; a
-    finished run is read, never trained further. Stages and steps are reported to `sepo.progress`."""
+    finished run is read, never trained further. Stages and steps are reported to `sepo.progress`.
+    `measure`: read the saved model's played policy at `final_samples` replies per state into the
+    summary (an experiment cell, which audits each checkpoint on its own episodes, leaves it out:
+    thousands of replies at every checkpoint in the larger games)."""
     config.validate()  # bad settings are one line, before the training libraries load
     from datasets import Dataset
     from transformers import PrinterCallback, TrainerCallback
@@ -710,15 +714,18 @@ def run_llm_sepo(
             with run.staged("model") as tmp:
                 save_final_model(trainer.model, tokenizer, tmp)
         accelerator.wait_for_everyone()
-        progress.stage("measuring the trained model's played policy")
-        final = env.measure(accelerator.unwrap_model(trainer.model))
+        final = {"measured": False}
+        if measure:
+            progress.stage("measuring the trained model's played policy")
+            final = env.measure(accelerator.unwrap_model(trainer.model))
         summary = {
             "model": str(target),
             "steps": trainer.state.global_step,
             **{k: v for k, v in final.items() if k != "table"},
         }
         if accelerator.is_main_process:
-            log.append({"step": trainer.state.global_step, "final": True, **final})
+            if measure:
+                log.append({"step": trainer.state.global_step, "final": True, **final})
             run.write_json("summary.json", summary)
             run.complete()
         accelerator.wait_for_everyone()

@@ -310,3 +310,24 @@ def test_answer_rest_outside_zero_to_one_is_refused(value):
 
     with pytest.raises(SepoError, match="answer_rest"):
         LLMSEPOConfig(model="m", answer_rest=value).validate()
+
+
+def test_without_the_final_measurement_no_reply_is_read_after_training(sft_model, tmp_path, monkeypatch):
+    """An experiment cell audits each checkpoint itself: `measure=False` saves the model and reads no
+    played policy after the last step (no `final` line, the summary says so), and its weights equal a
+    measured run's."""
+    from sepo.training import grpo
+
+    reads = []
+    original = grpo.SEPOEnvironment.measure
+    monkeypatch.setattr(grpo.SEPOEnvironment, "measure",
+                        lambda self, model: reads.append(1) or original(self, model))
+    config = LLMSEPOConfig(model=str(sft_model), steps=1, groups=2, group_size=2, seed=1, lambda_e=5.0,
+                           table_samples=4, final_samples=16)
+    summary = run_llm_sepo(config, tmp_path / "quiet", measure=False)
+    assert reads == [] and summary["measured"] is False and "exploitability" not in summary
+    assert _logged_steps(tmp_path / "quiet") == ([1], [])
+    run_llm_sepo(config, tmp_path / "measured")
+    assert reads == [1]
+    quiet, measured = _weights(tmp_path / "quiet"), _weights(tmp_path / "measured")
+    assert all(np.array_equal(quiet[k], measured[k]) for k in quiet)
