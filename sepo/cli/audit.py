@@ -571,7 +571,8 @@ def frontier_command(
         (e_low, e_high), (u_low, u_high) = point["exploitability_interval"], point["utility_interval"]
         console.print(f"{point['label']}: e = {point['exploitability']:.3f} [{e_low:.3f}, {e_high:.3f}], "
                       f"u = {point['utility']:.3f} [{u_low:.3f}, {u_high:.3f}], frontier u*(e) >= "
-                      f"{point['frontier_utility']:.3f} (interpolated), gap >= {point['gap']:.3f}")
+                      f"{point['frontier_utility']:.3f} (interpolated), gap >= {point['gap']:.3f} "
+                      f"[{point['gap_range'][0]:.3f}, {point['gap_range'][1]:.3f}]")
 
 
 def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[Path]):
@@ -641,10 +642,17 @@ def compute_frontier(game: str, runs: list[Path], lambdas: str, pools: Optional[
 def _on_frontier(point: dict, frontier) -> dict:
     """An experiment cell's point with the frontier's utility at its exploitability, interpolated on
     the frontier's grid (flat beyond the best response; the frontier is concave, so the interpolation
-    is at most the exact u*(e) and the gap at most the exact one), and how far below it the cell lies."""
+    is at most the exact u*(e) and the gap at most the exact one), how far below it the cell lies, and
+    that gap's range over the two intervals (u* grows with e: the low end pairs the low e with the
+    high u; both intervals at their 95% ends, so the range is wider than a joint 95% interval)."""
     import numpy as np
 
-    reach = float(np.interp(point["exploitability"], frontier.epsilons, frontier.utilities))
-    return {**point, "frontier_utility": reach, "gap": reach - point["utility"],
+    def reach(e: float) -> float:
+        return float(np.interp(e, frontier.epsilons, frontier.utilities))
+
+    (e_low, e_high), (u_low, u_high) = point["exploitability_interval"], point["utility_interval"]
+    return {**point, "frontier_utility": reach(point["exploitability"]),
+            "gap": reach(point["exploitability"]) - point["utility"],
+            "gap_range": [reach(e_low) - u_high, reach(e_high) - u_low],
             "exploitability_interval": list(point["exploitability_interval"]),
             "utility_interval": list(point["utility_interval"])}

@@ -37,6 +37,8 @@ def test_an_experiment_folder_places_every_finished_cell_at_its_shown_checkpoint
         assert point["exploitability_interval"] == [point["exploitability"]] * 2
         reach = np.interp(point["exploitability"], info["epsilons"], info["utilities"])
         assert point["frontier_utility"] == pytest.approx(reach) and point["gap"] >= -1e-6
+        low, high = point["gap_range"]
+        assert low <= point["gap"] + 1e-12 and point["gap"] <= high + 1e-12
     one = finished[0]
     alone = json.loads(_run("frontier", "--game", game, "--run", finished_experiment / "cells" / one,
                             "--json").stdout)
