@@ -147,7 +147,7 @@ def _legend_label(group: str, members: list[dict]) -> str:
     if len(members) == 1:
         return members[0]["label"]
     estimated = any(run.get("estimated", False) for run in members)
-    how = "estimated" if estimated else ("exact" if "exploitability_interval" in members[0] else "tables")
+    how = "estimated" if estimated else "exact"
     seeds = [run.get("seed") for run in members]
     which = (f"seeds {', '.join(str(seed) for seed in seeds)}" if None not in seeds
              else f"{len(members)} points")

@@ -79,7 +79,8 @@ DP_READ_SAMPLES = 8
 The DP only chooses the opponent; the bound is that opponent's gap measured in fresh play against
 the agent itself, so a coarser read can weaken the bound, never make it wrong. At 32 replies the
 read of a language model was 92% of a search's replies (every state's prompt is new: its round-2
-states grow with the spread of the sampled demands); at 8 it is about a sixth of that."""
+states grow with the spread of the sampled demands); at 8, replayed on the same model's replies,
+its read fell from 15,104 replies to 1,880."""
 BOTH = ("own", "other")
 MODEL_GAP = "gap_vs_agent_model_not_a_bound"
 """The DP's gap against the model of the agent it solved (a memory-m projection, or one learned
