@@ -28,6 +28,7 @@ import hashlib
 import itertools
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -247,8 +248,14 @@ class LLMTraining(_Strict):
     """Read each step's policy from the answer lines' exact probabilities when they leave at most
     this share of the replies (the trainer's `answer_rest`); 0: only an answer-only model."""
     final_samples: int | None = Field(None, ge=1, le=100_000)
-    """Replies per state for the trained model's logged policy (None: `decoding.samples`, as the audits)."""
+    """Not used: a cell audits each checkpoint on both splits instead of the trainer's final read of
+    the trained model. Accepted (with a warning) so that configs which set it still load and resume."""
 
+
+FINAL_SAMPLES_UNUSED = (
+    "training.llm.final_samples has no effect: an experiment cell audits each checkpoint on both "
+    "splits instead of the trainer's final read (kept so that configs which set it still load)"
+)
 
 ADDED_DEFAULTS = {"answer_rest": 0.0}
 """`LLMTraining` settings added after experiments were run, and their defaults."""
@@ -299,6 +306,11 @@ class Decoding(_Strict):
     max_new_tokens: int = Field(48, ge=1, le=8192)
     samples: int = Field(512, ge=1, le=100_000)
     """Replies sampled per information state where the played policy cannot be read exactly."""
+    answer_rest: float = Field(0.0, ge=0, lt=1)
+    """Read the audited policy from the answer lines' exact probabilities where they leave at most
+    this share of the replies at every prompt (that share played by the failure rule, the value
+    labelled `estimated` with the share recorded); 0: only where they leave none. Sampled replies
+    where they leave more."""
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=0, le=100_000)
     repetition_penalty: float | None = Field(None, gt=0, le=100)
@@ -306,8 +318,9 @@ class Decoding(_Strict):
     repetition penalty 1.3 under `paper`, none under `rigorous`)."""
 
 
-ADDED_DECODING = ("top_p", "top_k", "repetition_penalty")
-"""`decoding` settings added after experiments were run: left out of the record while unset."""
+ADDED_DECODING = {"top_p": None, "top_k": None, "repetition_penalty": None, "answer_rest": 0.0}
+"""`decoding` settings added after experiments were run, and their defaults: left out of the record
+while at them."""
 
 
 AgentConfig.model_rebuild()
@@ -384,8 +397,8 @@ class ExperimentConfig(_Strict):
         for name, default in ADDED_DEFAULTS.items():
             if llm.get(name) == default:
                 del llm[name]
-        for name in ADDED_DECODING:
-            if data["decoding"].get(name) is None:
+        for name, default in ADDED_DECODING.items():
+            if data["decoding"].get(name) == default:
                 del data["decoding"][name]
         return data
 
@@ -561,7 +574,6 @@ def _check_sizes(config: ExperimentConfig, source: str) -> None:
                     "group_size": "training.llm.group_size",
                     "steps": "training.llm.steps",
                     "table_samples": "training.llm.table_samples",
-                    "final_samples": "training.llm.final_samples" if t.final_samples else "decoding.samples",
                 }
                 check_exact_size(game)
                 held = sizes.check_tree(get_domain(domain.name), game, True, names)
@@ -570,14 +582,10 @@ def _check_sizes(config: ExperimentConfig, source: str) -> None:
                 )
                 plan = SEPOConfig(game=domain.name, game_params=dict(domain.params), protocol=config.protocol,
                                   groups=t.groups, group_size=t.group_size)
-                step, final = sizes.read_states(plan, game)
+                step, _ = sizes.read_states(plan, game)
                 sizes.check_replies(step, t.table_samples, "at every step", names["table_samples"])
-                sizes.check_replies(
-                    final,
-                    t.final_samples or config.decoding.samples,
-                    "at the end of the run",
-                    names["final_samples"],
-                )
+                if t.final_samples is not None:
+                    warnings.warn(FINAL_SAMPLES_UNUSED, stacklevel=2)
             charged = {cell.stage for cell in here} & {"sepo", "shuffled"}
             if charged:
                 from sepo.training.config import SEPOConfig

@@ -179,8 +179,10 @@ def audit_decoding(config: ExperimentConfig):
 
 def _hf_policy(config: ExperimentConfig, path: str, game, reply_cache: Path | None = None):
     from sepo.policies.hf import HFDecoding, HFPolicy
+    from sepo.policies.text_policy import EXACT_REST
 
-    decoding = HFDecoding.of(audit_decoding(config), failure_rule="forced", samples=config.decoding.samples)
+    decoding = HFDecoding.of(audit_decoding(config), failure_rule="forced", samples=config.decoding.samples,
+                             exact_tolerance=max(EXACT_REST, config.decoding.answer_rest))
     return HFPolicy(path, game.text, mode="sample", decoding=decoding, reply_cache=reply_cache)
 
 

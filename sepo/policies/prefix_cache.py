@@ -47,8 +47,16 @@ class _Node:
         return self.start + len(self.tokens)
 
 
+def unwrapped(model):
+    """The transformers model under a PEFT wrapper (its adapters are injected into its layers, so it
+    computes what the wrapper computes), else `model` itself."""
+    inner = getattr(model, "get_base_model", None)
+    return inner() if callable(inner) else model
+
+
 def supports(model) -> bool:
     """Whether `prefix_logits` can run `model` (see module doc)."""
+    model = unwrapped(model)
     config = getattr(model, "config", None)
     base = getattr(model, "base_model", None)
     if config is None or base is None or base is model or model.get_output_embeddings() is None:
@@ -63,7 +71,7 @@ def supports(model) -> bool:
 
 
 def _cache_argument(module) -> str | None:
-    names = inspect.signature(module.forward).parameters
+    names = inspect.signature(unwrapped(module).forward).parameters
     return next((n for n in ("cache", "past_key_values") if n in names), None)
 
 
@@ -169,6 +177,7 @@ def _rows_of(rows: list[int], prompts: int) -> list[list[int]]:
 
 
 def _run(model, root: _Node, visit, batch_size: int, keep: bool) -> int:
+    model = unwrapped(model)
     """Encode every node of the tree under `root`, deepest ready nodes first, `batch_size` a batch;
     hand wanted logits to `visit`; free each subtree's caches when it is done unless `keep`."""
     base, head = model.base_model, model.get_output_embeddings()

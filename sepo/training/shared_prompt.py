@@ -13,7 +13,8 @@ not change them); `tests/training/test_shared_prompt.py` checks both.
 Hand-written because TRL (1.16) has no such path: its fused LM head saves the logits' memory, not
 the repeated prompt. The trainer falls back to TRL's own forward for what this does not cover
 (multimodal inputs, MoE auxiliary losses, models `prefix_cache.supports` refuses, gradient
-checkpointing, which `sepo train` keeps on an accelerator only)."""
+checkpointing, which `sepo train` keeps on an accelerator only). A PEFT model (`--lora`) runs here
+too: its adapters are injected into the wrapped model's layers, which this calls directly."""
 from __future__ import annotations
 
 SHARED_PROMPTS = True
@@ -39,8 +40,9 @@ def logps_and_entropies(
     and their entropies when asked (else None)."""
     import torch
 
-    from sepo.policies.prefix_cache import _cache_argument
+    from sepo.policies.prefix_cache import _cache_argument, unwrapped
 
+    model = unwrapped(model)  # a PEFT model's adapters sit in the layers this calls
     # transformers renames `past_key_values` to `cache`
     cache_name = _cache_argument(model) or "past_key_values"
     prompt_len = input_ids.size(1) - logits_to_keep

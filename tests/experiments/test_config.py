@@ -410,6 +410,28 @@ def test_a_setting_added_later_is_recorded_only_when_set():
     assert changed.record()["training"]["llm"]["answer_rest"] == 0.05 and changed.hash() != config.hash()
 
 
+def test_the_audits_read_answer_lines_exactly_only_within_the_configs_answer_rest(monkeypatch):
+    """`decoding.answer_rest` is the share of replies an audit's exact read of the answer lines may
+    leave to the failure rule: unset, nothing (the recorded config and its hash unchanged); set,
+    that share, recorded."""
+    import sepo.policies.hf as hf
+    from sepo.experiments import execute
+    from sepo.policies.text_policy import EXACT_REST
+
+    built = {}
+    monkeypatch.setattr(hf, "HFPolicy", lambda *args, **kwargs: built.update(kwargs))
+    config = validate_config(_data())
+    execute._hf_policy(config, "model", type("G", (), {"text": None})())
+    assert built["decoding"].exact_tolerance == EXACT_REST
+    assert "answer_rest" not in config.record()["decoding"]
+    data = _data()
+    data["decoding"] = {**data.get("decoding", {}), "answer_rest": 0.1}
+    loose = validate_config(data)
+    execute._hf_policy(loose, "model", type("G", (), {"text": None})())
+    assert built["decoding"].exact_tolerance == 0.1
+    assert loose.record()["decoding"]["answer_rest"] == 0.1 and loose.hash() != config.hash()
+
+
 def test_checkpoints_need_no_training_cell_to_reach_them_when_there_is_none():
     """A config without training stages keeps its (unused) checkpoints: nothing is dropped there."""
     import yaml
@@ -446,3 +468,20 @@ training: {tabular: {steps: 4, groups: 4, group_size: 2}}
         load_config(config)
     config.write_text(config.read_text().replace("c: 2.4", "c: 0.0"))
     assert len(expand(load_config(config)[0]).cells) == 2
+
+
+def test_final_samples_is_accepted_with_a_warning_that_it_has_no_effect(tmp_path):
+    """Cells audit every checkpoint instead of the trainer's final read, so `training.llm.final_samples`
+    changes nothing: a config that sets it still plans (it may be resuming), and the plan says so."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "domains: [{name: kuhn}]\nagents: [{name: lm, kind: hf, model: tiny}]\nstages: [sepo]\n"
+        "episodes: {validation: 1, test: 1}\nreplicates: 50\n"
+        "training: {llm: {steps: 1, groups: 1, group_size: 2, final_samples: 100000}}\n"
+    )
+    result = CliRunner().invoke(app, ["experiment", "plan", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "final_samples has no effect" in " ".join(result.output.split())
+    (tmp_path / "d.yaml").write_text(config.read_text().replace(", final_samples: 100000", ""))
+    quiet = CliRunner().invoke(app, ["experiment", "plan", str(tmp_path / "d.yaml")])
+    assert quiet.exit_code == 0 and "final_samples" not in quiet.output, quiet.output

@@ -68,6 +68,44 @@ def test_log_probabilities_entropies_and_gradients_equal_the_whole_row_forward(m
     assert lp_w.abs().sum() > 1.0  # a real comparison, not zeros
 
 
+def test_a_lora_model_gets_the_whole_row_forwards_log_probabilities_and_adapter_gradients(tmp_path):
+    """Through a PEFT wrapper (`--lora`) the loss runs the wrapped model, whose layers carry the
+    adapters: log-probabilities and the adapters' gradients equal the wrapper's whole-row forward."""
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+
+    from sepo.models.tiny import init_tiny_model
+    from sepo.policies.hf import load_hf_model
+    from sepo.training.shared_prompt import logps_and_entropies, usable
+
+    folder = init_tiny_model(tmp_path / "m", seed=0, domains=["kuhn"])
+    base, _, _ = load_hf_model(str(folder), None, device="cpu", dtype="float32")
+    base.config.use_cache = True
+    torch.manual_seed(0)
+    adapters = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, init_lora_weights=False,
+                          target_modules=["q_proj", "k_proj", "v_proj", "o_proj"], task_type="CAUSAL_LM")
+    lora = get_peft_model(base, adapters)
+    assert usable(lora)
+    ids, mask = _batch()
+    completion_mask = mask[:, -4:].float()
+    results = []
+    for shared in (True, False):
+        lora.zero_grad()
+        if shared:
+            logp = logps_and_entropies(lora, ids, mask, 4, 1.0, False)[0]
+        else:
+            logp = _whole_rows(lora, ids, mask, 4, 1.0)[0]
+        (logp * completion_mask).sum().backward()
+        grads = {n: p.grad.detach().clone() for n, p in lora.named_parameters() if p.grad is not None}
+        results.append((logp.detach() * completion_mask, grads))
+    (lp_s, g_s), (lp_w, g_w) = results
+    assert torch.allclose(lp_s, lp_w, atol=1e-5)
+    assert set(g_s) == set(g_w) and all("lora_" in n for n in g_w) and len(g_w) >= 8
+    for name in g_w:
+        assert torch.allclose(g_s[name], g_w[name], atol=1e-5, rtol=1e-4), name
+    assert max(g.abs().max() for g in g_w.values()) > 1e-4  # the adapters do receive gradient
+
+
 def test_the_trainer_uses_it_and_falls_back_where_it_does_not_apply(model, monkeypatch):
     from sepo.training import shared_prompt
 
@@ -136,11 +174,20 @@ def test_a_training_step_on_the_cpu_goes_through_it(tmp_path, monkeypatch):
     assert calls and all(shape[0] == 4 for shape in calls)  # the step's 2 groups x 2 completions
 
 
-def test_a_lora_step_on_the_cpu_trains(tmp_path):
-    """A LoRA adapter (PEFT-wrapped model) trains through the same trainer, shared prompt or not."""
+def test_a_lora_step_on_the_cpu_trains_through_it(tmp_path, monkeypatch):
+    """A LoRA adapter (PEFT-wrapped model) trains through the same trainer and the shared-prompt loss."""
     pytest.importorskip("peft")
     from sepo.models.tiny import init_tiny_model
+    from sepo.training import shared_prompt
     from sepo.training.grpo import LLMSEPOConfig, run_llm_sepo
+
+    calls = []
+    original = shared_prompt.logps_and_entropies
+    def spy(*args, **kwargs):
+        calls.append(type(args[0]).__name__)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(shared_prompt, "logps_and_entropies", spy)
 
     tiny = init_tiny_model(tmp_path / "tiny", seed=0, domains=["kuhn"])
     summary = run_llm_sepo(
@@ -159,3 +206,4 @@ def test_a_lora_step_on_the_cpu_trains(tmp_path):
         tmp_path / "run",
     )
     assert summary["steps"] == 1 and (tmp_path / "run" / "model").is_dir()
+    assert calls and all(name.startswith("Peft") for name in calls)
