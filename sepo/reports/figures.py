@@ -37,12 +37,14 @@ def _png(fig) -> bytes:
 
 
 def _mark(ax, xs, drawn, bars: list[dict], errors) -> None:
-    """Hatch each flagged bar and write its marks beyond its whisker."""
+    """Hatch each flagged bar and write its marks beyond its whisker, on the side the axes leave
+    room (a zero bar at the top of the axes is marked below it, not over the title)."""
+    bottom, top = ax.get_ylim()
     for x, bar, b, low, high in zip(xs, drawn, bars, errors[0], errors[1]):
         if not b["flags"]:
             continue
         bar.set_hatch("///")
-        up = b["delta"][0] >= 0
+        up = b["delta"][0] > 0 or (b["delta"][0] == 0 and b["delta"][0] + high < top - 0.1 * (top - bottom))
         end = b["delta"][0] + high if up else b["delta"][0] - low
         ax.annotate("".join(MARKS[f] for f in b["flags"]), (x, end), ha="center",
                     va="bottom" if up else "top", xytext=(0, 2 if up else -2), textcoords="offset points",
@@ -139,9 +141,9 @@ def figure1(results: Results) -> tuple[bytes, list[dict]] | None:
                                              np.array([b["delta"][2] for b in here]) - values]))
             drawn = ax.bar(xs, values, yerr=errors, capsize=3, color=[COMPARED[b["stage"]] for b in here],
                            edgecolor="black", linewidth=0.5, width=0.7)
-            _mark(ax, xs, drawn, here, errors)
             ax.axhline(0, color="black", linewidth=0.8)
             _limits(ax, values, errors)
+            _mark(ax, xs, drawn, here, errors)
             ax.set_xticks(xs, [(f"{b['agent']}\n" if len(agents) > 1 else "") + f"− {SHORT_NAME[b['stage']]}"
                                for b in here], fontsize=8)
             ax.tick_params(axis="y", labelsize=8)
@@ -206,9 +208,9 @@ def figure_delta_safety(results: Results) -> tuple[bytes, list[dict]] | None:
     colors = ["#bbbbbb" if b["unparsed"] else "#1f77b4" if v >= 0 else "#d62728"
               for b, v in zip(bars, values)]
     drawn = ax.bar(xs, values, yerr=errors, capsize=4, color=colors, edgecolor="black", linewidth=0.5)
-    _mark(ax, xs, drawn, bars, errors)
     ax.axhline(0, color="black", linewidth=0.8)
     _limits(ax, values, errors)
+    _mark(ax, xs, drawn, bars, errors)
     ax.set_xticks(xs, [f"{b['domain']}\n{b['agent']}" + (f" {UNPARSED}" if b["unparsed"] else "")
                        for b in bars], fontsize=8)
     used = [f for f in MARKS if any(f in b["flags"] for b in bars)]

@@ -758,3 +758,24 @@ def test_plot_frontier_draws_an_estimated_point_with_its_interval_cross(tmp_path
              "exploitability_interval": (0.7, 1.6), "utility_interval": (-0.2, -0.1)}
     out = plot_frontier(frontier, tmp_path / "f.png", [point])
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("other, side", [(-2.0, "top"), (2.0, "bottom")])
+def test_a_zero_bars_mark_goes_where_the_axes_leave_room(other, side):
+    """A flagged bar at 0 is marked above its whisker where the axes have room there, and below it
+    where 0 is the top of the axes (above, the mark would sit on the panel's title)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sepo.reports.figures import _limits, _mark
+
+    fig, ax = plt.subplots()
+    values, errors = np.array([other, 0.0]), np.array([[0.3, 0.0], [0.3, 0.0]])
+    drawn = ax.bar([0, 1], values, yerr=errors)
+    _limits(ax, values, errors)
+    _mark(ax, [0, 1], drawn, [{"flags": []}, {"flags": ["deterministic"], "delta": (0.0,)}], errors)
+    (mark,) = ax.texts
+    plt.close(fig)
+    assert mark.get_text() == "D" and mark.get_va() == side
