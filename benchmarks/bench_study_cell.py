@@ -23,8 +23,9 @@ validation, so that a cheaper cell that no longer trains shows as such.
 Usage: python benchmarks/bench_study_cell.py --model runs/smollm2-sft-kuhn-legal/model --lora
        [--config configs/real.yaml] [--domain kuhn] [--stage sepo] [--seed 0] [--answer-rest 0.1]
        [--out runs/bench-study-cell]
-`--smoke` runs both on the tiny random model for 2 steps (numbers meaningless). A killed run
-resumes (each cell is an experiment folder); `--overwrite` starts both again.
+`--smoke` runs both on the tiny random model for 2 steps (numbers meaningless). An `--out` that
+holds an earlier run is refused (a resumed cell's CPU would be counted in part); `--overwrite`
+runs both again from the start.
 """
 from __future__ import annotations
 
@@ -116,6 +117,9 @@ def main(argv=None) -> int:
 
     config = yaml.safe_load(Path(args.config).read_text())
     out = Path(args.out)
+    if not args.overwrite and any((out / name / "run").exists() for name in ("baseline", "cheap")):
+        raise SystemExit(f"{out} holds an earlier run, whose CPU this run would not count: "
+                         "give --overwrite to run both cells again from the start")
     started = time.perf_counter()
     load_before = os.getloadavg()
     procs = {}

@@ -42,15 +42,14 @@ from sepo.limits import check_episodes
 from sepo.metrics import pool_metrics as pm
 from sepo.metrics.bootstrap import StratifiedSample, interval
 from sepo.metrics.exact import (
-    POINT_ESTIMATE_NOTE,
     PROJECTION_NOTE,
-    SAMPLED_NOTE,
     Audit,
     NoActionProbabilities,
     NoExactSolver,
     action_table,
     audit_agent,
     check_audit_fits,
+    estimate_note,
     exact_label,
     exact_solver,
 )
@@ -349,7 +348,7 @@ def summarize(game: Game, config: EvalConfig, episodes: list[EpisodeRecord], fou
             + "; the BestResponse opponent is that projection's"
         )
     if value_name is not None and estimated:
-        notes.append(POINT_ESTIMATE_NOTE if exact.get("point_estimate") else SAMPLED_NOTE)
+        notes.append(estimate_note(policy, bool(exact.get("point_estimate"))))
     if protocol == "rigorous" and value_name is not None:
         e = exact[value_name]
         read = f", {policy['read']}" if estimated else ""

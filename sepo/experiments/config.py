@@ -308,9 +308,11 @@ class Decoding(_Strict):
     """Replies sampled per information state where the played policy cannot be read exactly."""
     answer_rest: float = Field(0.0, ge=0, lt=1)
     """Read the audited policy from the answer lines' exact probabilities where they leave at most
-    this share of the replies at every prompt (that share played by the failure rule, the value
-    labelled `estimated` with the share recorded); 0: only where they leave none. Sampled replies
-    where they leave more."""
+    this share of the replies at every prompt, and sample replies where they leave more. The audits
+    decide an unparsed reply by forced decoding, which needs the reply, so that share is
+    renormalised over the answer lines: each action's probability is within it of the played
+    policy's. The value is labelled `estimated`, with the share recorded. 0: only where the answer
+    lines leave nothing."""
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=0, le=100_000)
     repetition_penalty: float | None = Field(None, gt=0, le=100)

@@ -367,6 +367,8 @@ def _hf_candidates(config, domain, agent, cell: Cell, game, cell_run, out: Path,
             final_samples=t.final_samples or config.decoding.samples,
             answer_rest=t.answer_rest,
         )
+        # no final read is run (measure=False): the count is only recorded, kept within the read limit
+        train_config.final_samples = min(train_config.final_samples, train_config.default_final_samples())
         # each candidate is audited on both splits: the trainer's own read of it would be spent twice
         summary = run_llm_sepo(train_config, cell_run.path("train"), part_of=OWNER, measure=False)
         audit_candidate(

@@ -58,12 +58,27 @@ SAMPLED_NOTE = (
     "the gap of a policy estimated from sampled replies is biased upward where best responses tie (a kink): "
     "read the interval, whose lower end allows for it"
 )
+ANSWER_LINES_NOTE = (
+    "the policy was read from the answer lines' exact probabilities, which leave up to {rest:.2%} of the "
+    "replies at a prompt (renormalised over the answers where the failure rule reads the reply, else "
+    "played by it): each action's probability is within that share of the played policy's, and nothing "
+    "was sampled, so the value has no sampling interval"
+)
 POINT_ESTIMATE_NOTE = (
     "the lower bound was computed from a policy estimated from sampled replies: it is a point estimate "
     "of a lower bound, not itself a bound on the agent's true gap, and has no interval (the rival was "
     "chosen on the same replies it is measured on, so resampling them would not give a valid one); "
     "give --temperature 0, or a smaller game with --threshold, for a bound"
 )
+
+
+def estimate_note(policy: dict, point_estimate: bool) -> str:
+    """The note for a value of a policy that was not read exactly (`policy`, its record): read from
+    the answer lines within a share of the replies, a point estimate of a lower bound, or a sampled
+    estimate whose interval allows for its bias."""
+    if policy.get("rest") is not None and policy.get("replies_per_state") is None:
+        return ANSWER_LINES_NOTE.format(rest=policy["rest"])
+    return POINT_ESTIMATE_NOTE if point_estimate else SAMPLED_NOTE
 
 
 def declared_memory(policy) -> int | None:

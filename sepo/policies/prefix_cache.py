@@ -48,14 +48,25 @@ class _Node:
 
 
 def unwrapped(model):
-    """The transformers model under a PEFT wrapper (its adapters are injected into its layers, so it
-    computes what the wrapper computes), else `model` itself."""
+    """The transformers model under a PEFT wrapper whose adapters are injected into its layers (LoRA
+    and its kin: the wrapped model computes what the wrapper computes), else `model` itself. Prompt
+    learning (virtual tokens the wrapper adds) and aLoRA (offsets the wrapper's hooks set) live in
+    the wrapper, so those stay wrapped, and `supports` refuses them."""
     inner = getattr(model, "get_base_model", None)
-    return inner() if callable(inner) else model
+    if not callable(inner):
+        return model
+    config = getattr(model, "active_peft_config", None)
+    if config is None or getattr(config, "is_prompt_learning", False) or getattr(
+        config, "alora_invocation_tokens", None
+    ):
+        return model
+    return inner()
 
 
 def supports(model) -> bool:
     """Whether `prefix_logits` can run `model` (see module doc)."""
+    if callable(getattr(model, "get_base_model", None)) and unwrapped(model) is model:
+        return False  # a PEFT wrapper that does its own work around the model's layers
     model = unwrapped(model)
     config = getattr(model, "config", None)
     base = getattr(model, "base_model", None)
@@ -177,9 +188,9 @@ def _rows_of(rows: list[int], prompts: int) -> list[list[int]]:
 
 
 def _run(model, root: _Node, visit, batch_size: int, keep: bool) -> int:
-    model = unwrapped(model)
     """Encode every node of the tree under `root`, deepest ready nodes first, `batch_size` a batch;
     hand wanted logits to `visit`; free each subtree's caches when it is done unless `keep`."""
+    model = unwrapped(model)
     base, head = model.base_model, model.get_output_embeddings()
     cache_name = _cache_argument(base)
     device = next(model.parameters()).device

@@ -148,3 +148,30 @@ def test_a_language_model_audit_killed_half_way_resumes_from_its_kept_batches(tm
         ]
 
     assert numbers(resumed) == numbers(clean)
+
+
+def test_a_final_samples_count_no_read_uses_cannot_stop_a_training_cell(tmp_path, monkeypatch):
+    """Cells skip the trainer's final read, so a `training.llm.final_samples` past the read limit
+    (accepted with a warning at plan time) is recorded within the limit and the cell trains."""
+    import warnings
+
+    from sepo.experiments import execute
+    from sepo.policies.text_policy import MAX_SAMPLED_REPLIES
+
+    text = (LM_BASE_CONFIG.replace("DOMAIN", "kuhn").replace("stages: [base]", "stages: [grpo]")
+            + "training: {llm: {steps: 1, groups: 1, group_size: 2, final_samples: 100000}}\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config, plan = _prepared_experiment(text, tmp_path / "run")
+    started = []
+
+    def trainer(train_config, out, **kwargs):
+        train_config.validate()  # what run_llm_sepo does first
+        started.append((train_config.final_samples, kwargs.get("measure")))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("sepo.training.grpo.run_llm_sepo", trainer)
+    with pytest.raises(KeyboardInterrupt):
+        execute.run_cell(config, plan.cells[0], tmp_path / "run")
+    ((final, measure),) = started
+    assert measure is False and final * 12 <= MAX_SAMPLED_REPLIES  # Kuhn's final read: 12 states

@@ -106,6 +106,23 @@ def test_a_lora_model_gets_the_whole_row_forwards_log_probabilities_and_adapter_
     assert max(g.abs().max() for g in g_w.values()) > 1e-4  # the adapters do receive gradient
 
 
+def test_a_prompt_tuning_model_is_not_unwrapped_so_its_virtual_tokens_are_kept(tmp_path):
+    """Prompt tuning adds virtual tokens in the PEFT wrapper itself: calling the wrapped model would
+    drop them, so such a model stays wrapped and takes TRL's whole-row forward."""
+    pytest.importorskip("peft")
+    from peft import PromptTuningConfig, get_peft_model
+
+    from sepo.models.tiny import init_tiny_model
+    from sepo.policies.hf import load_hf_model
+    from sepo.policies.prefix_cache import supports, unwrapped
+    from sepo.training.shared_prompt import usable
+
+    folder = init_tiny_model(tmp_path / "m", seed=0, domains=["kuhn"])
+    base, _, _ = load_hf_model(str(folder), None, device="cpu", dtype="float32")
+    tuned = get_peft_model(base, PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=4))
+    assert unwrapped(tuned) is tuned and not supports(tuned) and not usable(tuned)
+
+
 def test_the_trainer_uses_it_and_falls_back_where_it_does_not_apply(model, monkeypatch):
     from sepo.training import shared_prompt
 
