@@ -822,7 +822,9 @@ class RepeatedAudit:
 
         tree = read_agent(self.stage, self.game.rounds, reader, None, threshold)
         solved = solve(tree)
-        exact_policy = all(e.exact for e in estimates)
+        exact_policy = all(e.exact for e in estimates)  # nothing sampled: no sampling interval
+        claims_exact = all(e.claims_exact for e in estimates)  # and every reply covered
+        rest = max((e.rest for e in estimates), default=0.0)
         interval = None
         if not exact_policy:
             draws = [e.resample(replicates, seed + i) for i, e in enumerate(estimates)]
@@ -834,10 +836,15 @@ class RepeatedAudit:
             interval = list(boundary_interval(solved.gap, np.array(values)))
         states = sum(len(e.decisions) for e in estimates)
         samples = max((e.samples for e in estimates), default=0)
+        if not exact_policy:
+            read = f"estimated ({samples} replies per state)"
+        else:
+            read = next((e.label for e in estimates if e.rest == rest and not e.claims_exact), "exact")
         record = {
-            "read": "exact" if exact_policy else f"estimated ({samples} replies per state)",
-            "read_exactly": exact_policy,
+            "read": read,
+            "read_exactly": claims_exact,
             "replies_per_state": None if exact_policy else samples,
+            **({"rest": rest} if exact_policy and not claims_exact else {}),
             "states": states,
             "invalid_replies": int(sum(sum(e.invalid) for e in estimates)),
             "replies": int(sum(sum(c.sum() for c in e.counts) for e in estimates)),

@@ -266,3 +266,29 @@ def test_a_declared_agents_long_match_costs_the_same_work_each_round(spec):
 
     short, long = _python_calls(audit_and_play(300)), _python_calls(audit_and_play(600))
     assert long < 2.3 * short, (short, long)
+
+
+def test_a_pruned_audit_of_answer_lines_read_within_a_share_is_not_labelled_exact():
+    """A policy read from its answer lines with a share of the replies left over is exact in that
+    nothing was sampled (no interval), but not exact as a claim: the pruned audit's record says
+    so, and keeps the share."""
+    from sepo.metrics.exact import exact_label, exact_solver
+    from sepo.policies.text_policy import PolicyEstimate
+
+    class AnswerLines(Policy):
+        name = "answer-lines"
+
+        def estimate(self, decisions):
+            rows = [np.full((1, len(d.legal_actions)), 1 / len(d.legal_actions)) for d in decisions]
+            return PolicyEstimate(list(decisions), rows, [np.ones(1) for _ in decisions], True, 0,
+                                  [0] * len(decisions), [1] * len(decisions), rest=0.02)
+
+        def action_probabilities(self, decision):
+            raise AssertionError("the audit reads the estimate")
+
+    game = load_game("ipd", rounds=3)
+    audit = exact_solver(game).audit(AnswerLines(), threshold=0.01)
+    assert audit.interval is None
+    assert audit.policy["read_exactly"] is False and audit.policy["rest"] == 0.02
+    assert audit.policy["read"].startswith("answer lines read exactly")
+    assert exact_label(audit.result, audit.policy) == "estimated"
