@@ -94,7 +94,8 @@ MODES = ("sample", "score")
 EXACT_TOLERANCE = EXACT_REST
 """Reply probability an exact read leaves unscored by default (`text_policy.EXACT_REST`). A
 larger `exact_tolerance` reads a model whose answer lines cover all but that share, the rest
-played by the failure rule and the estimate labelled with it (`PolicyEstimate.rest`)."""
+played by the failure rule (or renormalised away where the rule needs the reply) and the estimate
+labelled with it (`PolicyEstimate.rest`)."""
 _ZWSP = "\u200b"
 
 

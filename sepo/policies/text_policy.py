@@ -12,8 +12,9 @@ included, under the decoding it is evaluated with, at the prompts it meets:
   local model whose replies are the action line alone, scored with the turn's real end token);
 - **answer lines read exactly** when such a source is allowed to leave a share of its replies
   unscored (`HFDecoding(exact_tolerance=...)`, the trainer's `answer_rest`): that share is played
-  by the failure rule, each action's probability is within it of the truth, and the label says
-  how much it was (`PolicyEstimate.rest`);
+  by the failure rule where the rule needs no reply (fallback, random-legal) and renormalised away
+  where it does (forced decoding); either way each action's probability is within it of the truth,
+  and the label says how much it was (`PolicyEstimate.rest`);
 - **estimated** otherwise, from `samples` replies per state (batched in one call, cached by
   prompt). The per-state counts of each played outcome are kept (`PolicyEstimate`), so any
   function of the policy (exploitability, safety) gets a sampling interval by resampling the
@@ -189,8 +190,7 @@ class PolicyEstimate:
             return f"estimated ({self.samples} replies per state)"
         if self.claims_exact:
             return "exact"
-        return (f"answer lines read exactly, up to {self.rest:.2%} of replies at a prompt played by the "
-                "failure rule")
+        return f"answer lines read exactly, up to {self.rest:.2%} of replies at a prompt outside them"
 
     @property
     def probabilities(self) -> list[dict[int, float]]:

@@ -482,7 +482,7 @@ def test_exact_distribution_only_when_the_answers_cover_the_replies(scorer, deci
     # read without sampling, but the untrained model leaves most replies to the fallback: not exact, and said
     # so
     assert estimate.exact and not estimate.claims_exact and estimate.rest == pytest.approx(rest.max())
-    assert estimate.label.startswith("answer lines read exactly, up to ") and "failure rule" in estimate.label
+    assert estimate.label.startswith("answer lines read exactly, up to ") and "outside them" in estimate.label
     assert estimate.record()["read_exactly"] is False and estimate.record()["rest"] == estimate.rest
 
 

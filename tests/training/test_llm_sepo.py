@@ -284,7 +284,7 @@ def test_answer_rest_reads_each_step_from_the_answer_lines_and_says_how_much_the
     summary = _train(sft_model, tmp_path / "run", penalty="per-rollout", steps=1, answer_rest=0.05)
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["policy"] for r in records] == [
-        "answer lines read exactly, up to 3.00% of replies at a prompt played by the failure rule"
+        "answer lines read exactly, up to 3.00% of replies at a prompt outside them"
     ] * 2
     assert [r["answer_lines_rest"] for r in records if "loss" in r] == [pytest.approx(0.03)]
     low, high = summary["exploitability_ci"]
